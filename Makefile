@@ -1,0 +1,133 @@
+# mt - memory tracking for any Linux command.  One entry point:
+#   make            build tools into build/bin
+#   make deps       install the Debian packages the build and tests need
+#   make test       run the whole test suite (needs root for eBPF tests)
+#   make check-asan C unit tests and offline stages under ASan + UBSan
+#   make fuzz       run the libFuzzer targets for a short while
+#   make bench      run the benchmarks with hyperfine
+#   make install    PREFIX=/usr/local DESTDIR=
+# V=1 shows the full commands.
+
+OUTPUT ?= build
+PREFIX ?= /usr/local
+DESTDIR ?=
+
+CC ?= cc
+CLANG ?= clang
+BPFTOOL ?= bpftool
+LLVM_STRIP ?= llvm-strip
+ARCH := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-missing-field-initializers \
+	  -I$(OUTPUT) -Ilib -Ibpf -D_GNU_SOURCE
+LDLIBS_COMMON := -lmsgpackc -ljansson -lm
+LDLIBS_BPF := -lbpf -lelf -lz
+
+ifeq ($(V),1)
+Q =
+msg =
+else
+Q = @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+DEB_PACKAGES := build-essential clang llvm bpftool libbpf-dev libelf-dev \
+	zlib1g-dev libmsgpack-dev libjansson-dev pkg-config bats bats-support \
+	bats-assert bats-file python3-msgpack valgrind hyperfine zstd time \
+	util-linux procps
+
+LIB_SRCS := $(wildcard lib/*.c)
+LIB_OBJS := $(patsubst lib/%.c,$(OUTPUT)/lib/%.o,$(LIB_SRCS))
+LIBMT := $(OUTPUT)/libmt.a
+
+TOOLS := mt-trace mt-encode mt-reconstruct mt-report
+TOOL_BINS := $(addprefix $(OUTPUT)/bin/,$(TOOLS))
+
+BPF_SRCS := $(wildcard bpf/*.bpf.c)
+BPF_SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
+
+FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
+FIXTURES := $(patsubst tests/fixtures/%.c,$(OUTPUT)/fixtures/%,$(FIXTURE_SRCS))
+UNIT_SRCS := $(wildcard tests/unit/*.c)
+UNITS := $(patsubst tests/unit/%.c,$(OUTPUT)/unit/%,$(UNIT_SRCS))
+
+.PHONY: all deps test check check-asan fuzz bench install clean format fixtures
+.DELETE_ON_ERROR:
+
+all: $(TOOL_BINS)
+
+$(OUTPUT) $(OUTPUT)/lib $(OUTPUT)/bin $(OUTPUT)/fixtures $(OUTPUT)/unit:
+	$(Q)mkdir -p $@
+
+# vmlinux.h -> .bpf.o -> .skel.h -> the program that includes it
+$(OUTPUT)/vmlinux.h: | $(OUTPUT)
+	$(call msg,GEN,$@)
+	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
+
+$(OUTPUT)/%.bpf.o: bpf/%.bpf.c bpf/*.h $(OUTPUT)/vmlinux.h | $(OUTPUT)
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) \
+		-I$(OUTPUT) -Ibpf -c $< -o $@
+	$(Q)$(LLVM_STRIP) -g $@
+
+$(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name $* > $@
+
+$(OUTPUT)/lib/%.o: lib/%.c lib/*.h bpf/mt_event.h | $(OUTPUT)/lib
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+# the tracer's lib objects need the skeleton only if they include it
+$(LIB_OBJS): | $(BPF_SKELS)
+
+$(LIBMT): $(LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(OUTPUT)/bin/mt-trace: tools/mt-trace.c $(LIBMT) $(BPF_SKELS) | $(OUTPUT)/bin
+	$(call msg,CCLD,$@)
+	$(Q)$(CC) $(CFLAGS) $< $(LIBMT) $(LDLIBS_BPF) $(LDLIBS_COMMON) -o $@
+
+$(OUTPUT)/bin/%: tools/%.c $(LIBMT) | $(OUTPUT)/bin
+	$(call msg,CCLD,$@)
+	$(Q)$(CC) $(CFLAGS) $< $(LIBMT) $(LDLIBS_COMMON) -o $@
+
+# Fixture programs: no optimisation and no builtins, so every call the source
+# makes is a call the binary makes (gcc folds malloc/free pairs otherwise).
+FIXTURE_CFLAGS := -std=gnu11 -O0 -g -fno-builtin -Wall -Wextra -Werror -pthread
+$(OUTPUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/*.h | $(OUTPUT)/fixtures
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(FIXTURE_CFLAGS) $< -o $@ -ldl
+
+fixtures: $(FIXTURES)
+
+$(OUTPUT)/unit/%: tests/unit/%.c $(LIBMT) | $(OUTPUT)/unit
+	$(call msg,CCLD,$@)
+	$(Q)$(CC) $(CFLAGS) $< $(LIBMT) $(LDLIBS_COMMON) -o $@
+
+# The README's test command.  Runs every suite and ends with
+# "N passed, N failed"; exits non-zero on any failure.
+test check: all fixtures $(UNITS)
+	$(Q)tests/run
+
+deps:
+	@if ! dpkg -s $(DEB_PACKAGES) >/dev/null 2>&1; then \
+		apt-get update -qq && \
+		apt-get install -y -qq --no-install-recommends $(DEB_PACKAGES); \
+	fi
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 755 $(TOOL_BINS) $(DESTDIR)$(PREFIX)/bin
+	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5
+
+format:
+	clang-format -i bpf/*.c bpf/*.h lib/*.c lib/*.h tools/*.c \
+		$(wildcard tests/fixtures/*.c tests/fixtures/*.h tests/unit/*.c)
+
+clean:
+	rm -rf $(OUTPUT)

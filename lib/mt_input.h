@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mt_input.h - read any event stream mt understands, one record at a time:
+ *
+ *   MT_FMT_RAW       mt-trace's raw stream (mt_raw.h)
+ *   MT_FMT_ARTIFACT  mt-encode's MessagePack artifact (header map, event
+ *                    maps, trailer map)
+ *   MT_FMT_JSONL     mt-encode --jsonl (the same maps as JSON lines)
+ *   MT_FMT_MEMTRACK  a CodSpeed memtrack artifact after `zstd -dc`: event
+ *                    maps only, no header or trailer
+ *
+ * The format is told from the first bytes, never from the file name.
+ * Every later stage (mt-encode, mt-reconstruct, mt-report) reads through
+ * this one interface, so they all agree on what a stream means.
+ */
+#ifndef MT_INPUT_H
+#define MT_INPUT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "mt_raw.h"
+
+enum mt_format {
+	MT_FMT_UNKNOWN = 0,
+	MT_FMT_RAW,
+	MT_FMT_ARTIFACT,
+	MT_FMT_JSONL,
+	MT_FMT_MEMTRACK,
+	MT_FMT_TIMELINES, /* mt-reconstruct's JSON: not an event stream */
+};
+
+/* One decoded event.  str points into the reader's memory and stays valid
+ * until the next mt_input_next(). */
+struct mt_record {
+	struct mt_event ev; /* kind is enum mt_event_kind, incl. MT_EV_LOST */
+	const char *str;    /* EXEC path, MARKER name; NULL otherwise */
+	uint32_t str_len;
+};
+
+struct mt_input;
+
+/*
+ * Open path ("-" or NULL for stdin).  Reads the stream header (if the
+ * format has one) before returning.  On failure returns NULL and writes a
+ * message "NAME: byte N: what" into err.
+ */
+struct mt_input *mt_input_open(const char *path, char *err, size_t errlen);
+
+/* The same on an open stream; name is used in messages.  Takes f. */
+struct mt_input *mt_input_fopen(FILE *f, const char *name, char *err,
+				size_t errlen);
+
+enum mt_format mt_input_format(const struct mt_input *in);
+const char *mt_format_name(enum mt_format fmt);
+
+/* Header now; trailer fields once mt_input_next() returned 0. */
+const struct mt_meta *mt_input_meta(const struct mt_input *in);
+
+/*
+ * Next record: 1 = rec filled, 0 = clean end of stream (trailer seen, or
+ * for MT_FMT_MEMTRACK end of file), -1 = the stream is truncated or corrupt;
+ * mt_input_error() then says where and what, and mt_input_meta() holds what
+ * was known (has_trailer false).
+ */
+int mt_input_next(struct mt_input *in, struct mt_record *rec);
+
+const char *mt_input_error(const struct mt_input *in);
+
+/* Byte offset of the next unread byte (for messages). */
+uint64_t mt_input_offset(const struct mt_input *in);
+
+void mt_input_close(struct mt_input *in);
+
+/* Stable names of event kinds as used in artifacts ("Malloc", "Free",
+ * ...); NULL for an unknown kind.  And back: MT_EV_NONE if unknown. */
+const char *mt_kind_name(unsigned kind);
+unsigned mt_kind_from_name(const char *name, size_t len);
+
+#endif /* MT_INPUT_H */

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mt_raw.h - the raw stream mt-trace writes and mt-encode reads.
+ *
+ * Layout (all integers little-endian; man/mt-format.5 is the reference):
+ *
+ *   stream header   struct mt_raw_header, then strings_size bytes of
+ *                   NUL-terminated strings: host name, then argc argv
+ *                   strings; the header is zero padded to a multiple of 8
+ *                   (header_size counts everything).
+ *   batch *         struct mt_raw_batch, then count records of event_size
+ *                   bytes each (bytes == count * event_size).  seq counts
+ *                   batches from 0; lost is the number of events the kernel
+ *                   side could not deliver since the previous batch.
+ *   trailer         struct mt_raw_trailer.  A stream that ends without it is
+ *                   truncated, whatever else it holds.
+ */
+#ifndef MT_RAW_H
+#define MT_RAW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../bpf/mt_event.h"
+
+#define MT_RAW_MAGIC "\x89MTRAW\r\n" /* 8 bytes, no NUL */
+#define MT_RAW_MAGIC_LEN 8
+#define MT_RAW_VERSION 1
+#define MT_BATCH_MAGIC 0x3142544du   /* "MTB1" */
+#define MT_TRAILER_MAGIC 0x3145544du /* "MTE1" */
+
+/* mt_raw_header.flags / mt_meta.flags */
+#define MT_HDR_ALLOCATORS 0x1 /* allocator calls were traced */
+#define MT_HDR_SYSCALLS 0x2   /* mmap/munmap/mremap/brk were traced */
+#define MT_HDR_RSS 0x4	      /* RSS events were traced */
+#define MT_HDR_PHYSICAL 0x8   /* physical (PSS) events were traced */
+
+/* mt_raw_trailer.exit_kind / mt_meta.exit_kind */
+enum mt_exit_kind {
+	MT_EXIT_UNKNOWN = 0, /* the command could not be waited for */
+	MT_EXIT_CODE = 1,    /* exited; exit_value is the status 0..255 */
+	MT_EXIT_SIGNAL = 2,  /* killed; exit_value is the signal number */
+};
+
+struct mt_raw_header {
+	char magic[MT_RAW_MAGIC_LEN];
+	uint32_t version;     /* MT_RAW_VERSION */
+	uint32_t header_size; /* bytes from magic to first batch */
+	uint32_t event_size;  /* bytes per record: MT_EVENT_SIZE */
+	uint32_t page_size;
+	uint32_t clock_id; /* CLOCK_MONOTONIC */
+	uint32_t root_pid;
+	uint32_t flags; /* MT_HDR_* */
+	uint32_t argc;
+	uint64_t start_monotonic_ns;
+	uint64_t start_realtime_ns; /* ns since the Unix epoch */
+	uint32_t strings_size;
+	uint32_t reserved;
+};
+
+struct mt_raw_batch {
+	uint32_t magic; /* MT_BATCH_MAGIC */
+	uint32_t count; /* records that follow */
+	uint32_t bytes; /* count * event_size */
+	uint32_t reserved;
+	uint64_t seq;
+	uint64_t lost;
+};
+
+struct mt_raw_trailer {
+	uint32_t magic; /* MT_TRAILER_MAGIC */
+	uint32_t exit_kind;
+	int32_t exit_value;
+	uint32_t reserved;
+	uint64_t end_monotonic_ns;
+	uint64_t events; /* records written in all batches */
+	uint64_t lost;	 /* sum of the batches' lost counts */
+	uint64_t batches;
+};
+
+/*
+ * What a stream says about itself: the header, and once the end is reached,
+ * the trailer.  Shared by every format (raw, artifact, memtrack artifact).
+ */
+struct mt_meta {
+	uint32_t version;
+	uint32_t page_size;
+	uint32_t clock_id;
+	uint32_t root_pid;
+	uint32_t flags;
+	uint64_t start_monotonic_ns;
+	uint64_t start_realtime_ns;
+	char *host;  /* owned */
+	int argc;
+	char **argv; /* owned */
+	/* trailer */
+	bool has_trailer; /* the stream ended with its trailer */
+	uint32_t exit_kind;
+	int32_t exit_value;
+	uint64_t end_monotonic_ns;
+	uint64_t events;
+	uint64_t lost;
+	uint64_t batches;
+};
+
+void mt_meta_free(struct mt_meta *meta);
+
+/* Writer: each returns 0, or -errno (a short write is -EIO). */
+int mt_raw_write_header(int fd, const struct mt_meta *meta);
+int mt_raw_write_batch(int fd, uint64_t seq, uint64_t lost,
+		       const void *records, uint32_t count);
+int mt_raw_write_trailer(int fd, const struct mt_meta *meta);
+
+#endif /* MT_RAW_H */

@@ -1,0 +1,30 @@
+# Shared set-up for the bats suites: load with `load helpers`.
+load '/usr/lib/bats/bats-support/load.bash'
+load '/usr/lib/bats/bats-assert/load.bash'
+load '/usr/lib/bats/bats-file/load.bash'
+
+TOP="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+MT_BIN="${MT_BIN:-$TOP/build/bin}"
+MT_FIXTURES="${MT_FIXTURES:-$TOP/build/fixtures}"
+MT_BUILD="${MT_BUILD:-$TOP/build}"
+PATH="$MT_BIN:$PATH"
+# Debian's python3 has python3-msgpack; the pyenv one on PATH does not.
+PY=/usr/bin/python3
+
+# eBPF tests need root (CAP_BPF + CAP_PERFMON + CAP_SYS_ADMIN for tracefs).
+# In CI a missing privilege is a failure, never a skip.
+require_bpf() {
+	local why=""
+	if [ "$(id -u)" -ne 0 ]; then
+		why="not root (eBPF tracing needs CAP_BPF, CAP_PERFMON)"
+	elif [ ! -r /sys/kernel/btf/vmlinux ]; then
+		why="no BTF at /sys/kernel/btf/vmlinux"
+	fi
+	if [ -n "$why" ]; then
+		if [ -n "${CI:-}" ]; then
+			echo "BPF unavailable in CI: $why" >&2
+			return 1
+		fi
+		skip "$why"
+	fi
+}
