@@ -57,7 +57,8 @@ UNITS := $(patsubst tests/unit/%.c,$(OUTPUT)/unit/%,$(UNIT_SRCS))
 
 all: $(TOOL_BINS)
 
-$(OUTPUT) $(OUTPUT)/lib $(OUTPUT)/bin $(OUTPUT)/fixtures $(OUTPUT)/unit:
+$(OUTPUT) $(OUTPUT)/lib $(OUTPUT)/bin $(OUTPUT)/fixtures $(OUTPUT)/unit \
+		$(OUTPUT)/preload:
 	$(Q)mkdir -p $@
 
 # vmlinux.h -> .bpf.o -> .skel.h -> the program that includes it
@@ -101,7 +102,13 @@ $(OUTPUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/*.h | $(OUTPUT)/fixtures
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(FIXTURE_CFLAGS) $< -o $@ -ldl
 
-fixtures: $(FIXTURES)
+# The tests' independent allocation counter (LD_PRELOAD), see its header.
+$(OUTPUT)/preload/mtcount.so: tests/preload/mtcount.c | $(OUTPUT)/preload
+	$(call msg,CCLD,$@)
+	$(Q)$(CC) -std=gnu11 -O2 -g -fno-builtin -fPIC -shared -Wall -Wextra \
+		-Werror $< -o $@ -ldl -pthread
+
+fixtures: $(FIXTURES) $(OUTPUT)/preload/mtcount.so
 
 $(OUTPUT)/unit/%: tests/unit/%.c $(LIBMT) | $(OUTPUT)/unit
 	$(call msg,CCLD,$@)
