@@ -22,7 +22,7 @@ CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-missing-field-initializers \
 	  -I$(OUTPUT) -Ilib -Ibpf -D_GNU_SOURCE
 LDLIBS_COMMON := -lmsgpackc -ljansson -lm
-LDLIBS_BPF := -lbpf -lelf -lz
+LDLIBS_BPF := -lbpf -lelf -lz -lpthread
 
 ifeq ($(V),1)
 Q =
@@ -54,6 +54,7 @@ UNITS := $(patsubst tests/unit/%.c,$(OUTPUT)/unit/%,$(UNIT_SRCS))
 
 .PHONY: all deps test check check-asan fuzz bench install clean format fixtures
 .DELETE_ON_ERROR:
+.SECONDARY:
 
 all: $(TOOL_BINS)
 

@@ -22,29 +22,32 @@
 enum mt_event_kind {
 	MT_EV_NONE = 0,
 	/* allocator calls (uprobes) */
-	MT_EV_MALLOC = 1,	 /* addr, size */
-	MT_EV_FREE = 2,		 /* addr */
-	MT_EV_CALLOC = 3,	 /* addr, size = nmemb * size */
-	MT_EV_REALLOC = 4,	 /* addr (new), size, old_addr (0 for realloc(NULL, n)) */
+	MT_EV_MALLOC = 1, /* addr, size */
+	MT_EV_FREE = 2,	  /* addr */
+	MT_EV_CALLOC = 3, /* addr, size = nmemb * size */
+	MT_EV_REALLOC =
+	    4, /* addr (new), size, old_addr (0 for realloc(NULL, n)) */
 	MT_EV_ALIGNED_ALLOC = 5, /* addr, size, old_size = alignment */
 	/* address-space system calls (syscall tracepoints), successful only */
-	MT_EV_MMAP = 6,		 /* addr, size, aux = MAP_* flags, flags = PROT_* */
-	MT_EV_MUNMAP = 7,	 /* addr, size */
-	MT_EV_MREMAP = 8,	 /* addr (new), size (new), old_addr, old_size */
-	MT_EV_BRK = 9,		 /* addr = new break, old_addr = previous break */
+	MT_EV_MMAP = 6,	  /* addr, size, aux = MAP_* flags, flags = PROT_* */
+	MT_EV_MUNMAP = 7, /* addr, size */
+	MT_EV_MREMAP = 8, /* addr (new), size (new), old_addr, old_size */
+	MT_EV_BRK = 9,	  /* addr = new break, old_addr = previous break */
 	/* process life (sched tracepoints, own ring buffer) */
-	MT_EV_FORK = 10,	 /* pid = new process, old_addr = parent pid */
-	MT_EV_EXEC = 11,	 /* aux = path length; path follows in DATA records */
-	MT_EV_EXIT = 12,	 /* aux = wait(2)-style status of the process */
+	MT_EV_FORK = 10, /* pid = new process, old_addr = parent pid */
+	MT_EV_EXEC = 11, /* aux = path length; path follows in DATA records */
+	MT_EV_EXIT = 12, /* aux = wait(2)-style status of the process */
 	/* MT_EV_DATA is never the kind of a stored record: it names the
 	 * payload slots that follow an EXEC or MARKER record.  That record's
 	 * aux holds the payload length n; the next ceil(n / MT_EVENT_SIZE)
 	 * slots of the batch hold the bytes, zero padded, with no header. */
 	MT_EV_DATA = 13,
 	/* reserved for later event kinds (RSS, physical, markers, toggles) */
-	MT_EV_RSS = 14,		 /* aux = member (0 file, 1 anon, 2 swap, 3 shmem), size = bytes */
-	MT_EV_PSS = 15,		 /* size = Pss, addr = Pss_Anon, old_addr = Pss_File, old_size = Pss_Shmem */
-	MT_EV_MARKER = 16,	 /* aux = name length; name follows in DATA records */
+	MT_EV_RSS = 14, /* aux = member (0 file, 1 anon, 2 swap, 3 shmem), size
+			   = bytes */
+	MT_EV_PSS = 15, /* size = Pss, addr = Pss_Anon, old_addr = Pss_File,
+			   old_size = Pss_Shmem */
+	MT_EV_MARKER = 16, /* aux = name length; name follows in DATA records */
 	MT_EV_ENABLE = 17,
 	MT_EV_DISABLE = 18,
 	/* never produced by BPF: readers turn a batch's lost count into a

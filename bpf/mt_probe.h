@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mt_probe.h - what each allocator uprobe means, shared by the BPF side
+ * (which reads it from the probe's attach cookie) and the attach code in
+ * lib/ (which sets the cookie).  One id per function signature, so the BPF
+ * side knows which argument holds the size or the pointer.
+ */
+#ifndef MT_PROBE_H
+#define MT_PROBE_H
+
+enum mt_probe_fn {
+	MT_FN_NONE = 0,
+	MT_FN_MALLOC,	      /* void *malloc(size_t size) */
+	MT_FN_CALLOC,	      /* void *calloc(size_t n, size_t size) */
+	MT_FN_REALLOC,	      /* void *realloc(void *p, size_t size) */
+	MT_FN_REALLOCARRAY,   /* void *reallocarray(void *p, size_t n, size_t
+				 size) */
+	MT_FN_MEMALIGN,	      /* void *memalign(size_t align, size_t size),
+				 aligned_alloc */
+	MT_FN_POSIX_MEMALIGN, /* int posix_memalign(void **p, size_t align,
+				 size_t size) */
+	MT_FN_VALLOC,	      /* void *valloc(size_t size), pvalloc */
+	MT_FN_FREE,	      /* void free(void *p) */
+	MT_FN_MAX
+};
+
+/* The attach cookie: the function id in the low byte; MT_COOKIE_ENTRY_ONLY
+ * marks a probe without a return probe (free), which emits at entry. */
+#define MT_COOKIE_FN(c) ((unsigned)((c)&0xff))
+
+/* Indexes of the per-CPU lost-event counters. */
+enum mt_lost_reason {
+	MT_LOST_EVENTS_RING = 0, /* events ring buffer full */
+	MT_LOST_LIFECYCLE_RING,	 /* lifecycle ring buffer full */
+	MT_LOST_CALL_STATE,	 /* no per-thread storage for a call */
+	MT_LOST_PID_TABLE, /* traced-process table full: fork not followed */
+	MT_LOST_MAX
+};
+
+#endif /* MT_PROBE_H */

@@ -1,0 +1,466 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mt_trace.bpf.c - the kernel side of mt-trace.
+ *
+ * Three kinds of hooks feed two ring buffers:
+ *   - allocator uprobes/uretprobes (one program each, the function told
+ *     apart by the attach cookie) -> events ring;
+ *   - mmap/munmap/mremap/brk syscall tracepoints -> events ring;
+ *   - fork/exec/exit (tp_btf, no tracefs needed) -> lifecycle ring, which a
+ *     flood of allocator events cannot fill.
+ * Only processes in `traced` produce events; fork adds the child, exit
+ * removes the process, so a reused pid is never mistaken for a traced one.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "mt_event.h"
+#include "mt_probe.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set by mt-trace before load. */
+const volatile __u64 page_size = 4096;
+/* Wake the consumer only once this much is waiting: a wakeup per event
+ * costs ~3 us (FACTS.md); a timer in mt-trace drains the rest. */
+const volatile __u64 wakeup_bytes = 1 << 20;
+
+/* Flipped at run time by mt-trace (enable/disable, --start-disabled). */
+volatile __u32 allocs_enabled = 1;
+volatile __u32 syscalls_enabled = 1;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 32 << 20); /* resized by mt-trace (--ring-size) */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} lifecycle SEC(".maps");
+
+/* Processes (thread-group ids) being traced. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} traced SEC(".maps");
+
+/* Events that could not be delivered, by enum mt_lost_reason. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MT_LOST_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+/*
+ * Per-thread state between a call's entry and its return.  sp is the stack
+ * pointer at the entry of the outermost traced call: a traced call entered
+ * with a lower sp is nested inside it (realloc(NULL, n) -> malloc) and is
+ * not the program's own call; the return seen with sp above it is the
+ * outermost one's.  A stale state (a return never seen, e.g. longjmp) is
+ * recognised the same way: the next call enters at or above its sp.
+ */
+struct call_state {
+	__u64 sp;
+	__u64 arg0, arg1, arg2;
+	__u32 fn;
+	__u32 active;
+	/* syscall in flight (enter -> exit) */
+	__u64 sys_arg0, sys_arg1, sys_arg2, sys_arg3, sys_arg4;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct call_state);
+} calls SEC(".maps");
+
+static __always_inline void count_lost(__u32 reason)
+{
+	__u64 *n = bpf_map_lookup_elem(&lost, &reason);
+
+	if (n)
+		*n += 1;
+}
+
+static __always_inline bool is_traced(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&traced, &tgid) != NULL;
+}
+
+static __always_inline struct mt_event *reserve_event(void)
+{
+	struct mt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e)
+		count_lost(MT_LOST_EVENTS_RING);
+	return e;
+}
+
+static __always_inline void submit_event(struct mt_event *e)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
+}
+
+static __always_inline void fill_event(struct mt_event *e, __u16 kind,
+				       __u64 pid_tgid)
+{
+	e->timestamp = bpf_ktime_get_ns();
+	e->pid = pid_tgid >> 32;
+	e->tid = (__u32)pid_tgid;
+	e->kind = kind;
+	e->flags = 0;
+	e->aux = 0;
+	e->addr = 0;
+	e->size = 0;
+	e->old_addr = 0;
+	e->old_size = 0;
+}
+
+static __always_inline void emit(__u16 kind, __u64 pid_tgid, __u64 addr,
+				 __u64 size, __u64 old_addr, __u64 old_size)
+{
+	struct mt_event *e = reserve_event();
+
+	if (!e)
+		return;
+	fill_event(e, kind, pid_tgid);
+	e->addr = addr;
+	e->size = size;
+	e->old_addr = old_addr;
+	e->old_size = old_size;
+	submit_event(e);
+}
+
+static __always_inline struct call_state *call_state(bool create)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct call_state *st;
+
+	st = bpf_task_storage_get(&calls, task, 0,
+				  create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	if (!st && create)
+		count_lost(MT_LOST_CALL_STATE);
+	return st;
+}
+
+/* ---- allocator calls ---------------------------------------------------- */
+
+SEC("uprobe")
+int alloc_enter(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 fn = MT_COOKIE_FN(bpf_get_attach_cookie(ctx));
+	__u64 sp = PT_REGS_SP(ctx);
+	struct call_state *st;
+
+	if (!allocs_enabled || !is_traced(pid_tgid >> 32))
+		return 0;
+	if (fn == MT_FN_FREE && PT_REGS_PARM1(ctx) == 0)
+		return 0; /* free(NULL) is no event */
+	st = call_state(true);
+	if (!st)
+		return 0;
+	if (st->active && sp < st->sp)
+		return 0; /* called by another traced call */
+	if (fn == MT_FN_FREE) {
+		emit(MT_EV_FREE, pid_tgid, PT_REGS_PARM1(ctx), 0, 0, 0);
+		return 0;
+	}
+	st->active = 1;
+	st->sp = sp;
+	st->fn = fn;
+	st->arg0 = PT_REGS_PARM1(ctx);
+	st->arg1 = PT_REGS_PARM2(ctx);
+	st->arg2 = PT_REGS_PARM3(ctx);
+	return 0;
+}
+
+static __always_inline void emit_return(struct call_state *st, __u64 pid_tgid,
+					__u64 ret)
+{
+	void *memptr;
+	__u64 addr = 0;
+
+	switch (st->fn) {
+	case MT_FN_MALLOC:
+		if (ret)
+			emit(MT_EV_MALLOC, pid_tgid, ret, st->arg0, 0, 0);
+		break;
+	case MT_FN_CALLOC:
+		if (ret)
+			emit(MT_EV_CALLOC, pid_tgid, ret, st->arg0 * st->arg1,
+			     0, 0);
+		break;
+	case MT_FN_REALLOC:
+	case MT_FN_REALLOCARRAY: {
+		__u64 size =
+		    st->fn == MT_FN_REALLOC ? st->arg1 : st->arg1 * st->arg2;
+		if (ret)
+			emit(MT_EV_REALLOC, pid_tgid, ret, size, st->arg0, 0);
+		else if (size == 0 && st->arg0)
+			/* realloc(p, 0) freed p and returned NULL */
+			emit(MT_EV_FREE, pid_tgid, st->arg0, 0, 0, 0);
+		break;
+	}
+	case MT_FN_MEMALIGN:
+		if (ret)
+			emit(MT_EV_ALIGNED_ALLOC, pid_tgid, ret, st->arg1, 0,
+			     st->arg0);
+		break;
+	case MT_FN_VALLOC:
+		if (ret)
+			emit(MT_EV_ALIGNED_ALLOC, pid_tgid, ret, st->arg0, 0,
+			     page_size);
+		break;
+	case MT_FN_POSIX_MEMALIGN:
+		if (ret != 0)
+			break; /* an error number: nothing allocated */
+		memptr = (void *)st->arg0;
+		if (bpf_probe_read_user(&addr, sizeof(addr), memptr) == 0 &&
+		    addr)
+			emit(MT_EV_ALIGNED_ALLOC, pid_tgid, addr, st->arg2, 0,
+			     st->arg1);
+		break;
+	}
+}
+
+SEC("uretprobe")
+int alloc_return(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct call_state *st;
+
+	if (!is_traced(pid_tgid >> 32))
+		return 0;
+	st = call_state(false);
+	if (!st || !st->active || PT_REGS_SP(ctx) <= st->sp)
+		return 0; /* not the outermost call's return */
+	st->active = 0;
+	if (allocs_enabled)
+		emit_return(st, pid_tgid, PT_REGS_RC(ctx));
+	return 0;
+}
+
+/* ---- address-space system calls ---------------------------------------- */
+
+static __always_inline __u64 page_align(__u64 len)
+{
+	return (len + page_size - 1) & ~(page_size - 1);
+}
+
+static __always_inline bool syscall_failed(long ret)
+{
+	return (unsigned long)ret >= (unsigned long)-4095;
+}
+
+/*
+ * The syscalls are hooked with tp_btf/sys_enter and sys_exit rather than the
+ * per-syscall tracepoints: those need tracefs and, worse, each costs ~40 ms
+ * to detach, serialised in the kernel (8 of them made `mt-trace -- true`
+ * take 0.35 s).  The price is a BPF call on every syscall while tracing; the
+ * syscall number is tested first so that is all most syscalls pay.
+ */
+#define NR_MMAP	  9
+#define NR_MUNMAP 11
+#define NR_BRK	  12
+#define NR_MREMAP 25
+
+static __always_inline bool is_memory_syscall(long id)
+{
+	return id == NR_MMAP || id == NR_MUNMAP || id == NR_BRK ||
+	       id == NR_MREMAP;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
+{
+	struct call_state *st;
+
+	if (!is_memory_syscall(id) || !syscalls_enabled ||
+	    !is_traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	st = call_state(true);
+	if (!st)
+		return 0;
+	switch (id) {
+	case NR_MMAP:
+		st->sys_arg0 = regs->si;  /* length */
+		st->sys_arg1 = regs->dx;  /* prot */
+		st->sys_arg2 = regs->r10; /* flags */
+		break;
+	case NR_MUNMAP:
+		st->sys_arg0 = regs->di; /* address */
+		st->sys_arg1 = regs->si; /* length */
+		break;
+	case NR_MREMAP:
+		st->sys_arg0 = regs->di; /* old address */
+		st->sys_arg1 = regs->si; /* old length */
+		st->sys_arg2 = regs->dx; /* new length */
+		break;
+	case NR_BRK:
+		/* the break before the call, to tell growth from failure */
+		st->sys_arg0 =
+		    BPF_CORE_READ(bpf_get_current_task_btf(), mm, brk);
+		break;
+	}
+	return 0;
+}
+
+static __always_inline void emit_brk(__u64 pid_tgid, __u64 old_brk,
+				     __u64 new_brk)
+{
+	/* brk returns the old break when it fails, so an unchanged break is
+	 * a query or a failure: no event */
+	if (new_brk == old_brk || old_brk == 0)
+		return;
+	emit(MT_EV_BRK, pid_tgid, new_brk,
+	     new_brk > old_brk ? new_brk - old_brk : old_brk - new_brk, old_brk,
+	     0);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	long id = regs->orig_ax;
+	struct call_state *st;
+	struct mt_event *e;
+
+	if (!is_memory_syscall(id) || !syscalls_enabled ||
+	    !is_traced(pid_tgid >> 32))
+		return 0;
+	st = call_state(false);
+	if (!st)
+		return 0;
+	switch (id) {
+	case NR_MMAP:
+		if (syscall_failed(ret))
+			break;
+		e = reserve_event();
+		if (!e)
+			break;
+		fill_event(e, MT_EV_MMAP, pid_tgid);
+		e->addr = ret;
+		e->size = page_align(st->sys_arg0);
+		e->flags = st->sys_arg1;
+		e->aux = st->sys_arg2;
+		submit_event(e);
+		break;
+	case NR_MUNMAP:
+		if (ret == 0)
+			emit(MT_EV_MUNMAP, pid_tgid, st->sys_arg0,
+			     page_align(st->sys_arg1), 0, 0);
+		break;
+	case NR_MREMAP:
+		if (!syscall_failed(ret))
+			emit(MT_EV_MREMAP, pid_tgid, ret,
+			     page_align(st->sys_arg2), st->sys_arg0,
+			     page_align(st->sys_arg1));
+		break;
+	case NR_BRK:
+		emit_brk(pid_tgid, st->sys_arg0, ret);
+		break;
+	}
+	return 0;
+}
+
+/* ---- process life -------------------------------------------------------- */
+
+static __always_inline struct mt_event *reserve_lifecycle(__u64 bytes)
+{
+	struct mt_event *e = bpf_ringbuf_reserve(&lifecycle, bytes, 0);
+
+	if (!e)
+		count_lost(MT_LOST_LIFECYCLE_RING);
+	return e;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 parent_tgid = parent->tgid, child_tgid = child->tgid;
+	__u32 one = 1;
+	struct mt_event *e;
+
+	if (child->pid != child_tgid)
+		return 0; /* a new thread, not a new process */
+	if (!is_traced(parent_tgid))
+		return 0;
+	if (bpf_map_update_elem(&traced, &child_tgid, &one, BPF_ANY)) {
+		count_lost(MT_LOST_PID_TABLE);
+		return 0;
+	}
+	e = reserve_lifecycle(sizeof(*e));
+	if (!e)
+		return 0;
+	fill_event(e, MT_EV_FORK, bpf_get_current_pid_tgid());
+	e->pid = child_tgid;
+	e->tid = child_tgid;
+	e->old_addr = parent_tgid;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* An exec record carries its path in the bytes after the event; mt-trace
+ * turns them into DATA slots of the raw stream. */
+struct exec_record {
+	struct mt_event ev;
+	char path[MT_PATH_MAX];
+};
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
+	     struct linux_binprm *bprm)
+{
+	struct exec_record *r;
+	long len;
+
+	if (!is_traced(task->tgid))
+		return 0;
+	r = (struct exec_record *)reserve_lifecycle(sizeof(*r));
+	if (!r)
+		return 0;
+	fill_event(&r->ev, MT_EV_EXEC, bpf_get_current_pid_tgid());
+	len = bpf_probe_read_kernel_str(r->path, sizeof(r->path),
+					BPF_CORE_READ(bprm, filename));
+	r->ev.aux = len > 0 ? len - 1 : 0; /* without the NUL */
+	bpf_ringbuf_submit(r, 0);
+	return 0;
+}
+
+#define SIGNAL_GROUP_EXIT 0x00000004 /* include/linux/sched/signal.h */
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
+{
+	__u32 tgid = task->tgid;
+	struct mt_event *e;
+	__u32 status;
+
+	if (!group_dead || !is_traced(tgid))
+		return 0;
+	if (BPF_CORE_READ(task, signal, flags) & SIGNAL_GROUP_EXIT)
+		status = BPF_CORE_READ(task, signal, group_exit_code);
+	else
+		status = task->exit_code;
+	e = reserve_lifecycle(sizeof(*e));
+	if (e) {
+		fill_event(e, MT_EV_EXIT, bpf_get_current_pid_tgid());
+		e->pid = tgid;
+		e->aux = status;
+		bpf_ringbuf_submit(e, 0);
+	}
+	bpf_map_delete_elem(&traced, &tgid);
+	return 0;
+}

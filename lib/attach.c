@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: MIT
+/*
+ * attach.c - place the allocator uprobes.
+ *
+ * All entry probes of one ELF file go into one uprobe_multi link, and all
+ * return probes into a second: a classic uprobe link costs ~110 ms to
+ * detach, one multi link for everything 50-90 ms (FACTS.md).  libbpf 1.1
+ * predates uprobe_multi, so the link is created with the raw bpf(2) call.
+ * Kernels without it get classic links, one per probe.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "mt_attach.h"
+#include "mt_elf.h"
+#include "mt_probe.h"
+
+#define BPF_TRACE_UPROBE_MULTI_	   48 /* enum bpf_attach_type, Linux 6.6 */
+#define BPF_F_UPROBE_MULTI_RETURN_ 1u /* link_create.uprobe_multi.flags */
+
+/* union bpf_attr's link_create member as Linux 6.6 has it for uprobe_multi;
+ * the installed uapi headers (6.1) do not know it. */
+struct uprobe_multi_link_attr {
+	__u32 prog_fd;
+	__u32 target_fd;
+	__u32 attach_type;
+	__u32 flags;
+	__u64 path;
+	__u64 offsets;
+	__u64 ref_ctr_offsets;
+	__u64 cookies;
+	__u32 cnt;
+	__u32 uflags;
+	__u32 pid;
+	__u32 pad;
+};
+
+/* glibc's allocator API: what to probe and what each function means. */
+static const struct {
+	const char *name;
+	enum mt_probe_fn fn;
+} glibc_funcs[] = {
+    {"malloc", MT_FN_MALLOC},
+    {"calloc", MT_FN_CALLOC},
+    {"realloc", MT_FN_REALLOC},
+    {"reallocarray", MT_FN_REALLOCARRAY},
+    {"aligned_alloc", MT_FN_MEMALIGN},
+    {"memalign", MT_FN_MEMALIGN},
+    {"posix_memalign", MT_FN_POSIX_MEMALIGN},
+    {"valloc", MT_FN_VALLOC},
+    {"pvalloc", MT_FN_VALLOC},
+    {"free", MT_FN_FREE},
+};
+#define NFUNCS (sizeof(glibc_funcs) / sizeof(glibc_funcs[0]))
+
+struct probe {
+	uint64_t offset;
+	uint64_t cookie;
+};
+
+void mt_attach_init(struct mt_attach *a, struct bpf_program *enter,
+		    struct bpf_program *ret, int verbose)
+{
+	memset(a, 0, sizeof(*a));
+	a->enter = enter;
+	a->ret = ret;
+	a->verbose = verbose;
+	a->use_multi = true;
+}
+
+static int keep_link(struct mt_attach *a, struct bpf_link *link, int fd)
+{
+	if (a->nlinks == sizeof(a->links) / sizeof(a->links[0]))
+		return -ENOSPC;
+	a->links[a->nlinks] = link;
+	a->link_fds[a->nlinks] = fd;
+	a->nlinks++;
+	return 0;
+}
+
+static int attach_multi(struct mt_attach *a, struct bpf_program *prog,
+			const char *path, const struct probe *p, size_t n,
+			bool retprobe)
+{
+	uint64_t offsets[MT_MAX_PROBES], cookies[MT_MAX_PROBES];
+	struct uprobe_multi_link_attr attr;
+	union bpf_attr big;
+	int fd;
+
+	for (size_t i = 0; i < n; i++) {
+		offsets[i] = p[i].offset;
+		cookies[i] = p[i].cookie;
+	}
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_fd = bpf_program__fd(prog);
+	attr.attach_type = BPF_TRACE_UPROBE_MULTI_;
+	attr.path = (uintptr_t)path;
+	attr.offsets = (uintptr_t)offsets;
+	attr.cookies = (uintptr_t)cookies;
+	attr.cnt = n;
+	attr.uflags = retprobe ? BPF_F_UPROBE_MULTI_RETURN_ : 0;
+	attr.pid = 0; /* every process: children are found by the BPF side */
+	_Static_assert(sizeof(attr) <= sizeof(big), "bpf_attr too small");
+	memset(&big, 0, sizeof(big));
+	memcpy(&big, &attr, sizeof(attr));
+	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &big, sizeof(attr));
+	if (fd < 0)
+		return -errno;
+	return keep_link(a, NULL, fd);
+}
+
+static int attach_classic(struct mt_attach *a, struct bpf_program *prog,
+			  const char *path, const struct probe *p, size_t n,
+			  bool retprobe)
+{
+	for (size_t i = 0; i < n; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = p[i].cookie,
+			    .retprobe = retprobe);
+		struct bpf_link *link;
+		int err;
+
+		link = bpf_program__attach_uprobe_opts(prog, -1, path,
+						       p[i].offset, &opts);
+		if (!link)
+			return -errno;
+		err = keep_link(a, link, -1);
+		if (err) {
+			bpf_link__destroy(link);
+			return err;
+		}
+	}
+	return 0;
+}
+
+static int attach_set(struct mt_attach *a, struct bpf_program *prog,
+		      const char *path, const struct probe *p, size_t n,
+		      bool retprobe)
+{
+	if (n == 0)
+		return 0;
+	if (a->use_multi)
+		return attach_multi(a, prog, path, p, n, retprobe);
+	return attach_classic(a, prog, path, p, n, retprobe);
+}
+
+/* One probe per distinct offset: aliases (aligned_alloc == memalign) share
+ * an address, and two probes there would report one call twice. */
+static bool seen_offset(const struct probe *p, size_t n, uint64_t off)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i].offset == off)
+			return true;
+	return false;
+}
+
+int mt_attach_glibc(struct mt_attach *a, const char *path, char *err,
+		    size_t errlen)
+{
+	struct mt_elf_func funcs[NFUNCS];
+	struct probe enter[NFUNCS], ret[NFUNCS];
+	size_t nenter = 0, nret = 0;
+	int found, rc;
+
+	for (size_t i = 0; i < NFUNCS; i++)
+		funcs[i].name = glibc_funcs[i].name;
+	found = mt_elf_find_funcs(path, funcs, NFUNCS, err, errlen);
+	if (found < 0)
+		return found;
+	for (size_t i = 0; i < NFUNCS; i++) {
+		enum mt_probe_fn fn = glibc_funcs[i].fn;
+		uint64_t off = funcs[i].offset;
+		uint8_t code[32];
+		int got;
+
+		if (!off || seen_offset(enter, nenter, off))
+			continue;
+		if (fn == MT_FN_FREE) {
+			/* entry-only: may move past a single-stepped first
+			 * instruction (glibc's free starts with test) */
+			got = mt_elf_read_code(path, off, code, sizeof(code));
+			if (got > 0) {
+				size_t skip = mt_probe_skip(code, got);
+
+				if (skip && a->verbose)
+					fprintf(stderr,
+						"mt-trace: %s: %s probe at "
+						"+%zu\n",
+						path, funcs[i].name, skip);
+				off += skip;
+			}
+		} else {
+			ret[nret++] = (struct probe){off, fn};
+		}
+		enter[nenter++] = (struct probe){off, fn};
+	}
+	if (nenter == 0) {
+		snprintf(err, errlen, "%s: no allocator functions found", path);
+		return -ENOENT;
+	}
+	rc = attach_set(a, a->enter, path, enter, nenter, false);
+	if (rc == 0)
+		rc = attach_set(a, a->ret, path, ret, nret, true);
+	if (rc) {
+		snprintf(err, errlen, "%s: attaching %zu uprobes: %s", path,
+			 nenter + nret, strerror(-rc));
+		return rc;
+	}
+	a->nprobes += nenter + nret;
+	return 0;
+}
+
+void mt_attach_destroy(struct mt_attach *a)
+{
+	for (size_t i = 0; i < a->nlinks; i++) {
+		if (a->links[i])
+			bpf_link__destroy(a->links[i]);
+		else if (a->link_fds[i] >= 0)
+			close(a->link_fds[i]);
+	}
+	a->nlinks = 0;
+}

@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: MIT
+/* elf.c - symbol lookup with libelf, and safe uprobe placement. */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <link.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mt_elf.h"
+
+static uint64_t vaddr_to_offset(Elf *elf, uint64_t vaddr)
+{
+	size_t nphdr, i;
+	GElf_Phdr ph;
+
+	if (elf_getphdrnum(elf, &nphdr))
+		return 0;
+	for (i = 0; i < nphdr; i++) {
+		if (!gelf_getphdr(elf, i, &ph) || ph.p_type != PT_LOAD ||
+		    !(ph.p_flags & PF_X))
+			continue;
+		if (vaddr >= ph.p_vaddr && vaddr < ph.p_vaddr + ph.p_filesz)
+			return vaddr - ph.p_vaddr + ph.p_offset;
+	}
+	return 0;
+}
+
+static void match_symbols(Elf *elf, Elf_Scn *scn, GElf_Shdr *sh,
+			  struct mt_elf_func *funcs, size_t n, int *found)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	size_t nsyms = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
+	size_t i, j;
+	GElf_Sym sym;
+
+	for (i = 0; data && i < nsyms; i++) {
+		const char *name;
+
+		if (!gelf_getsym(data, i, &sym) ||
+		    GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+		    sym.st_shndx == SHN_UNDEF || sym.st_value == 0)
+			continue;
+		name = elf_strptr(elf, sh->sh_link, sym.st_name);
+		if (!name)
+			continue;
+		for (j = 0; j < n; j++) {
+			if (funcs[j].offset || strcmp(name, funcs[j].name))
+				continue;
+			funcs[j].offset = vaddr_to_offset(elf, sym.st_value);
+			funcs[j].size = sym.st_size;
+			if (funcs[j].offset)
+				(*found)++;
+		}
+	}
+}
+
+int mt_elf_find_funcs(const char *path, struct mt_elf_func *funcs, size_t n,
+		      char *err, size_t errlen)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	int fd, found = 0;
+	size_t i;
+	Elf *elf;
+
+	for (i = 0; i < n; i++)
+		funcs[i].offset = funcs[i].size = 0;
+	if (elf_version(EV_CURRENT) == EV_NONE) {
+		snprintf(err, errlen, "libelf: %s", elf_errmsg(-1));
+		return -EINVAL;
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		snprintf(err, errlen, "%s: not an ELF file", path);
+		if (elf)
+			elf_end(elf);
+		close(fd);
+		return -ENOEXEC;
+	}
+	/* .symtab first: it also names local aliases .dynsym lacks */
+	for (int pass = 0; pass < 2; pass++) {
+		Elf64_Word want = pass == 0 ? SHT_SYMTAB : SHT_DYNSYM;
+
+		scn = NULL;
+		while ((scn = elf_nextscn(elf, scn)) != NULL) {
+			if (gelf_getshdr(scn, &sh) && sh.sh_type == want)
+				match_symbols(elf, scn, &sh, funcs, n, &found);
+		}
+	}
+	elf_end(elf);
+	close(fd);
+	return found;
+}
+
+int mt_elf_read_code(const char *path, uint64_t off, uint8_t *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t got;
+
+	if (fd < 0)
+		return -errno;
+	got = pread(fd, buf, len, off);
+	close(fd);
+	return got < 0 ? -errno : (int)got;
+}
+
+/* Instructions the x86 uprobe code emulates rather than single-steps
+ * (arch/x86/kernel/uprobes.c: push reg, jmp, jcc, call, nop). */
+static int is_emulated(const uint8_t *c, size_t len)
+{
+	if (len >= 1 && ((c[0] >= 0x50 && c[0] <= 0x57) || c[0] == 0x90 ||
+			 (c[0] >= 0x70 && c[0] <= 0x7f) || c[0] == 0xe8 ||
+			 c[0] == 0xe9 || c[0] == 0xeb))
+		return 1;
+	if (len >= 2 && c[0] == 0x41 && c[1] >= 0x50 && c[1] <= 0x57)
+		return 1; /* push r8..r15 */
+	if (len >= 2 && c[0] == 0x0f && c[1] >= 0x80 && c[1] <= 0x8f)
+		return 1; /* jcc rel32 */
+	return 0;
+}
+
+/*
+ * Length of c's first instruction if it is one we know changes no
+ * argument register and not rsp (so a probe after it sees the same
+ * arguments and stack), else 0.  A whitelist of exact encodings: anything
+ * else is refused, since a probe placed mid-instruction corrupts the
+ * target (FACTS.md).
+ */
+static size_t harmless_insn_len(const uint8_t *c, size_t len)
+{
+	static const uint8_t endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+
+	if (len >= 4 && memcmp(c, endbr64, 4) == 0)
+		return 4;
+	/* test %reg,%reg for rdi, rsi, rdx, rcx (REX.W 85 /r, mod=11, same
+	 * reg): writes flags only */
+	if (len >= 3 && c[0] == 0x48 && c[1] == 0x85 &&
+	    (c[2] == 0xff || c[2] == 0xf6 || c[2] == 0xd2 || c[2] == 0xc9))
+		return 3;
+	/* cmpb $imm8, disp32(%rip): 80 3d d32 ib, flags only */
+	if (len >= 7 && c[0] == 0x80 && c[1] == 0x3d)
+		return 7;
+	/* cmpq $imm8, disp32(%rip): 48 83 3d d32 ib */
+	if (len >= 8 && c[0] == 0x48 && c[1] == 0x83 && c[2] == 0x3d)
+		return 8;
+	return 0;
+}
+
+size_t mt_probe_skip(const uint8_t *code, size_t len)
+{
+	size_t skip = 0, n;
+
+	/* at most three harmless instructions; stop at the first emulated one
+	 */
+	for (int i = 0; i < 3 && !is_emulated(code + skip, len - skip); i++) {
+		n = harmless_insn_len(code + skip, len - skip);
+		if (!n)
+			return 0;
+		skip += n;
+	}
+	return is_emulated(code + skip, len - skip) ? skip : 0;
+}
+
+static int find_libc(struct dl_phdr_info *info, size_t size, void *data)
+{
+	const char *base = strrchr(info->dlpi_name, '/');
+
+	(void)size;
+	if (base && strncmp(base + 1, "libc.so", 7) == 0) {
+		snprintf(data, 4096, "%s", info->dlpi_name);
+		return 1;
+	}
+	return 0;
+}
+
+const char *mt_self_libc(void)
+{
+	static char path[4096];
+
+	if (!path[0])
+		dl_iterate_phdr(find_libc, path);
+	return path;
+}

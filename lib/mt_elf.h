@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* mt_elf.h - find functions in ELF files and where to place uprobes. */
+#ifndef MT_ELF_H
+#define MT_ELF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct mt_elf_func {
+	const char *name; /* in: symbol name, without @VERSION */
+	uint64_t offset;  /* out: file offset of the entry, 0 = not found */
+	uint64_t size;	  /* out: st_size */
+};
+
+/*
+ * Look up every funcs[i].name among the defined function symbols of path
+ * (.symtab and .dynsym, GNU ifuncs excluded since their address is the
+ * resolver's) and fill offset/size.  Returns the number found, or -errno
+ * (message in err) when path is not a readable ELF file.
+ */
+int mt_elf_find_funcs(const char *path, struct mt_elf_func *funcs, size_t n,
+		      char *err, size_t errlen);
+
+/* Read len bytes at file offset off of path; returns bytes read or -errno. */
+int mt_elf_read_code(const char *path, uint64_t off, uint8_t *buf, size_t len);
+
+/*
+ * How many bytes a uprobe may be moved past the start of code (x86-64) so
+ * that it lands on an instruction the kernel emulates instead of
+ * single-stepping (FACTS.md: ~0.5 us instead of ~9.5 us).  Only whitelisted
+ * instructions that change neither the argument registers (rdi, rsi, rdx,
+ * rcx, r8, r9) nor rsp are skipped; 0 when nothing can be gained safely.
+ * Entry-only probes may use it; a return probe must stay at the entry.
+ */
+size_t mt_probe_skip(const uint8_t *code, size_t len);
+
+/* The path of the C library this process runs with ("" if unknown). */
+const char *mt_self_libc(void);
+
+#endif /* MT_ELF_H */

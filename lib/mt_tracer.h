@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/* mt_tracer.h - run a command under the eBPF tracer, writing the raw stream. */
+#ifndef MT_TRACER_H
+#define MT_TRACER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* mt-trace's own exit statuses (like timeout(1) and env(1)). */
+#define MT_EXIT_TRACER_FAILED 125 /* mt-trace could not trace */
+#define MT_EXIT_CANNOT_EXEC   126 /* CMD found but not executable */
+#define MT_EXIT_NOT_FOUND     127 /* CMD not found */
+
+struct mt_tracer_opts {
+	char **argv;		  /* CMD and its arguments */
+	int out_fd;		  /* where the raw stream goes */
+	const char *out_name;	  /* for messages */
+	const char *child_stdout; /* file for CMD's stdout, or NULL */
+	bool child_stdout_to_stderr;
+	uint64_t ring_bytes; /* events ring size, power of two */
+	bool track_allocators;
+	bool rss;	       /* kmem:rss_stat events (needs tracefs) */
+	const char *libc_path; /* C library to probe; NULL: mt-trace's own */
+	int verbose;
+};
+
+/*
+ * Trace opts->argv until it exits.  Returns mt-trace's exit status: the
+ * command's (128 + N when killed by signal N), or MT_EXIT_* above; writes
+ * messages to stderr.
+ */
+int mt_trace_run(const struct mt_tracer_opts *opts);
+
+#endif /* MT_TRACER_H */

@@ -1,0 +1,825 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tracer.c - mt-trace's engine: start the command held at the door, load
+ * and attach the BPF side, let the command go, and turn the ring buffers
+ * into the raw stream until the command exits.
+ *
+ * Start-up order matters (FACTS.md, "losing nothing"): the child is forked
+ * first and blocks on a pipe; only when its pid is in the traced table and
+ * every probe is attached does one byte release it to exec, so the new
+ * program's first instruction (ld.so, constructors) is already traced.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "mt_attach.h"
+#include "mt_elf.h"
+#include "mt_probe.h"
+#include "mt_raw.h"
+#include "mt_tracer.h"
+#include "mt_trace.skel.h"
+
+#define BPF_TRACE_UPROBE_MULTI_ 48
+
+/* A batch is written when it holds this many records (about 3.5 MiB), and
+ * at every drain. */
+#define BATCH_MAX_RECORDS 65536
+/* How often the events ring is drained when it does not wake us (its BPF
+ * side wakes the consumer only at a fill level). */
+#define DRAIN_INTERVAL_MS 50
+
+struct staged_life {
+	uint64_t timestamp;
+	size_t first; /* index into life_slots */
+	size_t nslots;
+};
+
+struct tracer {
+	const struct mt_tracer_opts *opts;
+	struct mt_trace *skel;
+	struct mt_attach attach;
+	struct ring_buffer *rings;
+	pid_t child;
+	int pidfd;
+	int release_fd;	 /* write end: one byte lets the child exec */
+	int exec_err_fd; /* read end: errno of a failed exec */
+	int ncpus;
+	/* records consumed in this drain, before merging by time */
+	struct mt_event *ev;
+	size_t nev, cap_ev;
+	struct mt_event *life_slots;
+	size_t nlife_slots, cap_life_slots;
+	struct staged_life *life;
+	size_t nlife, cap_life;
+	/* the batch being built: header then records */
+	unsigned char *batch;
+	size_t batch_records;
+	uint64_t seq;
+	uint64_t lost_reported;
+	uint64_t events_written;
+	bool output_failed;
+};
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+	size_t ncap = *cap ? *cap : 1024;
+
+	if (need <= *cap)
+		return p;
+	while (ncap < need)
+		ncap *= 2;
+	p = realloc(p, ncap * elem);
+	if (!p) {
+		fprintf(stderr, "mt-trace: out of memory\n");
+		exit(MT_EXIT_TRACER_FAILED);
+	}
+	*cap = ncap;
+	return p;
+}
+
+/* ---- the child ---------------------------------------------------------- */
+
+static void drop_sudo_privileges(void)
+{
+	const char *uid_s = getenv("SUDO_UID"), *gid_s = getenv("SUDO_GID");
+	const char *user = getenv("SUDO_USER");
+	uid_t uid;
+	gid_t gid;
+
+	if (getuid() != 0 || !uid_s || !gid_s)
+		return;
+	uid = strtoul(uid_s, NULL, 10);
+	gid = strtoul(gid_s, NULL, 10);
+	if (uid == 0)
+		return;
+	if ((user ? initgroups(user, gid) : setgroups(0, NULL)) ||
+	    setgid(gid) || setuid(uid)) {
+		fprintf(stderr, "mt-trace: cannot become uid %u: %s\n", uid,
+			strerror(errno));
+		_exit(MT_EXIT_TRACER_FAILED);
+	}
+}
+
+static void redirect_child_stdout(const struct mt_tracer_opts *o)
+{
+	int fd;
+
+	if (o->child_stdout) {
+		fd = open(o->child_stdout, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+		if (fd < 0) {
+			fprintf(stderr, "mt-trace: %s: %s\n", o->child_stdout,
+				strerror(errno));
+			_exit(MT_EXIT_TRACER_FAILED);
+		}
+		dup2(fd, STDOUT_FILENO);
+		close(fd);
+	} else if (o->child_stdout_to_stderr) {
+		/* the trace owns stdout: keep the command's output apart */
+		dup2(STDERR_FILENO, STDOUT_FILENO);
+	}
+}
+
+static void run_child(const struct mt_tracer_opts *o, int release_fd,
+		      int exec_err_fd)
+{
+	sigset_t none;
+	char go;
+	int e;
+
+	/* die with mt-trace while waiting at the door; not after */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (read(release_fd, &go, 1) != 1)
+		_exit(MT_EXIT_TRACER_FAILED); /* mt-trace gave up */
+	prctl(PR_SET_PDEATHSIG, 0);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	redirect_child_stdout(o);
+	drop_sudo_privileges();
+	execvp(o->argv[0], o->argv);
+	e = errno;
+	if (write(exec_err_fd, &e, sizeof(e)) < 0)
+		_exit(MT_EXIT_TRACER_FAILED);
+	_exit(e == ENOENT ? MT_EXIT_NOT_FOUND : MT_EXIT_CANNOT_EXEC);
+}
+
+static int spawn_child(struct tracer *t)
+{
+	int release[2], exec_err[2];
+
+	if (pipe2(release, O_CLOEXEC) || pipe2(exec_err, O_CLOEXEC)) {
+		fprintf(stderr, "mt-trace: pipe: %s\n", strerror(errno));
+		return -1;
+	}
+	t->child = fork();
+	if (t->child < 0) {
+		fprintf(stderr, "mt-trace: fork: %s\n", strerror(errno));
+		return -1;
+	}
+	if (t->child == 0) {
+		close(release[1]);
+		close(exec_err[0]);
+		run_child(t->opts, release[0], exec_err[1]);
+	}
+	close(release[0]);
+	close(exec_err[1]);
+	t->release_fd = release[1];
+	t->exec_err_fd = exec_err[0];
+	t->pidfd = syscall(SYS_pidfd_open, t->child, 0);
+	if (t->pidfd < 0) {
+		fprintf(stderr, "mt-trace: pidfd_open: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- privileges and tracefs --------------------------------------------- */
+
+static uint64_t effective_caps(void)
+{
+	char line[256];
+	uint64_t caps = 0;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %lx", &caps) == 1)
+			break;
+	fclose(f);
+	return caps;
+}
+
+/* Say exactly which capability is missing, when one is. */
+static void explain_privileges(const char *what, int err)
+{
+	enum { CAP_SYS_ADMIN_ = 21, CAP_PERFMON_ = 38, CAP_BPF_ = 39 };
+	uint64_t caps = effective_caps();
+	bool admin = caps & (1ull << CAP_SYS_ADMIN_);
+	char missing[128] = "";
+
+	if (!admin && !(caps & (1ull << CAP_BPF_)))
+		strcat(missing, " CAP_BPF");
+	if (!admin && !(caps & (1ull << CAP_PERFMON_)))
+		strcat(missing, " CAP_PERFMON");
+	fprintf(stderr, "mt-trace: %s: %s\n", what, strerror(err));
+	if (missing[0])
+		fprintf(stderr,
+			"mt-trace: missing capability:%s (run as root, or "
+			"grant it: setcap cap_bpf,cap_perfmon,cap_sys_admin+ep "
+			"mt-trace)\n",
+			missing);
+}
+
+static bool tracefs_ready(void)
+{
+	return access("/sys/kernel/tracing/events/syscalls", F_OK) == 0 ||
+	       access("/sys/kernel/debug/tracing/events/syscalls", F_OK) == 0;
+}
+
+/*
+ * Classic tracepoints (kmem:rss_stat, the only source of exact RSS sizes)
+ * need tracefs.  When it is not mounted, mount it in a
+ * mount namespace of mt-trace's own: nothing changes for the rest of the
+ * machine, and the mount goes away with mt-trace.  The child was forked
+ * before, so it stays in the original namespace.
+ */
+static int ensure_tracefs(void)
+{
+	if (tracefs_ready())
+		return 0;
+	if (unshare(CLONE_NEWNS) ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+	    mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL)) {
+		int e = errno;
+
+		fprintf(stderr,
+			"mt-trace: tracefs is not mounted and mounting it "
+			"failed: %s\n",
+			strerror(e));
+		if (e == EPERM)
+			fprintf(stderr, "mt-trace: missing capability: "
+					"CAP_SYS_ADMIN (or mount tracefs at "
+					"/sys/kernel/tracing first)\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- BPF set-up -----------------------------------------------------------
+ */
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt,
+			va_list args)
+{
+	extern int mt_tracer_verbose;
+
+	if (level == LIBBPF_DEBUG && mt_tracer_verbose < 2)
+		return 0;
+	if (level == LIBBPF_INFO && mt_tracer_verbose < 1)
+		return 0;
+	return vfprintf(stderr, fmt, args);
+}
+
+int mt_tracer_verbose;
+
+static int load_bpf(struct tracer *t, bool multi)
+{
+	const struct mt_tracer_opts *o = t->opts;
+	struct mt_trace *skel;
+	int err;
+
+	skel = mt_trace__open();
+	if (!skel) {
+		explain_privileges("opening the BPF object", errno);
+		return -1;
+	}
+	bpf_map__set_max_entries(skel->maps.events, o->ring_bytes);
+	skel->rodata->page_size = sysconf(_SC_PAGESIZE);
+	skel->rodata->wakeup_bytes = o->ring_bytes / 8;
+	if (!o->track_allocators) {
+		bpf_program__set_autoload(skel->progs.alloc_enter, false);
+		bpf_program__set_autoload(skel->progs.alloc_return, false);
+	} else if (multi) {
+		bpf_program__set_expected_attach_type(skel->progs.alloc_enter,
+						      BPF_TRACE_UPROBE_MULTI_);
+		bpf_program__set_expected_attach_type(skel->progs.alloc_return,
+						      BPF_TRACE_UPROBE_MULTI_);
+	}
+	err = mt_trace__load(skel);
+	if (err) {
+		explain_privileges("loading the BPF programs", -err);
+		mt_trace__destroy(skel);
+		return -1;
+	}
+	t->skel = skel;
+	return 0;
+}
+
+static int attach_allocators(struct tracer *t)
+{
+	const char *libc =
+	    t->opts->libc_path ? t->opts->libc_path : mt_self_libc();
+	char err[512];
+	int rc;
+
+	if (!libc[0]) {
+		fprintf(stderr, "mt-trace: cannot find the C library\n");
+		return -1;
+	}
+	mt_attach_init(&t->attach, t->skel->progs.alloc_enter,
+		       t->skel->progs.alloc_return, t->opts->verbose);
+	rc = mt_attach_glibc(&t->attach, libc, err, sizeof(err));
+	if (rc == -EINVAL || rc == -EOPNOTSUPP || rc == -ENOSYS) {
+		/* no uprobe_multi: reload for classic uprobe links */
+		mt_attach_destroy(&t->attach);
+		mt_trace__destroy(t->skel);
+		t->skel = NULL;
+		if (t->opts->verbose)
+			fprintf(stderr,
+				"mt-trace: no uprobe_multi (%s); "
+				"using classic uprobes\n",
+				err);
+		if (load_bpf(t, false))
+			return -1;
+		mt_attach_init(&t->attach, t->skel->progs.alloc_enter,
+			       t->skel->progs.alloc_return, t->opts->verbose);
+		t->attach.use_multi = false;
+		rc = mt_attach_glibc(&t->attach, libc, err, sizeof(err));
+	}
+	if (rc) {
+		fprintf(stderr, "mt-trace: %s\n", err);
+		return -1;
+	}
+	if (t->opts->verbose)
+		fprintf(stderr, "mt-trace: %zu allocator probes on %s\n",
+			t->attach.nprobes, libc);
+	return 0;
+}
+
+static int on_event(void *ctx, void *data, size_t size);
+static int on_lifecycle(void *ctx, void *data, size_t size);
+
+static int setup_bpf(struct tracer *t)
+{
+	__u32 pid = t->child, one = 1;
+	int err;
+
+	libbpf_set_print(libbpf_print);
+	mt_tracer_verbose = t->opts->verbose;
+	if (load_bpf(t, true))
+		return -1;
+	if (t->opts->track_allocators && attach_allocators(t))
+		return -1;
+	/* tp_btf and syscall tracepoints: the skeleton attaches them */
+	err = mt_trace__attach(t->skel);
+	if (err) {
+		explain_privileges("attaching tracepoints", -err);
+		return -1;
+	}
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.traced), &pid, &one,
+				BPF_ANY)) {
+		fprintf(stderr, "mt-trace: traced table: %s\n",
+			strerror(errno));
+		return -1;
+	}
+	t->rings = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_event,
+				    t, NULL);
+	if (!t->rings ||
+	    ring_buffer__add(t->rings, bpf_map__fd(t->skel->maps.lifecycle),
+			     on_lifecycle, t)) {
+		fprintf(stderr, "mt-trace: ring buffer: %s\n", strerror(errno));
+		return -1;
+	}
+	t->ncpus = libbpf_num_possible_cpus();
+	return 0;
+}
+
+/* ---- draining the rings into batches ------------------------------------ */
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+	struct tracer *t = ctx;
+
+	if (size < sizeof(struct mt_event))
+		return 0;
+	t->ev = grow(t->ev, &t->cap_ev, t->nev + 1, sizeof(*t->ev));
+	memcpy(&t->ev[t->nev++], data, sizeof(struct mt_event));
+	return 0;
+}
+
+/* Lifecycle records keep their payload (an exec's path) as DATA slots
+ * right after the record, as the raw format wants them. */
+static int on_lifecycle(void *ctx, void *data, size_t size)
+{
+	struct tracer *t = ctx;
+	const struct mt_event *e = data;
+	size_t payload = 0, nslots;
+
+	if (size < sizeof(*e))
+		return 0;
+	if (e->kind == MT_EV_EXEC) {
+		payload = e->aux;
+		if (payload > size - sizeof(*e))
+			payload = size - sizeof(*e);
+	}
+	nslots = 1 + (payload + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE;
+	t->life_slots = grow(t->life_slots, &t->cap_life_slots,
+			     t->nlife_slots + nslots, sizeof(*t->life_slots));
+	t->life = grow(t->life, &t->cap_life, t->nlife + 1, sizeof(*t->life));
+	memset(&t->life_slots[t->nlife_slots], 0, nslots * MT_EVENT_SIZE);
+	memcpy(&t->life_slots[t->nlife_slots], e, sizeof(*e));
+	t->life_slots[t->nlife_slots].aux = payload ? payload : e->aux;
+	if (payload)
+		memcpy(&t->life_slots[t->nlife_slots + 1], e + 1, payload);
+	t->life[t->nlife++] = (struct staged_life){
+	    .timestamp = e->timestamp,
+	    .first = t->nlife_slots,
+	    .nslots = nslots,
+	};
+	t->nlife_slots += nslots;
+	return 0;
+}
+
+static uint64_t read_lost(struct tracer *t)
+{
+	uint64_t total = 0, vals[t->ncpus];
+
+	for (__u32 k = 0; k < MT_LOST_MAX; k++) {
+		if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.lost), &k,
+					vals))
+			continue;
+		for (int c = 0; c < t->ncpus; c++)
+			total += vals[c];
+	}
+	return total;
+}
+
+static int write_batch(struct tracer *t)
+{
+	struct mt_event *records =
+	    (struct mt_event *)(t->batch + sizeof(struct mt_raw_batch));
+	uint64_t lost_now = read_lost(t);
+	uint64_t lost = lost_now - t->lost_reported;
+	int err;
+
+	if (t->batch_records == 0 && lost == 0)
+		return 0;
+	err = mt_raw_write_batch(t->opts->out_fd, t->seq, lost, records,
+				 t->batch_records);
+	if (err) {
+		if (err == -EPIPE)
+			fprintf(stderr,
+				"mt-trace: %s: the reader went away; stopping "
+				"the command\n",
+				t->opts->out_name);
+		else
+			fprintf(stderr, "mt-trace: %s: %s\n", t->opts->out_name,
+				strerror(-err));
+		t->output_failed = true;
+		return -1;
+	}
+	t->seq++;
+	t->lost_reported = lost_now;
+	t->events_written += t->batch_records;
+	t->batch_records = 0;
+	return 0;
+}
+
+static int append_slots(struct tracer *t, const struct mt_event *slots,
+			size_t n)
+{
+	struct mt_event *records =
+	    (struct mt_event *)(t->batch + sizeof(struct mt_raw_batch));
+
+	if (t->batch_records + n > BATCH_MAX_RECORDS && write_batch(t))
+		return -1;
+	memcpy(&records[t->batch_records], slots, n * MT_EVENT_SIZE);
+	t->batch_records += n;
+	return 0;
+}
+
+/* Sort the few records the rings delivered out of time order (per-CPU
+ * reservations race); nearly sorted input, so insertion sort. */
+static void sort_by_time(struct mt_event *ev, size_t n)
+{
+	for (size_t i = 1; i < n; i++) {
+		struct mt_event x = ev[i];
+		size_t j = i;
+
+		while (j > 0 && ev[j - 1].timestamp > x.timestamp) {
+			ev[j] = ev[j - 1];
+			j--;
+		}
+		ev[j] = x;
+	}
+}
+
+/*
+ * Drain both rings and merge them by time into the batch.  The events ring
+ * is consumed before the lifecycle ring (ring_buffer__consume goes in the
+ * order the rings were added): a fork is committed before the child's
+ * first event and an exit after the process's last, so whatever of a
+ * process the events ring gave us, its fork is already in this drain, and
+ * its exit comes no earlier than its last event.
+ */
+static int drain(struct tracer *t)
+{
+	size_t i = 0, j = 0;
+	int rc;
+
+	t->nev = t->nlife = t->nlife_slots = 0;
+	rc = ring_buffer__consume(t->rings);
+	if (rc < 0 && rc != -EINTR) {
+		fprintf(stderr, "mt-trace: ring buffer: %s\n", strerror(-rc));
+		return -1;
+	}
+	sort_by_time(t->ev, t->nev);
+	while (i < t->nev || j < t->nlife) {
+		if (j < t->nlife && (i == t->nev || t->life[j].timestamp <=
+							t->ev[i].timestamp)) {
+			rc = append_slots(t, &t->life_slots[t->life[j].first],
+					  t->life[j].nslots);
+			j++;
+		} else {
+			rc = append_slots(t, &t->ev[i], 1);
+			i++;
+		}
+		if (rc)
+			return -1;
+	}
+	return write_batch(t);
+}
+
+/* ---- the loop ------------------------------------------------------------ */
+
+static int make_signalfd(sigset_t *old)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &set, old);
+	return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+/*
+ * A signal from the terminal reaches the command by itself (same process
+ * group); one sent to mt-trace alone (kill, a CI runner's timeout) is
+ * passed on.
+ */
+static void forward_signal(struct tracer *t, int sfd)
+{
+	struct signalfd_siginfo si;
+
+	while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_code == SI_KERNEL)
+			continue;
+		if (t->opts->verbose)
+			fprintf(stderr, "mt-trace: passing signal %u on\n",
+				si.ssi_signo);
+		kill(t->child, si.ssi_signo);
+	}
+}
+
+static int wait_child_status(struct tracer *t, struct mt_meta *meta)
+{
+	siginfo_t si;
+
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PID, t->child, &si, WEXITED) < 0) {
+		meta->exit_kind = MT_EXIT_UNKNOWN;
+		return MT_EXIT_TRACER_FAILED;
+	}
+	if (si.si_code == CLD_EXITED) {
+		meta->exit_kind = MT_EXIT_CODE;
+		meta->exit_value = si.si_status;
+		return si.si_status;
+	}
+	meta->exit_kind = MT_EXIT_SIGNAL;
+	meta->exit_value = si.si_status;
+	return 128 + si.si_status;
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static int write_header(struct tracer *t)
+{
+	const struct mt_tracer_opts *o = t->opts;
+	struct mt_meta meta = {0};
+	struct utsname un;
+	int argc = 0, err;
+
+	while (o->argv[argc])
+		argc++;
+	uname(&un);
+	meta.version = MT_RAW_VERSION;
+	meta.page_size = sysconf(_SC_PAGESIZE);
+	meta.clock_id = CLOCK_MONOTONIC;
+	meta.root_pid = t->child;
+	meta.flags =
+	    MT_HDR_SYSCALLS | (o->track_allocators ? MT_HDR_ALLOCATORS : 0);
+	meta.start_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+	meta.start_realtime_ns = clock_ns(CLOCK_REALTIME);
+	meta.host = un.nodename;
+	meta.argc = argc;
+	meta.argv = o->argv;
+	err = mt_raw_write_header(o->out_fd, &meta);
+	if (err) {
+		fprintf(stderr, "mt-trace: %s: %s\n", o->out_name,
+			strerror(-err));
+		t->output_failed = true;
+		return -1;
+	}
+	return 0;
+}
+
+static int release_child(struct tracer *t)
+{
+	if (write(t->release_fd, "", 1) != 1) {
+		fprintf(stderr, "mt-trace: releasing the command: %s\n",
+			strerror(errno));
+		return -1;
+	}
+	close(t->release_fd);
+	t->release_fd = -1;
+	return 0;
+}
+
+static void report_exec_failure(struct tracer *t)
+{
+	int e;
+
+	if (read(t->exec_err_fd, &e, sizeof(e)) == sizeof(e))
+		fprintf(stderr, "mt-trace: %s: %s\n", t->opts->argv[0],
+			strerror(e));
+}
+
+static int trace_loop(struct tracer *t, int sfd)
+{
+	struct epoll_event evs[4], ev = {.events = EPOLLIN};
+	int epfd = epoll_create1(EPOLL_CLOEXEC);
+	bool child_done = false;
+
+	ev.data.u32 = 0;
+	epoll_ctl(epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(t->rings), &ev);
+	ev.data.u32 = 1;
+	epoll_ctl(epfd, EPOLL_CTL_ADD, t->pidfd, &ev);
+	ev.data.u32 = 2;
+	epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev);
+	while (!child_done) {
+		int n = epoll_wait(epfd, evs, 4, DRAIN_INTERVAL_MS);
+
+		if (n < 0 && errno != EINTR) {
+			fprintf(stderr, "mt-trace: epoll: %s\n",
+				strerror(errno));
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			if (evs[i].data.u32 == 1)
+				child_done = true;
+			else if (evs[i].data.u32 == 2)
+				forward_signal(t, sfd);
+		}
+		if (drain(t))
+			break;
+	}
+	close(epfd);
+	return child_done ? 0 : -1;
+}
+
+struct detach_job {
+	struct bpf_link **link;
+	int *fd;
+	pthread_t thread;
+	bool started;
+};
+
+static void *detach_one(void *arg)
+{
+	struct detach_job *job = arg;
+
+	if (job->link) {
+		bpf_link__destroy(*job->link);
+		*job->link = NULL;
+	} else {
+		close(*job->fd);
+		*job->fd = -1;
+	}
+	return NULL;
+}
+
+/*
+ * Detaching is where the time goes at exit: each tracepoint or uprobe link
+ * waits for its own RCU grace periods (tens of ms each, FACTS.md).  Done
+ * in parallel the waits overlap, and `mt-trace -- true` ends in a fraction
+ * of the time.
+ */
+static void detach_all(struct tracer *t)
+{
+	struct bpf_object_skeleton *s = t->skel ? t->skel->skeleton : NULL;
+	struct detach_job jobs[MT_MAX_LINKS + 32];
+	size_t n = 0;
+
+	for (int i = 0; s && i < s->prog_cnt; i++)
+		if (*s->progs[i].link && n < sizeof(jobs) / sizeof(jobs[0]))
+			jobs[n++] =
+			    (struct detach_job){.link = s->progs[i].link};
+	for (size_t i = 0; i < t->attach.nlinks; i++) {
+		if (n == sizeof(jobs) / sizeof(jobs[0]))
+			break;
+		if (t->attach.links[i])
+			jobs[n++] =
+			    (struct detach_job){.link = &t->attach.links[i]};
+		else if (t->attach.link_fds[i] >= 0)
+			jobs[n++] =
+			    (struct detach_job){.fd = &t->attach.link_fds[i]};
+	}
+	for (size_t i = 0; i < n; i++)
+		jobs[i].started = pthread_create(&jobs[i].thread, NULL,
+						 detach_one, &jobs[i]) == 0;
+	for (size_t i = 0; i < n; i++) {
+		if (jobs[i].started)
+			pthread_join(jobs[i].thread, NULL);
+		else
+			detach_one(&jobs[i]);
+	}
+}
+
+static void cleanup(struct tracer *t)
+{
+	ring_buffer__free(t->rings);
+	detach_all(t);
+	mt_attach_destroy(&t->attach);
+	mt_trace__destroy(t->skel);
+	free(t->ev);
+	free(t->life);
+	free(t->life_slots);
+	free(t->batch);
+}
+
+int mt_trace_run(const struct mt_tracer_opts *opts)
+{
+	struct tracer t = {.opts = opts, .release_fd = -1, .pidfd = -1};
+	struct mt_meta end = {0};
+	sigset_t old;
+	int sfd, status, err;
+
+	signal(SIGPIPE, SIG_IGN);
+	t.batch = malloc(sizeof(struct mt_raw_batch) +
+			 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
+	sfd = make_signalfd(&old);
+	if (!t.batch || sfd < 0 || spawn_child(&t)) {
+		fprintf(stderr, "mt-trace: cannot start the command\n");
+		return MT_EXIT_TRACER_FAILED;
+	}
+	if ((opts->rss && ensure_tracefs()) || setup_bpf(&t) ||
+	    write_header(&t) || release_child(&t)) {
+		/* closing the door makes the waiting child exit */
+		close(t.release_fd);
+		waitpid(t.child, NULL, 0);
+		cleanup(&t);
+		return MT_EXIT_TRACER_FAILED;
+	}
+	if (trace_loop(&t, sfd)) {
+		/* the output is gone: do not leave the command running */
+		kill(t.child, SIGTERM);
+		cleanup(&t);
+		return MT_EXIT_TRACER_FAILED;
+	}
+	status = wait_child_status(&t, &end);
+	report_exec_failure(&t);
+	/* everything the command did is committed by now: last drain */
+	if (drain(&t) || write_batch(&t)) {
+		cleanup(&t);
+		return MT_EXIT_TRACER_FAILED;
+	}
+	end.end_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+	end.events = t.events_written;
+	end.lost = t.lost_reported;
+	end.batches = t.seq;
+	end.has_trailer = true;
+	err = mt_raw_write_trailer(opts->out_fd, &end);
+	if (err)
+		fprintf(stderr, "mt-trace: %s: %s\n", opts->out_name,
+			strerror(-err));
+	if (end.lost)
+		fprintf(stderr,
+			"mt-trace: %llu events lost (ring buffer "
+			"full); try a larger --ring-size\n",
+			(unsigned long long)end.lost);
+	cleanup(&t);
+	return err ? MT_EXIT_TRACER_FAILED : status;
+}

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: MIT
+/* mt-trace - run a command and record its memory events as a raw stream. */
+#include <err.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "mt_human.h"
+#include "mt_tracer.h"
+
+#define DEFAULT_RING_BYTES (8u << 20)
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: mt-trace [-v] [-o FILE] [--child-stdout FILE] "
+		"[--ring-size SIZE]\n"
+		"                [--track-allocators=BOOL] [--libc PATH] "
+		"-- CMD [ARGS...]\n"
+		"\n"
+		"Run CMD and write its memory events (allocator calls, "
+		"mmap/munmap/mremap/brk,\nfork/exec/exit of every process it "
+		"starts) as a raw stream to stdout.\n"
+		"\n"
+		"  -o, --output FILE         write the trace to FILE, not "
+		"stdout\n"
+		"      --child-stdout FILE   send CMD's stdout to FILE "
+		"(default: stderr when\n"
+		"                            the trace goes to stdout)\n"
+		"      --ring-size SIZE      events ring buffer (default "
+		"8MiB; power of two)\n"
+		"      --track-allocators=BOOL  trace malloc & co. (default "
+		"true; env\n"
+		"                            MT_TRACK_ALLOCATORS=0 turns it "
+		"off)\n"
+		"      --libc PATH           the C library to probe "
+		"(default: mt-trace's own)\n"
+		"  -v, --verbose             say what is attached; twice: "
+		"libbpf's debug output\n"
+		"  -h, --help                this text\n"
+		"\n"
+		"Exit status: CMD's (128+N if killed by signal N); 125 if "
+		"mt-trace failed,\n126 if CMD cannot be run, 127 if it was "
+		"not found.\n");
+}
+
+static bool parse_bool(const char *s, const char *what)
+{
+	if (!strcasecmp(s, "true") || !strcasecmp(s, "yes") ||
+	    !strcmp(s, "1") || !strcasecmp(s, "on"))
+		return true;
+	if (!strcasecmp(s, "false") || !strcasecmp(s, "no") ||
+	    !strcmp(s, "0") || !strcasecmp(s, "off"))
+		return false;
+	errx(MT_EXIT_TRACER_FAILED, "%s: expected true or false, got '%s'",
+	     what, s);
+}
+
+static uint64_t parse_ring_size(const char *s)
+{
+	uint64_t bytes;
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (mt_parse_size(s, &bytes) || bytes < (uint64_t)page ||
+	    bytes > (1ull << 31) || (bytes & (bytes - 1)))
+		errx(MT_EXIT_TRACER_FAILED,
+		     "--ring-size: '%s' is not a power of two between %ld "
+		     "bytes and 2GiB",
+		     s, page);
+	return bytes;
+}
+
+int main(int argc, char **argv)
+{
+	enum { OPT_CHILD_STDOUT = 256, OPT_RING, OPT_TRACK, OPT_LIBC };
+	static const struct option longopts[] = {
+	    {"output", required_argument, NULL, 'o'},
+	    {"child-stdout", required_argument, NULL, OPT_CHILD_STDOUT},
+	    {"ring-size", required_argument, NULL, OPT_RING},
+	    {"track-allocators", optional_argument, NULL, OPT_TRACK},
+	    {"libc", required_argument, NULL, OPT_LIBC},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
+	};
+	struct mt_tracer_opts o = {
+	    .out_fd = STDOUT_FILENO,
+	    .out_name = "stdout",
+	    .ring_bytes = DEFAULT_RING_BYTES,
+	    .track_allocators = true,
+	};
+	const char *out_path = NULL, *env;
+	int c;
+
+	env = getenv("MT_TRACK_ALLOCATORS");
+	if (env && *env)
+		o.track_allocators = parse_bool(env, "MT_TRACK_ALLOCATORS");
+	/* '+': stop at the first non-option, CMD's own options are CMD's */
+	while ((c = getopt_long(argc, argv, "+o:vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			out_path = optarg;
+			break;
+		case OPT_CHILD_STDOUT:
+			o.child_stdout = optarg;
+			break;
+		case OPT_RING:
+			o.ring_bytes = parse_ring_size(optarg);
+			break;
+		case OPT_TRACK:
+			o.track_allocators =
+			    optarg ? parse_bool(optarg, "--track-allocators")
+				   : true;
+			break;
+		case OPT_LIBC:
+			o.libc_path = optarg;
+			break;
+		case 'v':
+			o.verbose++;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return MT_EXIT_TRACER_FAILED;
+		}
+	}
+	if (optind >= argc) {
+		warnx("no command given");
+		usage(stderr);
+		return MT_EXIT_TRACER_FAILED;
+	}
+	o.argv = argv + optind;
+	if (out_path && strcmp(out_path, "-")) {
+		o.out_fd = open(out_path,
+				O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+		if (o.out_fd < 0)
+			err(MT_EXIT_TRACER_FAILED, "%s", out_path);
+		o.out_name = out_path;
+	} else {
+		if (isatty(STDOUT_FILENO))
+			errx(MT_EXIT_TRACER_FAILED,
+			     "refusing to write a binary trace to a terminal; "
+			     "pipe it to mt-encode or use -o FILE");
+		o.child_stdout_to_stderr = true;
+	}
+	return mt_trace_run(&o);
+}
