@@ -62,8 +62,9 @@ struct {
  * pointer at the entry of the outermost traced call: a traced call entered
  * with a lower sp is nested inside it (realloc(NULL, n) -> malloc) and is
  * not the program's own call; the return seen with sp above it is the
- * outermost one's.  A stale state (a return never seen, e.g. longjmp) is
- * recognised the same way: the next call enters at or above its sp.
+ * outermost one's (a tail call's return is shared with its caller's, and the
+ * first handler to run reports the caller's call).  A stale state (a return
+ * never seen) is recognised the same way once a call enters above its sp.
  */
 struct call_state {
 	__u64 sp;
@@ -171,8 +172,10 @@ int alloc_enter(struct pt_regs *ctx)
 	st = call_state(true);
 	if (!st)
 		return 0;
-	if (st->active && sp < st->sp)
-		return 0; /* called by another traced call */
+	/* called by another traced call; <= since a tail call (glibc's
+	 * realloc(NULL, n) jumps to malloc) enters at the caller's sp */
+	if (st->active && sp <= st->sp)
+		return 0;
 	if (fn == MT_FN_FREE) {
 		emit(MT_EV_FREE, pid_tgid, PT_REGS_PARM1(ctx), 0, 0, 0);
 		return 0;
