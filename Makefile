@@ -139,3 +139,39 @@ format:
 
 clean:
 	rm -rf $(OUTPUT)
+
+# ---- formats: synthetic raw streams, sanitizer builds, fuzzing ----------
+# mt-gen writes deterministic synthetic raw streams for tests and benchmarks.
+$(OUTPUT)/tests:
+	$(Q)mkdir -p $@
+
+$(OUTPUT)/tests/mt-gen: tests/gen/mt-gen.c $(LIBMT) | $(OUTPUT)/tests
+	$(call msg,CCLD,$@)
+	$(Q)$(CC) $(CFLAGS) $< $(LIBMT) $(LDLIBS_COMMON) -o $@
+
+test check: $(OUTPUT)/tests/mt-gen
+
+# The whole suite again with lib, tools and unit tests under ASan + UBSan,
+# built into build-asan/ (CFLAGS through the environment, so the flags the
+# Makefile appends still apply).
+ASAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+	-fno-sanitize-recover=all
+check-asan:
+	$(Q)CFLAGS="$(ASAN_CFLAGS)" $(MAKE) --no-print-directory \
+		OUTPUT=build-asan test
+
+# libFuzzer targets (tests/fuzz/fuzz_*.c) built with clang; `make fuzz` runs
+# each for FUZZ_TIME seconds from a corpus seeded with mt-gen output.
+FUZZ_TIME ?= 60
+FUZZ_LIB_SRCS := lib/raw.c lib/input.c lib/kinds.c lib/artifact.c
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build-fuzz/%,\
+	$(wildcard tests/fuzz/fuzz_*.c))
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRCS) lib/*.h bpf/mt_event.h
+	$(call msg,FUZZ-CC,$@)
+	$(Q)mkdir -p build-fuzz
+	$(Q)$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=all -std=gnu11 -Ilib -Ibpf -D_GNU_SOURCE \
+		$< $(FUZZ_LIB_SRCS) $(LDLIBS_COMMON) -o $@
+
+fuzz: $(FUZZ_TARGETS) $(OUTPUT)/tests/mt-gen $(OUTPUT)/bin/mt-encode
+	$(Q)OUTPUT=$(OUTPUT) tests/fuzz/run $(FUZZ_TIME) $(FUZZ_TARGETS)

@@ -1,0 +1,1614 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * input.c - the one reader of every event stream mt understands (see
+ * mt_input.h): the raw stream, the MessagePack artifact, its JSON Lines
+ * twin, and CodSpeed memtrack artifacts.  The format is told from content.
+ *
+ * All formats read through one growable byte buffer filled by big fread()s,
+ * so that the raw path is a memcpy per record and error messages can name
+ * the exact byte offset of what was wrong.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <msgpack.h>
+
+#include "mt_input.h"
+
+#define READ_CHUNK  (256 * 1024)
+#define MAX_HEADER  (16u << 20) /* raw stream header incl. strings */
+#define MAX_OBJECT  (4u << 20)	/* one MessagePack map or JSON line */
+#define MAX_PAYLOAD (1u << 20)	/* an EXEC path or MARKER name */
+
+struct mt_input {
+	FILE *f;
+	char *name;
+	enum mt_format fmt;
+	struct mt_meta meta;
+	char err[1024];
+	int state; /* 0 reading, 1 clean end, -1 failed */
+
+	/* buffer: bytes [start, end) of buf are unread; buf[0] is at file
+	 * offset buf_off */
+	unsigned char *buf;
+	size_t cap, start, end;
+	uint64_t buf_off;
+	bool eof;
+
+	/* raw stream */
+	uint32_t event_size;
+	uint64_t batches_seen;
+	uint64_t slots_seen;
+	uint64_t lost_seen;
+	uint64_t seq;	       /* of the current batch */
+	uint32_t batch_count;  /* records in the current batch */
+	uint32_t batch_left;   /* records of it not read yet */
+	uint64_t body_off;     /* file offset of its first record */
+	uint64_t pending_lost; /* LOST record still to yield */
+	uint64_t last_ts;
+
+	/* EXEC path / MARKER name of the last record */
+	char *str;
+	size_t str_cap;
+
+	/* MessagePack and JSON Lines */
+	msgpack_unpacked unpacked;
+	uint64_t maps_seen; /* event maps, not header or trailer */
+	uint64_t map_lost;  /* sum of their Lost counts */
+	bool have_first;    /* memtrack: first event decoded at detection */
+	struct mt_record first;
+	uint64_t line; /* JSON Lines: current line number */
+};
+
+/* ---- errors ---------------------------------------------------------- */
+
+__attribute__((format(printf, 3, 4))) static int
+fail(struct mt_input *in, uint64_t off, const char *fmt, ...)
+{
+	char what[768];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	snprintf(in->err, sizeof(in->err), "%s: byte %" PRIu64 ": %s", in->name,
+		 off, what);
+	in->state = -1;
+	in->meta.has_trailer = false;
+	return -1;
+}
+
+/* ---- buffer ---------------------------------------------------------- */
+
+static size_t avail(const struct mt_input *in)
+{
+	return in->end - in->start;
+}
+
+static uint64_t offset_now(const struct mt_input *in)
+{
+	return in->buf_off + in->start;
+}
+
+/* Makes at least need bytes available unless the input ends first.
+ * Returns false at end of input or on a read error (in->err set then). */
+static bool fill(struct mt_input *in, size_t need)
+{
+	if (avail(in) >= need)
+		return true;
+	if (in->start > 0) {
+		memmove(in->buf, in->buf + in->start, avail(in));
+		in->buf_off += in->start;
+		in->end -= in->start;
+		in->start = 0;
+	}
+	if (need + READ_CHUNK > in->cap) {
+		size_t cap = need + READ_CHUNK;
+		unsigned char *buf = realloc(in->buf, cap);
+
+		if (!buf) {
+			fail(in, offset_now(in), "out of memory");
+			return false;
+		}
+		in->buf = buf;
+		in->cap = cap;
+	}
+	while (avail(in) < need && !in->eof) {
+		size_t n =
+		    fread(in->buf + in->end, 1, in->cap - in->end, in->f);
+
+		in->end += n;
+		if (n == 0) {
+			if (ferror(in->f)) {
+				fail(in, in->buf_off + in->end,
+				     "read error: %s", strerror(errno));
+				return false;
+			}
+			in->eof = true;
+		}
+	}
+	return avail(in) >= need;
+}
+
+static void consume(struct mt_input *in, size_t n)
+{
+	in->start += n;
+}
+
+static const unsigned char *cur(const struct mt_input *in)
+{
+	return in->buf + in->start;
+}
+
+static bool str_room(struct mt_input *in, size_t len)
+{
+	if (len + 1 > in->str_cap) {
+		char *p = realloc(in->str, len + 1);
+
+		if (!p)
+			return false;
+		in->str = p;
+		in->str_cap = len + 1;
+	}
+	return true;
+}
+
+static bool keep_str(struct mt_input *in, const void *s, size_t len)
+{
+	if (!str_room(in, len))
+		return false;
+	memcpy(in->str, s, len);
+	in->str[len] = '\0';
+	return true;
+}
+
+/* ---- raw stream ------------------------------------------------------ */
+
+static uint32_t get_u32(const unsigned char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static int raw_header_strings(struct mt_input *in, const unsigned char *s,
+			      size_t size, uint32_t argc)
+{
+	const unsigned char *end = s + size;
+	const unsigned char *nul;
+	uint64_t off = offset_now(in) + sizeof(struct mt_raw_header);
+
+	if (argc > size)
+		return fail(in, off,
+			    "stream header: %" PRIu32
+			    " arguments cannot fit in %zu string bytes",
+			    argc, size);
+	in->meta.argv = calloc(argc + 1, sizeof(char *));
+	if (!in->meta.argv)
+		return fail(in, off, "out of memory");
+	for (uint32_t i = 0; i <= argc; i++) {
+		char *copy;
+
+		nul = s < end ? memchr(s, '\0', end - s) : NULL;
+		if (!nul)
+			return fail(
+			    in, off + (s - (end - size)),
+			    "stream header: string %" PRIu32 " of %" PRIu32
+			    " is not NUL-terminated within strings_size",
+			    i + 1, argc + 1);
+		copy = strndup((const char *)s, nul - s);
+		if (!copy)
+			return fail(in, off, "out of memory");
+		if (i == 0) {
+			in->meta.host = copy;
+		} else {
+			in->meta.argv[i - 1] = copy;
+			in->meta.argc = i;
+		}
+		s = nul + 1;
+	}
+	return 0;
+}
+
+static int raw_open(struct mt_input *in)
+{
+	struct mt_raw_header hdr;
+	size_t got;
+
+	if (!fill(in, sizeof(hdr)) && in->state < 0)
+		return -1;
+	got = avail(in);
+	if (memcmp(cur(in), MT_RAW_MAGIC,
+		   got < MT_RAW_MAGIC_LEN ? got : MT_RAW_MAGIC_LEN))
+		return fail(in, 0, "stream header: bad magic");
+	if (got < sizeof(hdr))
+		return fail(in, 0,
+			    "stream header truncated: expected %zu bytes, "
+			    "got %zu",
+			    sizeof(hdr), got);
+	memcpy(&hdr, cur(in), sizeof(hdr));
+	if (hdr.version != MT_RAW_VERSION)
+		return fail(in, 8,
+			    "stream header: unsupported version %" PRIu32
+			    " (this reader knows %d)",
+			    hdr.version, MT_RAW_VERSION);
+	if (hdr.event_size < MT_EVENT_SIZE)
+		return fail(in, 16,
+			    "stream header: event_size %" PRIu32
+			    " is smaller than %d",
+			    hdr.event_size, MT_EVENT_SIZE);
+	if (hdr.event_size > MAX_OBJECT)
+		return fail(in, 16,
+			    "stream header: event_size %" PRIu32
+			    " is too large",
+			    hdr.event_size);
+	if (hdr.header_size > MAX_HEADER ||
+	    (uint64_t)hdr.header_size <
+		sizeof(hdr) + (uint64_t)hdr.strings_size)
+		return fail(in, 12,
+			    "stream header: header_size %" PRIu32
+			    " does not hold %zu + strings_size %" PRIu32
+			    " bytes",
+			    hdr.header_size, sizeof(hdr), hdr.strings_size);
+	if (!fill(in, hdr.header_size)) {
+		if (in->state < 0)
+			return -1;
+		return fail(in, 0,
+			    "stream header truncated: expected %" PRIu32
+			    " bytes, got %zu",
+			    hdr.header_size, avail(in));
+	}
+	in->meta.version = hdr.version;
+	in->meta.page_size = hdr.page_size;
+	in->meta.clock_id = hdr.clock_id;
+	in->meta.root_pid = hdr.root_pid;
+	in->meta.flags = hdr.flags;
+	in->meta.start_monotonic_ns = hdr.start_monotonic_ns;
+	in->meta.start_realtime_ns = hdr.start_realtime_ns;
+	in->event_size = hdr.event_size;
+	if (raw_header_strings(in, cur(in) + sizeof(hdr), hdr.strings_size,
+			       hdr.argc))
+		return -1;
+	consume(in, hdr.header_size);
+	return 0;
+}
+
+static int raw_check_trailer(struct mt_input *in, uint64_t off)
+{
+	const struct mt_meta *m = &in->meta;
+
+	if (m->batches != in->batches_seen)
+		return fail(in, off,
+			    "trailer says %" PRIu64
+			    " batches, stream had %" PRIu64,
+			    m->batches, in->batches_seen);
+	if (m->events != in->slots_seen)
+		return fail(in, off,
+			    "trailer says %" PRIu64
+			    " events, stream had %" PRIu64,
+			    m->events, in->slots_seen);
+	if (m->lost != in->lost_seen)
+		return fail(in, off,
+			    "trailer says %" PRIu64
+			    " lost events, batches had %" PRIu64,
+			    m->lost, in->lost_seen);
+	return 0;
+}
+
+static int raw_trailer(struct mt_input *in)
+{
+	struct mt_raw_trailer t;
+	uint64_t off = offset_now(in);
+
+	if (!fill(in, sizeof(t))) {
+		if (in->state < 0)
+			return -1;
+		return fail(in, off,
+			    "trailer truncated: expected %zu bytes, got %zu",
+			    sizeof(t), avail(in));
+	}
+	memcpy(&t, cur(in), sizeof(t));
+	consume(in, sizeof(t));
+	in->meta.exit_kind = t.exit_kind;
+	in->meta.exit_value = t.exit_value;
+	in->meta.end_monotonic_ns = t.end_monotonic_ns;
+	in->meta.events = t.events;
+	in->meta.lost = t.lost;
+	in->meta.batches = t.batches;
+	if (raw_check_trailer(in, off))
+		return -1;
+	if (fill(in, 1))
+		return fail(in, offset_now(in), "data after the trailer");
+	if (in->state < 0)
+		return -1;
+	in->meta.has_trailer = true;
+	in->state = 1;
+	return 0;
+}
+
+static int raw_no_trailer(struct mt_input *in)
+{
+	if (in->batches_seen == 0)
+		return fail(in, offset_now(in),
+			    "truncated: no trailer after the stream header");
+	return fail(in, offset_now(in),
+		    "truncated: no trailer after batch %" PRIu64, in->seq);
+}
+
+/* Reads the next batch header, or the trailer (returns 0 then). */
+static int raw_batch(struct mt_input *in)
+{
+	struct mt_raw_batch b;
+	uint64_t off = offset_now(in);
+	uint32_t magic;
+
+	if (!fill(in, sizeof(magic))) {
+		if (in->state < 0)
+			return -1;
+		if (avail(in) == 0)
+			return raw_no_trailer(in);
+	}
+	magic = avail(in) >= 4 ? get_u32(cur(in)) : 0;
+	if (magic == MT_TRAILER_MAGIC)
+		return raw_trailer(in);
+	if (avail(in) >= 4 && magic != MT_BATCH_MAGIC)
+		return fail(in, off, "batch header: bad magic 0x%08" PRIx32,
+			    magic);
+	if (!fill(in, sizeof(b))) {
+		if (in->state < 0)
+			return -1;
+		if (in->batches_seen == 0)
+			return fail(in, off,
+				    "batch header truncated (first batch): "
+				    "expected %zu bytes, got %zu",
+				    sizeof(b), avail(in));
+		return fail(in, off,
+			    "batch header truncated (after batch %" PRIu64
+			    "): expected %zu bytes, got %zu",
+			    in->seq, sizeof(b), avail(in));
+	}
+	memcpy(&b, cur(in), sizeof(b));
+	if (b.seq != in->batches_seen)
+		return fail(in, off,
+			    "batch seq gap: expected %" PRIu64 ", got %" PRIu64,
+			    in->batches_seen, b.seq);
+	if ((uint64_t)b.count * in->event_size != b.bytes)
+		return fail(in, off,
+			    "batch %" PRIu64 ": bytes %" PRIu32
+			    " != count %" PRIu32 " * event_size %" PRIu32,
+			    b.seq, b.bytes, b.count, in->event_size);
+	consume(in, sizeof(b));
+	in->seq = b.seq;
+	in->batches_seen++;
+	in->batch_count = b.count;
+	in->batch_left = b.count;
+	in->body_off = offset_now(in);
+	in->pending_lost = b.lost;
+	in->lost_seen += b.lost;
+	in->slots_seen += b.count;
+	return 1;
+}
+
+static int raw_body_truncated(struct mt_input *in)
+{
+	uint64_t expected = (uint64_t)in->batch_count * in->event_size;
+	uint64_t got = offset_now(in) - in->body_off + avail(in);
+
+	if (in->state < 0)
+		return -1;
+	return fail(in, in->body_off,
+		    "batch %" PRIu64 ": body truncated: expected %" PRIu64
+		    " bytes, got %" PRIu64,
+		    in->seq, expected, got);
+}
+
+/* Copies the payload slots that follow an EXEC or MARKER record. */
+static int raw_payload(struct mt_input *in, struct mt_record *rec,
+		       uint64_t rec_off)
+{
+	uint32_t len = rec->ev.aux;
+	uint32_t slots = (len + MT_DATA_PER_RECORD - 1) / MT_DATA_PER_RECORD;
+	uint32_t index = in->batch_count - in->batch_left - 1;
+
+	if (slots > in->batch_left)
+		return fail(in, rec_off,
+			    "batch %" PRIu64 ": record %" PRIu32
+			    ": payload of %" PRIu32
+			    " bytes runs past the batch (%" PRIu32
+			    " records left, %" PRIu32 " needed)",
+			    in->seq, index, len, in->batch_left, slots);
+	if (len > MAX_PAYLOAD)
+		return fail(in, rec_off,
+			    "batch %" PRIu64 ": record %" PRIu32
+			    ": payload of %" PRIu32 " bytes is too long",
+			    in->seq, index, len);
+	if (!str_room(in, len))
+		return fail(in, rec_off, "out of memory");
+	for (uint32_t i = 0; i < slots; i++) {
+		uint32_t part = len - i * MT_DATA_PER_RECORD;
+
+		if (part > MT_DATA_PER_RECORD)
+			part = MT_DATA_PER_RECORD;
+		if (!fill(in, in->event_size))
+			return raw_body_truncated(in);
+		memcpy(in->str + i * MT_DATA_PER_RECORD, cur(in), part);
+		consume(in, in->event_size);
+		in->batch_left--;
+	}
+	in->str[len] = '\0';
+	rec->str = in->str;
+	rec->str_len = len;
+	return 0;
+}
+
+static int raw_next(struct mt_input *in, struct mt_record *rec)
+{
+	uint64_t rec_off;
+	int ret;
+
+	while (in->batch_left == 0 && in->pending_lost == 0) {
+		ret = raw_batch(in);
+		if (ret <= 0)
+			return ret;
+	}
+	if (in->pending_lost) {
+		/* the first event of the batch dates the loss, if any */
+		if (in->batch_left && fill(in, sizeof(uint64_t)))
+			memcpy(&in->last_ts, cur(in), sizeof(uint64_t));
+		memset(rec, 0, sizeof(*rec));
+		rec->ev.kind = MT_EV_LOST;
+		rec->ev.timestamp = in->last_ts;
+		rec->ev.size = in->pending_lost;
+		in->pending_lost = 0;
+		return 1;
+	}
+	rec_off = offset_now(in);
+	if (!fill(in, in->event_size))
+		return raw_body_truncated(in);
+	memcpy(&rec->ev, cur(in), sizeof(rec->ev));
+	consume(in, in->event_size);
+	in->batch_left--;
+	rec->str = NULL;
+	rec->str_len = 0;
+	in->last_ts = rec->ev.timestamp;
+	switch (rec->ev.kind) {
+	case MT_EV_EXEC:
+	case MT_EV_MARKER:
+		return raw_payload(in, rec, rec_off) ? -1 : 1;
+	case MT_EV_NONE:
+	case MT_EV_DATA:
+	case MT_EV_LOST:
+		break;
+	default:
+		if (rec->ev.kind < MT_EV_KIND_MAX)
+			return 1;
+	}
+	return fail(
+	    in, rec_off,
+	    "batch %" PRIu64 ": record %" PRIu32 ": unexpected event kind %u",
+	    in->seq, in->batch_count - in->batch_left - 1, rec->ev.kind);
+}
+
+/* ---- maps: the fields of artifact / JSON Lines / memtrack objects ----- */
+
+enum key {
+	K_TYPE,
+	K_PID,
+	K_TID,
+	K_TIMESTAMP,
+	K_ADDR,
+	K_SIZE,
+	K_OLD_ADDR,
+	K_OLD_SIZE,
+	K_ALIGNMENT,
+	K_PROT,
+	K_FLAGS,
+	K_PPID,
+	K_PATH,
+	K_NAME,
+	K_EXIT_CODE,
+	K_SIGNAL,
+	K_STATUS,
+	K_MEMBER,
+	K_PSS,
+	K_PSS_ANON,
+	K_PSS_FILE,
+	K_PSS_SHMEM,
+	K_COUNT,
+	/* header */
+	K_FORMAT,
+	K_VERSION,
+	K_COMMAND,
+	K_HOST,
+	K_CLOCK,
+	K_PAGE_SIZE,
+	K_ROOT_PID,
+	K_START_TIME,
+	K_START_MONOTONIC,
+	K_ALLOCATORS_TRACKED,
+	K_SYSCALLS_TRACKED,
+	K_RSS_TRACKED,
+	K_PHYSICAL_TRACKED,
+	/* trailer */
+	K_COMPLETE,
+	K_END_MONOTONIC,
+	K_EVENTS,
+	K_LOST_EVENTS,
+	K_BATCHES,
+	K_ERROR,
+	K_MAX
+};
+
+static const char *const key_names[K_MAX] = {
+    [K_TYPE] = "type",
+    [K_PID] = "pid",
+    [K_TID] = "tid",
+    [K_TIMESTAMP] = "timestamp",
+    [K_ADDR] = "addr",
+    [K_SIZE] = "size",
+    [K_OLD_ADDR] = "old_addr",
+    [K_OLD_SIZE] = "old_size",
+    [K_ALIGNMENT] = "alignment",
+    [K_PROT] = "prot",
+    [K_FLAGS] = "flags",
+    [K_PPID] = "ppid",
+    [K_PATH] = "path",
+    [K_NAME] = "name",
+    [K_EXIT_CODE] = "exit_code",
+    [K_SIGNAL] = "signal",
+    [K_STATUS] = "status",
+    [K_MEMBER] = "member",
+    [K_PSS] = "pss",
+    [K_PSS_ANON] = "pss_anon",
+    [K_PSS_FILE] = "pss_file",
+    [K_PSS_SHMEM] = "pss_shmem",
+    [K_COUNT] = "count",
+    [K_FORMAT] = "format",
+    [K_VERSION] = "version",
+    [K_COMMAND] = "command",
+    [K_HOST] = "host",
+    [K_CLOCK] = "clock",
+    [K_PAGE_SIZE] = "page_size",
+    [K_ROOT_PID] = "root_pid",
+    [K_START_TIME] = "start_time",
+    [K_START_MONOTONIC] = "start_monotonic",
+    [K_ALLOCATORS_TRACKED] = "allocators_tracked",
+    [K_SYSCALLS_TRACKED] = "syscalls_tracked",
+    [K_RSS_TRACKED] = "rss_tracked",
+    [K_PHYSICAL_TRACKED] = "physical_tracked",
+    [K_COMPLETE] = "complete",
+    [K_END_MONOTONIC] = "end_monotonic",
+    [K_EVENTS] = "events",
+    [K_LOST_EVENTS] = "lost_events",
+    [K_BATCHES] = "batches",
+    [K_ERROR] = "error",
+};
+
+enum value_type { V_NONE, V_UINT, V_NEGATIVE, V_BOOL, V_STR, V_ARRAY, V_OTHER };
+
+/* One value of a map, whatever the encoding.  Arrays are only read as
+ * arrays of strings (the header's command), through str_at. */
+struct value {
+	enum value_type type;
+	uint64_t u;
+	bool b;
+	const char *s;
+	size_t len;
+	const void *arr;
+	size_t n;
+	bool (*str_at)(const void *arr, size_t i, const char **s, size_t *len);
+};
+
+struct fields {
+	struct value v[K_MAX];
+};
+
+static enum key key_from_name(const char *name, size_t len)
+{
+	for (int k = 0; k < K_MAX; k++)
+		if (strlen(key_names[k]) == len &&
+		    !memcmp(key_names[k], name, len))
+			return k;
+	return K_MAX;
+}
+
+static bool has(const struct fields *f, enum key k)
+{
+	return f->v[k].type != V_NONE;
+}
+
+static bool str_is(const struct value *v, const char *s)
+{
+	return v->type == V_STR && v->len == strlen(s) &&
+	       !memcmp(v->s, s, v->len);
+}
+
+/* Reads key k as an unsigned integer into *out (left alone if absent). */
+static int get_uint(struct mt_input *in, uint64_t off, const struct fields *f,
+		    enum key k, uint64_t *out)
+{
+	const struct value *v = &f->v[k];
+
+	if (v->type == V_NONE)
+		return 0;
+	if (v->type != V_UINT)
+		return fail(in, off, "\"%s\": expected an unsigned integer",
+			    key_names[k]);
+	*out = v->u;
+	return 0;
+}
+
+/* The same into a field of struct mt_event (__u64 is not uint64_t). */
+static int get_ev(struct mt_input *in, uint64_t off, const struct fields *f,
+		  enum key k, __u64 *out)
+{
+	uint64_t u = *out;
+
+	if (get_uint(in, off, f, k, &u))
+		return -1;
+	*out = u;
+	return 0;
+}
+
+static int get_u32f(struct mt_input *in, uint64_t off, const struct fields *f,
+		    enum key k, uint32_t *out)
+{
+	uint64_t u = *out;
+
+	if (get_uint(in, off, f, k, &u))
+		return -1;
+	if (u > UINT32_MAX)
+		return fail(in, off, "\"%s\": %" PRIu64 " is out of range",
+			    key_names[k], u);
+	*out = u;
+	return 0;
+}
+
+static int get_bool(struct mt_input *in, uint64_t off, const struct fields *f,
+		    enum key k, bool *out)
+{
+	const struct value *v = &f->v[k];
+
+	if (v->type == V_NONE)
+		return 0;
+	if (v->type != V_BOOL)
+		return fail(in, off, "\"%s\": expected true or false",
+			    key_names[k]);
+	*out = v->b;
+	return 0;
+}
+
+static int get_str(struct mt_input *in, uint64_t off, const struct fields *f,
+		   enum key k, const char **s, size_t *len)
+{
+	const struct value *v = &f->v[k];
+
+	if (v->type == V_NONE)
+		return 0;
+	if (v->type != V_STR)
+		return fail(in, off, "\"%s\": expected a string", key_names[k]);
+	*s = v->s;
+	*len = v->len;
+	return 0;
+}
+
+static int require(struct mt_input *in, uint64_t off, const struct fields *f,
+		   const char *type, enum key k)
+{
+	if (has(f, k))
+		return 0;
+	return fail(in, off, "%s: missing \"%s\"", type, key_names[k]);
+}
+
+static const char *const rss_members[] = {"file", "anon", "swap", "shmem"};
+
+static int fields_rss_member(struct mt_input *in, uint64_t off,
+			     const struct fields *f, struct mt_event *ev)
+{
+	const struct value *v = &f->v[K_MEMBER];
+
+	if (v->type == V_UINT && v->u <= UINT32_MAX) {
+		ev->aux = v->u;
+		return 0;
+	}
+	for (unsigned i = 0; i < 4; i++) {
+		if (str_is(v, rss_members[i])) {
+			ev->aux = i;
+			return 0;
+		}
+	}
+	return fail(in, off,
+		    "Rss: \"member\" is not file, anon, swap or shmem");
+}
+
+static int fields_exit_status(struct mt_input *in, uint64_t off,
+			      const struct fields *f, struct mt_event *ev)
+{
+	uint64_t code = 0, sig = 0, status = 0;
+
+	if (get_uint(in, off, f, K_EXIT_CODE, &code) ||
+	    get_uint(in, off, f, K_SIGNAL, &sig) ||
+	    get_uint(in, off, f, K_STATUS, &status))
+		return -1;
+	if (has(f, K_EXIT_CODE))
+		ev->aux = (code & 0xff) << 8;
+	else if (has(f, K_SIGNAL))
+		ev->aux = sig & 0x7f;
+	else
+		ev->aux = status;
+	return 0;
+}
+
+/* The per-kind keys of an event map, back into an event record. */
+static int fields_kind_values(struct mt_input *in, uint64_t off,
+			      const struct fields *f, struct mt_record *rec)
+{
+	struct mt_event *ev = &rec->ev;
+	uint64_t u;
+	const char *s = NULL;
+	size_t len = 0;
+
+	switch (ev->kind) {
+	case MT_EV_ALIGNED_ALLOC:
+		return get_ev(in, off, f, K_ALIGNMENT, &ev->old_size);
+	case MT_EV_MMAP:
+		u = 0;
+		if (get_uint(in, off, f, K_PROT, &u))
+			return -1;
+		ev->flags = u;
+		return get_u32f(in, off, f, K_FLAGS, &ev->aux);
+	case MT_EV_FORK:
+		return get_ev(in, off, f, K_PPID, &ev->old_addr);
+	case MT_EV_EXEC:
+	case MT_EV_MARKER:
+		if (get_str(in, off, f,
+			    ev->kind == MT_EV_EXEC ? K_PATH : K_NAME, &s, &len))
+			return -1;
+		if (!keep_str(in, s ? s : "", len))
+			return fail(in, off, "out of memory");
+		rec->str = in->str;
+		rec->str_len = len;
+		ev->aux = len;
+		return 0;
+	case MT_EV_EXIT:
+		return fields_exit_status(in, off, f, ev);
+	case MT_EV_RSS:
+		if (require(in, off, f, "Rss", K_MEMBER))
+			return -1;
+		return fields_rss_member(in, off, f, ev);
+	case MT_EV_PSS:
+		return get_ev(in, off, f, K_PSS, &ev->size) ||
+		       get_ev(in, off, f, K_PSS_ANON, &ev->addr) ||
+		       get_ev(in, off, f, K_PSS_FILE, &ev->old_addr) ||
+		       get_ev(in, off, f, K_PSS_SHMEM, &ev->old_size);
+	case MT_EV_LOST:
+		return get_ev(in, off, f, K_COUNT, &ev->size);
+	default:
+		return 0;
+	}
+}
+
+static int fields_to_record(struct mt_input *in, uint64_t off,
+			    const struct fields *f, unsigned kind,
+			    struct mt_record *rec)
+{
+	struct mt_event *ev = &rec->ev;
+	uint32_t pid = 0, tid = 0;
+
+	memset(rec, 0, sizeof(*rec));
+	ev->kind = kind;
+	if (require(in, off, f, mt_kind_name(kind), K_PID) ||
+	    require(in, off, f, mt_kind_name(kind), K_TIMESTAMP) ||
+	    get_u32f(in, off, f, K_PID, &pid) ||
+	    get_u32f(in, off, f, K_TID, &tid) ||
+	    get_ev(in, off, f, K_TIMESTAMP, &ev->timestamp) ||
+	    get_ev(in, off, f, K_ADDR, &ev->addr) ||
+	    get_ev(in, off, f, K_SIZE, &ev->size) ||
+	    get_ev(in, off, f, K_OLD_ADDR, &ev->old_addr) ||
+	    get_ev(in, off, f, K_OLD_SIZE, &ev->old_size))
+		return -1;
+	ev->pid = pid;
+	ev->tid = tid;
+	return fields_kind_values(in, off, f, rec);
+}
+
+static int header_command(struct mt_input *in, uint64_t off,
+			  const struct value *v)
+{
+	if (v->type == V_NONE)
+		return 0;
+	if (v->type != V_ARRAY)
+		return fail(in, off, "Header: \"command\": expected an array");
+	in->meta.argv = calloc(v->n + 1, sizeof(char *));
+	if (!in->meta.argv)
+		return fail(in, off, "out of memory");
+	for (size_t i = 0; i < v->n; i++) {
+		const char *s;
+		size_t len;
+
+		if (!v->str_at(v->arr, i, &s, &len))
+			return fail(in, off,
+				    "Header: \"command\": element %zu is not "
+				    "a string",
+				    i);
+		in->meta.argv[i] = strndup(s, len);
+		if (!in->meta.argv[i])
+			return fail(in, off, "out of memory");
+		in->meta.argc = i + 1;
+	}
+	return 0;
+}
+
+static int header_clock(struct mt_input *in, uint64_t off,
+			const struct value *v)
+{
+	static const struct {
+		const char *name;
+		uint32_t id;
+	} clocks[] = {{"CLOCK_REALTIME", 0},
+		      {"CLOCK_MONOTONIC", 1},
+		      {"CLOCK_MONOTONIC_RAW", 4},
+		      {"CLOCK_BOOTTIME", 7}};
+
+	if (v->type == V_NONE)
+		return 0;
+	for (size_t i = 0; i < sizeof(clocks) / sizeof(clocks[0]); i++) {
+		if (str_is(v, clocks[i].name)) {
+			in->meta.clock_id = clocks[i].id;
+			return 0;
+		}
+	}
+	return fail(in, off, "Header: unknown \"clock\"");
+}
+
+static int header_flag(struct mt_input *in, uint64_t off,
+		       const struct fields *f, enum key k, uint32_t bit)
+{
+	bool b = false;
+
+	if (get_bool(in, off, f, k, &b))
+		return -1;
+	if (b)
+		in->meta.flags |= bit;
+	return 0;
+}
+
+static int fields_to_header(struct mt_input *in, uint64_t off,
+			    const struct fields *f)
+{
+	struct mt_meta *m = &in->meta;
+	uint64_t version = 0;
+	const char *host = NULL;
+	size_t host_len = 0;
+
+	if (require(in, off, f, "Header", K_VERSION) ||
+	    get_uint(in, off, f, K_VERSION, &version))
+		return -1;
+	if (version != 1)
+		return fail(in, off,
+			    "Header: unsupported artifact version %" PRIu64
+			    " (this reader knows 1)",
+			    version);
+	m->version = version;
+	if (get_str(in, off, f, K_HOST, &host, &host_len) ||
+	    get_u32f(in, off, f, K_PAGE_SIZE, &m->page_size) ||
+	    get_u32f(in, off, f, K_ROOT_PID, &m->root_pid) ||
+	    get_uint(in, off, f, K_START_TIME, &m->start_realtime_ns) ||
+	    get_uint(in, off, f, K_START_MONOTONIC, &m->start_monotonic_ns) ||
+	    header_clock(in, off, &f->v[K_CLOCK]) ||
+	    header_flag(in, off, f, K_ALLOCATORS_TRACKED, MT_HDR_ALLOCATORS) ||
+	    header_flag(in, off, f, K_SYSCALLS_TRACKED, MT_HDR_SYSCALLS) ||
+	    header_flag(in, off, f, K_RSS_TRACKED, MT_HDR_RSS) ||
+	    header_flag(in, off, f, K_PHYSICAL_TRACKED, MT_HDR_PHYSICAL) ||
+	    header_command(in, off, &f->v[K_COMMAND]))
+		return -1;
+	m->host = strndup(host ? host : "", host_len);
+	if (!m->host)
+		return fail(in, off, "out of memory");
+	return 0;
+}
+
+/* The trailer of an artifact: checks it against what was read. */
+static int fields_to_trailer(struct mt_input *in, uint64_t off,
+			     const struct fields *f)
+{
+	struct mt_meta *m = &in->meta;
+	bool complete = false;
+	uint64_t code = 0, sig = 0;
+	const char *error = NULL;
+	size_t error_len = 0;
+
+	if (require(in, off, f, "Trailer", K_COMPLETE) ||
+	    require(in, off, f, "Trailer", K_EVENTS) ||
+	    get_bool(in, off, f, K_COMPLETE, &complete) ||
+	    get_uint(in, off, f, K_EXIT_CODE, &code) ||
+	    get_uint(in, off, f, K_SIGNAL, &sig) ||
+	    get_uint(in, off, f, K_END_MONOTONIC, &m->end_monotonic_ns) ||
+	    get_uint(in, off, f, K_EVENTS, &m->events) ||
+	    get_uint(in, off, f, K_LOST_EVENTS, &m->lost) ||
+	    get_uint(in, off, f, K_BATCHES, &m->batches) ||
+	    get_str(in, off, f, K_ERROR, &error, &error_len))
+		return -1;
+	m->exit_kind = MT_EXIT_UNKNOWN;
+	if (has(f, K_EXIT_CODE)) {
+		m->exit_kind = MT_EXIT_CODE;
+		m->exit_value = code;
+	} else if (has(f, K_SIGNAL)) {
+		m->exit_kind = MT_EXIT_SIGNAL;
+		m->exit_value = sig;
+	}
+	if (!complete)
+		return fail(in, off, "the artifact is incomplete: %.*s",
+			    (int)(error_len > 512 ? 512 : error_len),
+			    error ? error : "(no reason given)");
+	if (m->events != in->maps_seen)
+		return fail(in, off,
+			    "trailer says %" PRIu64
+			    " events, artifact had %" PRIu64,
+			    m->events, in->maps_seen);
+	if (m->lost != in->map_lost)
+		return fail(in, off,
+			    "trailer says %" PRIu64
+			    " lost events, Lost records had %" PRIu64,
+			    m->lost, in->map_lost);
+	return 0;
+}
+
+/* What an object of the stream is, once its fields are collected. */
+enum object_role { OBJ_EVENT, OBJ_HEADER, OBJ_TRAILER };
+
+static int fields_role(struct mt_input *in, uint64_t off,
+		       const struct fields *f, enum object_role *role,
+		       unsigned *kind)
+{
+	const struct value *t = &f->v[K_TYPE];
+
+	if (t->type != V_STR)
+		return fail(in, off, "map without a string \"type\"");
+	if (str_is(t, "Header")) {
+		*role = OBJ_HEADER;
+		return 0;
+	}
+	if (str_is(t, "Trailer")) {
+		*role = OBJ_TRAILER;
+		return 0;
+	}
+	*role = OBJ_EVENT;
+	*kind = mt_kind_from_name(t->s, t->len);
+	if (*kind == MT_EV_NONE)
+		return fail(in, off, "unknown event type \"%.*s\"",
+			    (int)(t->len > 64 ? 64 : t->len), t->s);
+	return 0;
+}
+
+/* An object after the first: an event (returns 1) or the trailer (0). */
+static int object_next(struct mt_input *in, uint64_t off,
+		       const struct fields *f, struct mt_record *rec)
+{
+	enum object_role role;
+	unsigned kind = MT_EV_NONE;
+
+	if (fields_role(in, off, f, &role, &kind))
+		return -1;
+	if (role == OBJ_HEADER)
+		return fail(in, off, "unexpected second Header");
+	if (role == OBJ_TRAILER) {
+		if (in->fmt == MT_FMT_MEMTRACK)
+			return fail(in, off, "Trailer in a memtrack stream");
+		if (fields_to_trailer(in, off, f))
+			return -1;
+		return 0;
+	}
+	if (fields_to_record(in, off, f, kind, rec))
+		return -1;
+	in->maps_seen++;
+	if (kind == MT_EV_LOST)
+		in->map_lost += rec->ev.size;
+	return 1;
+}
+
+/* ---- MessagePack ----------------------------------------------------- */
+
+/* Size of the MessagePack object at p, without decoding it, so that
+ * msgpack-c is only handed whole objects whose container counts are
+ * bounded by their byte size.  1 = *size set, 0 = need more bytes,
+ * -1 = invalid (the 0xc1 byte). */
+static int mp_object_size(const unsigned char *p, size_t len, size_t *size)
+{
+	static const unsigned char fixed[32] = {
+	    /* 0xc0.. */ 1,
+	    0,
+	    1,
+	    1,
+	    2,
+	    3,
+	    5,
+	    3,
+	    4,
+	    6,
+	    5,
+	    9,
+	    2,
+	    3,
+	    5,
+	    9,
+	    /* 0xd0.. */ 2,
+	    3,
+	    5,
+	    9,
+	    3,
+	    4,
+	    6,
+	    10,
+	    18,
+	    2,
+	    3,
+	    5,
+	    3,
+	    5,
+	    3,
+	    5,
+	};
+	uint64_t pending = 1;
+	size_t off = 0;
+
+	while (pending) {
+		unsigned char c;
+		uint64_t n = 0, extra = 0;
+		size_t width = 0;
+
+		if (off >= len)
+			return 0;
+		c = p[off];
+		pending--;
+		if (c <= 0x7f || c >= 0xe0) {
+			off += 1;
+			continue;
+		}
+		if (c <= 0x8f) {
+			pending += 2 * (c & 0x0f);
+			off += 1;
+			continue;
+		}
+		if (c <= 0x9f) {
+			pending += c & 0x0f;
+			off += 1;
+			continue;
+		}
+		if (c <= 0xbf) {
+			off += 1 + (c & 0x1f);
+			continue;
+		}
+		if (c == 0xc1)
+			return -1;
+		switch (c) {
+		case 0xc4:
+		case 0xd9:
+			width = 1;
+			break; /* bin8, str8 */
+		case 0xc5:
+		case 0xda:
+			width = 2;
+			break;
+		case 0xc6:
+		case 0xdb:
+			width = 4;
+			break;
+		case 0xc7:
+			width = 1;
+			extra = 1;
+			break; /* ext8: + type */
+		case 0xc8:
+			width = 2;
+			extra = 1;
+			break;
+		case 0xc9:
+			width = 4;
+			extra = 1;
+			break;
+		case 0xdc:
+		case 0xde:
+			width = 2;
+			break; /* array16, map16 */
+		case 0xdd:
+		case 0xdf:
+			width = 4;
+			break;
+		default:
+			off += fixed[c - 0xc0];
+			continue;
+		}
+		if (len - off < 1 + width)
+			return 0;
+		for (size_t i = 0; i < width; i++)
+			n = n << 8 | p[off + 1 + i];
+		off += 1 + width;
+		if (c == 0xdc || c == 0xdd)
+			pending += n;
+		else if (c == 0xde || c == 0xdf)
+			pending += 2 * n;
+		else
+			off += extra + n;
+		if (pending > len)
+			return 0; /* each item takes a byte: more is needed */
+	}
+	if (off > len)
+		return 0;
+	*size = off;
+	return 1;
+}
+
+static bool mp_str_at(const void *arr, size_t i, const char **s, size_t *len)
+{
+	const msgpack_object *o = &((const msgpack_object_array *)arr)->ptr[i];
+
+	if (o->type != MSGPACK_OBJECT_STR && o->type != MSGPACK_OBJECT_BIN)
+		return false;
+	*s = o->via.str.ptr;
+	*len = o->via.str.size;
+	return true;
+}
+
+static void mp_value(const msgpack_object *o, struct value *v)
+{
+	memset(v, 0, sizeof(*v));
+	switch (o->type) {
+	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+		v->type = V_UINT;
+		v->u = o->via.u64;
+		break;
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+		v->type = V_NEGATIVE;
+		break;
+	case MSGPACK_OBJECT_BOOLEAN:
+		v->type = V_BOOL;
+		v->b = o->via.boolean;
+		break;
+	case MSGPACK_OBJECT_STR:
+	case MSGPACK_OBJECT_BIN: /* paths that are not UTF-8 */
+		v->type = V_STR;
+		v->s = o->via.str.ptr;
+		v->len = o->via.str.size;
+		break;
+	case MSGPACK_OBJECT_ARRAY:
+		v->type = V_ARRAY;
+		v->arr = &o->via.array;
+		v->n = o->via.array.size;
+		v->str_at = mp_str_at;
+		break;
+	default:
+		v->type = V_OTHER;
+		break;
+	}
+}
+
+/* Decodes the next MessagePack object into fields; *off gets its offset.
+ * Returns 1, 0 at a clean end of input, -1 on error. */
+static int mp_next_fields(struct mt_input *in, struct fields *f, uint64_t *off)
+{
+	size_t size = 0, used = 0;
+	const msgpack_object *o;
+	int ret;
+
+	*off = offset_now(in);
+	for (;;) {
+		ret = mp_object_size(cur(in), avail(in), &size);
+		if (ret < 0)
+			return fail(in, *off,
+				    "invalid MessagePack (byte 0xc1)");
+		if (ret > 0)
+			break;
+		if (avail(in) >= MAX_OBJECT)
+			return fail(in, *off,
+				    "MessagePack object larger than %u bytes",
+				    MAX_OBJECT);
+		if (!fill(in, avail(in) + 1)) {
+			if (in->state < 0)
+				return -1;
+			if (avail(in) == 0)
+				return 0;
+			return fail(in, *off,
+				    "truncated MessagePack object (%zu bytes "
+				    "before the end)",
+				    avail(in));
+		}
+	}
+	if (msgpack_unpack_next(&in->unpacked, (const char *)cur(in), size,
+				&used) != MSGPACK_UNPACK_SUCCESS)
+		return fail(in, *off, "invalid MessagePack object");
+	consume(in, size);
+	o = &in->unpacked.data;
+	if (o->type != MSGPACK_OBJECT_MAP)
+		return fail(in, *off, "expected a map");
+	memset(f, 0, sizeof(*f));
+	for (uint32_t i = 0; i < o->via.map.size; i++) {
+		const msgpack_object_kv *kv = &o->via.map.ptr[i];
+		enum key k;
+
+		if (kv->key.type != MSGPACK_OBJECT_STR)
+			continue;
+		k = key_from_name(kv->key.via.str.ptr, kv->key.via.str.size);
+		if (k != K_MAX)
+			mp_value(&kv->val, &f->v[k]);
+	}
+	return 1;
+}
+
+/* ---- JSON Lines ------------------------------------------------------ */
+
+static bool js_str_at(const void *arr, size_t i, const char **s, size_t *len)
+{
+	json_t *e = json_array_get((json_t *)arr, i);
+
+	if (!json_is_string(e))
+		return false;
+	*s = json_string_value(e);
+	*len = json_string_length(e);
+	return true;
+}
+
+static void js_value(json_t *j, struct value *v)
+{
+	memset(v, 0, sizeof(*v));
+	switch (json_typeof(j)) {
+	case JSON_INTEGER:
+		if (json_integer_value(j) < 0) {
+			v->type = V_NEGATIVE;
+		} else {
+			v->type = V_UINT;
+			v->u = json_integer_value(j);
+		}
+		break;
+	case JSON_TRUE:
+	case JSON_FALSE:
+		v->type = V_BOOL;
+		v->b = json_is_true(j);
+		break;
+	case JSON_STRING:
+		v->type = V_STR;
+		v->s = json_string_value(j);
+		v->len = json_string_length(j);
+		break;
+	case JSON_ARRAY:
+		v->type = V_ARRAY;
+		v->arr = j;
+		v->n = json_array_size(j);
+		v->str_at = js_str_at;
+		break;
+	default:
+		v->type = V_OTHER;
+		break;
+	}
+}
+
+/* The JSON object of the next non-empty line; *root must be released by
+ * the caller with json_decref (the fields point into it). */
+static int js_next_fields(struct mt_input *in, struct fields *f, uint64_t *off,
+			  json_t **root)
+{
+	const unsigned char *nl;
+	size_t len;
+	json_error_t jerr;
+	const char *key;
+	json_t *val;
+
+	*root = NULL;
+	for (;;) {
+		size_t scanned = 0;
+
+		*off = offset_now(in);
+		while (!(nl = memchr(cur(in) + scanned, '\n',
+				     avail(in) - scanned))) {
+			scanned = avail(in);
+			if (scanned >= MAX_OBJECT)
+				return fail(in, *off,
+					    "line %" PRIu64
+					    ": longer than %u bytes",
+					    in->line + 1, MAX_OBJECT);
+			if (!fill(in, scanned + 1))
+				break;
+		}
+		if (in->state < 0)
+			return -1;
+		len = nl ? (size_t)(nl - cur(in)) : avail(in);
+		if (!nl && len == 0)
+			return 0;
+		in->line++;
+		if (len > 0)
+			break;
+		consume(in, 1); /* an empty line */
+	}
+	*root = json_loadb((const char *)cur(in), len, 0, &jerr);
+	if (!*root)
+		return fail(in, *off, "line %" PRIu64 ": invalid JSON: %s",
+			    in->line, jerr.text);
+	consume(in, nl ? len + 1 : len);
+	if (!json_is_object(*root))
+		return fail(in, *off, "line %" PRIu64 ": expected an object",
+			    in->line);
+	memset(f, 0, sizeof(*f));
+	json_object_foreach(*root, key, val)
+	{
+		enum key k = key_from_name(key, strlen(key));
+
+		if (k != K_MAX)
+			js_value(val, &f->v[k]);
+	}
+	return 1;
+}
+
+/* ---- detection and the object formats -------------------------------- */
+
+static int next_fields(struct mt_input *in, struct fields *f, uint64_t *off,
+		       json_t **root)
+{
+	*root = NULL;
+	if (in->fmt == MT_FMT_JSONL)
+		return js_next_fields(in, f, off, root);
+	return mp_next_fields(in, f, off);
+}
+
+static int objects_next(struct mt_input *in, struct mt_record *rec)
+{
+	struct fields f;
+	uint64_t off;
+	json_t *root;
+	int ret;
+
+	if (in->have_first) {
+		*rec = in->first;
+		in->have_first = false;
+		return 1;
+	}
+	ret = next_fields(in, &f, &off, &root);
+	if (ret == 0) {
+		if (in->fmt == MT_FMT_MEMTRACK) {
+			in->meta.events = in->maps_seen;
+			in->meta.lost = in->map_lost;
+			in->state = 1;
+			return 0;
+		}
+		return fail(in, off,
+			    "truncated: no trailer after %" PRIu64 " events",
+			    in->maps_seen);
+	}
+	if (ret > 0) {
+		ret = object_next(in, off, &f, rec);
+		json_decref(root);
+	}
+	if (ret == 0) {
+		if (fill(in, 1))
+			return fail(in, offset_now(in),
+				    "data after the trailer");
+		if (in->state < 0)
+			return -1;
+		in->meta.has_trailer = true;
+		in->state = 1;
+	}
+	return ret;
+}
+
+/* A MessagePack stream: an mt artifact starts with its Header map, a
+ * memtrack one with its first event. */
+static int mp_open(struct mt_input *in)
+{
+	struct fields f;
+	uint64_t off;
+	enum object_role role;
+	unsigned kind = MT_EV_NONE;
+	int ret = mp_next_fields(in, &f, &off);
+
+	if (ret <= 0)
+		return -1;
+	if (fields_role(in, off, &f, &role, &kind))
+		return -1;
+	if (role == OBJ_HEADER) {
+		if (!str_is(&f.v[K_FORMAT], "mt"))
+			return fail(in, off,
+				    "Header: \"format\" is not \"mt\"");
+		in->fmt = MT_FMT_ARTIFACT;
+		return fields_to_header(in, off, &f);
+	}
+	if (role == OBJ_TRAILER)
+		return fail(in, off, "stream starts with a Trailer");
+	in->fmt = MT_FMT_MEMTRACK;
+	if (fields_to_record(in, off, &f, kind, &in->first))
+		return -1;
+	/* the record's string lives in in->str until the first next() */
+	in->have_first = true;
+	in->maps_seen++;
+	if (kind == MT_EV_LOST)
+		in->map_lost += in->first.ev.size;
+	return 0;
+}
+
+/* '{': JSON Lines if the first line is an mt Header, mt-reconstruct's
+ * timelines if the document says so (it may span many lines). */
+static int js_open(struct mt_input *in)
+{
+	const unsigned char *nl;
+	json_t *first;
+	json_error_t jerr;
+	json_t *format;
+
+	fill(in, 64 * 1024);
+	if (in->state < 0)
+		return -1;
+	nl = memchr(cur(in), '\n', avail(in));
+	first = json_loadb((const char *)cur(in),
+			   nl ? (size_t)(nl - cur(in)) : avail(in), 0, &jerr);
+	format = json_object_get(first, "format");
+	if (json_is_string(format) &&
+	    !strcmp(json_string_value(format), "mt-timelines")) {
+		json_decref(first);
+		in->fmt = MT_FMT_TIMELINES;
+		return 0;
+	}
+	if (!first && memmem(cur(in), avail(in), "\"mt-timelines\"", 14)) {
+		in->fmt = MT_FMT_TIMELINES;
+		return 0;
+	}
+	json_decref(first);
+	in->fmt = MT_FMT_JSONL;
+	{
+		struct fields f;
+		uint64_t off;
+		json_t *root;
+		int ret = js_next_fields(in, &f, &off, &root);
+
+		if (ret > 0 && !str_is(&f.v[K_TYPE], "Header"))
+			ret = fail(in, off, "line 1: not an mt Header");
+		else if (ret > 0 && !str_is(&f.v[K_FORMAT], "mt"))
+			ret = fail(in, off, "Header: \"format\" is not \"mt\"");
+		else if (ret > 0)
+			ret = fields_to_header(in, off, &f) ? -1 : 1;
+		json_decref(root);
+		return ret > 0 ? 0 : -1;
+	}
+}
+
+static int detect(struct mt_input *in)
+{
+	unsigned char c;
+
+	if (!fill(in, 1)) {
+		if (in->state < 0)
+			return -1;
+		return fail(in, 0, "empty input");
+	}
+	c = cur(in)[0];
+	if (c == (unsigned char)MT_RAW_MAGIC[0]) {
+		in->fmt = MT_FMT_RAW;
+		return raw_open(in);
+	}
+	if ((c >= 0x80 && c <= 0x8f) || c == 0xde || c == 0xdf)
+		return mp_open(in);
+	if (c == '{')
+		return js_open(in);
+	return fail(in, 0,
+		    "unknown format (first byte 0x%02x): not an mt raw stream, "
+		    "artifact, JSON Lines or memtrack artifact",
+		    c);
+}
+
+/* ---- API ------------------------------------------------------------- */
+
+static struct mt_input *input_new(FILE *f, const char *name)
+{
+	struct mt_input *in = calloc(1, sizeof(*in));
+
+	if (!in)
+		return NULL;
+	in->f = f;
+	in->name = strdup(name);
+	in->cap = READ_CHUNK;
+	in->buf = malloc(in->cap);
+	msgpack_unpacked_init(&in->unpacked);
+	if (!in->name || !in->buf) {
+		mt_input_close(in);
+		return NULL;
+	}
+	return in;
+}
+
+struct mt_input *mt_input_fopen(FILE *f, const char *name, char *err,
+				size_t errlen)
+{
+	struct mt_input *in = input_new(f, name ? name : "<input>");
+
+	if (!in) {
+		snprintf(err, errlen, "%s: out of memory", name);
+		fclose(f);
+		return NULL;
+	}
+	if (detect(in)) {
+		snprintf(err, errlen, "%s", in->err);
+		mt_input_close(in);
+		return NULL;
+	}
+	if (in->fmt == MT_FMT_TIMELINES)
+		fail(in, 0,
+		     "mt-reconstruct timelines are not an event stream "
+		     "(mt-report reads them)");
+	return in;
+}
+
+struct mt_input *mt_input_open(const char *path, char *err, size_t errlen)
+{
+	FILE *f;
+
+	if (!path || !strcmp(path, "-"))
+		return mt_input_fopen(stdin, "<stdin>", err, errlen);
+	f = fopen(path, "rb");
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	return mt_input_fopen(f, path, err, errlen);
+}
+
+enum mt_format mt_input_format(const struct mt_input *in)
+{
+	return in->fmt;
+}
+
+const char *mt_format_name(enum mt_format fmt)
+{
+	switch (fmt) {
+	case MT_FMT_RAW:
+		return "raw";
+	case MT_FMT_ARTIFACT:
+		return "artifact";
+	case MT_FMT_JSONL:
+		return "jsonl";
+	case MT_FMT_MEMTRACK:
+		return "memtrack";
+	case MT_FMT_TIMELINES:
+		return "timelines";
+	default:
+		return "unknown";
+	}
+}
+
+const struct mt_meta *mt_input_meta(const struct mt_input *in)
+{
+	return &in->meta;
+}
+
+int mt_input_next(struct mt_input *in, struct mt_record *rec)
+{
+	if (in->state)
+		return in->state > 0 ? 0 : -1;
+	if (in->fmt == MT_FMT_RAW)
+		return raw_next(in, rec);
+	return objects_next(in, rec);
+}
+
+const char *mt_input_error(const struct mt_input *in)
+{
+	return in->err;
+}
+
+uint64_t mt_input_offset(const struct mt_input *in)
+{
+	return offset_now(in);
+}
+
+void mt_input_close(struct mt_input *in)
+{
+	if (!in)
+		return;
+	if (in->f && in->f != stdin)
+		fclose(in->f);
+	msgpack_unpacked_destroy(&in->unpacked);
+	mt_meta_free(&in->meta);
+	free(in->str);
+	free(in->buf);
+	free(in->name);
+	free(in);
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kinds.c - the one table of event kind names.  The names of the kinds
+ * CodSpeed's memtrack also has are memtrack's own, so artifacts move between
+ * the two tools; the others are mt's.
+ */
+#include <string.h>
+
+#include "mt_input.h"
+
+static const char *const kind_names[MT_EV_KIND_MAX] = {
+    [MT_EV_MALLOC] = "Malloc",
+    [MT_EV_FREE] = "Free",
+    [MT_EV_CALLOC] = "Calloc",
+    [MT_EV_REALLOC] = "Realloc",
+    [MT_EV_ALIGNED_ALLOC] = "AlignedAlloc",
+    [MT_EV_MMAP] = "Mmap",
+    [MT_EV_MUNMAP] = "Munmap",
+    [MT_EV_MREMAP] = "Mremap",
+    [MT_EV_BRK] = "Brk",
+    [MT_EV_FORK] = "Fork",
+    [MT_EV_EXEC] = "Exec",
+    [MT_EV_EXIT] = "Exit",
+    /* MT_EV_DATA is payload, never a record of its own: no name */
+    [MT_EV_RSS] = "Rss",
+    [MT_EV_PSS] = "Pss",
+    [MT_EV_MARKER] = "Marker",
+    [MT_EV_ENABLE] = "Enable",
+    [MT_EV_DISABLE] = "Disable",
+    [MT_EV_LOST] = "Lost",
+};
+
+const char *mt_kind_name(unsigned kind)
+{
+	if (kind >= MT_EV_KIND_MAX)
+		return NULL;
+	return kind_names[kind];
+}
+
+unsigned mt_kind_from_name(const char *name, size_t len)
+{
+	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++) {
+		const char *known = kind_names[kind];
+
+		if (known && strlen(known) == len && !memcmp(known, name, len))
+			return kind;
+	}
+	return MT_EV_NONE;
+}

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * raw.c - the raw stream writer (mt-trace's output) and mt_meta_free.
+ * The reader is in input.c, behind mt_input.h.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "mt_raw.h"
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the raw stream is little-endian and written as the host stores it"
+#endif
+
+_Static_assert(sizeof(struct mt_event) == MT_EVENT_SIZE, "event record size");
+_Static_assert(sizeof(struct mt_raw_header) == 64, "raw header size");
+_Static_assert(sizeof(struct mt_raw_batch) == 32, "batch header size");
+_Static_assert(sizeof(struct mt_raw_trailer) == 48, "trailer size");
+
+void mt_meta_free(struct mt_meta *meta)
+{
+	if (!meta)
+		return;
+	free(meta->host);
+	for (int i = 0; i < meta->argc && meta->argv; i++)
+		free(meta->argv[i]);
+	free(meta->argv);
+	meta->host = NULL;
+	meta->argv = NULL;
+	meta->argc = 0;
+}
+
+/* Writes every byte of iov, resuming after short writes and EINTR. */
+static int write_all_iov(int fd, struct iovec *iov, int iovcnt)
+{
+	while (iovcnt > 0) {
+		ssize_t n = writev(fd, iov, iovcnt);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
+			n -= iov->iov_len;
+			iov++;
+			iovcnt--;
+		}
+		if (iovcnt > 0) {
+			iov->iov_base = (char *)iov->iov_base + n;
+			iov->iov_len -= n;
+		}
+	}
+	return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+
+	return write_all_iov(fd, &iov, 1);
+}
+
+static size_t strings_bytes(const struct mt_meta *meta)
+{
+	size_t n = strlen(meta->host ? meta->host : "") + 1;
+
+	for (int i = 0; i < meta->argc; i++)
+		n += strlen(meta->argv[i]) + 1;
+	return n;
+}
+
+int mt_raw_write_header(int fd, const struct mt_meta *meta)
+{
+	struct mt_raw_header hdr = {0};
+	size_t strings_size = strings_bytes(meta);
+	size_t header_size = (sizeof(hdr) + strings_size + 7) & ~(size_t)7;
+	char *buf, *p;
+	int ret;
+
+	if (header_size > UINT32_MAX || meta->argc < 0)
+		return -E2BIG;
+	memcpy(hdr.magic, MT_RAW_MAGIC, MT_RAW_MAGIC_LEN);
+	hdr.version = MT_RAW_VERSION;
+	hdr.header_size = header_size;
+	hdr.event_size = MT_EVENT_SIZE;
+	hdr.page_size = meta->page_size;
+	hdr.clock_id = meta->clock_id;
+	hdr.root_pid = meta->root_pid;
+	hdr.flags = meta->flags;
+	hdr.argc = meta->argc;
+	hdr.start_monotonic_ns = meta->start_monotonic_ns;
+	hdr.start_realtime_ns = meta->start_realtime_ns;
+	hdr.strings_size = strings_size;
+
+	buf = calloc(1, header_size);
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, &hdr, sizeof(hdr));
+	p = buf + sizeof(hdr);
+	p = stpcpy(p, meta->host ? meta->host : "") + 1;
+	for (int i = 0; i < meta->argc; i++)
+		p = stpcpy(p, meta->argv[i]) + 1;
+	ret = write_all(fd, buf, header_size);
+	free(buf);
+	return ret;
+}
+
+int mt_raw_write_batch(int fd, uint64_t seq, uint64_t lost, const void *records,
+		       uint32_t count)
+{
+	uint64_t bytes = (uint64_t)count * MT_EVENT_SIZE;
+	struct mt_raw_batch batch = {
+	    .magic = MT_BATCH_MAGIC,
+	    .count = count,
+	    .bytes = bytes,
+	    .seq = seq,
+	    .lost = lost,
+	};
+	struct iovec iov[2] = {
+	    {.iov_base = &batch, .iov_len = sizeof(batch)},
+	    {.iov_base = (void *)records, .iov_len = bytes},
+	};
+
+	if (bytes > UINT32_MAX)
+		return -E2BIG;
+	return write_all_iov(fd, iov, count ? 2 : 1);
+}
+
+int mt_raw_write_trailer(int fd, const struct mt_meta *meta)
+{
+	struct mt_raw_trailer trailer = {
+	    .magic = MT_TRAILER_MAGIC,
+	    .exit_kind = meta->exit_kind,
+	    .exit_value = meta->exit_value,
+	    .end_monotonic_ns = meta->end_monotonic_ns,
+	    .events = meta->events,
+	    .lost = meta->lost,
+	    .batches = meta->batches,
+	};
+
+	return write_all(fd, &trailer, sizeof(trailer));
+}
