@@ -52,7 +52,7 @@ FIXTURES := $(patsubst tests/fixtures/%.c,$(OUTPUT)/fixtures/%,$(FIXTURE_SRCS))
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 UNITS := $(patsubst tests/unit/%.c,$(OUTPUT)/unit/%,$(UNIT_SRCS))
 
-.PHONY: all deps test check check-asan fuzz bench install clean format fixtures
+.PHONY: all deps demo test check check-asan fuzz bench install clean format fixtures
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -120,6 +120,10 @@ $(OUTPUT)/unit/%: tests/unit/%.c $(LIBMT) | $(OUTPUT)/unit
 test check: all fixtures $(UNITS)
 	$(Q)tests/run
 
+# The README's main job: trace a real program and report on it.
+demo: all
+	examples/demo.sh
+
 deps:
 	@if ! dpkg -s $(DEB_PACKAGES) >/dev/null 2>&1; then \
 		apt-get update -qq && \
@@ -145,11 +149,12 @@ clean:
 $(OUTPUT)/tests:
 	$(Q)mkdir -p $@
 
-$(OUTPUT)/tests/mt-gen: tests/gen/mt-gen.c $(LIBMT) | $(OUTPUT)/tests
+# mt-read reads any stream through lib/mt_input.h (counts, speed, --dump).
+$(OUTPUT)/tests/%: tests/gen/%.c $(LIBMT) | $(OUTPUT)/tests
 	$(call msg,CCLD,$@)
 	$(Q)$(CC) $(CFLAGS) $< $(LIBMT) $(LDLIBS_COMMON) -o $@
 
-test check: $(OUTPUT)/tests/mt-gen
+test check: $(OUTPUT)/tests/mt-gen $(OUTPUT)/tests/mt-read
 
 # The whole suite again with lib, tools and unit tests under ASan + UBSan,
 # built into build-asan/ (CFLAGS through the environment, so the flags the
