@@ -1,0 +1,396 @@
+#!/usr/bin/env bats
+# mt-trace end to end: fixture programs with exactly known calls, traced
+# with `mt-trace -- FIXTURE | mt-encode`, the artifact decoded by
+# python3-msgpack (tests/lib/trace_check.py) and compared event by event
+# with what the fixture logged (tests/fixtures/fixture.h).
+
+load helpers
+
+CHECK="$TOP/tests/lib/trace_check.py"
+
+setup() {
+	T="$BATS_TEST_TMPDIR"
+	export T
+	export MT_FIXTURE_LOG="$T/fixture.log" MT_FIXTURES
+}
+
+# trace [MT-TRACE OPTIONS] -- CMD...: mt-trace | mt-encode > $T/out.msgpack.
+# Sets trace_status and encode_status; stderr in $T/trace.err, encode.err.
+trace() {
+	run bash -c 'mt-trace "$@" 2>"$T/trace.err" |
+		mt-encode >"$T/out.msgpack" 2>"$T/encode.err"
+		echo "${PIPESTATUS[0]} ${PIPESTATUS[1]}"' _ "$@"
+	read -r trace_status encode_status <<<"$output"
+	if [ "$encode_status" != 0 ]; then
+		echo "mt-encode exited $encode_status:" >&2
+		cat "$T/encode.err" >&2
+	fi
+}
+
+# trace_ok CMD...: trace, and both tools must succeed.
+trace_ok() {
+	trace "$@"
+	if [ "$trace_status" != 0 ]; then
+		echo "mt-trace exited $trace_status:" >&2
+		cat "$T/trace.err" >&2
+		return 1
+	fi
+	[ "$encode_status" = 0 ]
+}
+
+# check_fixture NAME [KINDS]: trace the fixture and compare its windows.
+check_fixture() {
+	trace_ok -- "$MT_FIXTURES/$1"
+	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG" \
+		--kinds "${2:-alloc}"
+	echo "$output"
+	assert_success
+}
+
+# jq_events FILTER: the trace's events (JSON lines) through jq -s FILTER.
+jq_events() {
+	"$PY" "$CHECK" dump "$T/out.msgpack" | jq -s -c "$@"
+}
+
+meta() {
+	"$PY" "$CHECK" meta "$T/out.msgpack" | jq -c "$@"
+}
+
+# log_info NAME: the value of the fixture log's {"info": NAME} line.
+log_info() {
+	jq -r "select(.info == \"$1\") | .value" "$MT_FIXTURE_LOG"
+}
+
+# ---- the checker itself can fail (no BPF needed) ------------------------
+
+@test "trace_check: a synthetic artifact with exactly the logged events matches" {
+	MT_FIXTURE_LOG="$T/log" "$MT_FIXTURES/realloc_edges"
+	"$PY" "$TOP/tests/lib/synth_artifact.py" "$T/log" "$T/a.msgpack"
+	run "$PY" "$CHECK" expect "$T/a.msgpack" "$T/log"
+	assert_success
+	assert_output --partial "10 expected, 10 traced: match"
+}
+
+@test "trace_check: a missing, an extra and a wrong event are each caught" {
+	MT_FIXTURE_LOG="$T/log" "$MT_FIXTURES/realloc_edges"
+	for spoil in "--drop 2" "--duplicate 0" "--bump 3"; do
+		# shellcheck disable=SC2086
+		"$PY" "$TOP/tests/lib/synth_artifact.py" "$T/log" "$T/a.msgpack" $spoil
+		run "$PY" "$CHECK" expect "$T/a.msgpack" "$T/log"
+		assert_failure 1
+		assert_output --partial "MISMATCH"
+	done
+}
+
+# ---- allocator calls: exact events, addresses from the fixture ----------
+
+@test "malloc + free: one Malloc(4321), one Free, same address" {
+	require_bpf
+	check_fixture malloc_free
+}
+
+@test "the artifact decodes with python3-msgpack: header, trailer, fields" {
+	require_bpf
+	trace_ok -- "$MT_FIXTURES/malloc_free"
+	root=$(jq -r 'select(.mark == "begin") | .pid' "$MT_FIXTURE_LOG")
+	run meta '.header | [.format, .version, .command, .root_pid, .page_size, .clock, .allocators_tracked, .syscalls_tracked]'
+	assert_output "[\"mt\",1,[\"$MT_FIXTURES/malloc_free\"],$root,$(getconf PAGESIZE),\"CLOCK_MONOTONIC\",true,true]"
+	run meta '.trailer | [.complete, .exit_code, .lost_events, .events]'
+	events=$("$PY" "$CHECK" dump "$T/out.msgpack" | wc -l)
+	assert_output "[true,0,0,$events]"
+	# every event: pid, tid, a timestamp inside [start, end] of the trace
+	start=$(meta '.header.start_monotonic')
+	end=$(meta '.trailer.end_monotonic')
+	run jq_events "[.[] | select((.pid|type) != \"number\" or (.tid|type) != \"number\" or .timestamp < $start or .timestamp > $end)] | length"
+	assert_output 0
+	# the root's allocator events are all of that one thread
+	run jq_events "[.[] | select(.pid == $root and .type == \"Malloc\" and .tid != $root)] | length"
+	assert_output 0
+}
+
+@test "two mallocs then two frees" {
+	require_bpf
+	check_fixture two_mallocs
+}
+
+@test "calloc(10, 100): one Calloc of 1000 bytes" {
+	require_bpf
+	check_fixture calloc
+}
+
+@test "malloc / realloc (moving) / free: Realloc with old_addr" {
+	require_bpf
+	check_fixture realloc
+}
+
+@test "aligned_alloc(64, 512): one AlignedAlloc, not one per alias" {
+	require_bpf
+	check_fixture aligned_alloc
+}
+
+@test "posix_memalign: the address stored through arg 1; EINVAL is no event" {
+	require_bpf
+	check_fixture posix_memalign
+	run log_info einval
+	assert_output 22
+}
+
+@test "four sizes then four frees (one above the mmap threshold)" {
+	require_bpf
+	check_fixture four_sizes
+}
+
+@test "1 + 100 mallocs and 101 frees" {
+	require_bpf
+	check_fixture hundred
+	run jq -s '[.[] | select(.type)] | length' "$MT_FIXTURE_LOG"
+	assert_output 202
+}
+
+@test "realloc edge cases: realloc(NULL,n) one Realloc old_addr 0, realloc(p,0) one Free, failures and free(NULL) no event" {
+	require_bpf
+	check_fixture realloc_edges
+}
+
+@test "memalign, small-alignment memalign/aligned_alloc, valloc, pvalloc: one AlignedAlloc each" {
+	require_bpf
+	check_fixture memalign_family
+}
+
+@test "a malloc in a constructor is traced (the child waited for the probes)" {
+	require_bpf
+	check_fixture ctor
+}
+
+# ---- processes and threads ----------------------------------------------
+
+@test "fork: the child's events under the child's pid, a Fork event with ppid" {
+	require_bpf
+	check_fixture fork
+	parent=$(jq -r 'select(.info == "child") | .pid' "$MT_FIXTURE_LOG")
+	child=$(log_info child)
+	[ "$child" -gt 0 ] && [ "$child" != "$parent" ]
+	run jq_events "[.[] | select(.type == \"Fork\") | [.pid, .ppid]]"
+	assert_output "[[$child,$parent]]"
+	# the child's Malloc(2222) is under the child's pid only
+	run jq_events "[.[] | select(.type == \"Malloc\" and .size == 2222) | .pid]"
+	assert_output "[$child]"
+	run jq_events "[.[] | select(.type == \"Exit\") | [.pid, .exit_code]] | sort"
+	assert_output "$(jq -n -c "[[$parent,0],[$child,0]] | sort")"
+}
+
+@test "thread: its events carry its tid (!= pid), and a thread is no Fork" {
+	require_bpf
+	check_fixture thread
+	pid=$(jq -r 'select(.info == "thread") | .pid' "$MT_FIXTURE_LOG")
+	tid=$(log_info thread)
+	[ "$tid" != "$pid" ]
+	run jq_events "[.[] | select(.type == \"Malloc\" and .size == 3333) | [.pid, .tid]]"
+	assert_output "[[$pid,$tid]]"
+	run jq_events '[.[] | select(.type == "Fork")] | length'
+	assert_output 0
+}
+
+@test "exec: the Exec event carries the new program's path" {
+	require_bpf
+	trace_ok -- "$MT_FIXTURES/malloc_free"
+	root=$(meta '.header.root_pid')
+	run jq_events "[.[] | select(.type == \"Exec\") | [.pid, .path]]"
+	assert_output "[[$root,\"$MT_FIXTURES/malloc_free\"]]"
+	# exec is the root's first event: nothing of mt-trace's own before it
+	run jq_events "[.[] | select(.pid == $root)][0].type"
+	assert_output '"Exec"'
+}
+
+# ---- address-space calls --------------------------------------------------
+
+@test "mmap 1 MiB, mremap to 2 MiB, munmap, sbrk +-64 KiB: exact events; failed calls none" {
+	require_bpf
+	check_fixture mmap_calls all
+}
+
+@test "--track-allocators=false: no allocator event, mmap events still there" {
+	require_bpf
+	trace_ok --track-allocators=false -- "$MT_FIXTURES/mmap_calls"
+	run meta '.header.allocators_tracked'
+	assert_output false
+	run jq_events '[.[] | select(.type | IN("Malloc","Free","Calloc","Realloc","AlignedAlloc"))] | length'
+	assert_output 0
+	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG" --kinds mem
+	echo "$output"
+	assert_success
+}
+
+@test "MT_TRACK_ALLOCATORS=0 does the same" {
+	require_bpf
+	export MT_TRACK_ALLOCATORS=0
+	trace_ok -- "$MT_FIXTURES/malloc_free"
+	run jq_events '[.[] | select(.type | IN("Malloc","Free","Calloc","Realloc","AlignedAlloc"))] | length'
+	assert_output 0
+	run jq_events '[.[] | select(.type == "Mmap")] | length > 0'
+	assert_output true
+}
+
+# ---- exit status and signals ---------------------------------------------
+
+@test "exit status passes through: exit 3 -> mt-trace exits 3, trailer says 3" {
+	require_bpf
+	trace -- "$MT_FIXTURES/exitwith" 3
+	[ "$trace_status" = 3 ]
+	[ "$encode_status" = 0 ]
+	run meta '.trailer | [.complete, .exit_code, .signal]'
+	assert_output '[true,3,null]'
+	root=$(meta '.header.root_pid')
+	run jq_events "[.[] | select(.type == \"Exit\" and .pid == $root) | .exit_code]"
+	assert_output '[3]'
+}
+
+@test "killed by SIGKILL -> mt-trace exits 137, trailer says signal 9" {
+	require_bpf
+	trace -- "$MT_FIXTURES/exitwith" -s 9
+	[ "$trace_status" = 137 ]
+	[ "$encode_status" = 0 ]
+	run meta '.trailer | [.complete, .exit_code, .signal]'
+	assert_output '[true,null,9]'
+}
+
+@test "mt-trace -- true completes quickly" {
+	require_bpf
+	start=$(date +%s%N)
+	trace_ok -- true
+	elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+	run meta '.trailer | [.complete, .exit_code]'
+	assert_output '[true,0]'
+	run jq_events '[.[] | select(.type == "Exec") | .path]'
+	assert_output '["/usr/bin/true"]'
+	echo "mt-trace -- true | mt-encode: ${elapsed_ms} ms" >&3
+	# issue 2 targets "well under 0.2 s"; mt-encode and bash add a little
+	[ "$elapsed_ms" -lt 500 ]
+}
+
+# wait_ready: wait (up to 10 s) for the sleeper's "ready" line; its pid.
+wait_ready() {
+	local i
+	for i in $(seq 100); do
+		if [ -s "$MT_FIXTURE_LOG" ] && grep -q '"ready"' "$MT_FIXTURE_LOG"; then
+			log_info ready
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "the sleeper never said ready" >&2
+	return 1
+}
+
+@test "SIGTERM, SIGINT, SIGHUP to mt-trace reach the child; the trace ends with its trailer" {
+	require_bpf
+	for sig in TERM INT HUP; do
+		rm -f "$MT_FIXTURE_LOG" "$T/raw"
+		mt-trace -o "$T/raw" -- "$MT_FIXTURES/sleeper" 30 --catch 2>"$T/trace.err" &
+		tracer=$!
+		child=$(wait_ready)
+		kill -s "$sig" "$tracer"
+		rc=0
+		wait "$tracer" || rc=$?
+		num=$(kill -l "$sig")
+		# the child's handler ran (it logs the signal and exits 40 + N)
+		run log_info signal
+		assert_output "$num"
+		[ "$rc" = $((40 + num)) ]
+		[ ! -d "/proc/$child" ] || ! grep -q "^State:.*[TtZ]" "/proc/$child/status"
+		run mt-encode "$T/raw"
+		assert_success
+		mt-encode "$T/raw" >"$T/out.msgpack"
+		run meta '.trailer | [.complete, .exit_code]'
+		assert_output "[true,$((40 + num))]"
+	done
+}
+
+@test "SIGTERM to mt-trace, child with default disposition: exits 143, trailer signal 15" {
+	require_bpf
+	mt-trace -o "$T/raw" -- "$MT_FIXTURES/sleeper" 30 2>"$T/trace.err" &
+	tracer=$!
+	wait_ready >/dev/null
+	kill -TERM "$tracer"
+	rc=0
+	wait "$tracer" || rc=$?
+	[ "$rc" = 143 ]
+	mt-encode "$T/raw" >"$T/out.msgpack"
+	run meta '.trailer | [.complete, .signal]'
+	assert_output '[true,15]'
+}
+
+@test "the stdout reader goes away: mt-trace exits non-zero quickly, says so, child not left stopped" {
+	require_bpf
+	start=$(date +%s%N)
+	run bash -c 'mt-trace -- "$MT_FIXTURES/sleeper" 5 2>"$T/trace.err" | head -c 1 >/dev/null
+		echo "${PIPESTATUS[0]}"'
+	elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+	trace_status=$output
+	child=$(log_info ready || true)
+	if [ -n "$child" ] && [ -d "/proc/$child" ]; then
+		state=$(awk '/^State:/ {print $2}' "/proc/$child/status")
+		kill -KILL "$child" 2>/dev/null || true
+		[ "$state" != T ] && [ "$state" != t ]
+	fi
+	echo "mt-trace exited $trace_status after ${elapsed_ms} ms: $(cat "$T/trace.err")" >&3
+	[ "$trace_status" != 0 ]
+	[ "$elapsed_ms" -lt 3000 ]
+	[ -s "$T/trace.err" ]
+}
+
+# ---- lost events ----------------------------------------------------------
+
+# total_events: delivered events (Lost records excluded) + the trailer's
+# lost count, of $T/out.msgpack.
+total_events() {
+	meta '.events + .trailer.lost_events'
+}
+
+@test "lost events: a 4 KiB ring under a storm: delivered + lost == the calls made" {
+	require_bpf
+	# the same program with 1 pair: everything but the storm (ld.so's
+	# mmaps, the heap's brk, exec and exit) plus 2 events
+	trace_ok -- "$MT_FIXTURES/storm" 1
+	run meta '.trailer.lost_events'
+	assert_output 0
+	base=$(($(total_events) - 2))
+	pairs=100000
+	# a ring big enough loses nothing and sees every call
+	trace_ok -- "$MT_FIXTURES/storm" "$pairs"
+	run total_events
+	assert_output "$((base + 2 * pairs))"
+	# a tiny ring loses events, and counts every one it lost
+	trace_ok --ring-size 4096 -- "$MT_FIXTURES/storm" "$pairs"
+	lost=$(meta '.trailer.lost_events')
+	echo "ring 4 KiB: $lost of $((base + 2 * pairs)) events lost" >&3
+	[ "$lost" -gt 0 ]
+	run total_events
+	assert_output "$((base + 2 * pairs))"
+	# lost counts also reach the reader as Lost records, summing the same
+	run meta '.lost_records == .trailer.lost_events'
+	assert_output true
+	# lifecycle events are on their own path: the exit is never lost
+	run jq_events '[.[] | select(.type == "Exit")] | length'
+	assert_output 1
+}
+
+# ---- where tracefs is not mounted ------------------------------------------
+
+@test "tracefs not mounted (private mount namespace): tracing still works" {
+	require_bpf
+	run unshare -m bash -c '
+		for m in /sys/kernel/tracing /sys/kernel/debug/tracing; do
+			while mountpoint -q "$m"; do umount "$m" || exit 97; done
+		done
+		mt-trace -- "$MT_FIXTURES/malloc_free" 2>"$T/trace.err" |
+			mt-encode >"$T/out.msgpack"
+		echo "${PIPESTATUS[0]} ${PIPESTATUS[1]}"'
+	cat "$T/trace.err"
+	assert_output "0 0"
+	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG"
+	echo "$output"
+	assert_success
+	run jq_events '[.[] | select(.type == "Mmap")] | length > 0'
+	assert_output true
+}
