@@ -51,6 +51,9 @@
  * side wakes the consumer only at a fill level). */
 #define DRAIN_INTERVAL_MS 50
 
+/* libbpf's print callback has no context pointer */
+static int mt_tracer_verbose;
+
 struct staged_life {
 	uint64_t timestamp;
 	size_t first; /* index into life_slots */
@@ -225,7 +228,8 @@ static void explain_privileges(const char *what, int err)
 		strcat(missing, " CAP_BPF");
 	if (!admin && !(caps & (1ull << CAP_PERFMON_)))
 		strcat(missing, " CAP_PERFMON");
-	fprintf(stderr, "mt-trace: %s: %s\n", what, strerror(err));
+	fprintf(stderr, "mt-trace: %s: %s%s\n", what, strerror(err),
+		mt_tracer_verbose ? "" : " (-v shows libbpf's messages)");
 	if (missing[0])
 		fprintf(stderr,
 			"mt-trace: missing capability:%s (run as root, or "
@@ -275,16 +279,15 @@ static int ensure_tracefs(void)
 static int libbpf_print(enum libbpf_print_level level, const char *fmt,
 			va_list args)
 {
-	extern int mt_tracer_verbose;
-
+	/* libbpf's warnings come with hints that are wrong here (memlock:
+	 * maps are charged to the memory cgroup); mt-trace says what failed
+	 * and -v shows libbpf's own words */
 	if (level == LIBBPF_DEBUG && mt_tracer_verbose < 2)
 		return 0;
-	if (level == LIBBPF_INFO && mt_tracer_verbose < 1)
+	if (level != LIBBPF_DEBUG && mt_tracer_verbose < 1)
 		return 0;
 	return vfprintf(stderr, fmt, args);
 }
-
-int mt_tracer_verbose;
 
 static int load_bpf(struct tracer *t, bool multi)
 {
