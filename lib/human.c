@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: MIT
+/* human.c - formatting and parsing of sizes, counts and durations. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "mt_human.h"
+
+char *mt_fmt_bytes(char *buf, size_t len, double bytes)
+{
+	static const char *const units[] = {"B",   "KiB", "MiB", "GiB",
+					    "TiB", "PiB", "EiB"};
+	unsigned u = 0;
+	double v = fabs(bytes);
+
+	while (v >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		v /= 1024.0;
+		u++;
+	}
+	if (bytes < 0)
+		v = -v;
+	if (u == 0)
+		snprintf(buf, len, "%.0f B", v);
+	else if (fabs(v) < 10.0)
+		snprintf(buf, len, "%.2f %s", v, units[u]);
+	else if (fabs(v) < 100.0)
+		snprintf(buf, len, "%.1f %s", v, units[u]);
+	else
+		snprintf(buf, len, "%.0f %s", v, units[u]);
+	return buf;
+}
+
+char *mt_fmt_count(char *buf, size_t len, uint64_t n)
+{
+	char digits[32];
+	int nd =
+	    snprintf(digits, sizeof(digits), "%llu", (unsigned long long)n);
+	size_t o = 0;
+
+	for (int i = 0; i < nd && o + 1 < len; i++) {
+		if (i > 0 && (nd - i) % 3 == 0 && o + 2 < len)
+			buf[o++] = ',';
+		buf[o++] = digits[i];
+	}
+	if (len)
+		buf[o < len ? o : len - 1] = '\0';
+	return buf;
+}
+
+char *mt_fmt_duration(char *buf, size_t len, uint64_t ns)
+{
+	double s = (double)ns / 1e9;
+
+	if (ns < 1000)
+		snprintf(buf, len, "%llu ns", (unsigned long long)ns);
+	else if (ns < 1000000)
+		snprintf(buf, len, "%.3g us", (double)ns / 1e3);
+	else if (ns < 1000000000)
+		snprintf(buf, len, "%.3g ms", (double)ns / 1e6);
+	else if (s < 60)
+		snprintf(buf, len, "%.3f s", s);
+	else
+		snprintf(buf, len, "%llum%04.1fs", (unsigned long long)(s / 60),
+			 fmod(s, 60));
+	return buf;
+}
+
+/* Parses the number part of "1.5MiB"; *end points at the unit. */
+static int parse_number(const char *s, double *v, const char **end)
+{
+	char *e;
+
+	if (!s || !isdigit((unsigned char)*s))
+		if (!(s && *s == '.' && isdigit((unsigned char)s[1])))
+			return -1;
+	errno = 0;
+	*v = strtod(s, &e);
+	if (errno || e == s || !isfinite(*v) || *v < 0)
+		return -1;
+	*end = e;
+	return 0;
+}
+
+struct unit {
+	const char *name;
+	double scale;
+};
+
+static int scale_by_unit(double v, const char *u, const struct unit *units,
+			 size_t n, double *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(u, units[i].name) == 0) {
+			*out = v * units[i].scale;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int mt_parse_size(const char *s, uint64_t *bytes)
+{
+	static const struct unit units[] = {
+	    {"", 1},	   {"B", 1},	    {"K", 0x1p10}, {"KiB", 0x1p10},
+	    {"M", 0x1p20}, {"MiB", 0x1p20}, {"G", 0x1p30}, {"GiB", 0x1p30},
+	    {"T", 0x1p40}, {"TiB", 0x1p40}, {"k", 0x1p10}, {"kB", 1e3},
+	    {"KB", 1e3},   {"MB", 1e6},	    {"GB", 1e9},   {"TB", 1e12},
+	};
+	const char *u;
+	double v, b;
+
+	if (parse_number(s, &v, &u) < 0)
+		return -1;
+	while (*u == ' ')
+		u++;
+	if (scale_by_unit(v, u, units, sizeof(units) / sizeof(units[0]), &b))
+		return -1;
+	if (b >= 0x1p64)
+		return -1;
+	*bytes = (uint64_t)llround(b);
+	return 0;
+}
+
+int mt_parse_duration(const char *s, uint64_t *ns)
+{
+	static const struct unit units[] = {
+	    {"ns", 1},	{"us", 1e3}, {"ms", 1e6},
+	    {"s", 1e9}, {"m", 60e9}, {"h", 3600e9},
+	};
+	const char *u;
+	double v, t;
+
+	if (parse_number(s, &v, &u) < 0)
+		return -1;
+	while (*u == ' ')
+		u++;
+	if (*u == '\0') {
+		/* a bare number is ambiguous, except zero */
+		if (v != 0)
+			return -1;
+		*ns = 0;
+		return 0;
+	}
+	if (scale_by_unit(v, u, units, sizeof(units) / sizeof(units[0]), &t))
+		return -1;
+	if (t >= 0x1p64)
+		return -1;
+	*ns = (uint64_t)llround(t);
+	return 0;
+}
+
+int mt_parse_count(const char *s, uint64_t *n)
+{
+	char *e;
+	unsigned long long v;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtoull(s, &e, 10);
+	if (errno || *e)
+		return -1;
+	*n = v;
+	return 0;
+}
+
+int mt_parse_percent(const char *s, double *pct)
+{
+	const char *u;
+	double v;
+
+	if (parse_number(s, &v, &u) < 0)
+		return -1;
+	if (*u == '%')
+		u++;
+	if (*u)
+		return -1;
+	*pct = v;
+	return 0;
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mt_human.h - numbers for people: sizes in binary units, counts with
+ * thousands separators, durations; and the parsers for the SIZE, DURATION,
+ * COUNT and PCT arguments every tool accepts.
+ */
+#ifndef MT_HUMAN_H
+#define MT_HUMAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* "512 B", "1.5 KiB", "10.0 MiB", "2.25 GiB".  Returns buf. */
+char *mt_fmt_bytes(char *buf, size_t len, double bytes);
+
+/* "1,234,567".  Returns buf. */
+char *mt_fmt_count(char *buf, size_t len, uint64_t n);
+
+/* "812 ns", "12.3 us", "4.56 ms", "1.234 s", "2m03.4s".  Returns buf. */
+char *mt_fmt_duration(char *buf, size_t len, uint64_t ns);
+
+/*
+ * SIZE: a number (decimal point allowed) and an optional unit: B, K/KiB,
+ * M/MiB, G/GiB, T/TiB (powers of 1024), kB/KB, MB, GB, TB (powers of 1000).
+ * 0 on success, -1 on a malformed value or overflow.
+ */
+int mt_parse_size(const char *s, uint64_t *bytes);
+
+/* DURATION: a number and a unit ns, us, ms, s, m, h; "0" alone is allowed.
+ * 0 on success, -1 otherwise. */
+int mt_parse_duration(const char *s, uint64_t *ns);
+
+/* COUNT: a non-negative decimal integer.  0 on success, -1 otherwise. */
+int mt_parse_count(const char *s, uint64_t *n);
+
+/* PCT: a non-negative number with an optional '%'.  0 or -1. */
+int mt_parse_percent(const char *s, double *pct);
+
+#endif /* MT_HUMAN_H */

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mt_reconstruct.h - rebuild heap and mapped-memory timelines, totals and
+ * leaks from an event stream, per process and for the whole traced tree,
+ * and write them as mt-reconstruct's timelines JSON (man/mt-format.5,
+ * section TIMELINES).
+ *
+ * Memory stays proportional to what is live (allocations, mappings,
+ * processes) plus a bounded number of timeline points, never to the length
+ * of the trace (except with MT_RES_EXACT, which keeps every point).
+ */
+#ifndef MT_RECONSTRUCT_H
+#define MT_RECONSTRUCT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mt_input.h"
+
+#define MT_TIMELINES_FORMAT  "mt-timelines"
+#define MT_TIMELINES_VERSION 1
+
+enum mt_resolution_mode {
+	MT_RES_ADAPTIVE = 0, /* at most max_points buckets, width doubles */
+	MT_RES_FIXED,	     /* buckets of resolution_ns */
+	MT_RES_EXACT,	     /* one point per distinct timestamp */
+};
+
+struct mt_recon_opts {
+	enum mt_resolution_mode mode;
+	uint64_t resolution_ns; /* MT_RES_FIXED */
+	unsigned max_points;	/* MT_RES_ADAPTIVE: buckets per series */
+	unsigned max_leaks;	/* leaked blocks listed per process */
+	unsigned top_sizes;	/* most frequent sizes listed */
+	bool process_series;	/* write per-process series too */
+};
+
+/* Defaults: adaptive, 2000 points, 20 leaks, 10 sizes, process series. */
+void mt_recon_opts_default(struct mt_recon_opts *opts);
+
+struct mt_recon;
+
+/* meta: the stream's header (copied); fmt: what it was read from. */
+struct mt_recon *mt_recon_new(const struct mt_recon_opts *opts,
+			      const struct mt_meta *meta, enum mt_format fmt);
+
+/* Apply one event.  Never fails: odd events are counted, not fatal. */
+void mt_recon_event(struct mt_recon *r, const struct mt_record *rec);
+
+/*
+ * End of input: meta holds the trailer fields (if any); error is NULL for a
+ * clean end, else why the stream stopped (the output says "complete":
+ * false).  Returns the timelines document (new reference).
+ */
+json_t *mt_recon_finish(struct mt_recon *r, const struct mt_meta *meta,
+			const char *error);
+
+void mt_recon_free(struct mt_recon *r);
+
+/*
+ * Read every record of in and reconstruct.  Returns the document, or NULL
+ * on out-of-memory.  A truncated or corrupt stream still yields a document
+ * (marked incomplete); *complete tells which.
+ */
+json_t *mt_recon_input(struct mt_input *in, const struct mt_recon_opts *opts,
+		       bool *complete);
+
+#endif /* MT_RECONSTRUCT_H */

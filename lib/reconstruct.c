@@ -1,0 +1,1307 @@
+// SPDX-License-Identifier: MIT
+/*
+ * reconstruct.c - from events to timelines, totals and leaks.
+ *
+ * Per live process: a hash of live heap blocks (addr -> size, first seen)
+ * and a sorted interval set of mapped ranges.  Every change of a process's
+ * heap or mapped bytes updates a bucketed series for the process and one
+ * for the tree.  A process counts only what it allocated or mapped itself:
+ * what a forked child inherits is tracked (so freeing it in the child is no
+ * error) but counted in the parent, so the tree counts every block once.
+ */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "mt_reconstruct.h"
+
+#define INHERITED      (1ull << 63) /* flag bit in block.size */
+#define SIZE_MASK      (~INHERITED)
+#define SIZE_TABLE_MAX 65536 /* distinct sizes counted exactly */
+#define HIST_BUCKETS   65
+
+/* ------------------------------------------------------------------ */
+/* Series: sparse buckets in time order, each keeping its maximum.     */
+
+struct point {
+	uint64_t idx; /* bucket number since the origin */
+	uint64_t max;
+	uint64_t last;
+};
+
+struct series {
+	struct point *pts;
+	size_t n, alloc;
+	unsigned shift; /* adaptive/exact: bucket = t >> shift */
+	uint64_t width; /* fixed: bucket = t / width */
+	uint64_t peak;	/* exact, never bucketed */
+	uint64_t peak_t;
+	uint64_t cur;
+};
+
+struct series_cfg {
+	enum mt_resolution_mode mode;
+	uint64_t width;
+	size_t max_points;
+};
+
+/* Double the bucket width until at most half the cap is used, merging
+ * neighbours; keeping each maximum is what keeps every peak visible. */
+static void series_coarsen(struct series *s, size_t target)
+{
+	while (s->n > target && s->shift < 63) {
+		size_t o = 0;
+
+		s->shift++;
+		for (size_t i = 0; i < s->n; i++) {
+			struct point p = s->pts[i];
+
+			p.idx >>= 1;
+			if (o > 0 && s->pts[o - 1].idx == p.idx) {
+				struct point *q = &s->pts[o - 1];
+
+				if (p.max > q->max)
+					q->max = p.max;
+				q->last = p.last;
+			} else {
+				s->pts[o++] = p;
+			}
+		}
+		s->n = o;
+	}
+}
+
+static int series_grow(struct series *s)
+{
+	size_t alloc = s->alloc ? s->alloc * 2 : 16;
+	struct point *p = realloc(s->pts, alloc * sizeof(*p));
+
+	if (!p)
+		return -1;
+	s->pts = p;
+	s->alloc = alloc;
+	return 0;
+}
+
+static inline void series_set(struct series *s, const struct series_cfg *cfg,
+			      uint64_t t, uint64_t v)
+{
+	uint64_t idx =
+	    cfg->mode == MT_RES_FIXED ? t / cfg->width : t >> s->shift;
+
+	s->cur = v;
+	if (v > s->peak) {
+		s->peak = v;
+		s->peak_t = t;
+	}
+	/* events slightly out of order fall into the latest bucket */
+	if (s->n > 0 && idx <= s->pts[s->n - 1].idx) {
+		struct point *q = &s->pts[s->n - 1];
+
+		if (v > q->max)
+			q->max = v;
+		q->last = v;
+		return;
+	}
+	if (s->n == s->alloc && series_grow(s) < 0)
+		return; /* out of memory: the exact peak is still kept */
+	s->pts[s->n++] = (struct point){idx, v, v};
+	if (cfg->mode == MT_RES_ADAPTIVE && s->n > cfg->max_points)
+		series_coarsen(s, cfg->max_points / 2);
+}
+
+static uint64_t series_width(const struct series *s,
+			     const struct series_cfg *cfg)
+{
+	return cfg->mode == MT_RES_FIXED ? cfg->width : 1ull << s->shift;
+}
+
+/* ------------------------------------------------------------------ */
+/* Live heap blocks: open addressing, linear probing, backward-shift    */
+/* deletion (no tombstones, so probes stay short after many frees).     */
+
+struct block {
+	uint64_t addr; /* 0 = empty slot */
+	uint64_t size; /* | INHERITED */
+	uint64_t t;    /* first seen, ns since origin */
+};
+
+struct blocks {
+	struct block *slot;
+	size_t mask; /* slots - 1, slots a power of two */
+	size_t used;
+	unsigned bits;
+};
+
+static inline size_t block_home(const struct blocks *b, uint64_t addr)
+{
+	return (size_t)((addr * 0x9E3779B97F4A7C15ull) >> (64 - b->bits));
+}
+
+static int blocks_rehash(struct blocks *b, unsigned bits)
+{
+	struct blocks nb = {.bits = bits, .mask = (1ull << bits) - 1};
+
+	nb.slot = calloc(nb.mask + 1, sizeof(*nb.slot));
+	if (!nb.slot)
+		return -1;
+	for (size_t i = 0; b->slot && i <= b->mask; i++) {
+		if (!b->slot[i].addr)
+			continue;
+		size_t j = block_home(&nb, b->slot[i].addr);
+
+		while (nb.slot[j].addr)
+			j = (j + 1) & nb.mask;
+		nb.slot[j] = b->slot[i];
+		nb.used++;
+	}
+	free(b->slot);
+	*b = nb;
+	return 0;
+}
+
+static inline struct block *blocks_find(const struct blocks *b, uint64_t addr)
+{
+	if (!b->used)
+		return NULL;
+	for (size_t i = block_home(b, addr);; i = (i + 1) & b->mask) {
+		if (b->slot[i].addr == addr)
+			return &b->slot[i];
+		if (!b->slot[i].addr)
+			return NULL;
+	}
+}
+
+/* Returns the slot for addr, new (addr 0 on return means "was empty") or
+ * existing; NULL when out of memory. */
+static inline struct block *blocks_slot(struct blocks *b, uint64_t addr)
+{
+	if (!b->slot || (b->used + 1) * 4 > (b->mask + 1) * 3)
+		if (blocks_rehash(b, b->slot ? b->bits + 1 : 10) < 0)
+			return NULL;
+	size_t i = block_home(b, addr);
+
+	while (b->slot[i].addr && b->slot[i].addr != addr)
+		i = (i + 1) & b->mask;
+	return &b->slot[i];
+}
+
+static inline void blocks_remove(struct blocks *b, struct block *victim)
+{
+	size_t i = (size_t)(victim - b->slot);
+
+	for (size_t j = (i + 1) & b->mask; b->slot[j].addr;
+	     j = (j + 1) & b->mask) {
+		size_t k = block_home(b, b->slot[j].addr);
+
+		/* move j back into the hole at i unless its home k lies
+		 * cyclically in (i, j] */
+		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+			continue;
+		b->slot[i] = b->slot[j];
+		i = j;
+	}
+	b->slot[i].addr = 0;
+	b->used--;
+}
+
+static void blocks_clear(struct blocks *b)
+{
+	free(b->slot);
+	memset(b, 0, sizeof(*b));
+}
+
+/* ------------------------------------------------------------------ */
+/* Mapped ranges: sorted, non-overlapping [start, end).                 */
+
+struct range {
+	uint64_t start, end;
+	bool inherited;
+};
+
+struct ranges {
+	struct range *v;
+	size_t n, alloc;
+	uint64_t own_bytes;
+};
+
+/* first range whose end lies above addr */
+static size_t ranges_search(const struct ranges *r, uint64_t addr)
+{
+	size_t lo = 0, hi = r->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (r->v[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int ranges_insert_at(struct ranges *r, size_t i, struct range x)
+{
+	if (r->n == r->alloc) {
+		size_t alloc = r->alloc ? r->alloc * 2 : 16;
+		struct range *v = realloc(r->v, alloc * sizeof(*v));
+
+		if (!v)
+			return -1;
+		r->v = v;
+		r->alloc = alloc;
+	}
+	memmove(&r->v[i + 1], &r->v[i], (r->n - i) * sizeof(*r->v));
+	r->v[i] = x;
+	r->n++;
+	if (!x.inherited)
+		r->own_bytes += x.end - x.start;
+	return 0;
+}
+
+static void ranges_uncount(struct ranges *r, const struct range *x,
+			   uint64_t bytes)
+{
+	if (!x->inherited)
+		r->own_bytes -= bytes;
+}
+
+/* Unmap [start, end): trims, splits (a hole in a mapping) or drops. */
+static void ranges_remove(struct ranges *r, uint64_t start, uint64_t end)
+{
+	size_t i = ranges_search(r, start), j;
+
+	if (i < r->n && r->v[i].start < start) {
+		struct range *x = &r->v[i];
+
+		if (x->end > end) { /* a hole inside one mapping */
+			struct range tail = {end, x->end, x->inherited};
+
+			ranges_uncount(r, x, end - start);
+			x->end = start;
+			/* the tail's bytes stay counted: insert re-adds */
+			if (!tail.inherited)
+				r->own_bytes -= tail.end - tail.start;
+			ranges_insert_at(r, i + 1, tail);
+			return;
+		}
+		ranges_uncount(r, x, x->end - start);
+		x->end = start;
+		i++;
+	}
+	for (j = i; j < r->n && r->v[j].end <= end; j++)
+		ranges_uncount(r, &r->v[j], r->v[j].end - r->v[j].start);
+	if (j < r->n && r->v[j].start < end) {
+		ranges_uncount(r, &r->v[j], end - r->v[j].start);
+		r->v[j].start = end;
+	}
+	memmove(&r->v[i], &r->v[j], (r->n - j) * sizeof(*r->v));
+	r->n -= j - i;
+}
+
+/* Map [start, end), replacing whatever was there (MAP_FIXED). */
+static void ranges_add(struct ranges *r, uint64_t start, uint64_t end,
+		       bool inherited)
+{
+	if (end <= start)
+		return;
+	ranges_remove(r, start, end);
+	ranges_insert_at(r, ranges_search(r, start),
+			 (struct range){start, end, inherited});
+}
+
+static void ranges_clear(struct ranges *r)
+{
+	free(r->v);
+	memset(r, 0, sizeof(*r));
+}
+
+/* ------------------------------------------------------------------ */
+/* Processes                                                            */
+
+struct totals {
+	uint64_t allocated_bytes;
+	uint64_t allocations; /* calls that returned a block */
+	uint64_t mallocs, callocs, reallocs, aligned_allocs;
+	uint64_t frees; /* free() calls that released a known block */
+	uint64_t freed_bytes;
+	uint64_t unknown_frees;	   /* free of an address never allocated */
+	uint64_t unknown_reallocs; /* realloc of such an address */
+	uint64_t failed_allocations;
+	uint64_t reused_addresses; /* allocated while still live: a free was
+				      missed (lost events) */
+};
+
+struct leak {
+	uint32_t pid;
+	uint64_t addr, size, first_t, at_t;
+	const char *at; /* "exec", "exit", "end" */
+};
+
+/* The biggest max_leaks leaks: a min-heap on size. */
+struct leak_top {
+	struct leak *v;
+	size_t n, cap;
+	uint64_t count, bytes;
+};
+
+struct proc {
+	uint32_t pid, ppid;
+	bool ended, has_ppid;
+	int exit_kind; /* MT_EXIT_* */
+	int exit_value;
+	uint64_t start_t, end_t, events;
+	json_t *execs; /* [{"path", "t_ns"}] */
+	struct blocks blocks;
+	uint64_t heap_own, inherited_bytes;
+	struct ranges maps;
+	uint64_t brk_cur;
+	struct series heap, mapped;
+	struct totals tot;
+	struct leak_top leaks;
+	struct proc *next; /* creation order */
+};
+
+struct pid_slot {
+	uint32_t pid; /* 0 = empty: pid 0 is never traced */
+	struct proc *p;
+};
+
+struct mt_recon {
+	struct mt_recon_opts opts;
+	struct series_cfg cfg;
+	struct mt_meta meta; /* header fields; strings borrowed via json */
+	json_t *header;	     /* command, host: copied at open */
+	enum mt_format fmt;
+	bool have_origin;
+	uint64_t origin, last_t;
+	/* processes */
+	struct pid_slot *pids;
+	size_t pid_mask, pid_used;
+	struct proc *first, **tail, *cached;
+	size_t nprocs;
+	/* tree */
+	uint64_t tree_heap, tree_mapped;
+	struct series heap, mapped;
+	uint64_t hist_count[HIST_BUCKETS], hist_bytes[HIST_BUCKETS];
+	struct size_slot {
+		uint64_t size; /* stored + 1 so 0 means empty */
+		uint64_t count;
+	} * sizes;
+	size_t sizes_used;
+	uint64_t sizes_untracked;
+	struct leak_top leaks;
+	uint64_t events, lost_events, by_kind[MT_EV_KIND_MAX + 1];
+	json_t *markers;
+};
+
+void mt_recon_opts_default(struct mt_recon_opts *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->mode = MT_RES_ADAPTIVE;
+	opts->max_points = 2000;
+	opts->max_leaks = 20;
+	opts->top_sizes = 10;
+	opts->process_series = true;
+}
+
+static inline uint64_t rel_time(struct mt_recon *r, uint64_t ts)
+{
+	if (!r->have_origin) {
+		r->origin = ts;
+		r->have_origin = true;
+	}
+	if (ts > r->last_t)
+		r->last_t = ts;
+	return ts > r->origin ? ts - r->origin : 0;
+}
+
+static void leak_sift_down(struct leak_top *lt, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+
+		if (l < lt->n && lt->v[l].size < lt->v[m].size)
+			m = l;
+		if (l + 1 < lt->n && lt->v[l + 1].size < lt->v[m].size)
+			m = l + 1;
+		if (m == i)
+			return;
+		struct leak tmp = lt->v[i];
+
+		lt->v[i] = lt->v[m];
+		lt->v[m] = tmp;
+		i = m;
+	}
+}
+
+static void leak_add(struct leak_top *lt, const struct leak *lk)
+{
+	lt->count++;
+	lt->bytes += lk->size;
+	if (!lt->cap)
+		return;
+	if (lt->n < lt->cap) {
+		size_t i = lt->n++;
+
+		lt->v[i] = *lk;
+		while (i > 0 && lt->v[(i - 1) / 2].size > lt->v[i].size) {
+			struct leak tmp = lt->v[i];
+
+			lt->v[i] = lt->v[(i - 1) / 2];
+			lt->v[(i - 1) / 2] = tmp;
+			i = (i - 1) / 2;
+		}
+	} else if (lk->size > lt->v[0].size) {
+		lt->v[0] = *lk;
+		leak_sift_down(lt, 0);
+	}
+}
+
+static int leak_top_init(struct leak_top *lt, size_t cap)
+{
+	memset(lt, 0, sizeof(*lt));
+	lt->cap = cap;
+	if (cap && !(lt->v = calloc(cap, sizeof(*lt->v))))
+		return -1;
+	return 0;
+}
+
+static struct proc *proc_new(struct mt_recon *r, uint32_t pid, uint64_t t)
+{
+	struct proc *p = calloc(1, sizeof(*p));
+
+	if (!p || leak_top_init(&p->leaks, r->opts.max_leaks) < 0) {
+		free(p);
+		return NULL;
+	}
+	p->pid = pid;
+	p->start_t = t;
+	p->execs = json_array();
+	*r->tail = p;
+	r->tail = &p->next;
+	r->nprocs++;
+	return p;
+}
+
+static struct pid_slot *pid_slot(struct mt_recon *r, uint32_t pid)
+{
+	if (!r->pids || (r->pid_used + 1) * 2 > r->pid_mask + 1) {
+		size_t n = r->pids ? (r->pid_mask + 1) * 2 : 256;
+		struct pid_slot *t = calloc(n, sizeof(*t));
+
+		if (!t)
+			return NULL;
+		for (size_t i = 0; r->pids && i <= r->pid_mask; i++) {
+			if (!r->pids[i].pid)
+				continue;
+			size_t j = (r->pids[i].pid * 2654435761u) & (n - 1);
+
+			while (t[j].pid)
+				j = (j + 1) & (n - 1);
+			t[j] = r->pids[i];
+		}
+		free(r->pids);
+		r->pids = t;
+		r->pid_mask = n - 1;
+	}
+	size_t i = (pid * 2654435761u) & r->pid_mask;
+
+	while (r->pids[i].pid && r->pids[i].pid != pid)
+		i = (i + 1) & r->pid_mask;
+	return &r->pids[i];
+}
+
+/* The live process with this pid; a new one if it never was seen or its
+ * last incarnation ended (pid reuse). */
+static struct proc *proc_get(struct mt_recon *r, uint32_t pid, uint64_t t)
+{
+	struct pid_slot *s;
+
+	if (r->cached && r->cached->pid == pid && !r->cached->ended)
+		return r->cached;
+	s = pid_slot(r, pid);
+	if (!s)
+		return NULL;
+	if (!s->pid || s->p->ended) {
+		struct proc *p = proc_new(r, pid, t);
+
+		if (!p)
+			return NULL;
+		if (!s->pid)
+			r->pid_used++;
+		s->pid = pid;
+		s->p = p;
+	}
+	r->cached = s->p;
+	return s->p;
+}
+
+static inline void heap_changed(struct mt_recon *r, struct proc *p, uint64_t t)
+{
+	series_set(&p->heap, &r->cfg, t, p->heap_own);
+	series_set(&r->heap, &r->cfg, t, r->tree_heap);
+}
+
+static inline void mapped_changed(struct mt_recon *r, struct proc *p,
+				  uint64_t before, uint64_t t)
+{
+	uint64_t after = p->maps.own_bytes;
+
+	if (after == before)
+		return;
+	r->tree_mapped += after - before; /* wraps correctly when lower */
+	series_set(&p->mapped, &r->cfg, t, after);
+	series_set(&r->mapped, &r->cfg, t, r->tree_mapped);
+}
+
+/* ------------------------------------------------------------------ */
+/* Allocator events                                                     */
+
+static inline void count_size(struct mt_recon *r, uint64_t size)
+{
+	unsigned b = size ? 64 - (unsigned)__builtin_clzll(size) : 0;
+
+	r->hist_count[b]++;
+	r->hist_bytes[b] += size;
+
+	size_t mask = SIZE_TABLE_MAX - 1;
+	size_t i = (size_t)((size * 0x9E3779B97F4A7C15ull) >> 48) & mask;
+
+	while (r->sizes[i].size && r->sizes[i].size != size + 1)
+		i = (i + 1) & mask;
+	if (r->sizes[i].size) {
+		r->sizes[i].count++;
+	} else if (r->sizes_used < SIZE_TABLE_MAX / 2) {
+		/* half full at most, so probes stay short */
+		r->sizes[i].size = size + 1;
+		r->sizes[i].count = 1;
+		r->sizes_used++;
+	} else {
+		r->sizes_untracked++;
+	}
+}
+
+static void heap_alloc(struct mt_recon *r, struct proc *p, uint64_t addr,
+		       uint64_t size, uint64_t t)
+{
+	struct block *b;
+
+	p->tot.allocations++;
+	p->tot.allocated_bytes += size;
+	count_size(r, size);
+	b = blocks_slot(&p->blocks, addr);
+	if (!b)
+		return;
+	if (b->addr) { /* still live: its free was lost */
+		p->tot.reused_addresses++;
+		if (b->size & INHERITED) {
+			p->inherited_bytes -= b->size & SIZE_MASK;
+		} else {
+			p->heap_own -= b->size;
+			r->tree_heap -= b->size;
+		}
+	} else {
+		p->blocks.used++;
+	}
+	*b = (struct block){addr, size, t};
+	p->heap_own += size;
+	r->tree_heap += size;
+	heap_changed(r, p, t);
+}
+
+/* Returns the bytes released, or -1 when addr was not live. */
+static int64_t heap_release(struct mt_recon *r, struct proc *p, uint64_t addr)
+{
+	struct block *b = blocks_find(&p->blocks, addr);
+	uint64_t size;
+
+	if (!b)
+		return -1;
+	size = b->size & SIZE_MASK;
+	if (b->size & INHERITED) {
+		p->inherited_bytes -= size;
+		blocks_remove(&p->blocks, b);
+		return 0; /* counted in the parent, not here */
+	}
+	p->heap_own -= size;
+	r->tree_heap -= size;
+	blocks_remove(&p->blocks, b);
+	return (int64_t)size;
+}
+
+static void on_free(struct mt_recon *r, struct proc *p, uint64_t addr,
+		    uint64_t t)
+{
+	int64_t released;
+
+	if (!addr)
+		return; /* free(NULL) does nothing */
+	released = heap_release(r, p, addr);
+	if (released < 0) {
+		p->tot.unknown_frees++;
+		return;
+	}
+	p->tot.frees++;
+	p->tot.freed_bytes += (uint64_t)released;
+	if (released)
+		heap_changed(r, p, t);
+}
+
+static void on_realloc(struct mt_recon *r, struct proc *p,
+		       const struct mt_event *ev, uint64_t t)
+{
+	p->tot.reallocs++;
+	if (!ev->addr && ev->size) {
+		p->tot.failed_allocations++; /* the old block stays */
+		return;
+	}
+	if (ev->old_addr) {
+		int64_t released = heap_release(r, p, ev->old_addr);
+
+		if (released < 0)
+			p->tot.unknown_reallocs++;
+		else
+			p->tot.freed_bytes += (uint64_t)released;
+	}
+	if (ev->addr)
+		heap_alloc(r, p, ev->addr, ev->size, t);
+	else
+		heap_changed(r, p, t); /* realloc(p, 0) freed p */
+}
+
+/* ------------------------------------------------------------------ */
+/* Address-space events                                                 */
+
+static inline uint64_t page_up(const struct mt_recon *r, uint64_t x)
+{
+	uint64_t ps = r->meta.page_size ? r->meta.page_size : 4096;
+
+	return (x + ps - 1) / ps * ps;
+}
+
+static void on_mapping(struct mt_recon *r, struct proc *p,
+		       const struct mt_event *ev, uint64_t t)
+{
+	uint64_t before = p->maps.own_bytes;
+
+	switch (ev->kind) {
+	case MT_EV_MMAP:
+		ranges_add(&p->maps, ev->addr, ev->addr + page_up(r, ev->size),
+			   false);
+		break;
+	case MT_EV_MUNMAP:
+		ranges_remove(&p->maps, ev->addr,
+			      ev->addr + page_up(r, ev->size));
+		break;
+	case MT_EV_MREMAP:
+		ranges_remove(&p->maps, ev->old_addr,
+			      ev->old_addr + page_up(r, ev->old_size));
+		ranges_add(&p->maps, ev->addr, ev->addr + page_up(r, ev->size),
+			   false);
+		break;
+	case MT_EV_BRK: {
+		/* memtrack has no previous break: use the last one seen */
+		uint64_t old = ev->old_addr ? ev->old_addr : p->brk_cur;
+		uint64_t brk = ev->addr;
+
+		p->brk_cur = brk;
+		if (!old || !brk)
+			break;
+		if (brk > old)
+			ranges_add(&p->maps, page_up(r, old), page_up(r, brk),
+				   false);
+		else if (brk < old)
+			ranges_remove(&p->maps, page_up(r, brk),
+				      page_up(r, old));
+		break;
+	}
+	}
+	mapped_changed(r, p, before, t);
+}
+
+/* ------------------------------------------------------------------ */
+/* Process life                                                         */
+
+/* exec or exit: what the process still held is leaked; what it inherited
+ * is dropped silently (its parent accounts for it). */
+static void end_address_space(struct mt_recon *r, struct proc *p, uint64_t t,
+			      const char *why)
+{
+	uint64_t before = p->maps.own_bytes;
+
+	for (size_t i = 0; p->blocks.slot && i <= p->blocks.mask; i++) {
+		const struct block *b = &p->blocks.slot[i];
+
+		if (!b->addr || (b->size & INHERITED))
+			continue;
+		struct leak lk = {p->pid, b->addr, b->size, b->t, t, why};
+
+		leak_add(&p->leaks, &lk);
+		leak_add(&r->leaks, &lk);
+	}
+	blocks_clear(&p->blocks);
+	if (p->heap_own) {
+		r->tree_heap -= p->heap_own;
+		p->heap_own = 0;
+		heap_changed(r, p, t);
+	}
+	p->inherited_bytes = 0;
+	ranges_clear(&p->maps);
+	mapped_changed(r, p, before, t);
+	p->brk_cur = 0;
+}
+
+static void on_process_fork(struct mt_recon *r, const struct mt_event *ev,
+			    uint64_t t)
+{
+	uint32_t ppid = (uint32_t)ev->old_addr;
+	struct pid_slot *ps = ppid ? pid_slot(r, ppid) : NULL;
+	struct proc *parent = ps && ps->pid && !ps->p->ended ? ps->p : NULL;
+	struct proc *child;
+
+	r->cached = NULL;
+	child = proc_get(r, ev->pid, t);
+	if (!child)
+		return;
+	child->ppid = ppid;
+	child->has_ppid = true;
+	if (!parent || parent == child)
+		return;
+	/* the child's address space is a copy of the parent's */
+	for (size_t i = 0; parent->blocks.slot && i <= parent->blocks.mask;
+	     i++) {
+		const struct block *b = &parent->blocks.slot[i];
+		struct block *c;
+
+		if (!b->addr || !(c = blocks_slot(&child->blocks, b->addr)))
+			continue;
+		if (c->addr) /* the child's own event came first: keep it */
+			continue;
+		*c = (struct block){b->addr, b->size | INHERITED, b->t};
+		child->blocks.used++;
+		child->inherited_bytes += b->size & SIZE_MASK;
+	}
+	for (size_t i = 0; i < parent->maps.n; i++) {
+		const struct range *x = &parent->maps.v[i];
+		size_t at = ranges_search(&child->maps, x->start);
+
+		if (at < child->maps.n && child->maps.v[at].start < x->end)
+			continue; /* overlaps something the child did */
+		ranges_insert_at(&child->maps, at,
+				 (struct range){x->start, x->end, true});
+	}
+	child->brk_cur = parent->brk_cur;
+}
+
+static void on_process_exec(struct mt_recon *r, struct proc *p,
+			    const struct mt_record *rec, uint64_t t)
+{
+	json_t *e;
+
+	end_address_space(r, p, t, "exec");
+	e = json_pack("{s:s%, s:I}", "path", rec->str ? rec->str : "",
+		      (size_t)(rec->str ? rec->str_len : 0), "t_ns",
+		      (json_int_t)t);
+	if (e)
+		json_array_append_new(p->execs, e);
+}
+
+static void on_process_exit(struct mt_recon *r, struct proc *p, uint32_t status,
+			    uint64_t t)
+{
+	end_address_space(r, p, t, "exit");
+	p->ended = true;
+	p->end_t = t;
+	if (WIFEXITED(status)) {
+		p->exit_kind = MT_EXIT_CODE;
+		p->exit_value = WEXITSTATUS(status);
+	} else if (WIFSIGNALED(status)) {
+		p->exit_kind = MT_EXIT_SIGNAL;
+		p->exit_value = WTERMSIG(status);
+	}
+	if (r->cached == p)
+		r->cached = NULL;
+}
+
+static void on_marker(struct mt_recon *r, const struct mt_record *rec,
+		      uint64_t t)
+{
+	const char *kind = rec->ev.kind == MT_EV_MARKER	  ? "marker"
+			   : rec->ev.kind == MT_EV_ENABLE ? "enable"
+							  : "disable";
+	json_t *m = json_pack("{s:s, s:I, s:I}", "kind", kind, "t_ns",
+			      (json_int_t)t, "pid", (json_int_t)rec->ev.pid);
+
+	if (!m)
+		return;
+	if (rec->str)
+		json_object_set_new(m, "name",
+				    json_stringn(rec->str, rec->str_len));
+	json_array_append_new(r->markers, m);
+}
+
+void mt_recon_event(struct mt_recon *r, const struct mt_record *rec)
+{
+	const struct mt_event *ev = &rec->ev;
+	uint64_t t;
+	struct proc *p;
+
+	r->events++;
+	r->by_kind[ev->kind <= MT_EV_KIND_MAX ? ev->kind : MT_EV_KIND_MAX]++;
+	if (ev->kind == MT_EV_LOST) {
+		r->lost_events += ev->size;
+		return;
+	}
+	t = rel_time(r, ev->timestamp);
+	if (ev->kind == MT_EV_FORK) {
+		on_process_fork(r, ev, t);
+		return;
+	}
+	if (ev->kind >= MT_EV_MARKER && ev->kind <= MT_EV_DISABLE) {
+		on_marker(r, rec, t);
+		return;
+	}
+	p = proc_get(r, ev->pid, t);
+	if (!p)
+		return;
+	p->events++;
+	switch (ev->kind) {
+	case MT_EV_MALLOC:
+	case MT_EV_CALLOC:
+	case MT_EV_ALIGNED_ALLOC:
+		if (ev->kind == MT_EV_MALLOC)
+			p->tot.mallocs++;
+		else if (ev->kind == MT_EV_CALLOC)
+			p->tot.callocs++;
+		else
+			p->tot.aligned_allocs++;
+		if (ev->addr)
+			heap_alloc(r, p, ev->addr, ev->size, t);
+		else
+			p->tot.failed_allocations++;
+		break;
+	case MT_EV_FREE:
+		on_free(r, p, ev->addr, t);
+		break;
+	case MT_EV_REALLOC:
+		on_realloc(r, p, ev, t);
+		break;
+	case MT_EV_MMAP:
+	case MT_EV_MUNMAP:
+	case MT_EV_MREMAP:
+	case MT_EV_BRK:
+		on_mapping(r, p, ev, t);
+		break;
+	case MT_EV_EXEC:
+		on_process_exec(r, p, rec, t);
+		break;
+	case MT_EV_EXIT:
+		on_process_exit(r, p, ev->aux, t);
+		break;
+	default:
+		break; /* RSS, PSS: not reconstructed yet */
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Set-up and tear-down                                                 */
+
+static json_t *header_json(const struct mt_meta *meta)
+{
+	json_t *h = json_object(), *cmd = json_array();
+
+	for (int i = 0; meta && i < meta->argc; i++)
+		json_array_append_new(
+		    cmd, json_string(meta->argv[i] ? meta->argv[i] : ""));
+	json_object_set_new(h, "command", cmd);
+	json_object_set_new(h, "host",
+			    meta && meta->host ? json_string(meta->host)
+					       : json_null());
+	return h;
+}
+
+struct mt_recon *mt_recon_new(const struct mt_recon_opts *opts,
+			      const struct mt_meta *meta, enum mt_format fmt)
+{
+	struct mt_recon *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	if (opts)
+		r->opts = *opts;
+	else
+		mt_recon_opts_default(&r->opts);
+	if (r->opts.mode == MT_RES_ADAPTIVE && r->opts.max_points < 4)
+		r->opts.max_points = 4;
+	if (r->opts.mode == MT_RES_FIXED && !r->opts.resolution_ns)
+		r->opts.mode = MT_RES_EXACT;
+	r->cfg.mode = r->opts.mode;
+	r->cfg.width = r->opts.resolution_ns ? r->opts.resolution_ns : 1;
+	r->cfg.max_points = r->opts.max_points;
+	if (meta) {
+		r->meta = *meta;
+		r->meta.host = NULL;
+		r->meta.argv = NULL;
+		if (meta->start_monotonic_ns) {
+			r->origin = meta->start_monotonic_ns;
+			r->have_origin = true;
+		}
+	}
+	r->fmt = fmt;
+	r->header = header_json(meta);
+	r->tail = &r->first;
+	r->markers = json_array();
+	r->sizes = calloc(SIZE_TABLE_MAX, sizeof(*r->sizes));
+	if (!r->sizes || leak_top_init(&r->leaks, r->opts.max_leaks) < 0) {
+		mt_recon_free(r);
+		return NULL;
+	}
+	return r;
+}
+
+static void proc_free(struct proc *p)
+{
+	blocks_clear(&p->blocks);
+	ranges_clear(&p->maps);
+	free(p->heap.pts);
+	free(p->mapped.pts);
+	free(p->leaks.v);
+	json_decref(p->execs);
+	free(p);
+}
+
+void mt_recon_free(struct mt_recon *r)
+{
+	if (!r)
+		return;
+	for (struct proc *p = r->first, *next; p; p = next) {
+		next = p->next;
+		proc_free(p);
+	}
+	free(r->pids);
+	free(r->heap.pts);
+	free(r->mapped.pts);
+	free(r->sizes);
+	free(r->leaks.v);
+	json_decref(r->header);
+	json_decref(r->markers);
+	free(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* Output                                                               */
+
+#define JI(x) json_integer((json_int_t)(x))
+
+static json_t *series_json(const struct series *s, const struct series_cfg *cfg,
+			   bool with_points)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "peak", JI(s->peak));
+	json_object_set_new(o, "peak_t_ns",
+			    s->peak ? JI(s->peak_t) : json_null());
+	json_object_set_new(o, "final", JI(s->cur));
+	if (!with_points)
+		return o;
+
+	uint64_t width = series_width(s, cfg);
+	json_t *pts = json_array();
+
+	json_object_set_new(o, "bucket_ns", JI(width));
+	for (size_t i = 0; i < s->n; i++) {
+		json_t *p = json_array();
+
+		json_array_append_new(p, JI(s->pts[i].idx * width));
+		json_array_append_new(p, JI(s->pts[i].max));
+		json_array_append_new(p, JI(s->pts[i].last));
+		json_array_append_new(pts, p);
+	}
+	json_object_set_new(o, "points", pts);
+	return o;
+}
+
+static void totals_add(struct totals *sum, const struct totals *t)
+{
+	const uint64_t *src = (const uint64_t *)t;
+	uint64_t *dst = (uint64_t *)sum;
+
+	for (size_t i = 0; i < sizeof(*t) / sizeof(uint64_t); i++)
+		dst[i] += src[i];
+}
+
+static json_t *totals_json(const struct totals *t)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "allocated_bytes", JI(t->allocated_bytes));
+	json_object_set_new(o, "allocations", JI(t->allocations));
+	json_object_set_new(
+	    o, "calls",
+	    json_pack("{s:I, s:I, s:I, s:I, s:I}", "malloc",
+		      (json_int_t)t->mallocs, "calloc", (json_int_t)t->callocs,
+		      "realloc", (json_int_t)t->reallocs, "aligned_alloc",
+		      (json_int_t)t->aligned_allocs, "free",
+		      (json_int_t)(t->frees + t->unknown_frees)));
+	json_object_set_new(o, "frees", JI(t->frees));
+	json_object_set_new(o, "freed_bytes", JI(t->freed_bytes));
+	json_object_set_new(o, "reallocs", JI(t->reallocs));
+	json_object_set_new(
+	    o, "average_size",
+	    t->allocations
+		? json_real((double)t->allocated_bytes / (double)t->allocations)
+		: json_null());
+	json_object_set_new(o, "unknown_frees", JI(t->unknown_frees));
+	json_object_set_new(o, "unknown_reallocs", JI(t->unknown_reallocs));
+	json_object_set_new(o, "failed_allocations", JI(t->failed_allocations));
+	json_object_set_new(o, "reused_addresses", JI(t->reused_addresses));
+	return o;
+}
+
+static int leak_cmp(const void *a, const void *b)
+{
+	const struct leak *x = a, *y = b;
+
+	if (x->size != y->size)
+		return x->size < y->size ? 1 : -1;
+	return x->first_t < y->first_t ? -1 : x->first_t > y->first_t;
+}
+
+static json_t *leaks_json(struct leak_top *lt, bool with_pid)
+{
+	json_t *o = json_object(), *list = json_array();
+
+	qsort(lt->v, lt->n, sizeof(*lt->v), leak_cmp);
+	for (size_t i = 0; i < lt->n; i++) {
+		const struct leak *lk = &lt->v[i];
+		json_t *e = json_pack("{s:I, s:I, s:I, s:s, s:I}", "addr",
+				      (json_int_t)lk->addr, "size",
+				      (json_int_t)lk->size, "first_seen_ns",
+				      (json_int_t)lk->first_t, "at", lk->at,
+				      "at_ns", (json_int_t)lk->at_t);
+
+		if (with_pid)
+			json_object_set_new(e, "pid", JI(lk->pid));
+		json_array_append_new(list, e);
+	}
+	json_object_set_new(o, "count", JI(lt->count));
+	json_object_set_new(o, "bytes", JI(lt->bytes));
+	json_object_set_new(o, "blocks", list);
+	json_object_set_new(o, "blocks_listed_max", JI(lt->cap));
+	return o;
+}
+
+static json_t *exit_json(int kind, int value)
+{
+	if (kind == MT_EXIT_CODE)
+		return json_pack("{s:i}", "code", value);
+	if (kind == MT_EXIT_SIGNAL)
+		return json_pack("{s:i}", "signal", value);
+	return json_null();
+}
+
+static json_t *proc_json(struct mt_recon *r, struct proc *p)
+{
+	json_t *o = json_object();
+	bool pts = r->opts.process_series;
+
+	json_object_set_new(o, "pid", JI(p->pid));
+	json_object_set_new(o, "ppid", p->has_ppid ? JI(p->ppid) : json_null());
+	json_object_set_new(o, "execs", json_incref(p->execs));
+	json_object_set_new(o, "start_ns", JI(p->start_t));
+	json_object_set_new(o, "end_ns", p->ended ? JI(p->end_t) : json_null());
+	json_object_set_new(o, "exit", exit_json(p->exit_kind, p->exit_value));
+	json_object_set_new(o, "events", JI(p->events));
+	json_object_set_new(o, "heap", series_json(&p->heap, &r->cfg, pts));
+	json_object_set_new(o, "mapped", series_json(&p->mapped, &r->cfg, pts));
+	json_object_set_new(o, "rss", json_null());
+	json_object_set_new(o, "physical", json_null());
+	json_object_set_new(o, "totals", totals_json(&p->tot));
+	json_object_set_new(o, "leaks", leaks_json(&p->leaks, false));
+	return o;
+}
+
+static json_t *histogram_json(const struct mt_recon *r)
+{
+	json_t *a = json_array();
+
+	for (unsigned b = 0; b < HIST_BUCKETS; b++) {
+		if (!r->hist_count[b])
+			continue;
+		uint64_t lo = b ? 1ull << (b - 1) : 0;
+		uint64_t hi = b ? (b == 64 ? ~0ull : (1ull << b) - 1) : 0;
+
+		json_array_append_new(
+		    a, json_pack("{s:I, s:I, s:I, s:I}", "from", (json_int_t)lo,
+				 "to", (json_int_t)hi, "count",
+				 (json_int_t)r->hist_count[b], "bytes",
+				 (json_int_t)r->hist_bytes[b]));
+	}
+	return a;
+}
+
+static int size_cmp(const void *a, const void *b)
+{
+	const struct size_slot *x = a, *y = b;
+
+	if (x->count != y->count)
+		return x->count < y->count ? 1 : -1;
+	return x->size < y->size ? -1 : x->size > y->size;
+}
+
+static json_t *top_sizes_json(struct mt_recon *r)
+{
+	json_t *o = json_object(), *a = json_array();
+	size_t n = 0;
+
+	/* compact the table in place: finish runs once, nothing counts
+	 * sizes after it */
+	for (size_t i = 0; i < SIZE_TABLE_MAX; i++)
+		if (r->sizes[i].size)
+			r->sizes[n++] = r->sizes[i];
+	qsort(r->sizes, n, sizeof(*r->sizes), size_cmp);
+	for (size_t i = 0; i < n && i < r->opts.top_sizes; i++)
+		json_array_append_new(
+		    a, json_pack("{s:I, s:I}", "size",
+				 (json_int_t)(r->sizes[i].size - 1), "count",
+				 (json_int_t)r->sizes[i].count));
+	json_object_set_new(o, "sizes", a);
+	json_object_set_new(o, "distinct_tracked", JI(n));
+	json_object_set_new(o, "distinct_max", JI(SIZE_TABLE_MAX / 2));
+	json_object_set_new(o, "untracked_allocations", JI(r->sizes_untracked));
+	return o;
+}
+
+static json_t *kinds_json(const struct mt_recon *r)
+{
+	json_t *o = json_object();
+
+	for (unsigned k = 0; k <= MT_EV_KIND_MAX; k++) {
+		if (!r->by_kind[k])
+			continue;
+		const char *name = k < MT_EV_KIND_MAX ? mt_kind_name(k) : NULL;
+		char tmp[32];
+
+		if (!name) {
+			snprintf(tmp, sizeof(tmp), "kind%u", k);
+			name = tmp;
+		}
+		json_object_set_new(o, name, JI(r->by_kind[k]));
+	}
+	return o;
+}
+
+static const char *resolution_name(enum mt_resolution_mode m)
+{
+	return m == MT_RES_FIXED   ? "fixed"
+	       : m == MT_RES_EXACT ? "exact"
+				   : "adaptive";
+}
+
+json_t *mt_recon_finish(struct mt_recon *r, const struct mt_meta *meta,
+			const char *error)
+{
+	json_t *doc = json_object(), *in, *tree, *procs = json_array();
+	struct totals sum = {0};
+	uint64_t end_t;
+	bool trailer = meta && meta->has_trailer;
+	bool complete = !error && (trailer || r->fmt == MT_FMT_MEMTRACK);
+	size_t nprocs = 0;
+
+	if (trailer && meta->end_monotonic_ns > r->origin)
+		end_t = meta->end_monotonic_ns - r->origin;
+	else
+		end_t = r->last_t > r->origin ? r->last_t - r->origin : 0;
+	for (struct proc *p = r->first; p; p = p->next) {
+		if (!p->ended)
+			end_address_space(r, p, end_t, "end");
+		totals_add(&sum, &p->tot);
+		json_array_append_new(procs, proc_json(r, p));
+		nprocs++;
+	}
+
+	json_object_set_new(doc, "format", json_string(MT_TIMELINES_FORMAT));
+	json_object_set_new(doc, "version", JI(MT_TIMELINES_VERSION));
+	in = json_object();
+	json_object_set_new(in, "format", json_string(mt_format_name(r->fmt)));
+	json_object_set_new(in, "complete", json_boolean(complete));
+	json_object_set_new(in, "has_trailer", json_boolean(trailer));
+	json_object_set_new(in, "error",
+			    error ? json_string(error) : json_null());
+	json_object_set_new(doc, "input", in);
+	json_object_update(doc, r->header);
+	json_object_set_new(doc, "root_pid",
+			    r->meta.root_pid ? JI(r->meta.root_pid)
+					     : json_null());
+	json_object_set_new(doc, "page_size",
+			    r->meta.page_size ? JI(r->meta.page_size)
+					      : json_null());
+	json_object_set_new(doc, "start_time_ns",
+			    r->meta.start_realtime_ns
+				? JI(r->meta.start_realtime_ns)
+				: json_null());
+	json_object_set_new(doc, "start_monotonic_ns", JI(r->origin));
+	json_object_set_new(doc, "duration_ns", JI(end_t));
+	json_object_set_new(
+	    doc, "exit",
+	    trailer ? exit_json((int)meta->exit_kind, meta->exit_value)
+		    : json_null());
+	json_object_set_new(doc, "allocators_tracked",
+			    json_boolean(r->fmt == MT_FMT_MEMTRACK || !r->fmt ||
+					 (r->meta.flags & MT_HDR_ALLOCATORS)));
+	json_object_set_new(doc, "events", JI(r->events));
+	json_object_set_new(doc, "events_by_type", kinds_json(r));
+	json_object_set_new(doc, "lost_events",
+			    JI(meta && meta->lost > r->lost_events
+				   ? meta->lost
+				   : r->lost_events));
+	json_object_set_new(
+	    doc, "resolution",
+	    json_pack("{s:s, s:I, s:I}", "mode", resolution_name(r->cfg.mode),
+		      "bucket_ns", (json_int_t)series_width(&r->heap, &r->cfg),
+		      "max_points",
+		      (json_int_t)(r->cfg.mode == MT_RES_ADAPTIVE
+				       ? r->cfg.max_points
+				       : 0)));
+	json_object_set_new(doc, "processes_count", JI(nprocs));
+
+	tree = json_object();
+	json_object_set_new(tree, "heap", series_json(&r->heap, &r->cfg, true));
+	json_object_set_new(tree, "mapped",
+			    series_json(&r->mapped, &r->cfg, true));
+	json_object_set_new(tree, "rss", json_null());
+	json_object_set_new(tree, "physical", json_null());
+	json_object_set_new(tree, "totals", totals_json(&sum));
+	json_object_set_new(tree, "leaks", leaks_json(&r->leaks, true));
+	json_object_set_new(tree, "histogram", histogram_json(r));
+	json_object_set_new(tree, "top_sizes", top_sizes_json(r));
+	json_object_set_new(doc, "tree", tree);
+	json_object_set_new(doc, "processes", procs);
+	json_object_set_new(doc, "markers", json_incref(r->markers));
+	return doc;
+}
+
+json_t *mt_recon_input(struct mt_input *in, const struct mt_recon_opts *opts,
+		       bool *complete)
+{
+	struct mt_recon *r =
+	    mt_recon_new(opts, mt_input_meta(in), mt_input_format(in));
+	struct mt_record rec;
+	int rc;
+	json_t *doc;
+
+	if (!r)
+		return NULL;
+	while ((rc = mt_input_next(in, &rec)) > 0)
+		mt_recon_event(r, &rec);
+	doc = mt_recon_finish(r, mt_input_meta(in),
+			      rc < 0 ? mt_input_error(in) : NULL);
+	mt_recon_free(r);
+	if (complete && doc)
+		*complete = json_is_true(
+		    json_object_get(json_object_get(doc, "input"), "complete"));
+	return doc;
+}

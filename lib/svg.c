@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: MIT
+/*
+ * svg.c - one self-contained SVG (no scripts, no external fonts or
+ * styles) of the tree's memory over time.  Series are step lines drawn
+ * from the bucketed points: each bucket at its maximum, so a peak drawn
+ * is a peak that happened; the exact peak is marked with its value.
+ */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "mt_human.h"
+#include "mt_report.h"
+#include "mt_svg.h"
+
+#define W      1000
+#define H      600
+#define LEFT   90
+#define RIGHT  30
+#define TOP    60
+#define BOTTOM 70
+#define PW     (W - LEFT - RIGHT)
+#define PH     (H - TOP - BOTTOM)
+
+struct plot {
+	FILE *out;
+	double t_max; /* ns */
+	double v_max; /* bytes */
+};
+
+static double px(const struct plot *p, double t)
+{
+	return LEFT + (p->t_max > 0 ? t / p->t_max * PW : 0);
+}
+
+static double py(const struct plot *p, double v)
+{
+	return TOP + PH - (p->v_max > 0 ? v / p->v_max * PH : 0);
+}
+
+static void xml_text(FILE *out, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '<':
+			fputs("&lt;", out);
+			break;
+		case '>':
+			fputs("&gt;", out);
+			break;
+		case '&':
+			fputs("&amp;", out);
+			break;
+		case '"':
+			fputs("&quot;", out);
+			break;
+		default:
+			if ((unsigned char)*s >= 0x20 || *s == '\t')
+				fputc(*s, out);
+		}
+	}
+}
+
+/* A "nice" step (1, 2 or 5 times a power of ten of unit) giving about
+ * want ticks over span. */
+static double nice_step(double span, double unit, int want)
+{
+	double raw = span / unit / want;
+	double mag = pow(10, floor(log10(raw > 0 ? raw : 1)));
+	double f = raw / mag;
+	double step = f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10;
+
+	return step * mag * unit;
+}
+
+static void y_axis(struct plot *p)
+{
+	static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double unit = 1;
+	int u = 0;
+
+	while (u < 4 && p->v_max >= 1024 * unit * 2) {
+		unit *= 1024;
+		u++;
+	}
+	double step = nice_step(p->v_max, unit, 6);
+
+	if (step < 1)
+		step = 1;
+	p->v_max = ceil(p->v_max / step) * step;
+	fprintf(p->out, "<g font-size=\"12\" fill=\"#333\" "
+			"text-anchor=\"end\">\n");
+	for (double v = 0; v <= p->v_max + step / 2; v += step) {
+		fprintf(p->out,
+			"<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
+			"stroke=\"#ddd\"/>\n",
+			LEFT, LEFT + PW, py(p, v), py(p, v));
+		fprintf(p->out, "<text x=\"%d\" y=\"%.1f\">%g %s</text>\n",
+			LEFT - 8, py(p, v) + 4, v / unit, names[u]);
+	}
+	fprintf(p->out, "</g>\n");
+	fprintf(p->out,
+		"<text x=\"20\" y=\"%d\" font-size=\"13\" fill=\"#333\" "
+		"transform=\"rotate(-90 20 %d)\" text-anchor=\"middle\">"
+		"memory (%s)</text>\n",
+		TOP + PH / 2, TOP + PH / 2, names[u]);
+}
+
+static void x_axis(struct plot *p)
+{
+	static const struct {
+		double ns;
+		const char *name;
+	} units[] = {{1, "ns"}, {1e3, "us"}, {1e6, "ms"}, {1e9, "s"}};
+	int u = 0;
+
+	while (u < 3 && p->t_max >= units[u + 1].ns * 2)
+		u++;
+	double unit = units[u].ns;
+	double step = nice_step(p->t_max, unit, 8);
+
+	if (step < 1)
+		step = 1;
+	/* no rounding up: the plot ends where the trace ended */
+	fprintf(p->out, "<g font-size=\"12\" fill=\"#333\" "
+			"text-anchor=\"middle\">\n");
+	for (double t = 0; t <= p->t_max * (1 + 1e-9); t += step) {
+		fprintf(p->out,
+			"<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" "
+			"stroke=\"#999\"/>\n",
+			px(p, t), px(p, t), TOP + PH, TOP + PH + 5);
+		fprintf(p->out, "<text x=\"%.1f\" y=\"%d\">%g</text>\n",
+			px(p, t), TOP + PH + 20, t / unit);
+	}
+	fprintf(p->out, "</g>\n");
+	fprintf(p->out,
+		"<text x=\"%d\" y=\"%d\" font-size=\"13\" fill=\"#333\" "
+		"text-anchor=\"middle\">time since start (%s)</text>\n",
+		LEFT + PW / 2, TOP + PH + 45, units[u].name);
+}
+
+/* Step line through the buckets: rise to the bucket's maximum at its
+ * start, hold it to the bucket's end, then settle at its last value. */
+static void draw_series(struct plot *p, json_t *s, const char *color,
+			double end_t)
+{
+	json_t *pts = json_object_get(s, "points");
+	double width = (double)mt_json_u64(s, "bucket_ns", 1);
+	double last = 0;
+	size_t i, n = json_array_size(pts);
+	json_t *pt;
+
+	if (!n)
+		return;
+	fprintf(p->out,
+		"<path fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
+		"stroke-linejoin=\"round\" d=\"M%.1f %.1f",
+		color, px(p, 0), py(p, 0));
+	json_array_foreach(pts, i, pt)
+	{
+		double t = (double)json_integer_value(json_array_get(pt, 0));
+		double mx = (double)json_integer_value(json_array_get(pt, 1));
+		double ls = (double)json_integer_value(json_array_get(pt, 2));
+		json_t *next = json_array_get(pts, i + 1);
+		double t_end = t + width;
+
+		if (next && json_integer_value(json_array_get(next, 0)) < t_end)
+			t_end =
+			    (double)json_integer_value(json_array_get(next, 0));
+		if (t_end > end_t)
+			t_end = end_t > t ? end_t : t;
+		fprintf(p->out, " H%.1f V%.1f H%.1f V%.1f", px(p, t), py(p, mx),
+			px(p, t_end), py(p, ls));
+		last = ls;
+	}
+	(void)last;
+	fprintf(p->out, " H%.1f\"/>\n", px(p, end_t));
+}
+
+static double series_end(json_t *s)
+{
+	json_t *pts = json_object_get(s, "points");
+	json_t *lastp = json_array_get(pts, json_array_size(pts) - 1);
+
+	if (!lastp)
+		return 0;
+	return (double)json_integer_value(json_array_get(lastp, 0)) +
+	       (double)mt_json_u64(s, "bucket_ns", 1);
+}
+
+static void mark_peak(struct plot *p, json_t *s, const char *what,
+		      const char *color)
+{
+	char v[32], t[32], label[128];
+	json_t *peak_t = json_object_get(s, "peak_t_ns");
+	double peak = (double)mt_json_u64(s, "peak", 0);
+	double x, y;
+
+	if (!json_is_integer(peak_t) || peak <= 0)
+		return;
+	x = px(p, (double)json_integer_value(peak_t));
+	y = py(p, peak);
+	snprintf(label, sizeof(label), "peak %s %s at %s", what,
+		 mt_fmt_bytes(v, sizeof(v), peak),
+		 mt_fmt_duration(t, sizeof(t),
+				 (uint64_t)json_integer_value(peak_t)));
+	fprintf(p->out,
+		"<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"none\" "
+		"stroke=\"%s\" stroke-width=\"2\"/>\n",
+		x, y, color);
+	fprintf(p->out,
+		"<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"%s\" "
+		"text-anchor=\"%s\">%s</text>\n",
+		x > LEFT + PW / 2 ? x - 8 : x + 8,
+		y < TOP + 14 ? y + 16 : y - 8, color,
+		x > LEFT + PW / 2 ? "end" : "start", label);
+}
+
+int mt_svg_write(FILE *out, json_t *doc)
+{
+	static const struct {
+		const char *path, *name, *color;
+	} series[] = {
+	    {"tree.heap", "heap", "#d62728"},
+	    {"tree.mapped", "mapped", "#1f77b4"},
+	    {"tree.rss.total", "RSS", "#2ca02c"},
+	    {"tree.physical.total", "physical", "#9467bd"},
+	};
+	struct plot p = {.out = out};
+	char cmd[512], buf[64];
+	bool heap_shown =
+	    !json_is_false(json_object_get(doc, "allocators_tracked"));
+	bool shown[4] = {0};
+	int legend_x = LEFT;
+
+	p.t_max = (double)mt_json_u64(doc, "duration_ns", 0);
+	for (size_t i = 0; i < 4; i++) {
+		json_t *s = mt_json_path(doc, series[i].path);
+
+		if (!json_is_object(s) || (i == 0 && !heap_shown))
+			continue;
+		shown[i] = true;
+		if ((double)mt_json_u64(s, "peak", 0) > p.v_max)
+			p.v_max = (double)mt_json_u64(s, "peak", 0);
+		if (series_end(s) > p.t_max)
+			p.t_max = series_end(s);
+	}
+	double end_t = p.t_max;
+
+	if (p.v_max <= 0)
+		p.v_max = 1024;
+	if (p.t_max <= 0)
+		p.t_max = 1000;
+
+	fprintf(out,
+		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+		"height=\"%d\" viewBox=\"0 0 %d %d\" "
+		"font-family=\"sans-serif\">\n",
+		W, H, W, H);
+	fprintf(out, "<title>mt: ");
+	xml_text(out, mt_report_command(doc, cmd, sizeof(cmd)));
+	fprintf(out,
+		"</title>\n<rect width=\"%d\" height=\"%d\" "
+		"fill=\"white\"/>\n",
+		W, H);
+	fprintf(out,
+		"<text x=\"%d\" y=\"28\" font-size=\"16\" "
+		"fill=\"#111\">",
+		LEFT);
+	xml_text(out, cmd);
+	fprintf(out, "</text>\n");
+	if (!json_is_true(mt_json_path(doc, "input.complete")))
+		fprintf(out,
+			"<text x=\"%d\" y=\"28\" font-size=\"14\" "
+			"fill=\"#c00\" text-anchor=\"end\">incomplete "
+			"trace</text>\n",
+			W - RIGHT);
+	if (!heap_shown)
+		fprintf(out,
+			"<text x=\"%d\" y=\"48\" font-size=\"12\" "
+			"fill=\"#c00\">allocators were not tracked: no "
+			"heap line</text>\n",
+			LEFT + 300);
+
+	y_axis(&p);
+	x_axis(&p);
+	fprintf(out,
+		"<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
+		"fill=\"none\" stroke=\"#333\"/>\n",
+		LEFT, TOP, PW, PH);
+	for (size_t i = 4; i-- > 0;)
+		if (shown[i])
+			draw_series(&p, mt_json_path(doc, series[i].path),
+				    series[i].color, end_t);
+	for (size_t i = 0; i < 4; i++) {
+		json_t *s = mt_json_path(doc, series[i].path);
+
+		if (!shown[i])
+			continue;
+		mark_peak(&p, s, series[i].name, series[i].color);
+		fprintf(out,
+			"<rect x=\"%d\" y=\"40\" width=\"14\" height=\"4\" "
+			"fill=\"%s\"/><text x=\"%d\" y=\"46\" font-size=\"12\" "
+			"fill=\"#333\">%s (peak %s)</text>\n",
+			legend_x, series[i].color, legend_x + 18,
+			series[i].name,
+			mt_fmt_bytes(buf, sizeof(buf),
+				     (double)mt_json_u64(s, "peak", 0)));
+		legend_x += 190;
+	}
+	fprintf(out, "</svg>\n");
+	return ferror(out) ? (errno = errno ? errno : EIO, -1) : 0;
+}

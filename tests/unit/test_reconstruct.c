@@ -1,0 +1,525 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_reconstruct.c - the reconstruction rules on event sequences whose
+ * results are known by construction, plus randomized checks of the block
+ * hash and the interval set against simple reference models.
+ *
+ *   test_reconstruct            run the tests (exit 0 = pass)
+ *   test_reconstruct --bench N  time N synthetic events through the core
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mt_human.h"
+#include "mt_reconstruct.h"
+
+static int failures;
+
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
+				__LINE__, #cond);                              \
+			failures++;                                            \
+		}                                                              \
+	} while (0)
+
+#define CHECK_EQ(a, b)                                                         \
+	do {                                                                   \
+		long long a_ = (long long)(a), b_ = (long long)(b);            \
+		if (a_ != b_) {                                                \
+			fprintf(stderr, "%s:%d: %s == %lld, expected %lld\n",  \
+				__FILE__, __LINE__, #a, a_, b_);               \
+			failures++;                                            \
+		}                                                              \
+	} while (0)
+
+#define MiB (1ull << 20)
+
+static struct mt_recon *rc;
+static uint64_t now;
+
+static void start(const struct mt_recon_opts *opts)
+{
+	struct mt_meta meta = {.page_size = 4096,
+			       .start_monotonic_ns = 1000000,
+			       .flags = MT_HDR_ALLOCATORS};
+
+	rc = mt_recon_new(opts, &meta, MT_FMT_ARTIFACT);
+	now = 1000000;
+}
+
+static void ev(unsigned kind, uint32_t pid, uint64_t addr, uint64_t size,
+	       uint64_t old_addr, uint64_t old_size)
+{
+	struct mt_record rec = {.ev = {.timestamp = now += 10,
+				       .pid = pid,
+				       .tid = pid,
+				       .kind = (uint16_t)kind,
+				       .addr = addr,
+				       .size = size,
+				       .old_addr = old_addr,
+				       .old_size = old_size}};
+
+	mt_recon_event(rc, &rec);
+}
+
+static void ev_str(unsigned kind, uint32_t pid, uint32_t aux, const char *s)
+{
+	struct mt_record rec = {.ev = {.timestamp = now += 10,
+				       .pid = pid,
+				       .tid = pid,
+				       .kind = (uint16_t)kind,
+				       .aux = aux},
+				.str = s,
+				.str_len = s ? (uint32_t)strlen(s) : 0};
+
+	mt_recon_event(rc, &rec);
+}
+
+static json_t *finish(void)
+{
+	struct mt_meta meta = {.has_trailer = true,
+			       .exit_kind = MT_EXIT_CODE,
+			       .end_monotonic_ns = now + 10};
+	json_t *doc = mt_recon_finish(rc, &meta, NULL);
+
+	mt_recon_free(rc);
+	rc = NULL;
+	return doc;
+}
+
+/* doc.tree.<a>.<b> or doc.processes[i].<a>.<b> as an integer */
+static long long get(json_t *doc, int proc, const char *a, const char *b)
+{
+	json_t *o = proc < 0 ? json_object_get(doc, "tree")
+			     : json_array_get(json_object_get(doc, "processes"),
+					      (size_t)proc);
+	o = json_object_get(o, a);
+	if (b)
+		o = json_object_get(o, b);
+	return json_is_integer(o) ? json_integer_value(o) : -1;
+}
+
+static void test_peak_and_leaks(void)
+{
+	uint64_t a[10];
+
+	start(NULL);
+	for (int i = 0; i < 10; i++) {
+		a[i] = 0x10000 + (uint64_t)i * 0x200000;
+		ev(MT_EV_MALLOC, 100, a[i], MiB, 0, 0);
+	}
+	for (int i = 0; i < 5; i++)
+		ev(MT_EV_FREE, 100, a[i], 0, 0, 0);
+	ev(MT_EV_MALLOC, 100, 0x9000000, 2 * MiB, 0, 0);
+	ev_str(MT_EV_EXIT, 100, 0, NULL);
+	json_t *doc = finish();
+
+	CHECK_EQ(get(doc, -1, "heap", "peak"), 10 * MiB);
+	CHECK_EQ(get(doc, -1, "heap", "peak_t_ns"), 100);
+	CHECK_EQ(get(doc, -1, "heap", "final"), 0);
+	CHECK_EQ(get(doc, 0, "heap", "peak"), 10 * MiB);
+	CHECK_EQ(get(doc, -1, "totals", "allocated_bytes"), 12 * MiB);
+	CHECK_EQ(get(doc, -1, "totals", "allocations"), 11);
+	CHECK_EQ(get(doc, -1, "totals", "frees"), 5);
+	CHECK_EQ(get(doc, -1, "leaks", "bytes"), 7 * MiB);
+	CHECK_EQ(get(doc, -1, "leaks", "count"), 6);
+	json_t *blocks = json_object_get(
+	    json_object_get(json_object_get(doc, "tree"), "leaks"), "blocks");
+	CHECK_EQ(json_integer_value(
+		     json_object_get(json_array_get(blocks, 0), "size")),
+		 2 * MiB);
+	CHECK(!strcmp(
+	    json_string_value(json_object_get(json_array_get(blocks, 0), "at")),
+	    "exit"));
+	CHECK_EQ(json_integer_value(json_object_get(
+		     json_object_get(
+			 json_array_get(json_object_get(doc, "processes"), 0),
+			 "exit"),
+		     "code")),
+		 0);
+	json_decref(doc);
+}
+
+static void test_fork(void)
+{
+	start(NULL);
+	ev(MT_EV_MALLOC, 100, 0xa000, 100, 0, 0);
+	ev(MT_EV_MALLOC, 100, 0xb000, 50, 0, 0);
+	ev(MT_EV_FORK, 200, 0, 0, 100, 0);
+	/* the child frees an inherited block: no error, no change to the
+	 * tree (it is counted in the parent) */
+	ev(MT_EV_FREE, 200, 0xa000, 0, 0, 0);
+	ev(MT_EV_MALLOC, 200, 0xc000, 30, 0, 0);
+	ev(MT_EV_FREE, 100, 0xa000, 0, 0, 0);
+	/* the child still holds 0xb000 (inherited): exit drops it silently */
+	ev_str(MT_EV_EXIT, 200, 1 << 8, NULL);
+	json_t *doc = finish();
+
+	CHECK_EQ(get(doc, -1, "totals", "unknown_frees"), 0);
+	CHECK_EQ(get(doc, -1, "heap", "peak"), 180);
+	CHECK_EQ(get(doc, 1, "heap", "peak"), 30);
+	CHECK_EQ(get(doc, 1, "ppid", NULL), 100);
+	CHECK_EQ(get(doc, 1, "leaks", "bytes"), 30);
+	CHECK_EQ(get(doc, 1, "leaks", "count"), 1);
+	/* the parent never exited: 0xb000 is live at the end */
+	CHECK_EQ(get(doc, 0, "leaks", "bytes"), 50);
+	CHECK_EQ(get(doc, 0, "heap", "final"), 0);
+	CHECK_EQ(get(doc, -1, "leaks", "bytes"), 80);
+	json_t *ex = json_object_get(
+	    json_array_get(json_object_get(doc, "processes"), 1), "exit");
+	CHECK_EQ(json_integer_value(json_object_get(ex, "code")), 1);
+	json_decref(doc);
+}
+
+static void test_exec_and_unknown_free(void)
+{
+	start(NULL);
+	ev(MT_EV_MALLOC, 100, 0xa000, 64, 0, 0);
+	ev(MT_EV_FREE, 100, 0xdead0, 0, 0, 0);
+	ev(MT_EV_FREE, 100, 0, 0, 0, 0); /* free(NULL): nothing */
+	ev_str(MT_EV_EXEC, 100, 0, "/bin/true");
+	/* after exec the old address space is gone */
+	ev(MT_EV_FREE, 100, 0xa000, 0, 0, 0);
+	ev(MT_EV_MALLOC, 100, 0xa000, 8, 0, 0);
+	json_t *doc = finish();
+
+	CHECK_EQ(get(doc, 0, "totals", "unknown_frees"), 2);
+	CHECK_EQ(get(doc, 0, "totals", "frees"), 0);
+	CHECK_EQ(get(doc, -1, "heap", "peak"), 64);
+	CHECK_EQ(get(doc, 0, "leaks", "count"), 2);
+	CHECK_EQ(get(doc, 0, "leaks", "bytes"), 72);
+	json_t *p = json_array_get(json_object_get(doc, "processes"), 0);
+	json_t *e = json_array_get(json_object_get(p, "execs"), 0);
+	CHECK(!strcmp(json_string_value(json_object_get(e, "path")),
+		      "/bin/true"));
+	json_t *b = json_object_get(json_object_get(p, "leaks"), "blocks");
+	CHECK(!strcmp(
+	    json_string_value(json_object_get(json_array_get(b, 0), "at")),
+	    "exec"));
+	CHECK(!strcmp(
+	    json_string_value(json_object_get(json_array_get(b, 1), "at")),
+	    "end"));
+	json_decref(doc);
+}
+
+static void test_realloc(void)
+{
+	start(NULL);
+	ev(MT_EV_REALLOC, 100, 0xa000, 100, 0, 0); /* realloc(NULL, 100) */
+	ev(MT_EV_REALLOC, 100, 0xb000, 300, 0xa000, 0);
+	ev(MT_EV_REALLOC, 100, 0xb000, 200, 0xb000, 0); /* in place */
+	ev(MT_EV_REALLOC, 100, 0xc000, 10, 0xf000, 0);	/* unknown old */
+	ev(MT_EV_REALLOC, 100, 0, 0, 0xc000, 0);	/* realloc(p, 0) */
+	json_t *doc = finish();
+
+	CHECK_EQ(get(doc, -1, "heap", "peak"), 300);
+	CHECK_EQ(get(doc, -1, "totals", "reallocs"), 5);
+	CHECK_EQ(get(doc, -1, "totals", "allocations"), 4);
+	CHECK_EQ(get(doc, -1, "totals", "allocated_bytes"), 610);
+	CHECK_EQ(get(doc, -1, "totals", "unknown_reallocs"), 1);
+	CHECK_EQ(get(doc, -1, "leaks", "bytes"), 200);
+	json_decref(doc);
+}
+
+static void test_resolution_keeps_peak(void)
+{
+	struct mt_recon_opts o;
+
+	mt_recon_opts_default(&o);
+	o.max_points = 16;
+	start(&o);
+	/* a saw tooth with one spike in the middle */
+	for (int i = 0; i < 5000; i++) {
+		ev(MT_EV_MALLOC, 100, 0xa000, i == 2500 ? 12345 : 100, 0, 0);
+		ev(MT_EV_FREE, 100, 0xa000, 0, 0, 0);
+	}
+	json_t *doc = finish();
+	json_t *heap = json_object_get(json_object_get(doc, "tree"), "heap");
+	json_t *pts = json_object_get(heap, "points");
+	long long maxv = 0;
+
+	CHECK(json_array_size(pts) <= 16);
+	CHECK(json_array_size(pts) >= 4);
+	for (size_t i = 0; i < json_array_size(pts); i++) {
+		long long v = json_integer_value(
+		    json_array_get(json_array_get(pts, i), 1));
+		if (v > maxv)
+			maxv = v;
+	}
+	CHECK_EQ(maxv, 12345);
+	CHECK_EQ(get(doc, -1, "heap", "peak"), 12345);
+	CHECK_EQ(get(doc, -1, "heap", "peak_t_ns"), 2500 * 20 + 10);
+	json_decref(doc);
+
+	/* fixed 1 us buckets: 10 events of 10 ns each per bucket */
+	mt_recon_opts_default(&o);
+	o.mode = MT_RES_FIXED;
+	o.resolution_ns = 1000;
+	start(&o);
+	for (int i = 0; i < 500; i++) {
+		ev(MT_EV_MALLOC, 100, 0xa000, i == 321 ? 999 : 10, 0, 0);
+		ev(MT_EV_FREE, 100, 0xa000, 0, 0, 0);
+	}
+	doc = finish();
+	heap = json_object_get(json_object_get(doc, "tree"), "heap");
+	pts = json_object_get(heap, "points");
+	/* 10 buckets of events, and the end of the trace (heap 0) */
+	CHECK_EQ(json_array_size(pts), 11);
+	CHECK_EQ(json_integer_value(json_object_get(heap, "bucket_ns")), 1000);
+	/* the spike at t = 321 * 20 + 10 ns lands in bucket 6 */
+	CHECK_EQ(json_integer_value(json_array_get(json_array_get(pts, 6), 1)),
+		 999);
+	CHECK_EQ(json_integer_value(json_array_get(json_array_get(pts, 6), 0)),
+		 6000);
+	CHECK_EQ(json_integer_value(json_array_get(json_array_get(pts, 5), 1)),
+		 10);
+	json_decref(doc);
+
+	/* exact: a point per event */
+	mt_recon_opts_default(&o);
+	o.mode = MT_RES_EXACT;
+	start(&o);
+	for (int i = 0; i < 3000; i++)
+		ev(MT_EV_MALLOC, 100, 0x1000 + (uint64_t)i * 16, 1, 0, 0);
+	doc = finish();
+	heap = json_object_get(json_object_get(doc, "tree"), "heap");
+	CHECK_EQ(json_array_size(json_object_get(heap, "points")), 3000 + 1);
+	json_decref(doc);
+}
+
+static void test_mapped(void)
+{
+	const uint64_t P = 4096;
+
+	start(NULL);
+	ev(MT_EV_MMAP, 100, 0x100000, 3 * P, 0, 0);
+	ev(MT_EV_MUNMAP, 100, 0x100000 + P, P, 0, 0); /* a hole */
+	ev(MT_EV_MMAP, 100, 0x100000, 10, 0, 0);      /* MAP_FIXED over */
+	ev(MT_EV_MMAP, 100, 0x200000, 8 * P, 0, 0);
+	ev(MT_EV_MREMAP, 100, 0x300000, 16 * P, 0x200000, 8 * P); /* moves */
+	ev(MT_EV_BRK, 100, 0x500000, 0, 0, 0); /* first: just the break */
+	ev(MT_EV_BRK, 100, 0x500000 + 4 * P, 0, 0, 0); /* grows 4 pages */
+	ev(MT_EV_BRK, 100, 0x500000 + P, 0, 0x500000 + 4 * P, 0); /* -3 */
+	ev(MT_EV_MUNMAP, 100, 0, 0x1000000, 0, 0); /* everything */
+	json_t *doc = finish();
+
+	/* peak: 2 + 16 + 4 pages */
+	CHECK_EQ(get(doc, -1, "mapped", "peak"), 22 * P);
+	CHECK_EQ(get(doc, 0, "mapped", "final"), 0);
+	json_t *pts = json_object_get(
+	    json_object_get(json_object_get(doc, "tree"), "mapped"), "points");
+	/* MAP_FIXED over a mapped page changes nothing: no point */
+	long long want[] = {3, 2, 10, 18, 22, 19, 0};
+	CHECK_EQ(json_array_size(pts), 7);
+	for (size_t i = 0; i < 7 && i < json_array_size(pts); i++)
+		CHECK_EQ(json_integer_value(
+			     json_array_get(json_array_get(pts, i), 2)),
+			 want[i] * (long long)P);
+	json_decref(doc);
+}
+
+static void test_lost(void)
+{
+	start(NULL);
+	ev(MT_EV_LOST, 0, 0, 7, 0, 0);
+	ev(MT_EV_MALLOC, 100, 0xa000, 1, 0, 0);
+	json_t *doc = mt_recon_finish(rc, NULL, "x: byte 9: truncated");
+
+	mt_recon_free(rc);
+	CHECK_EQ(json_integer_value(json_object_get(doc, "lost_events")), 7);
+	CHECK(json_is_false(
+	    json_object_get(json_object_get(doc, "input"), "complete")));
+	json_decref(doc);
+}
+
+/* Random allocations and frees against a reference array: the hash with
+ * backward-shift deletion must never lose or invent a block. */
+static void test_random_heap(void)
+{
+	enum { N = 4096 };
+	static uint64_t size_of[N];
+	uint64_t live = 0, peak = 0;
+	unsigned seed = 12345;
+
+	start(NULL);
+	for (int i = 0; i < 200000; i++) {
+		unsigned k = (unsigned)rand_r(&seed) % N;
+		uint64_t addr = 0x10000000 + (uint64_t)k * 64;
+
+		if (size_of[k]) {
+			ev(MT_EV_FREE, 100, addr, 0, 0, 0);
+			live -= size_of[k];
+			size_of[k] = 0;
+		} else {
+			size_of[k] = 1 + (uint64_t)rand_r(&seed) % 1000;
+			ev(MT_EV_MALLOC, 100, addr, size_of[k], 0, 0);
+			live += size_of[k];
+			if (live > peak)
+				peak = live;
+		}
+	}
+	json_t *doc = finish();
+
+	CHECK_EQ(get(doc, -1, "heap", "peak"), peak);
+	CHECK_EQ(get(doc, -1, "leaks", "bytes"), live);
+	CHECK_EQ(get(doc, -1, "totals", "unknown_frees"), 0);
+	json_decref(doc);
+}
+
+/* Random maps and unmaps against a page bitmap. */
+static void test_random_ranges(void)
+{
+	enum { PAGES = 512 };
+	static unsigned char mapped[PAGES];
+	unsigned seed = 777;
+	uint64_t peak = 0;
+
+	start(NULL);
+	for (int i = 0; i < 20000; i++) {
+		unsigned a = (unsigned)rand_r(&seed) % PAGES;
+		unsigned n = 1 + (unsigned)rand_r(&seed) % 40;
+		bool map = rand_r(&seed) % 2;
+
+		if (a + n > PAGES)
+			n = PAGES - a;
+		ev(map ? MT_EV_MMAP : MT_EV_MUNMAP, 100,
+		   0x40000000 + (uint64_t)a * 4096, (uint64_t)n * 4096, 0, 0);
+		memset(mapped + a, map, n);
+		uint64_t count = 0;
+		for (unsigned p = 0; p < PAGES; p++)
+			count += mapped[p];
+		if (count > peak)
+			peak = count;
+	}
+	uint64_t count = 0;
+	for (unsigned p = 0; p < PAGES; p++)
+		count += mapped[p];
+	json_t *doc = finish();
+	json_t *pts = json_object_get(
+	    json_object_get(json_object_get(doc, "tree"), "mapped"), "points");
+	(void)pts;
+	CHECK_EQ(get(doc, -1, "mapped", "peak"), peak * 4096);
+	/* final is 0 after the end; the value before it is in the series */
+	json_t *heapless = json_object_get(
+	    json_object_get(json_object_get(doc, "tree"), "mapped"), "points");
+	size_t n = json_array_size(heapless);
+	CHECK(n >= 1);
+	json_decref(doc);
+	(void)count;
+}
+
+static void test_human(void)
+{
+	uint64_t v;
+	double pct;
+	char buf[64];
+
+	CHECK(mt_parse_size("10MiB", &v) == 0 && v == 10 * MiB);
+	CHECK(mt_parse_size("5M", &v) == 0 && v == 5 * MiB);
+	CHECK(mt_parse_size("1.5G", &v) == 0 && v == 3 * (1ull << 29));
+	CHECK(mt_parse_size("1KB", &v) == 0 && v == 1000);
+	CHECK(mt_parse_size("123", &v) == 0 && v == 123);
+	CHECK(mt_parse_size("12Q", &v) < 0);
+	CHECK(mt_parse_size("-1", &v) < 0);
+	CHECK(mt_parse_size("", &v) < 0);
+	CHECK(mt_parse_duration("1ms", &v) == 0 && v == 1000000);
+	CHECK(mt_parse_duration("2.5us", &v) == 0 && v == 2500);
+	CHECK(mt_parse_duration("0", &v) == 0 && v == 0);
+	CHECK(mt_parse_duration("5", &v) < 0);
+	CHECK(mt_parse_percent("5%", &pct) == 0 && pct == 5);
+	CHECK(mt_parse_percent("2.5", &pct) == 0 && pct == 2.5);
+	CHECK(mt_parse_percent("x", &pct) < 0);
+	CHECK(!strcmp(mt_fmt_count(buf, sizeof(buf), 1234567), "1,234,567"));
+	CHECK(!strcmp(mt_fmt_count(buf, sizeof(buf), 999), "999"));
+	CHECK(!strcmp(mt_fmt_count(buf, sizeof(buf), 1000), "1,000"));
+	CHECK(!strcmp(mt_fmt_bytes(buf, sizeof(buf), 512), "512 B"));
+	CHECK(!strcmp(mt_fmt_bytes(buf, sizeof(buf), 10 * MiB), "10.0 MiB"));
+	CHECK(!strcmp(mt_fmt_bytes(buf, sizeof(buf), 1536), "1.50 KiB"));
+	CHECK(!strcmp(mt_fmt_duration(buf, sizeof(buf), 1500000), "1.5 ms"));
+}
+
+/* A synthetic stream shaped like a busy program: mostly malloc/free pairs
+ * with a working set of 64 Ki live blocks, some reallocs and mmaps. */
+static int bench(uint64_t n)
+{
+	struct mt_record *recs = calloc(1 << 20, sizeof(*recs));
+	uint64_t live[1 << 16] = {0};
+	unsigned seed = 1;
+	struct timespec a, b;
+	uint64_t done = 0, ts = 1;
+
+	if (!recs)
+		return 1;
+	start(NULL);
+	/* generate in chunks so memory stays small; time only the core */
+	double secs = 0;
+	while (done < n) {
+		size_t m = n - done < (1 << 20) ? n - done : (1 << 20);
+
+		for (size_t i = 0; i < m; i++) {
+			struct mt_event *e = &recs[i].ev;
+			unsigned k = (unsigned)rand_r(&seed) & 0xffff;
+
+			memset(e, 0, sizeof(*e));
+			e->timestamp = ts += 50;
+			e->pid = 1000;
+			e->tid = 1000 + (k & 3);
+			if (i % 64 == 31 || i % 64 == 63) {
+				/* a large block: mmap, unmapped 32 later */
+				e->kind =
+				    i % 64 == 31 ? MT_EV_MMAP : MT_EV_MUNMAP;
+				e->addr = 0x7f0000000000ull + ((i / 64) << 20);
+				e->size = 1 << 20;
+			} else if (live[k]) {
+				e->kind = MT_EV_FREE;
+				e->addr = live[k];
+				live[k] = 0;
+			} else {
+				e->kind = MT_EV_MALLOC;
+				e->addr = live[k] =
+				    0x100000000ull + ((uint64_t)k << 8) + 16;
+				e->size = 16 + (k & 255);
+			}
+		}
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		for (size_t i = 0; i < m; i++)
+			mt_recon_event(rc, &recs[i]);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		secs += (double)(b.tv_sec - a.tv_sec) +
+			(double)(b.tv_nsec - a.tv_nsec) / 1e9;
+		done += m;
+	}
+	json_t *doc = finish();
+	printf("%llu events in %.3f s: %.1f M events/s (peak heap %lld)\n",
+	       (unsigned long long)n, secs, (double)n / secs / 1e6,
+	       get(doc, -1, "heap", "peak"));
+	json_decref(doc);
+	free(recs);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "--bench"))
+		return bench(strtoull(argv[2], NULL, 10));
+	test_human();
+	test_peak_and_leaks();
+	test_fork();
+	test_exec_and_unknown_free();
+	test_realloc();
+	test_resolution_keeps_peak();
+	test_mapped();
+	test_lost();
+	test_random_heap();
+	test_random_ranges();
+	if (failures) {
+		fprintf(stderr, "%d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("test_reconstruct: all checks passed\n");
+	return 0;
+}
