@@ -287,6 +287,7 @@ static void gen_brk(struct gen *g, struct proc *p)
 	ev.old_addr = p->brk;
 	p->brk += 4096 * (1 + below(g, 32));
 	ev.addr = p->brk;
+	ev.size = ev.addr - ev.old_addr; /* what the artifact's Brk says */
 	emit(g, &ev, NULL);
 }
 
