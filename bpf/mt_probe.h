@@ -37,4 +37,14 @@ enum mt_lost_reason {
 	MT_LOST_MAX
 };
 
+/* Counters that are not lost events (indexes into the same map, after
+ * MT_LOST_MAX, not summed into the lost count). */
+enum mt_drop_reason {
+	/* an RSS update of a traced process's memory that cannot be charged
+	 * safely (its mm is not yet or no longer the owner's: fork, exec,
+	 * exit): dropped rather than charged to the wrong process */
+	MT_DROP_RSS_UNATTRIBUTED = MT_LOST_MAX,
+	MT_COUNTER_MAX
+};
+
 #endif /* MT_PROBE_H */

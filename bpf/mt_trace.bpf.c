@@ -26,6 +26,9 @@ const volatile __u64 page_size = 4096;
 /* Wake the consumer only once this much is waiting: a wakeup per event
  * costs ~3 us (FACTS.md); a timer in mt-trace drains the rest. */
 const volatile __u64 wakeup_bytes = 1 << 20;
+/* RSS updates share the lifecycle ring; they wake the consumer only at
+ * this fill level, fork/exec/exit always do */
+const volatile __u64 lifecycle_wakeup_bytes = 1 << 18;
 
 /* Flipped at run time by mt-trace (enable/disable, --start-disabled). */
 volatile __u32 allocs_enabled = 1;
@@ -52,7 +55,7 @@ struct {
 /* Events that could not be delivered, by enum mt_lost_reason. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, MT_LOST_MAX);
+	__uint(max_entries, MT_COUNTER_MAX);
 	__type(key, __u32);
 	__type(value, __u64);
 } lost SEC(".maps");
@@ -101,6 +104,15 @@ static __always_inline struct mt_event *reserve_event(void)
 
 	if (!e)
 		count_lost(MT_LOST_EVENTS_RING);
+	return e;
+}
+
+static __always_inline struct mt_event *reserve_lifecycle(__u64 bytes)
+{
+	struct mt_event *e = bpf_ringbuf_reserve(&lifecycle, bytes, 0);
+
+	if (!e)
+		count_lost(MT_LOST_LIFECYCLE_RING);
 	return e;
 }
 
@@ -378,16 +390,117 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
-/* ---- process life -------------------------------------------------------- */
+/* ---- resident memory ---------------------------------------------------- */
 
-static __always_inline struct mt_event *reserve_lifecycle(__u64 bytes)
+/*
+ * kmem:rss_stat fires on every change of an mm's RSS counter.  Only the
+ * classic tracepoint carries the exact size (it sums the per-CPU counter);
+ * only tp_btf carries the mm itself, whose owner says which process the
+ * memory belongs to -- also when another task caused the change (reclaim,
+ * a parent reading the child's memory).  Both fire for the same update, on
+ * the same CPU with preemption off, one right after the other, so the two
+ * halves meet in a per-CPU slot; whichever comes second emits the event,
+ * so the order the kernel runs them in does not matter.
+ */
+enum rss_half { RSS_EMPTY = 0, RSS_HAVE_OWNER, RSS_HAVE_SIZE };
+
+struct rss_slot {
+	__u32 state; /* enum rss_half */
+	__s32 member;
+	__u32 owner_tgid;   /* 0: not a traced process's memory */
+	__u32 unattributed; /* traced, but the mm is not the owner's */
+	__u64 size;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rss_slot);
+} rss_slots SEC(".maps");
+
+static __always_inline struct rss_slot *rss_slot(void)
 {
-	struct mt_event *e = bpf_ringbuf_reserve(&lifecycle, bytes, 0);
+	__u32 zero = 0;
 
-	if (!e)
-		count_lost(MT_LOST_LIFECYCLE_RING);
-	return e;
+	return bpf_map_lookup_elem(&rss_slots, &zero);
 }
+
+static __always_inline void emit_rss(struct rss_slot *slot)
+{
+	struct mt_event *e;
+	__u64 flags;
+
+	slot->state = RSS_EMPTY;
+	if (slot->unattributed) {
+		count_lost(MT_DROP_RSS_UNATTRIBUTED);
+		return;
+	}
+	if (!slot->owner_tgid)
+		return;
+	e = reserve_lifecycle(sizeof(*e));
+	if (!e)
+		return;
+	fill_event(e, MT_EV_RSS, bpf_get_current_pid_tgid());
+	e->pid = slot->owner_tgid; /* the tid stays the task that caused it */
+	e->aux = slot->member;
+	e->size = slot->size;
+	flags = bpf_ringbuf_query(&lifecycle, BPF_RB_AVAIL_DATA) >=
+			lifecycle_wakeup_bytes
+		    ? BPF_RB_FORCE_WAKEUP
+		    : BPF_RB_NO_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
+}
+
+SEC("tp_btf/rss_stat")
+int BPF_PROG(on_rss_owner, struct mm_struct *mm, int member)
+{
+	struct rss_slot *slot = rss_slot();
+	struct task_struct *owner;
+	__u32 tgid = 0, unattributed = 0;
+
+	if (!slot)
+		return 0;
+	owner = BPF_CORE_READ(mm, owner);
+	if (owner) {
+		tgid = BPF_CORE_READ(owner, tgid);
+		if (!is_traced(tgid))
+			tgid = 0;
+		else if (BPF_CORE_READ(owner, mm) != mm)
+			unattributed = 1; /* a new mm at fork/exec, or exit */
+	}
+	if (slot->state == RSS_HAVE_SIZE && slot->member == member) {
+		slot->owner_tgid = tgid;
+		slot->unattributed = unattributed;
+		emit_rss(slot);
+		return 0;
+	}
+	slot->state = RSS_HAVE_OWNER;
+	slot->member = member;
+	slot->owner_tgid = tgid;
+	slot->unattributed = unattributed;
+	return 0;
+}
+
+SEC("tracepoint/kmem/rss_stat")
+int on_rss_size(struct trace_event_raw_rss_stat *ctx)
+{
+	struct rss_slot *slot = rss_slot();
+
+	if (!slot)
+		return 0;
+	if (slot->state == RSS_HAVE_OWNER && slot->member == ctx->member) {
+		slot->size = ctx->size;
+		emit_rss(slot);
+		return 0;
+	}
+	slot->state = RSS_HAVE_SIZE;
+	slot->member = ctx->member;
+	slot->size = ctx->size;
+	return 0;
+}
+
+/* ---- process life -------------------------------------------------------- */
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)

@@ -70,6 +70,7 @@ struct tracer {
 	int release_fd;	 /* write end: one byte lets the child exec */
 	int exec_err_fd; /* read end: errno of a failed exec */
 	int ncpus;
+	bool rss; /* kmem:rss_stat is traced */
 	/* records consumed in this drain, before merging by time */
 	struct mt_event *ev;
 	size_t nev, cap_ev;
@@ -303,6 +304,12 @@ static int load_bpf(struct tracer *t, bool multi)
 	bpf_map__set_max_entries(skel->maps.events, o->ring_bytes);
 	skel->rodata->page_size = sysconf(_SC_PAGESIZE);
 	skel->rodata->wakeup_bytes = o->ring_bytes / 8;
+	skel->rodata->lifecycle_wakeup_bytes =
+	    bpf_map__max_entries(skel->maps.lifecycle) / 4;
+	if (!t->rss) {
+		bpf_program__set_autoload(skel->progs.on_rss_owner, false);
+		bpf_program__set_autoload(skel->progs.on_rss_size, false);
+	}
 	if (!o->track_allocators) {
 		bpf_program__set_autoload(skel->progs.alloc_enter, false);
 		bpf_program__set_autoload(skel->progs.alloc_return, false);
@@ -447,11 +454,12 @@ static int on_lifecycle(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-static uint64_t read_lost(struct tracer *t)
+/* Sum of the per-CPU counters first..last-1 of the `lost` map. */
+static uint64_t read_counters(struct tracer *t, __u32 first, __u32 last)
 {
 	uint64_t total = 0, vals[t->ncpus];
 
-	for (__u32 k = 0; k < MT_LOST_MAX; k++) {
+	for (__u32 k = first; k < last; k++) {
 		if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.lost), &k,
 					vals))
 			continue;
@@ -459,6 +467,11 @@ static uint64_t read_lost(struct tracer *t)
 			total += vals[c];
 	}
 	return total;
+}
+
+static uint64_t read_lost(struct tracer *t)
+{
+	return read_counters(t, 0, MT_LOST_MAX);
 }
 
 static int write_batch(struct tracer *t)
@@ -777,6 +790,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 {
 	struct tracer t = {.opts = opts, .release_fd = -1, .pidfd = -1};
 	struct mt_meta end = {0};
+	uint64_t rss_dropped;
 	sigset_t old;
 	int sfd, status, err;
 
@@ -788,8 +802,11 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		fprintf(stderr, "mt-trace: cannot start the command\n");
 		return MT_EXIT_TRACER_FAILED;
 	}
-	if ((opts->rss && ensure_tracefs()) || setup_bpf(&t) ||
-	    write_header(&t) || release_child(&t)) {
+	/* RSS needs the classic kmem:rss_stat tracepoint, so tracefs */
+	t.rss = opts->rss && ensure_tracefs() == 0;
+	if (opts->rss && !t.rss)
+		fprintf(stderr, "mt-trace: warning: tracing without RSS\n");
+	if (setup_bpf(&t) || write_header(&t) || release_child(&t)) {
 		/* closing the door makes the waiting child exit */
 		close(t.release_fd);
 		waitpid(t.child, NULL, 0);
@@ -818,6 +835,13 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	if (err)
 		fprintf(stderr, "mt-trace: %s: %s\n", opts->out_name,
 			strerror(-err));
+	rss_dropped = read_counters(&t, MT_DROP_RSS_UNATTRIBUTED,
+				    MT_DROP_RSS_UNATTRIBUTED + 1);
+	if (opts->verbose && t.rss)
+		fprintf(stderr,
+			"mt-trace: %llu RSS updates not attributable (new or "
+			"dying address spaces) dropped\n",
+			(unsigned long long)rss_dropped);
 	if (end.lost)
 		fprintf(stderr,
 			"mt-trace: %llu events lost (ring buffer "

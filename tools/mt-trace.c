@@ -94,6 +94,7 @@ int main(int argc, char **argv)
 	    .out_name = "stdout",
 	    .ring_bytes = DEFAULT_RING_BYTES,
 	    .track_allocators = true,
+	    .rss = true,
 	};
 	const char *out_path = NULL, *env;
 	int c;
