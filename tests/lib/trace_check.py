@@ -233,6 +233,7 @@ def read_counts(path):
                 if line.strip():
                     rec = json.loads(line)
                     totals[rec["pid"]].update(rec["events"])
+                    totals[rec["pid"]]["realloc_null"] += rec.get("realloc_null", 0)
     except (OSError, ValueError, KeyError) as e:
         raise Unusable(f"{path}: {e}")
     if not totals:
@@ -277,6 +278,9 @@ def cmd_counts(args):
             ok = ok and not bad
             mark = "!!" if bad else "  "
             print(f"{pid:>8} {kind:<13} {want:>9} {have:>9} {mark}")
+        if counted[pid]["realloc_null"]:
+            print(f"{pid:>8} (of the Realloc counted, "
+                  f"{counted[pid]['realloc_null']} were realloc(NULL, n))")
     return 0 if ok else 1
 
 

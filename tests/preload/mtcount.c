@@ -17,7 +17,8 @@
  *                 non-NULL p (glibc frees p and returns NULL)
  *
  * and, apart, what must be no event: free(NULL) ("free_null") and calls
- * that failed ("failed").  "calls" counts each function by name.
+ * that failed ("failed").  "calls" counts each function by name;
+ * "realloc_null" says how many of the Realloc events were realloc(NULL, n).
  *
  * Each process appends one JSON line to $MTCOUNT_OUT when it exits (exit
  * or _exit) and just before it execs (the new program starts from zero):
@@ -55,12 +56,20 @@ enum counted {
 	FREE_NULL,
 	FAILED,
 	BOOTSTRAP,
+	REALLOC_NULL, /* of the Realloc events: realloc(NULL, n) */
 	N_COUNTED
 };
 
 static const char *const counted_name[N_COUNTED] = {
-    "Malloc", "Calloc",	   "Realloc", "AlignedAlloc",
-    "Free",   "free_null", "failed",  "bootstrap",
+    [EV_MALLOC] = "Malloc",
+    [EV_CALLOC] = "Calloc",
+    [EV_REALLOC] = "Realloc",
+    [EV_ALIGNED] = "AlignedAlloc",
+    [EV_FREE] = "Free",
+    [FREE_NULL] = "free_null",
+    [FAILED] = "failed",
+    [BOOTSTRAP] = "bootstrap",
+    [REALLOC_NULL] = "realloc_null",
 };
 
 enum function {
@@ -282,6 +291,8 @@ static void *counted_realloc_result(void *p, size_t size, void *result)
 		count(EV_FREE);
 	else
 		counted_result(result, EV_REALLOC);
+	if (!p && result)
+		count(REALLOC_NULL);
 	return result;
 }
 

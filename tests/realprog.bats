@@ -1,0 +1,120 @@
+#!/usr/bin/env bats
+# Real programs traced: allocator event counts compared with an independent
+# count of the same run, and every process of a pipeline seen.
+#
+# The independent count is build/preload/mtcount.so, an LD_PRELOAD
+# interposer, loaded into the traced program itself:
+#   mt-trace -- env LD_PRELOAD=mtcount.so MTCOUNT_OUT=FILE PROGRAM ...
+# so it counts the very calls the uprobes see (each call it forwards to
+# glibc is one call of glibc's malloc & co.).  What it cannot see are the
+# nested calls inside glibc (realloc(NULL, n) -> malloc, realloc(p, 0) ->
+# free, memalign -> malloc), which must not be events anyway.  So for a
+# correct tracer the counts are equal, kind by kind, with no tolerance.
+# `env` runs before the program under the same pid without the preload:
+# the root's events before its last exec are left out (--root-after-exec).
+
+load helpers
+
+CHECK="$TOP/tests/lib/trace_check.py"
+PRELOAD="$MT_BUILD/preload/mtcount.so"
+
+setup() {
+	require_bpf
+	T="$BATS_TEST_TMPDIR"
+	export T
+	[ -f "$PRELOAD" ] || fail "no $PRELOAD: run 'make fixtures'"
+}
+
+# trace_counted CMD...: trace CMD with the counter preloaded, into
+# $T/out.msgpack and $T/counts.jsonl.  CMD's stdout goes to $T/cmd.out.
+trace_counted() {
+	run bash -c 'mt-trace --child-stdout "$T/cmd.out" -- \
+			env LD_PRELOAD="$0" MTCOUNT_OUT="$T/counts.jsonl" "$@" \
+			2>"$T/trace.err" | mt-encode >"$T/out.msgpack"
+		echo "${PIPESTATUS[0]} ${PIPESTATUS[1]}"' "$PRELOAD" "$@"
+	cat "$T/trace.err"
+	assert_output "0 0"
+}
+
+# compare_counts: per pid and kind, counter == trace, exactly.
+compare_counts() {
+	run "$PY" "$CHECK" counts "$T/out.msgpack" "$T/counts.jsonl" --root-after-exec
+	echo "$output"
+	assert_success
+}
+
+jq_events() {
+	"$PY" "$CHECK" dump "$T/out.msgpack" | jq -s -c "$@"
+}
+
+@test "ls -la /usr/bin: allocator counts equal the LD_PRELOAD counter's" {
+	trace_counted ls -la /usr/bin
+	# ls really ran: its listing is in the child's stdout file
+	grep -q ' ls$' "$T/cmd.out"
+	compare_counts
+}
+
+@test "tar: allocator counts equal the LD_PRELOAD counter's" {
+	trace_counted tar -cf "$T/json.tar" -C /usr/lib/python3.11 json
+	tar -tf "$T/json.tar" | grep -q '^./\?json/decoder.py$\|^json/decoder.py$'
+	compare_counts
+}
+
+@test "python3 -c 'x=[bytes(1000) for _ in range(1000)]': counts equal, and the 1000 callocs are there" {
+	trace_counted /usr/bin/python3 -c 'x = [bytes(1000) for _ in range(1000)]'
+	compare_counts
+	# each bytes(1000) is a zeroed 1033-byte object (33-byte header), too
+	# big for pymalloc: one calloc(1, 1033) each, in the root process
+	root=$(jq -r '.header.root_pid' < <("$PY" "$CHECK" meta "$T/out.msgpack"))
+	run jq_events "[.[] | select(.pid == $root and .type == \"Calloc\" and .size == 1033)] | length >= 1000"
+	assert_output true
+}
+
+@test "sh -c 'ls / | wc -l': nonzero allocator events from every process" {
+	run bash -c 'mt-trace --child-stdout "$T/cmd.out" -- sh -c "ls / | wc -l" \
+			2>"$T/trace.err" | mt-encode >"$T/out.msgpack"
+		echo "${PIPESTATUS[0]} ${PIPESTATUS[1]}"'
+	assert_output "0 0"
+	[ "$(cat "$T/cmd.out")" -eq "$(ls / | wc -l)" ]
+	root=$(jq -r '.header.root_pid' < <("$PY" "$CHECK" meta "$T/out.msgpack"))
+	# the processes: the root and every Fork child; ls and wc among them
+	run jq_events '[.[] | select(.type == "Exec") | .path] | sort'
+	assert_output '["/usr/bin/ls","/usr/bin/sh","/usr/bin/wc"]'
+	pids=$(jq_events "[$root] + [.[] | select(.type == \"Fork\") | .pid] | unique | .[]")
+	[ "$(echo "$pids" | wc -l)" -ge 3 ]
+	for pid in $pids; do
+		n=$(jq_events "[.[] | select(.pid == $pid and (.type | IN(\"Malloc\",\"Calloc\",\"Realloc\",\"AlignedAlloc\",\"Free\")))] | length")
+		echo "pid $pid: $n allocator events"
+		[ "$n" -gt 0 ]
+	done
+	# ls's and wc's own allocations (after their exec) are there too
+	for prog in /usr/bin/ls /usr/bin/wc; do
+		run jq_events "(.[] | select(.type == \"Exec\" and .path == \"$prog\")) as \$e |
+			[.[] | select(.pid == \$e.pid and .timestamp > \$e.timestamp and .type == \"Malloc\")] | length > 0"
+		assert_output true
+	done
+}
+
+@test "sh -c 'ls / | wc -l' with the counter in every process: per-pid counts equal" {
+	trace_counted sh -c 'ls / | wc -l'
+	# the counter wrote for sh and both children (children also before
+	# their exec)
+	[ "$(jq -s '[.[].pid] | unique | length' "$T/counts.jsonl")" -ge 3 ]
+	compare_counts
+}
+
+@test "python3 from PATH (a pyenv shim: bash, then python): every process has allocator events" {
+	run bash -c 'mt-trace --child-stdout "$T/cmd.out" -- python3 -c "x = [bytes(1000) for _ in range(1000)]" \
+			2>"$T/trace.err" | mt-encode >"$T/out.msgpack"
+		echo "${PIPESTATUS[0]} ${PIPESTATUS[1]}"'
+	assert_output "0 0"
+	root=$(jq -r '.header.root_pid' < <("$PY" "$CHECK" meta "$T/out.msgpack"))
+	pids=$(jq_events "[$root] + [.[] | select(.type == \"Fork\") | .pid] | unique | .[]")
+	for pid in $pids; do
+		n=$(jq_events "[.[] | select(.pid == $pid and (.type | IN(\"Malloc\",\"Calloc\",\"Realloc\",\"AlignedAlloc\",\"Free\")))] | length")
+		echo "pid $pid: $n allocator events"
+		[ "$n" -gt 0 ]
+	done
+	run jq_events '[.[] | select(.type == "Calloc" and .size == 1033)] | length >= 1000'
+	assert_output true
+}
