@@ -29,14 +29,19 @@ enum mt_resolution_mode {
 
 struct mt_recon_opts {
 	enum mt_resolution_mode mode;
-	uint64_t resolution_ns; /* MT_RES_FIXED */
-	unsigned max_points;	/* MT_RES_ADAPTIVE: buckets per series */
-	unsigned max_leaks;	/* leaked blocks listed per process */
-	unsigned top_sizes;	/* most frequent sizes listed */
-	bool process_series;	/* write per-process series too */
+	uint64_t resolution_ns;	 /* MT_RES_FIXED */
+	unsigned max_points;	 /* MT_RES_ADAPTIVE: buckets, tree series */
+	unsigned proc_points;	 /* MT_RES_ADAPTIVE: per-process series */
+	unsigned max_leaks;	 /* leaked blocks listed for the tree */
+	unsigned max_proc_leaks; /* leaked blocks listed per process */
+	unsigned top_sizes;	 /* most frequent sizes listed */
+	unsigned series_procs;	 /* processes whose series are written:
+				    the heaviest N (UINT_MAX: all) */
 };
 
-/* Defaults: adaptive, 2000 points, 20 leaks, 10 sizes, process series. */
+/* Defaults: adaptive, 2000 points for the tree and 128 per process, 20
+ * leaks for the tree and 5 per process, 10 sizes, series of the 20
+ * heaviest processes. */
 void mt_recon_opts_default(struct mt_recon_opts *opts);
 
 struct mt_recon;
@@ -55,6 +60,14 @@ void mt_recon_event(struct mt_recon *r, const struct mt_record *rec);
  */
 json_t *mt_recon_finish(struct mt_recon *r, const struct mt_meta *meta,
 			const char *error);
+
+/*
+ * The same document written to out (jansson dump flags) one process at a
+ * time, so that a trace with many processes never sits in memory as one
+ * JSON tree.  Ends with a newline.  0, or -1 on a write error.
+ */
+int mt_recon_write(struct mt_recon *r, const struct mt_meta *meta,
+		   const char *error, FILE *out, size_t flags);
 
 void mt_recon_free(struct mt_recon *r);
 

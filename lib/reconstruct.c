@@ -111,6 +111,26 @@ static inline void series_set(struct series *s, const struct series_cfg *cfg,
 		series_coarsen(s, cfg->max_points / 2);
 }
 
+/* An ended process's series no longer grows: give back the slack. */
+static void series_shrink(struct series *s)
+{
+	struct point *p;
+
+	if (s->n == s->alloc)
+		return;
+	if (!s->n) {
+		free(s->pts);
+		s->pts = NULL;
+		s->alloc = 0;
+		return;
+	}
+	p = realloc(s->pts, s->n * sizeof(*p));
+	if (p) {
+		s->pts = p;
+		s->alloc = s->n;
+	}
+}
+
 static uint64_t series_width(const struct series *s,
 			     const struct series_cfg *cfg)
 {
@@ -178,7 +198,7 @@ static inline struct block *blocks_find(const struct blocks *b, uint64_t addr)
 static inline struct block *blocks_slot(struct blocks *b, uint64_t addr)
 {
 	if (!b->slot || (b->used + 1) * 4 > (b->mask + 1) * 3)
-		if (blocks_rehash(b, b->slot ? b->bits + 1 : 10) < 0)
+		if (blocks_rehash(b, b->slot ? b->bits + 1 : 6) < 0)
 			return NULL;
 	size_t i = block_home(b, addr);
 
@@ -350,7 +370,8 @@ struct leak_top {
 struct proc {
 	uint32_t pid, ppid;
 	bool ended, has_ppid;
-	int exit_kind; /* MT_EXIT_* */
+	bool with_series; /* among the heaviest: its series are written */
+	int exit_kind;	  /* MT_EXIT_* */
 	int exit_value;
 	uint64_t start_t, end_t, events;
 	json_t *execs; /* [{"path", "t_ns"}] */
@@ -371,9 +392,10 @@ struct pid_slot {
 
 struct mt_recon {
 	struct mt_recon_opts opts;
-	struct series_cfg cfg;
-	struct mt_meta meta; /* header fields; strings borrowed via json */
-	json_t *header;	     /* command, host: copied at open */
+	struct series_cfg cfg;	/* tree series */
+	struct series_cfg pcfg; /* per-process series: fewer points */
+	struct mt_meta meta;	/* header fields; strings borrowed via json */
+	json_t *header;		/* command, host: copied at open */
 	enum mt_format fmt;
 	bool have_origin;
 	uint64_t origin, last_t;
@@ -402,9 +424,11 @@ void mt_recon_opts_default(struct mt_recon_opts *opts)
 	memset(opts, 0, sizeof(*opts));
 	opts->mode = MT_RES_ADAPTIVE;
 	opts->max_points = 2000;
+	opts->proc_points = 128;
 	opts->max_leaks = 20;
+	opts->max_proc_leaks = 5;
 	opts->top_sizes = 10;
-	opts->process_series = true;
+	opts->series_procs = 20;
 }
 
 static inline uint64_t rel_time(struct mt_recon *r, uint64_t ts)
@@ -473,7 +497,7 @@ static struct proc *proc_new(struct mt_recon *r, uint32_t pid, uint64_t t)
 {
 	struct proc *p = calloc(1, sizeof(*p));
 
-	if (!p || leak_top_init(&p->leaks, r->opts.max_leaks) < 0) {
+	if (!p || leak_top_init(&p->leaks, r->opts.max_proc_leaks) < 0) {
 		free(p);
 		return NULL;
 	}
@@ -541,7 +565,7 @@ static struct proc *proc_get(struct mt_recon *r, uint32_t pid, uint64_t t)
 
 static inline void heap_changed(struct mt_recon *r, struct proc *p, uint64_t t)
 {
-	series_set(&p->heap, &r->cfg, t, p->heap_own);
+	series_set(&p->heap, &r->pcfg, t, p->heap_own);
 	series_set(&r->heap, &r->cfg, t, r->tree_heap);
 }
 
@@ -553,7 +577,7 @@ static inline void mapped_changed(struct mt_recon *r, struct proc *p,
 	if (after == before)
 		return;
 	r->tree_mapped += after - before; /* wraps correctly when lower */
-	series_set(&p->mapped, &r->cfg, t, after);
+	series_set(&p->mapped, &r->pcfg, t, after);
 	series_set(&r->mapped, &r->cfg, t, r->tree_mapped);
 }
 
@@ -813,6 +837,8 @@ static void on_process_exit(struct mt_recon *r, struct proc *p, uint32_t status,
 			    uint64_t t)
 {
 	end_address_space(r, p, t, "exit");
+	series_shrink(&p->heap);
+	series_shrink(&p->mapped);
 	p->ended = true;
 	p->end_t = t;
 	if (WIFEXITED(status)) {
@@ -934,13 +960,17 @@ struct mt_recon *mt_recon_new(const struct mt_recon_opts *opts,
 		r->opts = *opts;
 	else
 		mt_recon_opts_default(&r->opts);
-	if (r->opts.mode == MT_RES_ADAPTIVE && r->opts.max_points < 4)
+	if (r->opts.max_points < 4)
 		r->opts.max_points = 4;
+	if (r->opts.proc_points < 4)
+		r->opts.proc_points = 4;
 	if (r->opts.mode == MT_RES_FIXED && !r->opts.resolution_ns)
 		r->opts.mode = MT_RES_EXACT;
 	r->cfg.mode = r->opts.mode;
 	r->cfg.width = r->opts.resolution_ns ? r->opts.resolution_ns : 1;
 	r->cfg.max_points = r->opts.max_points;
+	r->pcfg = r->cfg;
+	r->pcfg.max_points = r->opts.proc_points;
 	if (meta) {
 		r->meta = *meta;
 		r->meta.host = NULL;
@@ -1106,7 +1136,7 @@ static json_t *exit_json(int kind, int value)
 static json_t *proc_json(struct mt_recon *r, struct proc *p)
 {
 	json_t *o = json_object();
-	bool pts = r->opts.process_series;
+	bool pts = p->with_series;
 
 	json_object_set_new(o, "pid", JI(p->pid));
 	json_object_set_new(o, "ppid", p->has_ppid ? JI(p->ppid) : json_null());
@@ -1115,8 +1145,9 @@ static json_t *proc_json(struct mt_recon *r, struct proc *p)
 	json_object_set_new(o, "end_ns", p->ended ? JI(p->end_t) : json_null());
 	json_object_set_new(o, "exit", exit_json(p->exit_kind, p->exit_value));
 	json_object_set_new(o, "events", JI(p->events));
-	json_object_set_new(o, "heap", series_json(&p->heap, &r->cfg, pts));
-	json_object_set_new(o, "mapped", series_json(&p->mapped, &r->cfg, pts));
+	json_object_set_new(o, "heap", series_json(&p->heap, &r->pcfg, pts));
+	json_object_set_new(o, "mapped",
+			    series_json(&p->mapped, &r->pcfg, pts));
 	json_object_set_new(o, "rss", json_null());
 	json_object_set_new(o, "physical", json_null());
 	json_object_set_new(o, "totals", totals_json(&p->tot));
@@ -1201,10 +1232,41 @@ static const char *resolution_name(enum mt_resolution_mode m)
 				   : "adaptive";
 }
 
-json_t *mt_recon_finish(struct mt_recon *r, const struct mt_meta *meta,
-			const char *error)
+static int heavier_first(const void *a, const void *b)
 {
-	json_t *doc = json_object(), *in, *tree, *procs = json_array();
+	const struct proc *x = *(struct proc *const *)a;
+	const struct proc *y = *(struct proc *const *)b;
+
+	if (x->heap.peak != y->heap.peak)
+		return x->heap.peak < y->heap.peak ? 1 : -1;
+	if (x->mapped.peak != y->mapped.peak)
+		return x->mapped.peak < y->mapped.peak ? 1 : -1;
+	return x->start_t < y->start_t ? -1 : x->start_t > y->start_t;
+}
+
+/* Per-process series are written for the heaviest processes only: a
+ * build can start thousands of short processes nobody plots. */
+static void mark_heaviest(struct mt_recon *r)
+{
+	struct proc **v = calloc(r->nprocs ? r->nprocs : 1, sizeof(*v));
+	size_t n = 0;
+
+	if (!v)
+		return;
+	for (struct proc *p = r->first; p; p = p->next)
+		v[n++] = p;
+	qsort(v, n, sizeof(*v), heavier_first);
+	for (size_t i = 0; i < n && i < r->opts.series_procs; i++)
+		v[i]->with_series = true;
+	free(v);
+}
+
+/* End of trace: what is still live is live at the end.  Then everything
+ * but the "processes" array, which callers add or stream. */
+static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
+			   const char *error)
+{
+	json_t *doc = json_object(), *in, *tree;
 	struct totals sum = {0};
 	uint64_t end_t;
 	bool trailer = meta && meta->has_trailer;
@@ -1215,11 +1277,12 @@ json_t *mt_recon_finish(struct mt_recon *r, const struct mt_meta *meta,
 		end_t = meta->end_monotonic_ns - r->origin;
 	else
 		end_t = r->last_t > r->origin ? r->last_t - r->origin : 0;
-	for (struct proc *p = r->first; p; p = p->next) {
+	for (struct proc *p = r->first; p; p = p->next)
 		if (!p->ended)
 			end_address_space(r, p, end_t, "end");
+	mark_heaviest(r);
+	for (struct proc *p = r->first; p; p = p->next) {
 		totals_add(&sum, &p->tot);
-		json_array_append_new(procs, proc_json(r, p));
 		nprocs++;
 	}
 
@@ -1279,9 +1342,48 @@ json_t *mt_recon_finish(struct mt_recon *r, const struct mt_meta *meta,
 	json_object_set_new(tree, "histogram", histogram_json(r));
 	json_object_set_new(tree, "top_sizes", top_sizes_json(r));
 	json_object_set_new(doc, "tree", tree);
-	json_object_set_new(doc, "processes", procs);
 	json_object_set_new(doc, "markers", json_incref(r->markers));
 	return doc;
+}
+
+json_t *mt_recon_finish(struct mt_recon *r, const struct mt_meta *meta,
+			const char *error)
+{
+	json_t *doc = finish_head(r, meta, error), *procs = json_array();
+
+	for (struct proc *p = r->first; p; p = p->next)
+		json_array_append_new(procs, proc_json(r, p));
+	json_object_set_new(doc, "processes", procs);
+	return doc;
+}
+
+int mt_recon_write(struct mt_recon *r, const struct mt_meta *meta,
+		   const char *error, FILE *out, size_t flags)
+{
+	json_t *head = finish_head(r, meta, error);
+	char *text = json_dumps(head, flags);
+	size_t len;
+
+	json_decref(head);
+	if (!text)
+		return -1;
+	/* reopen the object: drop its closing brace */
+	len = strlen(text);
+	while (len > 0 && text[len - 1] != '}')
+		len--;
+	fwrite(text, 1, len ? len - 1 : 0, out);
+	free(text);
+	fputs(",\"processes\":[", out);
+	for (struct proc *p = r->first; p; p = p->next) {
+		json_t *o = proc_json(r, p);
+
+		if (p != r->first)
+			fputc(',', out);
+		json_dumpf(o, out, flags);
+		json_decref(o);
+	}
+	fputs("]}\n", out);
+	return ferror(out) ? -1 : 0;
 }
 
 json_t *mt_recon_input(struct mt_input *in, const struct mt_recon_opts *opts,

@@ -4,6 +4,7 @@
  */
 #include <err.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@ static void usage(FILE *to, int status)
 	fprintf(to, "usage: mt-reconstruct [-o FILE] [--resolution DURATION] "
 		    "[--max-points N]\n"
 		    "                      [--leaks N] [--top-sizes N] "
-		    "[--no-process-series] [--pretty] [FILE]\n");
+		    "[--process-series N|all] [--pretty] [FILE]\n");
 	exit(status);
 }
 
@@ -39,7 +40,7 @@ int main(int argc, char **argv)
 	    {"max-points", required_argument, NULL, 'p'},
 	    {"leaks", required_argument, NULL, 'l'},
 	    {"top-sizes", required_argument, NULL, 's'},
-	    {"no-process-series", no_argument, NULL, 'n'},
+	    {"process-series", required_argument, NULL, 'n'},
 	    {"pretty", no_argument, NULL, 'P'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -49,8 +50,10 @@ int main(int argc, char **argv)
 	size_t flags = JSON_COMPACT;
 	char errbuf[1024];
 	struct mt_input *in;
-	json_t *doc;
+	struct mt_recon *recon;
+	struct mt_record rec;
 	bool complete;
+	int rc;
 	int c;
 
 	mt_recon_opts_default(&opts);
@@ -76,13 +79,18 @@ int main(int argc, char **argv)
 			break;
 		case 'l':
 			opts.max_leaks = (unsigned)count_arg("--leaks", optarg);
+			opts.max_proc_leaks = opts.max_leaks;
 			break;
 		case 's':
 			opts.top_sizes =
 			    (unsigned)count_arg("--top-sizes", optarg);
 			break;
 		case 'n':
-			opts.process_series = false;
+			opts.series_procs =
+			    strcmp(optarg, "all") == 0
+				? UINT_MAX
+				: (unsigned)count_arg("--process-series",
+						      optarg);
 			break;
 		case 'P':
 			flags = JSON_INDENT(1);
@@ -103,21 +111,23 @@ int main(int argc, char **argv)
 		errx(EXIT_UNUSABLE, "%s", errbuf);
 	if (mt_input_format(in) == MT_FMT_TIMELINES)
 		errx(EXIT_UNUSABLE, "%s", mt_input_error(in));
-	doc = mt_recon_input(in, &opts, &complete);
-	if (!doc)
-		errx(EXIT_UNUSABLE, "out of memory");
-	if (!complete && json_is_string(json_object_get(
-			     json_object_get(doc, "input"), "error")))
-		warnx("%s (timelines written, marked incomplete)",
-		      json_string_value(json_object_get(
-			  json_object_get(doc, "input"), "error")));
-	mt_input_close(in);
-
 	if (output && !freopen(output, "w", stdout))
 		err(EXIT_UNUSABLE, "%s", output);
-	if (json_dumpf(doc, stdout, flags | JSON_REAL_PRECISION(12)) < 0 ||
-	    fputc('\n', stdout) == EOF || fflush(stdout) == EOF)
+	recon = mt_recon_new(&opts, mt_input_meta(in), mt_input_format(in));
+	if (!recon)
+		errx(EXIT_UNUSABLE, "out of memory");
+	while ((rc = mt_input_next(in, &rec)) > 0)
+		mt_recon_event(recon, &rec);
+	complete = rc == 0;
+	if (!complete)
+		warnx("%s (timelines written, marked incomplete)",
+		      mt_input_error(in));
+	if (mt_recon_write(recon, mt_input_meta(in),
+			   complete ? NULL : mt_input_error(in), stdout,
+			   flags | JSON_REAL_PRECISION(12)) < 0 ||
+	    fflush(stdout) == EOF)
 		err(EXIT_UNUSABLE, "%s", output ? output : "<stdout>");
-	json_decref(doc);
+	mt_recon_free(recon);
+	mt_input_close(in);
 	return complete ? 0 : EXIT_TRUNCATED;
 }
