@@ -180,3 +180,34 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRCS) lib/*.h bpf/mt_event.h
 
 fuzz: $(FUZZ_TARGETS) $(OUTPUT)/tests/mt-gen $(OUTPUT)/bin/mt-encode
 	$(Q)OUTPUT=$(OUTPUT) tests/fuzz/run $(FUZZ_TIME) $(FUZZ_TARGETS)
+
+# ---- benchmarks (issue 6): bench/run with hyperfine; codspeed.yml -------
+# `make bench` prints the table (about 5 minutes on 2 cores);
+# `BENCH_QUICK=1 make bench` is a seconds-long smoke run (tests/bench.bats).
+# `make bench-data` makes the saved trace the offline stages are timed on.
+BENCH_EVENTS ?= $(if $(filter 1,$(BENCH_QUICK)),100000,10000000)
+.PHONY: bench-data
+$(OUTPUT)/bench:
+	$(Q)mkdir -p $@
+
+# mt-trace's own peak RSS, not its children's (see the source)
+$(OUTPUT)/bench/peakrss: bench/peakrss.c | $(OUTPUT)/bench
+	$(call msg,CCLD,$@)
+	$(Q)$(CC) $(CFLAGS) $< -o $@
+
+$(OUTPUT)/bench/trace-%.raw: $(OUTPUT)/tests/mt-gen | $(OUTPUT)/bench
+	$(call msg,GEN,$@)
+	$(Q)$(OUTPUT)/tests/mt-gen --events $* --seed 1 -o $@
+
+$(OUTPUT)/bench/trace-%.msgpack: $(OUTPUT)/bench/trace-%.raw \
+		$(OUTPUT)/bin/mt-encode
+	$(call msg,ENCODE,$@)
+	$(Q)$(OUTPUT)/bin/mt-encode -o $@ $<
+
+bench-data: $(OUTPUT)/bench/trace-$(BENCH_EVENTS).msgpack
+
+bench: all fixtures $(OUTPUT)/bench/peakrss bench-data
+	$(Q)OUTPUT=$(OUTPUT) BENCH_EVENTS=$(BENCH_EVENTS) \
+		BENCH_QUICK=$(BENCH_QUICK) \
+		BENCH_CMD="$(if $(filter 1,$(BENCH_QUICK)),BENCH_QUICK=1 )make bench" \
+		bench/run

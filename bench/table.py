@@ -1,0 +1,239 @@
+#!/usr/bin/python3
+"""bench/table.py RESULTS_DIR: print the table of a bench/run.
+
+Reads RESULTS_DIR/manifest.jsonl (one row a line, written by bench/run) and
+the files it names: hyperfine --export-json output, peakrss lines, trace
+summaries, fixture logs.  Prints the tracer table (median untraced, median
+traced, ratio, time added, mt-trace's own peak RSS, events, lost), the
+per-call cost on the allocation-heavy fixture, the bystander's cost, the
+offline stages' events per second, and issue 6's targets with met / NOT MET.
+"""
+import json
+import os
+import sys
+
+# issue 6's targets
+LS_MAX_S = 0.10
+WORKLOAD_FACTOR, WORKLOAD_ADD_S = 1.1, 0.1
+PER_CALL_MAX_NS = 1000.0
+RSS_MAX_BYTES = 10e6
+OFFLINE_MIN_EVENTS_S = 10e6
+
+VARIANT_LABEL = {
+    "default": "default",
+    "noalloc": "--track-allocators=false",
+    "physical": "--physical",
+    "all": "all variants",
+}
+
+
+def load(results, name):
+    with open(os.path.join(results, name)) as f:
+        return json.load(f)
+
+
+def medians(results, row):
+    """(untraced, traced) median seconds of a row's hyperfine run."""
+    runs = load(results, row["hf"])["results"]
+    return runs[row["base_index"]]["median"], runs[row["index"]]["median"]
+
+
+def runs_of(results, row):
+    return len(load(results, row["hf"])["results"][row["index"]]["times"])
+
+
+def fixture_info(path):
+    """{"loop_ns": N, ...} from a fixture log (fixture.h "info" lines)."""
+    info = {}
+    with open(path) as f:
+        for line in f:
+            obj = json.loads(line)
+            if "info" in obj:
+                info[obj["info"]] = obj["value"]
+    return info
+
+
+def secs(s):
+    if s < 1e-3:
+        return "%.0f us" % (s * 1e6)
+    if s < 1:
+        return "%.1f ms" % (s * 1e3)
+    return "%.2f s" % s
+
+
+def count(n):
+    return "{:,}".format(n)
+
+
+def rate(per_s):
+    return "%.2f M/s" % (per_s / 1e6)
+
+
+class Table:
+    def __init__(self, results):
+        self.results = results
+        rows = []
+        with open(os.path.join(results, "manifest.jsonl")) as f:
+            for line in f:
+                rows.append(json.loads(line))
+        self.rows = rows
+        self.targets = []  # (what, target, measured, met or None)
+
+    def of_kind(self, kind):
+        return [r for r in self.rows if r["kind"] == kind]
+
+    def target(self, what, goal, measured, met):
+        self.targets.append((what, goal, measured, met))
+
+    def header(self):
+        meta = self.of_kind("meta")[0]
+        print("mt benchmarks, %s: %s" % (meta["date"], meta["command"]))
+        print("machine: %s CPUs (%s), Linux %s%s" % (
+            meta["nproc"], meta["cpu"], meta["kernel"],
+            ", QUICK MODE (smoke run: few runs, small inputs)"
+            if meta["quick"] else ""))
+        print("times are hyperfine medians; RSS is mt-trace's own peak "
+              "(VmHWM at its exit, bench/peakrss)")
+        print()
+
+    def tracer(self):
+        fmt = "%-26s %-25s %9s %9s %8s %9s %9s %10s %6s"
+        print(fmt % ("mt-trace on", "variant", "untraced", "traced",
+                     "ratio", "added", "RSS", "events", "lost"))
+        last = None
+        for row in self.of_kind("trace"):
+            label = row["label"] if row["label"] != last else ""
+            last = row["label"]
+            variant = VARIANT_LABEL[row["variant"]]
+            if "skipped" in row:
+                print("%-26s %-25s skipped: %s" % (label, variant,
+                                                   row["skipped"]))
+                continue
+            base, traced = medians(self.results, row)
+            rss = load(self.results, row["rss"])["vm_hwm_kb"] * 1024
+            trace = load(self.results, row["trace"])
+            print(fmt % (label, variant, secs(base), secs(traced),
+                         "%.2fx" % (traced / base), "+" + secs(traced - base),
+                         "%.1f MB" % (rss / 1e6), count(trace["events"]),
+                         count(trace["lost"])))
+            row.update(base=base, traced=traced, rss_bytes=rss,
+                       events=trace["events"], lost=trace["lost"],
+                       trace_s=trace["duration_ns"] / 1e9)
+            self.tracer_targets(row)
+        print()
+
+    def tracer_targets(self, row):
+        if row["variant"] != "default":
+            return
+        name = row["name"]
+        if name == "ls":
+            self.target("mt-trace -- ls -la /usr/lib", "<= %.2f s" % LS_MAX_S,
+                        secs(row["traced"]), row["traced"] <= LS_MAX_S)
+            self.target("mt-trace own peak RSS on ls", "<= 10 MB",
+                        "%.1f MB" % (row["rss_bytes"] / 1e6),
+                        row["rss_bytes"] <= RSS_MAX_BYTES)
+        elif name in ("dd", "tar"):
+            limit = WORKLOAD_FACTOR * row["base"] + WORKLOAD_ADD_S
+            self.target("mt-trace -- %s" % row["label"],
+                        "<= 1.1x + 0.1 s = %s" % secs(limit),
+                        secs(row["traced"]), row["traced"] <= limit)
+        elif name == "allocheavy":
+            events_s = row["events"] / row["trace_s"]
+            self.target("lost events at 1 M events/s sustained", "0",
+                        "%s lost at %s (allocheavy)" % (
+                            count(row["lost"]), rate(events_s)),
+                        row["lost"] == 0 if events_s >= 1e6 else None)
+
+    def percall(self):
+        for row in self.of_kind("percall"):
+            base, traced = medians(self.results, row)
+            untraced_info = fixture_info(
+                os.path.join(self.results, row["untraced_log"]))
+            traced_info = fixture_info(
+                os.path.join(self.results, row["traced_log"]))
+            calls = untraced_info["mallocs"] + untraced_info["frees"]
+            wall_ns = (traced - base) * 1e9 / calls
+            loop_calls = 2 * untraced_info["pairs"]
+            loop_ns = (traced_info["loop_ns"] -
+                       untraced_info["loop_ns"]) / loop_calls
+            print("allocation-heavy fixture: %s malloc+free pairs, %s "
+                  "allocator calls" % (count(untraced_info["pairs"]),
+                                       count(calls)))
+            print("  added per call, (traced - untraced) / calls, "
+                  "wall clock:  %8.0f ns" % wall_ns)
+            print("  added per call, inside the fixture's loop only:      "
+                  "     %8.0f ns   (loop %s -> %s, no start-up or exit)"
+                  % (loop_ns, secs(untraced_info["loop_ns"] / 1e9),
+                     secs(traced_info["loop_ns"] / 1e9)))
+            print()
+            self.target("allocation-heavy: added per allocator call",
+                        "<= %.0f ns" % PER_CALL_MAX_NS, "%.0f ns" % wall_ns,
+                        wall_ns <= PER_CALL_MAX_NS)
+
+    def bystander(self):
+        for row in self.of_kind("bystander"):
+            alone = load(self.results, row["alone"])
+            print("bystander (a process NOT traced), malloc(32)+free pair, "
+                  "median of %d rounds of %s:" % (alone["rounds"],
+                                                  count(alone["pairs"])))
+            print("  alone:                                       %8.1f ns"
+                  % alone["ns_per_pair"])
+            if "skipped" in row:
+                print("  during an mt-trace session: skipped: %s"
+                      % row["skipped"])
+            else:
+                for key, what in (("during", "default"),
+                                  ("during_noalloc",
+                                   "--track-allocators=false")):
+                    during = load(self.results, row[key])
+                    print("  during an mt-trace %-24s %8.1f ns  (%.1fx)" % (
+                        what + " session:", during["ns_per_pair"],
+                        during["ns_per_pair"] / alone["ns_per_pair"]))
+            print()
+
+    def offline(self):
+        rows = self.of_kind("offline")
+        if not rows:
+            return
+        fmt = "%-16s %10s %11s %9s %10s %12s"
+        print("offline stages on a %s-event trace (mt-gen), %d runs each"
+              % (count(rows[0]["events"]), runs_of(self.results, rows[0])))
+        print(fmt % ("stage", "input", "cat input", "median", "events/s",
+                     "input MB/s"))
+        for row in rows:
+            base, median = medians(self.results, row)
+            events_s = row["events"] / median
+            print(fmt % (row["label"], "%.0f MB" % (row["input_bytes"] / 1e6),
+                         secs(base), secs(median), rate(events_s),
+                         "%.0f" % (row["input_bytes"] / 1e6 / median)))
+            if row["name"] in ("encode", "reconstruct"):
+                self.target("%s events/s, one core" % row["label"],
+                            ">= 10 M/s", rate(events_s),
+                            events_s >= OFFLINE_MIN_EVENTS_S)
+        print()
+
+    def target_table(self):
+        fmt = "%-42s %-28s %-32s %s"
+        print(fmt % ("target (issue 6)", "goal", "measured", "met"))
+        for what, goal, measured, met in self.targets:
+            verdict = {True: "met", False: "NOT MET", None: "not tested"}[met]
+            print(fmt % (what, goal, measured, verdict))
+        for row in self.of_kind("elapsed"):
+            print()
+            print("bench/run took %d s" % row["seconds"])
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: bench/table.py RESULTS_DIR")
+    table = Table(sys.argv[1])
+    table.header()
+    table.tracer()
+    table.percall()
+    table.bystander()
+    table.offline()
+    table.target_table()
+
+
+if __name__ == "__main__":
+    main()
