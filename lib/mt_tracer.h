@@ -21,6 +21,10 @@ struct mt_tracer_opts {
 	bool track_allocators;
 	bool rss;	       /* kmem:rss_stat events (needs tracefs) */
 	const char *libc_path; /* C library to probe; NULL: mt-trace's own */
+	const char *control_path; /* --control FIFO, or NULL */
+	bool start_disabled;	  /* allocator and syscall events off at first */
+	bool physical;		  /* --physical: PSS of the tree */
+	uint64_t interval_ns;	  /* --interval for PSS sampling */
 	int verbose;
 };
 
@@ -30,5 +34,8 @@ struct mt_tracer_opts {
  * messages to stderr.
  */
 int mt_trace_run(const struct mt_tracer_opts *opts);
+
+/* How --physical is measured on this kernel, in words, for stderr. */
+const char *mt_physical_method_note(void);
 
 #endif /* MT_TRACER_H */

@@ -25,6 +25,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -36,8 +37,10 @@
 #include <bpf/libbpf.h>
 
 #include "mt_attach.h"
+#include "mt_control.h"
 #include "mt_elf.h"
 #include "mt_probe.h"
+#include "mt_pss.h"
 #include "mt_raw.h"
 #include "mt_tracer.h"
 #include "mt_trace.skel.h"
@@ -50,6 +53,8 @@
 /* How often the events ring is drained when it does not wake us (its BPF
  * side wakes the consumer only at a fill level). */
 #define DRAIN_INTERVAL_MS 50
+
+static uint64_t clock_ns(clockid_t id);
 
 /* libbpf's print callback has no context pointer */
 static int mt_tracer_verbose;
@@ -70,7 +75,14 @@ struct tracer {
 	int release_fd;	 /* write end: one byte lets the child exec */
 	int exec_err_fd; /* read end: errno of a failed exec */
 	int ncpus;
-	bool rss; /* kmem:rss_stat is traced */
+	bool rss;     /* kmem:rss_stat is traced */
+	bool enabled; /* allocator and syscall events on (control FIFO) */
+	struct mt_control control;
+	bool has_control;
+	int sample_fd; /* timerfd for --physical sampling, or -1 */
+	/* processes alive now, from the lifecycle events (for sampling) */
+	pid_t *live;
+	size_t nlive, cap_live;
 	/* records consumed in this drain, before merging by time */
 	struct mt_event *ev;
 	size_t nev, cap_ev;
@@ -162,6 +174,8 @@ static void run_child(const struct mt_tracer_opts *o, int release_fd,
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL);
 	redirect_child_stdout(o);
+	if (o->control_path)
+		setenv("MT_CONTROL", o->control_path, 1);
 	drop_sudo_privileges();
 	execvp(o->argv[0], o->argv);
 	e = errno;
@@ -304,6 +318,8 @@ static int load_bpf(struct tracer *t, bool multi)
 	bpf_map__set_max_entries(skel->maps.events, o->ring_bytes);
 	skel->rodata->page_size = sysconf(_SC_PAGESIZE);
 	skel->rodata->wakeup_bytes = o->ring_bytes / 8;
+	skel->data->allocs_enabled = !o->start_disabled;
+	skel->data->syscalls_enabled = !o->start_disabled;
 	skel->rodata->lifecycle_wakeup_bytes =
 	    bpf_map__max_entries(skel->maps.lifecycle) / 4;
 	if (!t->rss) {
@@ -421,6 +437,22 @@ static int on_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+static void live_add(struct tracer *t, pid_t pid)
+{
+	t->live = grow(t->live, &t->cap_live, t->nlive + 1, sizeof(*t->live));
+	t->live[t->nlive++] = pid;
+}
+
+static void live_remove(struct tracer *t, pid_t pid)
+{
+	for (size_t i = 0; i < t->nlive; i++) {
+		if (t->live[i] == pid) {
+			t->live[i] = t->live[--t->nlive];
+			return;
+		}
+	}
+}
+
 /* Lifecycle records keep their payload (an exec's path) as DATA slots
  * right after the record, as the raw format wants them. */
 static int on_lifecycle(void *ctx, void *data, size_t size)
@@ -431,6 +463,10 @@ static int on_lifecycle(void *ctx, void *data, size_t size)
 
 	if (size < sizeof(*e))
 		return 0;
+	if (e->kind == MT_EV_FORK)
+		live_add(t, e->pid);
+	else if (e->kind == MT_EV_EXIT)
+		live_remove(t, e->pid);
 	if (e->kind == MT_EV_EXEC) {
 		payload = e->aux;
 		if (payload > size - sizeof(*e))
@@ -542,7 +578,7 @@ static void sort_by_time(struct mt_event *ev, size_t n)
  * process the events ring gave us, its fork is already in this drain, and
  * its exit comes no earlier than its last event.
  */
-static int drain(struct tracer *t)
+static int collect(struct tracer *t)
 {
 	size_t i = 0, j = 0;
 	int rc;
@@ -567,7 +603,38 @@ static int drain(struct tracer *t)
 		if (rc)
 			return -1;
 	}
-	return write_batch(t);
+	return 0;
+}
+
+static int drain(struct tracer *t)
+{
+	return collect(t) || write_batch(t) ? -1 : 0;
+}
+
+/*
+ * An event mt-trace itself makes (marker, enable, disable, PSS sample):
+ * stamped now, after everything the rings hold, so it lands after every
+ * event that happened before it.
+ */
+static int append_own_event(struct tracer *t, uint16_t kind, pid_t pid,
+			    const void *payload, size_t len,
+			    const struct mt_event *fields)
+{
+	struct mt_event
+	    slots[1 + (MT_MARKER_MAX + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE];
+	size_t nslots = 1 + (len + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE;
+
+	if (collect(t))
+		return -1;
+	memset(slots, 0, nslots * MT_EVENT_SIZE);
+	if (fields)
+		slots[0] = *fields;
+	slots[0].timestamp = clock_ns(CLOCK_MONOTONIC);
+	slots[0].pid = slots[0].tid = pid;
+	slots[0].kind = kind;
+	slots[0].aux = len ? len : slots[0].aux;
+	memcpy(&slots[1], payload, len);
+	return append_slots(t, slots, nslots);
 }
 
 /* ---- the loop ------------------------------------------------------------ */
@@ -646,7 +713,8 @@ static int write_header(struct tracer *t)
 	meta.clock_id = CLOCK_MONOTONIC;
 	meta.root_pid = t->child;
 	meta.flags =
-	    MT_HDR_SYSCALLS | (o->track_allocators ? MT_HDR_ALLOCATORS : 0);
+	    MT_HDR_SYSCALLS | (o->track_allocators ? MT_HDR_ALLOCATORS : 0) |
+	    (t->rss ? MT_HDR_RSS : 0) | (o->physical ? MT_HDR_PHYSICAL : 0);
 	meta.start_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
 	meta.start_realtime_ns = clock_ns(CLOCK_REALTIME);
 	meta.host = un.nodename;
@@ -683,20 +751,135 @@ static void report_exec_failure(struct tracer *t)
 			strerror(e));
 }
 
+/* ---- control FIFO and sampling ----------------------------------------- */
+
+static void set_enabled(struct tracer *t, bool on)
+{
+	t->skel->data->allocs_enabled = on;
+	t->skel->data->syscalls_enabled = on;
+	t->enabled = on;
+}
+
+static void on_control(void *ctx, enum mt_control_cmd cmd, const char *arg,
+		       size_t arglen, const char *line)
+{
+	struct tracer *t = ctx;
+	int rc = 0;
+
+	switch (cmd) {
+	case MT_CTL_ENABLE:
+	case MT_CTL_DISABLE:
+		/* drain first: what happened before the switch stays in */
+		rc = collect(t);
+		set_enabled(t, cmd == MT_CTL_ENABLE);
+		if (!rc)
+			rc = append_own_event(
+			    t,
+			    cmd == MT_CTL_ENABLE ? MT_EV_ENABLE : MT_EV_DISABLE,
+			    0, NULL, 0, NULL);
+		break;
+	case MT_CTL_MARKER:
+		rc = append_own_event(t, MT_EV_MARKER, 0, arg, arglen, NULL);
+		break;
+	case MT_CTL_INVALID:
+		fprintf(stderr,
+			"mt-trace: %s: unknown command '%.80s' (expected "
+			"enable, disable or marker NAME)\n",
+			t->control.path, line);
+		break;
+	}
+	if (rc == 0 && cmd != MT_CTL_INVALID && t->opts->verbose)
+		fprintf(stderr, "mt-trace: control: %s\n", line);
+	mt_control_ack(&t->control);
+}
+
+static int open_control(struct tracer *t)
+{
+	const char *path = t->opts->control_path;
+	uid_t uid = -1;
+	gid_t gid = -1;
+	int err;
+
+	if (!path)
+		return 0;
+	if (getuid() == 0 && getenv("SUDO_UID") && getenv("SUDO_GID")) {
+		uid = strtoul(getenv("SUDO_UID"), NULL, 10);
+		gid = strtoul(getenv("SUDO_GID"), NULL, 10);
+	}
+	err = mt_control_open(&t->control, path, uid, gid);
+	if (err) {
+		fprintf(stderr, "mt-trace: --control %s: %s\n", path,
+			strerror(-err));
+		mt_control_close(&t->control);
+		return -1;
+	}
+	t->has_control = true;
+	return 0;
+}
+
+/* --physical without the kernel's rmap hooks: PSS of each live process */
+static int sample_pss(struct tracer *t)
+{
+	for (size_t i = 0; i < t->nlive; i++) {
+		struct mt_event fields = {0};
+		struct mt_pss pss;
+
+		if (mt_pss_read(t->live[i], &pss))
+			continue; /* it just exited */
+		fields.size = pss.pss;
+		fields.addr = pss.pss_anon;
+		fields.old_addr = pss.pss_file;
+		fields.old_size = pss.pss_shmem;
+		if (append_own_event(t, MT_EV_PSS, t->live[i], NULL, 0,
+				     &fields))
+			return -1;
+	}
+	return 0;
+}
+
+static int start_sampling(struct tracer *t)
+{
+	uint64_t ns = t->opts->interval_ns;
+	struct itimerspec its = {
+	    .it_interval = {ns / 1000000000, ns % 1000000000},
+	    .it_value = {ns / 1000000000, ns % 1000000000},
+	};
+
+	t->sample_fd = -1;
+	if (!t->opts->physical)
+		return 0;
+	t->sample_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	if (t->sample_fd < 0 || timerfd_settime(t->sample_fd, 0, &its, NULL)) {
+		fprintf(stderr, "mt-trace: timerfd: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+enum { SRC_RING, SRC_CHILD, SRC_SIGNAL, SRC_CONTROL, SRC_SAMPLE };
+
+static void watch(int epfd, int fd, uint32_t id)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.u32 = id};
+
+	if (fd >= 0)
+		epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
 static int trace_loop(struct tracer *t, int sfd)
 {
-	struct epoll_event evs[4], ev = {.events = EPOLLIN};
+	struct epoll_event evs[8];
 	int epfd = epoll_create1(EPOLL_CLOEXEC);
 	bool child_done = false;
+	uint64_t ticks;
 
-	ev.data.u32 = 0;
-	epoll_ctl(epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(t->rings), &ev);
-	ev.data.u32 = 1;
-	epoll_ctl(epfd, EPOLL_CTL_ADD, t->pidfd, &ev);
-	ev.data.u32 = 2;
-	epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev);
-	while (!child_done) {
-		int n = epoll_wait(epfd, evs, 4, DRAIN_INTERVAL_MS);
+	watch(epfd, ring_buffer__epoll_fd(t->rings), SRC_RING);
+	watch(epfd, t->pidfd, SRC_CHILD);
+	watch(epfd, sfd, SRC_SIGNAL);
+	watch(epfd, t->has_control ? t->control.fd : -1, SRC_CONTROL);
+	watch(epfd, t->sample_fd, SRC_SAMPLE);
+	while (!child_done && !t->output_failed) {
+		int n = epoll_wait(epfd, evs, 8, DRAIN_INTERVAL_MS);
 
 		if (n < 0 && errno != EINTR) {
 			fprintf(stderr, "mt-trace: epoll: %s\n",
@@ -704,16 +887,28 @@ static int trace_loop(struct tracer *t, int sfd)
 			break;
 		}
 		for (int i = 0; i < n; i++) {
-			if (evs[i].data.u32 == 1)
+			switch (evs[i].data.u32) {
+			case SRC_CHILD:
 				child_done = true;
-			else if (evs[i].data.u32 == 2)
+				break;
+			case SRC_SIGNAL:
 				forward_signal(t, sfd);
+				break;
+			case SRC_CONTROL:
+				mt_control_read(&t->control, on_control, t);
+				break;
+			case SRC_SAMPLE:
+				if (read(t->sample_fd, &ticks, sizeof(ticks)) >
+				    0)
+					sample_pss(t);
+				break;
+			}
 		}
 		if (drain(t))
 			break;
 	}
 	close(epfd);
-	return child_done ? 0 : -1;
+	return child_done && !t->output_failed ? 0 : -1;
 }
 
 struct detach_job {
@@ -776,6 +971,11 @@ static void detach_all(struct tracer *t)
 
 static void cleanup(struct tracer *t)
 {
+	if (t->has_control)
+		mt_control_close(&t->control);
+	if (t->sample_fd >= 0)
+		close(t->sample_fd);
+	free(t->live);
 	ring_buffer__free(t->rings);
 	detach_all(t);
 	mt_attach_destroy(&t->attach);
@@ -788,7 +988,11 @@ static void cleanup(struct tracer *t)
 
 int mt_trace_run(const struct mt_tracer_opts *opts)
 {
-	struct tracer t = {.opts = opts, .release_fd = -1, .pidfd = -1};
+	struct tracer t = {.opts = opts,
+			   .release_fd = -1,
+			   .pidfd = -1,
+			   .sample_fd = -1,
+			   .enabled = !opts->start_disabled};
 	struct mt_meta end = {0};
 	uint64_t rss_dropped;
 	sigset_t old;
@@ -806,7 +1010,12 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	t.rss = opts->rss && ensure_tracefs() == 0;
 	if (opts->rss && !t.rss)
 		fprintf(stderr, "mt-trace: warning: tracing without RSS\n");
-	if (setup_bpf(&t) || write_header(&t) || release_child(&t)) {
+	live_add(&t, t.child);
+	if (opts->physical)
+		fprintf(stderr, "mt-trace: physical memory: %s\n",
+			mt_physical_method_note());
+	if (open_control(&t) || setup_bpf(&t) || start_sampling(&t) ||
+	    write_header(&t) || release_child(&t)) {
 		/* closing the door makes the waiting child exit */
 		close(t.release_fd);
 		waitpid(t.child, NULL, 0);

@@ -18,36 +18,47 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: mt-trace [-v] [-o FILE] [--child-stdout FILE] "
-		"[--ring-size SIZE]\n"
-		"                [--track-allocators=BOOL] [--libc PATH] "
-		"-- CMD [ARGS...]\n"
-		"\n"
-		"Run CMD and write its memory events (allocator calls, "
-		"mmap/munmap/mremap/brk,\nfork/exec/exit of every process it "
-		"starts) as a raw stream to stdout.\n"
-		"\n"
-		"  -o, --output FILE         write the trace to FILE, not "
-		"stdout\n"
-		"      --child-stdout FILE   send CMD's stdout to FILE "
-		"(default: stderr when\n"
-		"                            the trace goes to stdout)\n"
-		"      --ring-size SIZE      events ring buffer (default "
-		"8MiB; power of two)\n"
-		"      --track-allocators=BOOL  trace malloc & co. (default "
-		"true; env\n"
-		"                            MT_TRACK_ALLOCATORS=0 turns it "
-		"off)\n"
-		"      --libc PATH           the C library to probe "
-		"(default: mt-trace's own)\n"
-		"  -v, --verbose             say what is attached; twice: "
-		"libbpf's debug output\n"
-		"  -h, --help                this text\n"
-		"\n"
-		"Exit status: CMD's (128+N if killed by signal N); 125 if "
-		"mt-trace failed,\n126 if CMD cannot be run, 127 if it was "
-		"not found.\n");
+	fputs("usage: mt-trace [-v] [-o FILE] [--child-stdout FILE] "
+	      "[--ring-size SIZE]\n"
+	      "                [--track-allocators=BOOL] [--libc PATH] "
+	      "[--control FIFO]\n"
+	      "                [--start-disabled] [--physical] "
+	      "[--interval DURATION] -- CMD [ARGS...]\n"
+	      "\n"
+	      "Run CMD and write its memory events (allocator calls, "
+	      "mmap/munmap/mremap/brk,\nRSS, fork/exec/exit of every process "
+	      "it starts) as a raw stream to stdout.\n"
+	      "\n"
+	      "  -o, --output FILE         write the trace to FILE, not "
+	      "stdout\n"
+	      "      --child-stdout FILE   send CMD's stdout to FILE (default: "
+	      "stderr when\n"
+	      "                            the trace goes to stdout)\n"
+	      "      --ring-size SIZE      events ring buffer (default 8MiB; "
+	      "power of two)\n"
+	      "      --track-allocators=BOOL  trace malloc & co. (default "
+	      "true; env\n"
+	      "                            MT_TRACK_ALLOCATORS=0 turns it "
+	      "off)\n"
+	      "      --libc PATH           the C library to probe (default: "
+	      "mt-trace's own)\n"
+	      "      --control FIFO        create FIFO (and FIFO.ack) and obey "
+	      "its commands:\n"
+	      "                            enable, disable, marker NAME\n"
+	      "      --start-disabled      allocator and syscall events off "
+	      "until 'enable'\n"
+	      "      --physical            record the tree's physical memory "
+	      "(PSS)\n"
+	      "      --interval DURATION   PSS sampling period (default "
+	      "10ms)\n"
+	      "  -v, --verbose             say what is attached; twice: "
+	      "libbpf's debug output\n"
+	      "  -h, --help                this text\n"
+	      "\n"
+	      "Exit status: CMD's (128+N if killed by signal N); 125 if "
+	      "mt-trace failed,\n126 if CMD cannot be run, 127 if it was not "
+	      "found.\n",
+	      f);
 }
 
 static bool parse_bool(const char *s, const char *what)
@@ -78,13 +89,26 @@ static uint64_t parse_ring_size(const char *s)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_CHILD_STDOUT = 256, OPT_RING, OPT_TRACK, OPT_LIBC };
+	enum {
+		OPT_CHILD_STDOUT = 256,
+		OPT_RING,
+		OPT_TRACK,
+		OPT_LIBC,
+		OPT_CONTROL,
+		OPT_START_DISABLED,
+		OPT_PHYSICAL,
+		OPT_INTERVAL,
+	};
 	static const struct option longopts[] = {
 	    {"output", required_argument, NULL, 'o'},
 	    {"child-stdout", required_argument, NULL, OPT_CHILD_STDOUT},
 	    {"ring-size", required_argument, NULL, OPT_RING},
 	    {"track-allocators", optional_argument, NULL, OPT_TRACK},
 	    {"libc", required_argument, NULL, OPT_LIBC},
+	    {"control", required_argument, NULL, OPT_CONTROL},
+	    {"start-disabled", no_argument, NULL, OPT_START_DISABLED},
+	    {"physical", no_argument, NULL, OPT_PHYSICAL},
+	    {"interval", required_argument, NULL, OPT_INTERVAL},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
@@ -95,6 +119,7 @@ int main(int argc, char **argv)
 	    .ring_bytes = DEFAULT_RING_BYTES,
 	    .track_allocators = true,
 	    .rss = true,
+	    .interval_ns = 10000000,
 	};
 	const char *out_path = NULL, *env;
 	int c;
@@ -121,6 +146,23 @@ int main(int argc, char **argv)
 			break;
 		case OPT_LIBC:
 			o.libc_path = optarg;
+			break;
+		case OPT_CONTROL:
+			o.control_path = optarg;
+			break;
+		case OPT_START_DISABLED:
+			o.start_disabled = true;
+			break;
+		case OPT_PHYSICAL:
+			o.physical = true;
+			break;
+		case OPT_INTERVAL:
+			if (mt_parse_duration(optarg, &o.interval_ns) ||
+			    o.interval_ns < 1000000)
+				errx(MT_EXIT_TRACER_FAILED,
+				     "--interval: '%s' is not a duration of at "
+				     "least 1ms",
+				     optarg);
 			break;
 		case 'v':
 			o.verbose++;
