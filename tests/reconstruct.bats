@@ -1,0 +1,295 @@
+#!/usr/bin/env bats
+# mt-reconstruct on hand-made artifacts (tests/lib/mkartifact.py) whose
+# peaks, totals and leaks are known by construction, on the memtrack test
+# vector, and on mt-gen raw streams checked against mt-gen's own --expect.
+
+load helpers
+
+MK="$TOP/tests/lib/mkartifact.py"
+MiB=1048576
+
+setup() {
+	T="$BATS_TEST_TMPDIR"
+}
+
+# mk NAME [MKARTIFACT OPTIONS] < script: writes $T/NAME.msgpack
+mk() {
+	local name=$1
+	shift
+	"$PY" "$MK" "$@" >"$T/$name.msgpack"
+}
+
+# recon NAME [OPTIONS]: $T/NAME.json from $T/NAME.msgpack, must succeed
+recon() {
+	local name=$1
+	shift
+	mt-reconstruct "$@" "$T/$name.msgpack" >"$T/$name.json"
+}
+
+# j NAME FILTER: a jq value of $T/NAME.json
+j() {
+	jq -c "$2" "$T/$1.json"
+}
+
+# The issue's example: 10 x 1 MiB, free 5, 2 MiB more; exit.
+ten_mib() {
+	for i in 0 1 2 3 4 5 6 7 8 9; do
+		echo "Malloc addr=$((0x100000 + i * 0x200000)) size=1MiB"
+	done
+	for i in 0 1 2 3 4; do
+		echo "Free addr=$((0x100000 + i * 0x200000))"
+	done
+	echo "Malloc addr=0x9000000 size=2MiB"
+	echo "Exit exit_code=0"
+}
+
+@test "peak, totals and leaks of 10 x 1 MiB, free 5, 2 MiB" {
+	ten_mib | mk a --command "./ten a"
+	recon a
+	[ "$(j a .format)" = '"mt-timelines"' ]
+	[ "$(j a .tree.heap.peak)" = $((10 * MiB)) ]
+	# events every 1000 ns from the start: the 10th malloc is at 10 us
+	[ "$(j a .tree.heap.peak_t_ns)" = 10000 ]
+	[ "$(j a .tree.totals.allocated_bytes)" = $((12 * MiB)) ]
+	[ "$(j a .tree.totals.allocations)" = 11 ]
+	[ "$(j a .tree.totals.frees)" = 5 ]
+	[ "$(j a .tree.totals.calls.malloc)" = 11 ]
+	[ "$(j a .tree.leaks.bytes)" = $((7 * MiB)) ]
+	[ "$(j a .tree.leaks.count)" = 6 ]
+	[ "$(j a '.tree.leaks.blocks[0].size')" = $((2 * MiB)) ]
+	[ "$(j a '.tree.leaks.blocks[0].at')" = '"exit"' ]
+	[ "$(j a '.tree.leaks.blocks[0].first_seen_ns')" = 16000 ]
+	[ "$(j a .command)" = '["./ten","a"]' ]
+	[ "$(j a .exit)" = '{"code":0}' ]
+	[ "$(j a .input.complete)" = true ]
+	[ "$(j a '.processes | length')" = 1 ]
+	[ "$(j a '.processes[0].pid')" = 100 ]
+	[ "$(j a '.processes[0].end_ns')" = 17000 ]
+}
+
+@test "fork: the child starts with the parent's blocks; freeing them is no error" {
+	mk a <<-EOF
+		Malloc addr=0xa000 size=100
+		Malloc addr=0xb000 size=50
+		Fork pid=200 ppid=100
+		Free pid=200 addr=0xa000
+		Malloc pid=200 addr=0xc000 size=30
+		Free addr=0xa000
+		Exit pid=200 exit_code=1
+		Exit exit_code=0
+	EOF
+	recon a
+	[ "$(j a .tree.totals.unknown_frees)" = 0 ]
+	# inherited blocks count once, in the parent: 150 + the child's 30
+	[ "$(j a .tree.heap.peak)" = 180 ]
+	[ "$(j a '.processes[1].pid')" = 200 ]
+	[ "$(j a '.processes[1].ppid')" = 100 ]
+	[ "$(j a '.processes[1].heap.peak')" = 30 ]
+	[ "$(j a '.processes[1].leaks.bytes')" = 30 ]
+	[ "$(j a '.processes[1].exit')" = '{"code":1}' ]
+	[ "$(j a '.processes[0].leaks.bytes')" = 50 ]
+}
+
+@test "exec ends the address space: live blocks are leaks at exec" {
+	mk a <<-EOF
+		Malloc addr=0xa000 size=64
+		Exec path=/usr/bin/next
+		Free addr=0xa000
+		Malloc addr=0xa000 size=8
+		Free addr=0xa000
+		Exit signal=9
+	EOF
+	recon a
+	[ "$(j a '.processes[0].execs[0].path')" = '"/usr/bin/next"' ]
+	[ "$(j a '.processes[0].leaks.bytes')" = 64 ]
+	[ "$(j a '.processes[0].leaks.blocks[0].at')" = '"exec"' ]
+	[ "$(j a '.processes[0].leaks.blocks[0].at_ns')" = 2000 ]
+	# the free after exec is of an address the new program never had
+	[ "$(j a .tree.totals.unknown_frees)" = 1 ]
+	[ "$(j a .tree.totals.frees)" = 1 ]
+	[ "$(j a '.processes[0].exit')" = '{"signal":9}' ]
+}
+
+@test "a free of an unknown address is counted, never a negative heap" {
+	mk a <<-EOF
+		Free addr=0xdead0
+		Free addr=0xdead0
+		Malloc addr=0xa000 size=10
+		Free addr=0xbeef0
+		Exit exit_code=0
+	EOF
+	recon a
+	[ "$(j a .tree.totals.unknown_frees)" = 3 ]
+	[ "$(j a .tree.heap.peak)" = 10 ]
+	[ "$(j a '[.tree.heap.points[][1,2]] | min')" = 0 ]
+	[ "$(j a '[.tree.heap.points[][1,2]] | max')" = 10 ]
+}
+
+@test "realloc moves bytes; realloc(NULL) allocates; realloc(p, 0) frees" {
+	mk a <<-EOF
+		Realloc addr=0xa000 size=100 old_addr=0
+		Realloc addr=0xb000 size=300 old_addr=0xa000
+		Realloc addr=0xb000 size=200 old_addr=0xb000
+		Realloc addr=0 size=0 old_addr=0xb000
+		Exit exit_code=0
+	EOF
+	recon a
+	[ "$(j a .tree.heap.peak)" = 300 ]
+	[ "$(j a '[.tree.heap.points[][2]]')" = '[100,300,200,0]' ]
+	[ "$(j a .tree.totals.allocations)" = 3 ]
+	[ "$(j a .tree.totals.reallocs)" = 4 ]
+	[ "$(j a .tree.totals.allocated_bytes)" = 600 ]
+	[ "$(j a .tree.leaks.bytes)" = 0 ]
+}
+
+@test "mapped memory: munmap of a hole, MAP_FIXED over, mremap, brk without old_addr" {
+	mk a <<-EOF
+		Mmap addr=0x100000 size=12288
+		Munmap addr=0x101000 size=4096
+		Mmap addr=0x100000 size=4096
+		Mremap addr=0x300000 size=65536 old_addr=0x102000 old_size=4096
+		Brk addr=0x500000
+		Brk addr=0x504000
+		Brk addr=0x501000
+		Exit exit_code=0
+	EOF
+	recon a
+	[ "$(j a '[.tree.mapped.points[][2]]')" = "[12288,8192,69632,86016,73728,0]" ]
+	[ "$(j a .tree.mapped.peak)" = 86016 ]
+}
+
+@test "--resolution 1ms buckets the series and keeps the exact peak" {
+	# 20,000 events 1 us apart: a saw tooth of 100 B with one 7777 B spike
+	"$PY" - >"$T/s" <<-'EOF'
+		for i in range(10000):
+		    print("Malloc addr=0xa000 size=%d" % (7777 if i == 4321 else 100))
+		    print("Free addr=0xa000")
+		print("Exit exit_code=0")
+	EOF
+	mk a <"$T/s"
+	recon a --resolution 1ms
+	[ "$(j a .resolution.mode)" = '"fixed"' ]
+	[ "$(j a .tree.heap.bucket_ns)" = 1000000 ]
+	[ "$(j a .tree.heap.peak)" = 7777 ]
+	# malloc number 4321 is event 8643: at 8,643,000 ns
+	[ "$(j a .tree.heap.peak_t_ns)" = 8643000 ]
+	[ "$(j a '.tree.heap.points | length')" -le 22 ]
+	[ "$(j a '[.tree.heap.points[][1]] | max')" = 7777 ]
+	[ "$(j a '.tree.heap.points[] | select(.[1] == 7777) | .[0]')" = 8000000 ]
+	recon a --resolution 0
+	# one point per heap change: 10,000 mallocs and 10,000 frees
+	[ "$(j a .resolution.mode)" = '"exact"' ]
+	[ "$(j a '.tree.heap.points | length')" = 20000 ]
+	recon a --max-points 10
+	[ "$(j a '.tree.heap.points | length')" -le 10 ]
+	[ "$(j a '[.tree.heap.points[][1]] | max')" = 7777 ]
+}
+
+@test "lost events and allocators_tracked are carried into the timelines" {
+	mk a --no-allocators <<-EOF
+		Lost count=3
+		Mmap addr=0x100000 size=4096
+		Lost count=2
+		Exit exit_code=0
+	EOF
+	recon a
+	[ "$(j a .lost_events)" = 5 ]
+	[ "$(j a .allocators_tracked)" = false ]
+	[ "$(j a .tree.mapped.peak)" = 4096 ]
+}
+
+@test "the CodSpeed memtrack vector (zstd -dc) reconstructs" {
+	zstd -dc "$TOP/../shared/vectors/codspeed-realloc.MemtrackArtifact.msgpack" \
+		>"$T/m.msgpack"
+	recon m
+	[ "$(j m .input.format)" = '"memtrack"' ]
+	[ "$(j m .input.complete)" = true ]
+	[ "$(j m .exit)" = null ]
+	[ "$(j m .tree.heap.peak)" = 42 ]
+	[ "$(j m .tree.totals.allocations)" = 1 ]
+	[ "$(j m .tree.totals.calls.realloc)" = 1 ]
+	[ "$(j m .tree.leaks.bytes)" = 42 ]
+	[ "$(j m '.tree.leaks.blocks[0].at')" = '"end"' ]
+	[ "$(j m '.processes[0].pid')" = 1 ]
+}
+
+@test "memtrack-style events without header: same heap as the artifact" {
+	ten_mib | mk a
+	ten_mib | mk m --memtrack
+	recon a
+	recon m
+	[ "$(j m .tree.heap.peak)" = "$(j a .tree.heap.peak)" ]
+	[ "$(j m .tree.totals)" = "$(j a .tree.totals)" ]
+	[ "$(j m .tree.leaks.bytes)" = "$(j a .tree.leaks.bytes)" ]
+}
+
+@test "JSON Lines input gives the same timelines as MessagePack" {
+	ten_mib | mk a
+	ten_mib | "$PY" "$MK" --jsonl >"$T/l.jsonl"
+	mt-reconstruct "$T/l.jsonl" >"$T/l.json"
+	recon a
+	[ "$(jq -c 'del(.input)' "$T/l.json")" = "$(j a 'del(.input)')" ]
+}
+
+@test "reads stdin and writes -o FILE" {
+	ten_mib | mk a
+	mt-reconstruct -o "$T/o.json" <"$T/a.msgpack"
+	[ "$(jq .tree.heap.peak "$T/o.json")" = $((10 * MiB)) ]
+}
+
+@test "a truncated artifact: exit 1, timelines marked incomplete" {
+	ten_mib | mk a --no-trailer
+	run mt-reconstruct -o "$T/a.json" "$T/a.msgpack"
+	assert_failure 1
+	assert_output --partial "mt-reconstruct: $T/a.msgpack: byte"
+	[ "$(j a .input.complete)" = false ]
+	[ "$(j a .tree.heap.peak)" = $((10 * MiB)) ]
+	# cut in the middle of an event map
+	ten_mib | mk b
+	head -c 300 "$T/b.msgpack" >"$T/c.msgpack"
+	run mt-reconstruct -o "$T/c.json" "$T/c.msgpack"
+	assert_failure 1
+	[ "$(j c .input.complete)" = false ]
+	[ "$(j c .input.error | grep -c byte)" = 1 ]
+}
+
+@test "unusable input: exit 2 with the reason" {
+	printf 'hello' >"$T/bad"
+	run mt-reconstruct "$T/bad"
+	assert_failure 2
+	assert_output --partial "mt-reconstruct: $T/bad: byte 0: unknown format"
+	: >"$T/empty"
+	run mt-reconstruct "$T/empty"
+	assert_failure 2
+	run mt-reconstruct "$T/missing"
+	assert_failure 2
+	ten_mib | mk a
+	recon a
+	run mt-reconstruct "$T/a.json"
+	assert_failure 2
+	assert_output --partial "timelines"
+	run mt-reconstruct --resolution 5 "$T/a.msgpack"
+	assert_failure 2
+}
+
+@test "--help prints the usage" {
+	run mt-reconstruct --help
+	assert_success
+	assert_output --partial "usage: mt-reconstruct"
+}
+
+@test "mt-gen raw stream: calls and events agree with mt-gen's own truth" {
+	[ -x "$MT_BUILD/tests/mt-gen" ] || skip "build/tests/mt-gen not built"
+	"$MT_BUILD/tests/mt-gen" --events 20000 --seed 7 --expect "$T/x.jsonl" \
+		-o "$T/g.raw"
+	mt-reconstruct "$T/g.raw" >"$T/g.json"
+	for k in 1:malloc 3:calloc 4:realloc 5:aligned_alloc 2:free; do
+		want=$(jq -s "map(select(.kind == ${k%%:*})) | length" "$T/x.jsonl")
+		[ "$(j g ".tree.totals.calls.${k#*:}")" = "$want" ]
+	done
+	[ "$(j g .events)" = "$(wc -l <"$T/x.jsonl")" ]
+	[ "$(j g .input.complete)" = true ]
+	want=$(jq -s 'map(select(.kind == 10)) | length' "$T/x.jsonl")
+	# every fork makes one process; the others were seen without a fork
+	[ "$(j g '[.processes[] | select(.ppid != null)] | length')" = "$want" ]
+}
