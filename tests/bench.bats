@@ -1,0 +1,143 @@
+#!/usr/bin/env bats
+# The benchmark machinery of issue 6: the fixtures and helpers it relies on
+# measure what they claim, every command of codspeed.yml runs, and
+# `make bench` (BENCH_QUICK=1: seconds, small inputs) prints its table.
+# No timing is asserted: a slow machine fails nothing here.
+bats_require_minimum_version 1.5.0
+load helpers
+
+PEAKRSS="$MT_BUILD/bench/peakrss"
+
+setup_file() {
+	# peakrss and the quick offline trace (build/bench/trace-100000.*)
+	make -C "$TOP" --no-print-directory -s OUTPUT="$MT_BUILD" \
+		BENCH_QUICK=1 "$MT_BUILD/bench/peakrss" bench-data >&2
+}
+
+setup() {
+	T="$BATS_TEST_TMPDIR"
+}
+
+# value KEY FILE: a number from peakrss's JSON line
+value() {
+	"$PY" -c 'import json, sys; print(json.load(open(sys.argv[2]))[sys.argv[1]])' "$1" "$2"
+}
+
+@test "peakrss: the process's own peak, not its child's" {
+	# sh forks python, which writes 64 MiB; sh itself stays small.
+	local touch64='b = b"x" * (64 << 20)'
+	run "$PEAKRSS" -o "$T/sh.json" -- sh -c "$PY -c '$touch64'; true"
+	assert_success
+	[ "$(value vm_hwm_kb "$T/sh.json")" -lt $((16 * 1024)) ]
+	[ "$(value with_children_maxrss_kb "$T/sh.json")" -ge $((64 * 1024)) ]
+
+	run "$PEAKRSS" -o "$T/py.json" -- "$PY" -c "$touch64"
+	assert_success
+	[ "$(value vm_hwm_kb "$T/py.json")" -ge $((64 * 1024)) ]
+}
+
+@test "peakrss: passes on the exit status, 127 for a missing command" {
+	run "$PEAKRSS" -o "$T/x.json" -- sh -c 'exit 7'
+	assert_failure 7
+	[ "$(value status "$T/x.json")" -eq 7 ]
+	run -127 "$PEAKRSS" -o "$T/y.json" -- "$T/no-such-command"
+}
+
+@test "allocheavy: PAIRS malloc+free pairs and 256 blocks live, by the LD_PRELOAD counter" {
+	MT_FIXTURE_LOG="$T/log" LD_PRELOAD="$MT_BUILD/preload/mtcount.so" \
+		MTCOUNT_OUT="$T/counts.jsonl" "$MT_FIXTURES/allocheavy" 1000
+	run "$PY" -c '
+import json, sys
+counts = [json.loads(l) for l in open(sys.argv[1])]
+assert len(counts) == 1, counts
+ev = counts[0]["events"]
+info = {}
+for line in open(sys.argv[2]):
+    obj = json.loads(line)
+    info[obj["info"]] = obj["value"]
+print(ev["Malloc"], ev["Free"], ev["Calloc"] + ev["Realloc"] + ev["AlignedAlloc"],
+      info["mallocs"], info["frees"], info["loop_ns"] > 0)
+' "$T/counts.jsonl" "$T/log"
+	assert_success
+	assert_output "1256 1000 0 1256 1000 True"
+}
+
+@test "bystander: prints the median ns per malloc+free pair" {
+	run "$MT_FIXTURES/bystander" 1000 3
+	assert_success
+	assert_output --regexp '^\{"pairs":1000,"rounds":3,"ns_per_pair":[0-9.]+,"min_ns_per_pair":[0-9.]+\}$'
+}
+
+@test "codspeed.yml: CodSpeed's schema, and every command runs" {
+	require_bpf
+	# the commands, in CodSpeed's shape, with the big inputs made small
+	run "$PY" -c '
+import sys, yaml
+config = yaml.safe_load(open(sys.argv[1]))
+assert set(config) <= {"$schema", "options", "benchmarks"}, set(config)
+assert {"warmup-time", "max-time"} <= set(config["options"]), config["options"]
+names = [b["name"] for b in config["benchmarks"]]
+assert len(names) == len(set(names)), names
+for b in config["benchmarks"]:
+    assert set(b) <= {"name", "exec", "options"}, b
+    print(b["exec"].replace("trace-10000000", "trace-100000")
+                   .replace("allocheavy 2000000", "allocheavy 2000")
+                   .replace("count=2000", "count=20"))
+' "$TOP/codspeed.yml"
+	assert_success
+	local commands="$output" cmd n=0
+	for name in "ls -la /usr/lib" "dd if=/dev/zero" "tar -cf -" allocheavy \
+		mt-encode mt-reconstruct mt-report; do
+		assert_output --partial "$name"
+	done
+	[ "$(grep -c -- '--track-allocators=false' <<<"$commands")" -eq 3 ]
+	[ "$(grep -c -- 'physical-or-skip' <<<"$commands")" -eq 3 ]
+	cd "$TOP"
+	while IFS= read -r cmd; do
+		# shellcheck disable=SC2086  # CodSpeed splits exec into words too
+		run $cmd
+		[ "$status" -eq 0 ] || {
+			echo "failed ($status): $cmd" >&2
+			echo "$output" | tail -5 >&2
+			return 1
+		}
+		n=$((n + 1))
+	done <<<"$(sed "s|build/|${MT_BUILD#"$TOP"/}/|g" <<<"$commands")"
+	[ "$n" -eq 13 ]
+}
+
+@test "make bench (BENCH_QUICK=1) prints the table with every benchmark" {
+	require_bpf
+	run make -C "$TOP" --no-print-directory -s OUTPUT="$MT_BUILD" \
+		BENCH_QUICK=1 bench
+	assert_success
+	assert_output --partial "BENCH_QUICK=1 make bench"
+	assert_output --partial "machine: $(nproc) CPUs"
+	local num='[0-9][0-9.]* (us|ms|s)'
+	for workload in "ls -la /usr/lib" "dd bs=1M count=200" \
+		"tar -cf - /usr/share/doc" "allocheavy 20000"; do
+		assert_output --regexp "$workload +default +$num +$num +[0-9.]+x "
+	done
+	assert_line --regexp "^ +--track-allocators=false +$num +$num"
+	if mt-trace --help | grep -q -- --physical; then
+		assert_line --regexp "^ +--physical +$num +$num +[0-9.]+x .* MB "
+	else
+		assert_line --regexp "^ +--physical +skipped: mt-trace has no --physical"
+	fi
+	assert_line --regexp "^allocation-heavy fixture: 20,000 malloc\+free pairs, 40,256 allocator calls"
+	assert_line --regexp "wall clock: +-?[0-9]+ ns"
+	assert_line --regexp "^  during an mt-trace default session: +[0-9.]+ ns"
+	for stage in mt-encode mt-reconstruct mt-report; do
+		assert_line --regexp "^$stage +[0-9]+ MB +$num +$num +[0-9.]+ M/s"
+	done
+	assert_output --partial "offline stages on a 100,000-event trace"
+	assert_line --regexp "^mt-trace own peak RSS on ls +<= 10 MB +[0-9.]+ MB +(met|NOT MET)"
+	# the table is saved too, and the events counted are the trace's
+	assert_file_exists "$MT_BUILD/bench/table.txt"
+	run "$PY" -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(r["lost"] >= 0, r["events"] >= 40256)
+' "$MT_BUILD/bench/results/allocheavy-default.trace.json"
+	assert_output "True True"
+}
