@@ -19,7 +19,8 @@
 
 #include "mt_input.h"
 
-#define READ_CHUNK  (256 * 1024)
+#define BUF_START   (64 * 1024) /* grows for long headers and objects */
+#define RAW_BUF	    (1u << 20)	/* the raw stream: big reads */
 #define MAX_HEADER  (16u << 20) /* raw stream header incl. strings */
 #define MAX_OBJECT  (4u << 20)	/* one MessagePack map or JSON line */
 #define MAX_PAYLOAD (1u << 20)	/* an EXEC path or MARKER name */
@@ -94,6 +95,26 @@ static uint64_t offset_now(const struct mt_input *in)
 	return in->buf_off + in->start;
 }
 
+/* Room for at least size bytes in the buffer. */
+static bool grow(struct mt_input *in, size_t size)
+{
+	size_t cap = in->cap;
+	unsigned char *buf;
+
+	if (size <= cap)
+		return true;
+	while (cap < size)
+		cap *= 2;
+	buf = realloc(in->buf, cap);
+	if (!buf) {
+		fail(in, offset_now(in), "out of memory");
+		return false;
+	}
+	in->buf = buf;
+	in->cap = cap;
+	return true;
+}
+
 /* Makes at least need bytes available unless the input ends first.
  * Returns false at end of input or on a read error (in->err set then). */
 static bool fill(struct mt_input *in, size_t need)
@@ -106,17 +127,8 @@ static bool fill(struct mt_input *in, size_t need)
 		in->end -= in->start;
 		in->start = 0;
 	}
-	if (need + READ_CHUNK > in->cap) {
-		size_t cap = need + READ_CHUNK;
-		unsigned char *buf = realloc(in->buf, cap);
-
-		if (!buf) {
-			fail(in, offset_now(in), "out of memory");
-			return false;
-		}
-		in->buf = buf;
-		in->cap = cap;
-	}
+	if (!grow(in, need))
+		return false;
 	while (avail(in) < need && !in->eof) {
 		size_t n =
 		    fread(in->buf + in->end, 1, in->cap - in->end, in->f);
@@ -271,6 +283,9 @@ static int raw_open(struct mt_input *in)
 	in->meta.start_monotonic_ns = hdr.start_monotonic_ns;
 	in->meta.start_realtime_ns = hdr.start_realtime_ns;
 	in->event_size = hdr.event_size;
+	/* records are copied straight out of the buffer: read big chunks */
+	if (!grow(in, RAW_BUF))
+		return -1;
 	if (raw_header_strings(in, cur(in) + sizeof(hdr), hdr.strings_size,
 			       hdr.argc))
 		return -1;
@@ -1436,7 +1451,7 @@ static int js_open(struct mt_input *in)
 	json_error_t jerr;
 	json_t *format;
 
-	fill(in, 64 * 1024);
+	fill(in, in->cap);
 	if (in->state < 0)
 		return -1;
 	nl = memchr(cur(in), '\n', avail(in));
@@ -1506,7 +1521,7 @@ static struct mt_input *input_new(FILE *f, const char *name)
 		return NULL;
 	in->f = f;
 	in->name = strdup(name);
-	in->cap = READ_CHUNK;
+	in->cap = BUF_START;
 	in->buf = malloc(in->cap);
 	msgpack_unpacked_init(&in->unpacked);
 	if (!in->name || !in->buf) {
