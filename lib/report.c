@@ -740,10 +740,15 @@ int mt_report_compare(FILE *out, json_t *base, json_t *head, double max_growth,
 				cs, grew ? "  FAIL" : "");
 			continue;
 		}
-		json_t *r = json_pack(
-		    "{s:s, s:o, s:o}", "metric", m->name, "base",
-		    known && !isnan(b) ? json_real(b) : json_null(), "head",
-		    known && !isnan(h) ? json_real(h) : json_null());
+		json_t *r =
+		    json_pack("{s:s, s:o, s:o}", "metric", m->name, "base",
+			      known && !isnan(b)
+				  ? json_deep_copy(mt_json_path(base, m->path))
+				  : json_null(),
+			      "head",
+			      known && !isnan(h)
+				  ? json_deep_copy(mt_json_path(head, m->path))
+				  : json_null());
 		json_object_set_new(r, "change_pct",
 				    isnan(pct) || isinf(pct) ? json_null()
 							     : json_real(pct));

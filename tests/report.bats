@@ -1,0 +1,297 @@
+#!/usr/bin/env bats
+# mt-report: the summary, --json, gates, --compare, SVG (rendered by
+# headless Chromium), any stage's output as input, truncated and unusable
+# inputs.  Inputs are hand-made artifacts with values known by construction.
+
+load helpers
+
+MK="$TOP/tests/lib/mkartifact.py"
+MiB=1048576
+
+setup() {
+	T="$BATS_TEST_TMPDIR"
+}
+
+mk() {
+	local name=$1
+	shift
+	"$PY" "$MK" "$@" >"$T/$name.msgpack"
+}
+
+# 10 x 1 MiB, free 5, 2 MiB more (peak 10 MiB, 12 MiB allocated in 11
+# calls, 7 MiB leaked), a child that leaks 300 B, and one 8 MiB mapping.
+ten_mib() {
+	local n=${1:-1}
+	for i in 0 1 2 3 4 5 6 7 8 9; do
+		echo "Malloc addr=$((0x100000 + i * 0x200000)) size=$((n * MiB))"
+	done
+	for i in 0 1 2 3 4; do
+		echo "Free addr=$((0x100000 + i * 0x200000))"
+	done
+	echo "Malloc addr=0x9000000 size=$((2 * n * MiB))"
+	echo "Fork pid=101 ppid=100"
+	echo "Exec pid=101 path=/usr/bin/child"
+	echo "Malloc pid=101 addr=0xc0000 size=300"
+	echo "Exit pid=101 exit_code=3"
+	echo "Mmap addr=0x7f0000000000 size=8MiB"
+	echo "Exit exit_code=0"
+}
+
+@test "summary: command, exit, counts and the table in human units" {
+	ten_mib | mk a --command "./ten --x"
+	run mt-report "$T/a.msgpack"
+	assert_success
+	assert_line --index 0 "command     ./ten --x"
+	assert_line --index 1 "exit        0"
+	assert_line --index 2 "duration    23 us"
+	assert_line --index 3 "processes   2"
+	assert_line --index 4 "events      22 (lost 0)"
+	assert_line "peak heap   10.0 MiB at 10 us"
+	assert_line --regexp '^tree +10\.0 MiB +12\.0 MiB +12 +5 +.* 7\.00 MiB +8\.00 MiB$'
+	assert_line --regexp '^ +100 ten +10\.0 MiB +12\.0 MiB +11 +5 +1\.09 MiB +7\.00 MiB +8\.00 MiB$'
+	assert_line --regexp '^ +101 child +300 B +300 B +1 +0 +300 B +300 B +0 B$'
+	assert_line --regexp '^  \[1\.00 MiB, 2\.00 MiB\) +10 +10\.0 MiB'
+	assert_line --regexp '^ +1,048,576 +10$'
+	refute_output --partial "incomplete"
+}
+
+@test "thousands separators and --top" {
+	"$PY" - >"$T/s" <<-'EOF'
+		for i in range(12345):
+		    print("Malloc addr=%d size=16" % (0x10000 + 16 * i))
+		for p in range(3):
+		    print("Fork pid=%d ppid=100" % (200 + p))
+		    print("Malloc pid=%d addr=0x10 size=%d" % (200 + p, p + 1))
+		print("Exit exit_code=0")
+	EOF
+	mk a <"$T/s"
+	run mt-report --top 2 "$T/a.msgpack"
+	assert_success
+	assert_line --regexp '^tree +.* 12,348 +0 '
+	assert_line --regexp '^ +16 +12,345$'
+	assert_line "(2 more processes: --top 0 lists all)"
+	assert_line --regexp '^ +202 \? +3 B '
+	refute_line --regexp '^ +201 '
+}
+
+@test "--json: the same facts for scripts" {
+	ten_mib | mk a
+	mt-report --json "$T/a.msgpack" >"$T/r.json"
+	[ "$(jq .tree.peak_heap "$T/r.json")" = $((10 * MiB)) ]
+	[ "$(jq .tree.total_allocated "$T/r.json")" = $((12 * MiB + 300)) ]
+	[ "$(jq .tree.allocations "$T/r.json")" = 12 ]
+	[ "$(jq .tree.leaked "$T/r.json")" = $((7 * MiB + 300)) ]
+	[ "$(jq .tree.peak_mapped "$T/r.json")" = $((8 * MiB)) ]
+	[ "$(jq .processes "$T/r.json")" = 2 ]
+	[ "$(jq -c '[.top_processes[].pid]' "$T/r.json")" = "[100,101]" ]
+	[ "$(jq -r '.top_processes[1].name' "$T/r.json")" = child ]
+	[ "$(jq .complete "$T/r.json")" = true ]
+	[ "$(jq -c .exit "$T/r.json")" = '{"code":0}' ]
+	[ "$(jq -c '.top_sizes[0]' "$T/r.json")" = "{\"size\":$MiB,\"count\":10}" ]
+}
+
+@test "every stage's output gives the same report (artifact, JSON Lines, timelines, stdin)" {
+	ten_mib | mk a
+	ten_mib | "$PY" "$MK" --jsonl >"$T/a.jsonl"
+	mt-reconstruct "$T/a.msgpack" >"$T/a.json"
+	mt-reconstruct --pretty "$T/a.msgpack" >"$T/p.json"
+	mt-report --json "$T/a.msgpack" | jq -c 'del(.input_format)' >"$T/1"
+	for f in "$T/a.jsonl" "$T/a.json" "$T/p.json"; do
+		mt-report --json "$f" | jq -c 'del(.input_format)' >"$T/2"
+		diff "$T/1" "$T/2"
+	done
+	mt-report --json <"$T/a.msgpack" | jq -c 'del(.input_format)' >"$T/2"
+	diff "$T/1" "$T/2"
+	mt-report --json <"$T/a.json" | jq -c 'del(.input_format)' >"$T/2"
+	diff "$T/1" "$T/2"
+}
+
+@test "a raw stream (mt-gen) is reconstructed in-process" {
+	[ -x "$MT_BUILD/tests/mt-gen" ] || skip "build/tests/mt-gen not built"
+	"$MT_BUILD/tests/mt-gen" --events 5000 --seed 3 -o "$T/g.raw"
+	mt-reconstruct "$T/g.raw" >"$T/g.json"
+	run mt-report --json "$T/g.raw"
+	assert_success
+	[ "$(echo "$output" | jq .tree.peak_heap)" = "$(jq .tree.heap.peak "$T/g.json")" ]
+	[ "$(echo "$output" | jq .input_format)" = '"raw"' ]
+	cat "$T/g.raw" | mt-report >"$T/out"
+	grep -q '^command ' "$T/out"
+}
+
+@test "gates: each passes at its limit and fails just below with one line" {
+	ten_mib | mk a
+	run mt-report --max-peak-heap 10MiB --max-total-allocated $((12 * MiB + 300)) \
+		--max-allocations 12 --max-leaked $((7 * MiB + 300)) --strict "$T/a.msgpack"
+	assert_success
+	run mt-report --max-peak-heap 9.9MiB "$T/a.msgpack"
+	assert_failure 1
+	assert_line "mt-report: max-peak-heap: 10.0 MiB exceeds the limit of 9.90 MiB"
+	run mt-report --max-total-allocated 12MiB "$T/a.msgpack"
+	assert_failure 1
+	assert_line --partial "mt-report: max-total-allocated: 12.0 MiB exceeds"
+	run mt-report --max-allocations 11 "$T/a.msgpack"
+	assert_failure 1
+	assert_line "mt-report: max-allocations: 12 exceeds the limit of 11"
+	run mt-report --max-leaked 7MiB "$T/a.msgpack"
+	assert_failure 1
+	assert_line --partial "mt-report: max-leaked: 7.00 MiB exceeds the limit of 7.00 MiB"
+	run mt-report --json --max-allocations 11 "$T/a.msgpack"
+	assert_failure 1
+	[ "$(mt-report --json --max-allocations 11 "$T/a.msgpack" 2>/dev/null | jq -c '[.ok, .gates[0].value]')" = "[false,12]" ]
+}
+
+@test "--strict fails on lost events and on an incomplete trace" {
+	ten_mib | sed '1i Lost count=4' | mk a
+	run mt-report "$T/a.msgpack"
+	assert_success
+	assert_line "events      23 (lost 4)"
+	run mt-report --strict "$T/a.msgpack"
+	assert_failure 1
+	assert_line "mt-report: strict: 4 events were lost"
+	ten_mib | mk b --no-trailer
+	run mt-report --strict "$T/b.msgpack"
+	assert_failure 1
+	assert_line "mt-report: strict: incomplete trace"
+}
+
+@test "a truncated input says incomplete trace at the top" {
+	ten_mib | mk a --no-trailer
+	run mt-report "$T/a.msgpack"
+	assert_success
+	assert_line --index 0 --regexp "^incomplete trace: $T/a.msgpack: byte [0-9]+: "
+	mt-reconstruct "$T/a.msgpack" >"$T/a.json" 2>/dev/null || true
+	run mt-report "$T/a.json"
+	assert_line --index 0 --partial "incomplete trace: "
+	ten_mib | mk b
+	head -c 250 "$T/b.msgpack" | mt-report >"$T/out"
+	head -1 "$T/out" | grep -q '^incomplete trace: <stdin>: byte '
+}
+
+@test "allocators not tracked: said so, never 0 allocations" {
+	mk a --no-allocators <<-EOF
+		Mmap addr=0x100000 size=1MiB
+		Exit exit_code=0
+	EOF
+	run mt-report "$T/a.msgpack"
+	assert_success
+	assert_line "allocators  not tracked: heap figures are not available for this run"
+	assert_line --regexp '^tree +- +- +- +- +- +- +1\.00 MiB$'
+	run mt-report --max-allocations 100 "$T/a.msgpack"
+	assert_failure 1
+	assert_line "mt-report: max-allocations: allocators were not tracked"
+	[ "$(mt-report --json "$T/a.msgpack" | jq -c '[.allocators_tracked, .tree.allocations, .tree.peak_mapped]')" = "[false,null,$MiB]" ]
+}
+
+@test "--compare: table of changes, --max-growth gates" {
+	ten_mib 1 | mk base
+	ten_mib 2 | mk head
+	run mt-report --compare "$T/base.msgpack" "$T/head.msgpack"
+	assert_success
+	assert_line --regexp '^peak heap +10\.0 MiB +20\.0 MiB +\+100\.0%$'
+	assert_line --regexp '^allocations +12 +12 +\+0\.0%$'
+	assert_line --regexp '^peak mapped +8\.00 MiB +8\.00 MiB +\+0\.0%$'
+	run mt-report --compare "$T/base.msgpack" "$T/head.msgpack" --max-growth 99%
+	assert_failure 1
+	assert_line "mt-report: peak heap grew by +100.0% (limit 99%)"
+	run mt-report --compare "$T/base.msgpack" "$T/head.msgpack" --max-growth 100
+	assert_success
+	# shrinking is never a failure
+	run mt-report --compare "$T/head.msgpack" "$T/base.msgpack" --max-growth 0
+	assert_success
+	assert_line --regexp '^peak heap +20\.0 MiB +10\.0 MiB +-50\.0%$'
+	run mt-report --json --compare "$T/base.msgpack" "$T/head.msgpack" --max-growth 5%
+	assert_failure 1
+	[ "$(mt-report --json --compare "$T/base.msgpack" "$T/head.msgpack" 2>/dev/null | jq -c '.metrics[0] | [.base, .head, .change_pct]')" = "[$((10 * MiB)),$((20 * MiB)),100]" ]
+	run mt-report --compare "$T/base.msgpack" "$T/missing"
+	assert_failure 2
+}
+
+@test "unusable input: exit 2 with the reason" {
+	printf 'hello' >"$T/bad"
+	run mt-report "$T/bad"
+	assert_failure 2
+	assert_output --partial "mt-report: $T/bad: byte 0: unknown format"
+	run mt-report "$T/missing"
+	assert_failure 2
+	echo '{"format": "mt-timelines", "version": 99}' >"$T/v.json"
+	run mt-report "$T/v.json"
+	assert_failure 2
+	assert_output --partial "not version 1"
+	run mt-report --max-peak-heap 12Q "$T/bad"
+	assert_failure 2
+	run mt-report --max-growth 5% "$T/bad"
+	assert_failure 2
+}
+
+# chromium: a missing browser fails in CI, is skipped elsewhere
+require_chromium() {
+	CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+	if [ -z "$CHROMIUM" ]; then
+		[ -z "${CI:-}" ] || return 1
+		skip "chromium not installed (make deps)"
+	fi
+}
+
+# screenshot SVG PNG: headless Chromium renders the file
+screenshot() {
+	"$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run \
+		--disable-background-networking --disable-component-update \
+		--disable-sync --user-data-dir="$(mktemp -d "$T/chr.XXXX")" \
+		--screenshot="$2" --window-size=1000,700 "$1" 2>/dev/null
+}
+
+@test "--svg: a self-contained SVG with axes, units and the peak" {
+	ten_mib | mk a --command "./ten <&>"
+	run mt-report --svg "$T/a.svg" "$T/a.msgpack"
+	assert_success
+	assert_line --index 0 "command     ./ten <&>"
+	# well-formed XML, nothing fetched from outside
+	"$PY" -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$T/a.svg"
+	! grep -q 'href\|<script\|url(' "$T/a.svg"
+	grep -q '>peak heap 10.0 MiB at 10 us<' "$T/a.svg"
+	grep -q '>memory (MiB)<' "$T/a.svg"
+	grep -q '>time since start (us)<' "$T/a.svg"
+	grep -q '>./ten &lt;&amp;&gt;<' "$T/a.svg"
+	mt-report --svg - "$T/a.msgpack" >"$T/b.svg"
+	cmp "$T/a.svg" "$T/b.svg"
+}
+
+@test "--svg renders in headless Chromium: heap and mapped lines drawn" {
+	require_chromium
+	"$PY" - >"$T/s" <<-'EOF'
+		import random
+		random.seed(1)
+		live = []
+		for i in range(2000):
+		    if live and random.random() < 0.45:
+		        print("Free addr=%d" % live.pop(random.randrange(len(live))))
+		    else:
+		        live.append(0x100000 + i * 4096)
+		        print("Malloc addr=%d size=%d" % (live[-1], random.randint(1, 20000)))
+		    if i % 500 == 0:
+		        print("Mmap addr=%d size=4MiB" % (0x7f0000000000 + i * 0x1000000))
+		print("Exit exit_code=0")
+	EOF
+	mk a <"$T/s"
+	mt-report --svg "$T/a.svg" "$T/a.msgpack" >/dev/null
+	screenshot "$T/a.svg" "$T/a.png"
+	read -r size colors permille red blue <<<"$("$PY" "$TOP/tests/lib/pngstat.py" "$T/a.png" d62728 1f77b4)"
+	echo "$size $colors colours, $permille per mille drawn, red $red, blue $blue" >&2
+	[ "$size" = 1000x700 ]
+	[ "$colors" -gt 50 ]
+	[ "$permille" -gt 10 ]
+	[ "$red" -gt 500 ]
+	[ "$blue" -gt 500 ]
+	# and an empty page really is blank, so the checks above can fail
+	echo '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>' >"$T/e.svg"
+	screenshot "$T/e.svg" "$T/e.png"
+	read -r size colors permille red blue <<<"$("$PY" "$TOP/tests/lib/pngstat.py" "$T/e.png" d62728 1f77b4)"
+	[ "$colors" -le 2 ]
+	[ "$red" = 0 ]
+}
+
+@test "--help prints the usage" {
+	run mt-report --help
+	assert_success
+	assert_output --partial "usage: mt-report"
+}
