@@ -94,7 +94,25 @@ class Table:
             if meta["quick"] else ""))
         print("times are hyperfine medians; RSS is mt-trace's own peak "
               "(VmHWM at its exit, bench/peakrss)")
+        busy = self.others_running()
+        if busy:
+            print("WARNING: other mt-trace sessions were running during: %s;"
+                  % "; ".join(busy))
+            print("  their global uprobes slow every process: those numbers "
+                  "are not clean")
         print()
+
+    def others_running(self):
+        """The stages that started while other mt-trace sessions ran."""
+        busy = []
+        path = os.path.join(self.results, "others.txt")
+        if os.path.exists(path):
+            with open(path) as f:
+                for line in f:
+                    n, _, stage = line.rstrip("\n").partition(" ")
+                    if int(n) > 0:
+                        busy.append("%s (%s)" % (stage, n))
+        return busy
 
     def tracer(self):
         fmt = "%-26s %-25s %9s %9s %8s %9s %9s %10s %6s"
