@@ -179,6 +179,30 @@ log_info() {
 	assert_output "$(jq -n -c "[[$parent,0],[$child,0]] | sort")"
 }
 
+@test "fork chain of depth 3: children of children traced, Fork events chain by ppid" {
+	require_bpf
+	check_fixture fork_chain
+	# the pids by level, from the fixture
+	mapfile -t pids < <(jq -s -r 'map(select(.info == "level")) | sort_by(.value) | .[].pid' "$MT_FIXTURE_LOG")
+	[ "${#pids[@]}" = 4 ]
+	run jq_events '[.[] | select(.type == "Fork") | [.ppid, .pid]] | sort'
+	assert_output "$(jq -n -c "[[${pids[0]},${pids[1]}],[${pids[1]},${pids[2]}],[${pids[2]},${pids[3]}]] | sort")"
+}
+
+@test "posix_spawn (clone with CLONE_VM|CLONE_VFORK): the child is followed" {
+	require_bpf
+	trace_ok -- "$MT_FIXTURES/spawn" "$MT_FIXTURES/malloc_free"
+	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG"
+	echo "$output"
+	assert_success
+	parent=$(jq -r 'select(.info == "spawned") | .pid' "$MT_FIXTURE_LOG")
+	child=$(log_info spawned)
+	run jq_events "[.[] | select(.type == \"Fork\") | [.ppid, .pid]]"
+	assert_output "[[$parent,$child]]"
+	run jq_events "[.[] | select(.type == \"Exec\") | [.pid, .path]]"
+	assert_output "[[$parent,\"$MT_FIXTURES/spawn\"],[$child,\"$MT_FIXTURES/malloc_free\"]]"
+}
+
 @test "thread: its events carry its tid (!= pid), and a thread is no Fork" {
 	require_bpf
 	check_fixture thread
@@ -281,6 +305,25 @@ log_info() {
 	echo "mt-trace -- true | mt-encode: ${elapsed_ms} ms" >&3
 	# issue 2 targets "well under 0.2 s"; mt-encode and bash add a little
 	[ "$elapsed_ms" -lt 500 ]
+}
+
+@test "without privileges: mt-trace exits 125 and names the missing capability" {
+	require_bpf
+	# nobody must be able to reach the binary and run the command
+	[ -x "$MT_BIN/mt-trace" ]
+	run setpriv --reuid=65534 --regid=65534 --clear-groups \
+		"$MT_BIN/mt-trace" -o /dev/null -- true
+	echo "$output"
+	assert_failure 125
+	assert_output --partial "CAP_BPF"
+}
+
+@test "under sudo (SUDO_UID/SUDO_GID set), CMD runs as the invoking user" {
+	require_bpf
+	SUDO_UID=65534 SUDO_GID=65534 SUDO_USER=nobody \
+		trace_ok --child-stdout "$T/id.out" -- id -u
+	run cat "$T/id.out"
+	assert_output 65534
 }
 
 # wait_ready: wait (up to 10 s) for the sleeper's "ready" line; its pid.
