@@ -215,6 +215,13 @@ log_info() {
 	assert_output 0
 }
 
+@test "4 threads allocating at once: each thread's 1000 events exact, under its tid" {
+	require_bpf
+	check_fixture threads
+	run jq -s '[.[] | select(.mark == "begin") | .tid] | unique | length' "$MT_FIXTURE_LOG"
+	assert_output 4
+}
+
 @test "exec: the Exec event carries the new program's path" {
 	require_bpf
 	trace_ok -- "$MT_FIXTURES/malloc_free"
@@ -324,6 +331,19 @@ log_info() {
 		trace_ok --child-stdout "$T/id.out" -- id -u
 	run cat "$T/id.out"
 	assert_output 65534
+}
+
+@test "CMD not found -> 127, not executable -> 126; the trace is still complete" {
+	require_bpf
+	trace -- "$T/no-such-program"
+	[ "$trace_status" = 127 ]
+	run meta '.trailer | [.complete, .exit_code]'
+	assert_output '[true,127]'
+	touch "$T/not-executable"
+	trace -- "$T/not-executable"
+	[ "$trace_status" = 126 ]
+	run meta '.trailer | [.complete, .exit_code]'
+	assert_output '[true,126]'
 }
 
 # wait_ready: wait (up to 10 s) for the sleeper's "ready" line; its pid.
