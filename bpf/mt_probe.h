@@ -47,4 +47,12 @@ enum mt_drop_reason {
 	MT_COUNTER_MAX
 };
 
+/* Values of the BPF side's `traced` table. */
+enum mt_traced_state {
+	MT_TRACED = 1,	      /* its events are recorded */
+	MT_AWAITING_EXEC = 2, /* mt-trace's forked copy of itself, held at the
+			       * door: traced from its exec on, so nothing of
+			       * mt-trace's own address space is recorded */
+};
+
 #endif /* MT_PROBE_H */

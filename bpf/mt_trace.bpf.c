@@ -95,7 +95,9 @@ static __always_inline void count_lost(__u32 reason)
 
 static __always_inline bool is_traced(__u32 tgid)
 {
-	return bpf_map_lookup_elem(&traced, &tgid) != NULL;
+	__u32 *state = bpf_map_lookup_elem(&traced, &tgid);
+
+	return state && *state == MT_TRACED;
 }
 
 static __always_inline struct mt_event *reserve_event(void)
@@ -506,14 +508,14 @@ SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
 	__u32 parent_tgid = parent->tgid, child_tgid = child->tgid;
-	__u32 one = 1;
+	__u32 traced_state = MT_TRACED;
 	struct mt_event *e;
 
 	if (child->pid != child_tgid)
 		return 0; /* a new thread, not a new process */
 	if (!is_traced(parent_tgid))
 		return 0;
-	if (bpf_map_update_elem(&traced, &child_tgid, &one, BPF_ANY)) {
+	if (bpf_map_update_elem(&traced, &child_tgid, &traced_state, BPF_ANY)) {
 		count_lost(MT_LOST_PID_TABLE);
 		return 0;
 	}
@@ -539,11 +541,14 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
 	     struct linux_binprm *bprm)
 {
+	__u32 tgid = task->tgid, *state;
 	struct exec_record *r;
 	long len;
 
-	if (!is_traced(task->tgid))
+	state = bpf_map_lookup_elem(&traced, &tgid);
+	if (!state)
 		return 0;
+	*state = MT_TRACED; /* the root's life starts here */
 	r = (struct exec_record *)reserve_lifecycle(sizeof(*r));
 	if (!r)
 		return 0;
@@ -564,7 +569,7 @@ int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
 	struct mt_event *e;
 	__u32 status;
 
-	if (!group_dead || !is_traced(tgid))
+	if (!group_dead || !bpf_map_lookup_elem(&traced, &tgid))
 		return 0;
 	if (BPF_CORE_READ(task, signal, flags) & SIGNAL_GROUP_EXIT)
 		status = BPF_CORE_READ(task, signal, group_exit_code);

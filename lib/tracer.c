@@ -391,7 +391,7 @@ static int on_lifecycle(void *ctx, void *data, size_t size);
 
 static int setup_bpf(struct tracer *t)
 {
-	__u32 pid = t->child, one = 1;
+	__u32 pid = t->child, state = MT_AWAITING_EXEC;
 	int err;
 
 	libbpf_set_print(libbpf_print);
@@ -406,7 +406,7 @@ static int setup_bpf(struct tracer *t)
 		explain_privileges("attaching tracepoints", -err);
 		return -1;
 	}
-	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.traced), &pid, &one,
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.traced), &pid, &state,
 				BPF_ANY)) {
 		fprintf(stderr, "mt-trace: traced table: %s\n",
 			strerror(errno));
