@@ -317,8 +317,10 @@ static void ranges_remove(struct ranges *r, uint64_t start, uint64_t end)
 		ranges_uncount(r, &r->v[j], end - r->v[j].start);
 		r->v[j].start = end;
 	}
-	memmove(&r->v[i], &r->v[j], (r->n - j) * sizeof(*r->v));
-	r->n -= j - i;
+	if (j > i) {
+		memmove(&r->v[i], &r->v[j], (r->n - j) * sizeof(*r->v));
+		r->n -= j - i;
+	}
 }
 
 /* Map [start, end), replacing whatever was there (MAP_FIXED). */

@@ -209,7 +209,7 @@ static int compare(const struct env *env, const char *head_path)
 int main(int argc, char **argv)
 {
 	struct env env = {.top = 10, .max_growth = -1};
-	json_t *doc, *results = json_array();
+	json_t *doc, *results;
 	int status;
 
 	mt_recon_opts_default(&env.recon);
@@ -225,6 +225,7 @@ int main(int argc, char **argv)
 		usage(stderr, EXIT_UNUSABLE);
 
 	doc = load(&env, optind < argc ? argv[optind] : "-");
+	results = json_array();
 	if (env.svg)
 		write_svg(env.svg, doc);
 	status = check_gates(&env, doc, results);
