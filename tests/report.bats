@@ -295,3 +295,25 @@ screenshot() {
 	assert_success
 	assert_output --partial "usage: mt-report"
 }
+
+# ---- end to end with real traced programs (needs eBPF) ------------------
+
+@test "traced: 1 + 100 mallocs then 101 frees, piped straight into mt-report" {
+	require_bpf
+	# hundred: malloc(7777) and malloc(100..199), all freed at the end
+	mt-trace -- "$MT_FIXTURES/hundred" 2>/dev/null | mt-report --json >"$T/r.json"
+	[ "$(jq -c '[.tree.peak_heap, .tree.total_allocated, .tree.allocations, .tree.frees, .tree.leaked, .complete, .exit]' "$T/r.json")" = "[$((7777 + 14950)),$((7777 + 14950)),101,101,0,true,{\"code\":0}]" ]
+}
+
+@test "traced: fork: the child's blocks count once, the parent's are inherited" {
+	require_bpf
+	# fork: parent malloc(1111), child malloc(2222) + free, parent free
+	mt-trace -- "$MT_FIXTURES/fork" 2>/dev/null | mt-encode >"$T/f.msgpack"
+	mt-report --json "$T/f.msgpack" >"$T/r.json"
+	[ "$(jq -c '[.tree.peak_heap, .tree.allocations, .tree.frees, .tree.unknown_frees, .tree.leaked, .processes]' "$T/r.json")" = "[3333,2,2,0,0,2]" ]
+	[ "$(jq -c '[.top_processes[] | [.peak_heap, .exit.code]]' "$T/r.json")" = "[[2222,0],[1111,0]]" ]
+	run mt-report --max-peak-heap 3332 "$T/f.msgpack"
+	assert_failure 1
+	run mt-report --max-peak-heap 3333 "$T/f.msgpack"
+	assert_success
+}
