@@ -10,17 +10,21 @@
 
 enum mt_probe_fn {
 	MT_FN_NONE = 0,
-	MT_FN_MALLOC,	      /* void *malloc(size_t size) */
-	MT_FN_CALLOC,	      /* void *calloc(size_t n, size_t size) */
-	MT_FN_REALLOC,	      /* void *realloc(void *p, size_t size) */
-	MT_FN_REALLOCARRAY,   /* void *reallocarray(void *p, size_t n, size_t
-				 size) */
-	MT_FN_MEMALIGN,	      /* void *memalign(size_t align, size_t size),
-				 aligned_alloc */
-	MT_FN_POSIX_MEMALIGN, /* int posix_memalign(void **p, size_t align,
-				 size_t size) */
-	MT_FN_VALLOC,	      /* void *valloc(size_t size), pvalloc */
-	MT_FN_FREE,	      /* void free(void *p) */
+	MT_FN_MALLOC,	      /* void *f(size_t size): malloc, new, mi_malloc */
+	MT_FN_CALLOC,	      /* void *f(size_t n, size_t size) */
+	MT_FN_REALLOC,	      /* void *f(void *p, size_t size) */
+	MT_FN_REALLOCARRAY,   /* void *f(void *p, size_t n, size_t size) */
+	MT_FN_MEMALIGN,	      /* void *f(size_t align, size_t size) */
+	MT_FN_POSIX_MEMALIGN, /* int f(void **p, size_t align, size_t size) */
+	MT_FN_VALLOC,	      /* void *f(size_t size), page aligned */
+	MT_FN_FREE,	      /* void f(void *p, ...): free, delete, dallocx */
+	MT_FN_MALLOC_N,	      /* void *f(size_t n, size_t size), not zeroed */
+	MT_FN_ALIGNED_SIZE_FIRST, /* void *f(size_t size, size_t align):
+				   * aligned new, mi_malloc_aligned */
+	MT_FN_CALLOC_ALIGNED, /* void *f(size_t n, size_t size, size_t align) */
+	MT_FN_REALLOC_ALIGNED, /* void *f(void *p, size_t size, size_t align) */
+	MT_FN_XALLOCX, /* size_t xallocx(void *p, size_t size, size_t extra,
+			* int flags): resizes in place, returns the size */
 	MT_FN_MAX
 };
 

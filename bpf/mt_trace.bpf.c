@@ -71,9 +71,15 @@ struct {
  */
 struct call_state {
 	__u64 sp;
+	__u64 ret_addr; /* the outermost call's return address */
 	__u64 arg0, arg1, arg2;
 	__u32 fn;
 	__u32 active;
+	/* the last entry-only free-like call (free, delete): a free-like
+	 * call it makes next with the same pointer is its own, not the
+	 * program's (C++ delete calls free) */
+	__u64 freed_ptr;
+	__u64 freed_sp;
 	/* syscall in flight (enter -> exit) */
 	__u64 sys_arg0, sys_arg1, sys_arg2, sys_arg3, sys_arg4;
 };
@@ -171,6 +177,45 @@ static __always_inline struct call_state *call_state(bool create)
 
 /* ---- allocator calls ---------------------------------------------------- */
 
+/*
+ * Is a call entering at sp made by the outermost traced call in flight (and
+ * so not the program's own)?  Nested calls enter below its sp.  A tail call
+ * (glibc's realloc(NULL, n) jumps to malloc) enters at the same sp, and its
+ * return address slot then holds the uretprobe trampoline, not the outer
+ * call's return address; a new call made from the same call site after a
+ * return we never saw (an exception out of operator new) finds the same
+ * return address there, and is the program's.
+ */
+static __always_inline bool nested_call(struct call_state *st, __u64 sp)
+{
+	__u64 ret_addr = 0;
+
+	if (!st->active || sp > st->sp)
+		return false;
+	if (sp < st->sp)
+		return true;
+	bpf_probe_read_user(&ret_addr, sizeof(ret_addr), (void *)sp);
+	return ret_addr != st->ret_addr;
+}
+
+/* An entry-only free-like call (no return probe): report it unless it is
+ * made by a traced call in flight or by the free-like call just before
+ * (sized operator delete tail-calls operator delete, which calls free). */
+static __always_inline void enter_free(struct call_state *st, __u64 pid_tgid,
+				       __u64 ptr, __u64 sp)
+{
+	bool nested =
+	    nested_call(st, sp) || (st->freed_ptr == ptr && sp <= st->freed_sp);
+
+	if (nested) {
+		st->freed_ptr = 0;
+		return;
+	}
+	st->freed_ptr = ptr;
+	st->freed_sp = sp;
+	emit(MT_EV_FREE, pid_tgid, ptr, 0, 0, 0);
+}
+
 SEC("uprobe")
 int alloc_enter(struct pt_regs *ctx)
 {
@@ -186,16 +231,17 @@ int alloc_enter(struct pt_regs *ctx)
 	st = call_state(true);
 	if (!st)
 		return 0;
-	/* called by another traced call; <= since a tail call (glibc's
-	 * realloc(NULL, n) jumps to malloc) enters at the caller's sp */
-	if (st->active && sp <= st->sp)
-		return 0;
 	if (fn == MT_FN_FREE) {
-		emit(MT_EV_FREE, pid_tgid, PT_REGS_PARM1(ctx), 0, 0, 0);
+		enter_free(st, pid_tgid, PT_REGS_PARM1(ctx), sp);
 		return 0;
 	}
+	st->freed_ptr = 0;
+	if (nested_call(st, sp))
+		return 0;
 	st->active = 1;
 	st->sp = sp;
+	st->ret_addr = 0;
+	bpf_probe_read_user(&st->ret_addr, sizeof(st->ret_addr), (void *)sp);
 	st->fn = fn;
 	st->arg0 = PT_REGS_PARM1(ctx);
 	st->arg1 = PT_REGS_PARM2(ctx);
@@ -203,51 +249,67 @@ int alloc_enter(struct pt_regs *ctx)
 	return 0;
 }
 
+static __always_inline void emit_alloc(__u16 kind, __u64 pid_tgid, __u64 ret,
+				       __u64 size, __u64 align)
+{
+	if (ret)
+		emit(kind, pid_tgid, ret, size, 0, align);
+}
+
+static __always_inline void emit_realloc(__u64 pid_tgid, __u64 ret, __u64 old,
+					 __u64 size)
+{
+	if (ret)
+		emit(MT_EV_REALLOC, pid_tgid, ret, size, old, 0);
+	else if (size == 0 && old)
+		/* realloc(p, 0) freed p and returned NULL */
+		emit(MT_EV_FREE, pid_tgid, old, 0, 0, 0);
+}
+
 static __always_inline void emit_return(struct call_state *st, __u64 pid_tgid,
 					__u64 ret)
 {
-	void *memptr;
-	__u64 addr = 0;
+	__u64 a0 = st->arg0, a1 = st->arg1, a2 = st->arg2, addr = 0;
 
 	switch (st->fn) {
 	case MT_FN_MALLOC:
-		if (ret)
-			emit(MT_EV_MALLOC, pid_tgid, ret, st->arg0, 0, 0);
+		emit_alloc(MT_EV_MALLOC, pid_tgid, ret, a0, 0);
+		break;
+	case MT_FN_MALLOC_N:
+		emit_alloc(MT_EV_MALLOC, pid_tgid, ret, a0 * a1, 0);
 		break;
 	case MT_FN_CALLOC:
-		if (ret)
-			emit(MT_EV_CALLOC, pid_tgid, ret, st->arg0 * st->arg1,
-			     0, 0);
+		emit_alloc(MT_EV_CALLOC, pid_tgid, ret, a0 * a1, 0);
+		break;
+	case MT_FN_CALLOC_ALIGNED:
+		emit_alloc(MT_EV_CALLOC, pid_tgid, ret, a0 * a1, 0);
 		break;
 	case MT_FN_REALLOC:
-	case MT_FN_REALLOCARRAY: {
-		__u64 size =
-		    st->fn == MT_FN_REALLOC ? st->arg1 : st->arg1 * st->arg2;
-		if (ret)
-			emit(MT_EV_REALLOC, pid_tgid, ret, size, st->arg0, 0);
-		else if (size == 0 && st->arg0)
-			/* realloc(p, 0) freed p and returned NULL */
-			emit(MT_EV_FREE, pid_tgid, st->arg0, 0, 0, 0);
+	case MT_FN_REALLOC_ALIGNED:
+		emit_realloc(pid_tgid, ret, a0, a1);
 		break;
-	}
+	case MT_FN_REALLOCARRAY:
+		emit_realloc(pid_tgid, ret, a0, a1 * a2);
+		break;
 	case MT_FN_MEMALIGN:
-		if (ret)
-			emit(MT_EV_ALIGNED_ALLOC, pid_tgid, ret, st->arg1, 0,
-			     st->arg0);
+		emit_alloc(MT_EV_ALIGNED_ALLOC, pid_tgid, ret, a1, a0);
+		break;
+	case MT_FN_ALIGNED_SIZE_FIRST:
+		emit_alloc(MT_EV_ALIGNED_ALLOC, pid_tgid, ret, a0, a1);
 		break;
 	case MT_FN_VALLOC:
-		if (ret)
-			emit(MT_EV_ALIGNED_ALLOC, pid_tgid, ret, st->arg0, 0,
-			     page_size);
+		emit_alloc(MT_EV_ALIGNED_ALLOC, pid_tgid, ret, a0, page_size);
 		break;
 	case MT_FN_POSIX_MEMALIGN:
 		if (ret != 0)
 			break; /* an error number: nothing allocated */
-		memptr = (void *)st->arg0;
-		if (bpf_probe_read_user(&addr, sizeof(addr), memptr) == 0 &&
-		    addr)
-			emit(MT_EV_ALIGNED_ALLOC, pid_tgid, addr, st->arg2, 0,
-			     st->arg1);
+		if (bpf_probe_read_user(&addr, sizeof(addr), (void *)a0) == 0)
+			emit_alloc(MT_EV_ALIGNED_ALLOC, pid_tgid, addr, a2, a1);
+		break;
+	case MT_FN_XALLOCX:
+		/* in place or not at all: the block keeps its address */
+		if (a0 && ret >= a1)
+			emit(MT_EV_REALLOC, pid_tgid, a0, a1, a0, 0);
 		break;
 	}
 }

@@ -856,7 +856,7 @@ static int start_sampling(struct tracer *t)
 	return 0;
 }
 
-enum { SRC_RING, SRC_CHILD, SRC_SIGNAL, SRC_CONTROL, SRC_SAMPLE };
+enum { SRC_RING, SRC_CHILD, SRC_SIGNAL, SRC_CONTROL, SRC_SAMPLE, SRC_OUTPUT };
 
 static void watch(int epfd, int fd, uint32_t id)
 {
@@ -864,6 +864,26 @@ static void watch(int epfd, int fd, uint32_t id)
 
 	if (fd >= 0)
 		epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+/*
+ * A pipe's write end reports an error as soon as its reader is gone: know
+ * it then, not at the next write, which a quiet command may never make.
+ * (A regular file cannot be watched; epoll refuses it, harmlessly.)
+ */
+static void watch_output(int epfd, int fd)
+{
+	struct epoll_event ev = {.events = 0, .data.u32 = SRC_OUTPUT};
+
+	epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+static void output_gone(struct tracer *t)
+{
+	fprintf(stderr,
+		"mt-trace: %s: the reader went away; stopping the command\n",
+		t->opts->out_name);
+	t->output_failed = true;
 }
 
 static int trace_loop(struct tracer *t, int sfd)
@@ -878,6 +898,7 @@ static int trace_loop(struct tracer *t, int sfd)
 	watch(epfd, sfd, SRC_SIGNAL);
 	watch(epfd, t->has_control ? t->control.fd : -1, SRC_CONTROL);
 	watch(epfd, t->sample_fd, SRC_SAMPLE);
+	watch_output(epfd, t->opts->out_fd);
 	while (!child_done && !t->output_failed) {
 		int n = epoll_wait(epfd, evs, 8, DRAIN_INTERVAL_MS);
 
@@ -896,6 +917,9 @@ static int trace_loop(struct tracer *t, int sfd)
 				break;
 			case SRC_CONTROL:
 				mt_control_read(&t->control, on_control, t);
+				break;
+			case SRC_OUTPUT:
+				output_gone(t);
 				break;
 			case SRC_SAMPLE:
 				if (read(t->sample_fd, &ticks, sizeof(ticks)) >
