@@ -510,6 +510,14 @@ static uint64_t read_lost(struct tracer *t)
 	return read_counters(t, 0, MT_LOST_MAX);
 }
 
+static void output_gone(struct tracer *t)
+{
+	fprintf(stderr,
+		"mt-trace: %s: the reader went away; stopping the command\n",
+		t->opts->out_name);
+	t->output_failed = true;
+}
+
 static int write_batch(struct tracer *t)
 {
 	struct mt_event *records =
@@ -524,10 +532,7 @@ static int write_batch(struct tracer *t)
 				 t->batch_records);
 	if (err) {
 		if (err == -EPIPE)
-			fprintf(stderr,
-				"mt-trace: %s: the reader went away; stopping "
-				"the command\n",
-				t->opts->out_name);
+			output_gone(t);
 		else
 			fprintf(stderr, "mt-trace: %s: %s\n", t->opts->out_name,
 				strerror(-err));
@@ -876,14 +881,6 @@ static void watch_output(int epfd, int fd)
 	struct epoll_event ev = {.events = 0, .data.u32 = SRC_OUTPUT};
 
 	epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
-}
-
-static void output_gone(struct tracer *t)
-{
-	fprintf(stderr,
-		"mt-trace: %s: the reader went away; stopping the command\n",
-		t->opts->out_name);
-	t->output_failed = true;
 }
 
 static int trace_loop(struct tracer *t, int sfd)
