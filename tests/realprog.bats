@@ -62,6 +62,36 @@ jq_events() {
 	"$PY" "$CHECK" dump "$T/out.msgpack" | jq -s -c "$@"
 }
 
+@test "fixtures, whole processes (ld.so and libc included): counts equal the counter's" {
+	require_bpf
+	export MT_FIXTURE_LOG=/dev/null
+	for fixture in realloc_edges memalign_family posix_memalign fork ctor; do
+		rm -f "$T/counts.jsonl"
+		echo "# $fixture"
+		trace_counted "$MT_FIXTURES/$fixture"
+		compare_counts
+	done
+}
+
+@test "threaded fixtures: counts equal the counter's, plus one glibc free of the tcache per thread" {
+	require_bpf
+	export MT_FIXTURE_LOG=/dev/null
+	# glibc 2.36 frees each thread's tcache at thread exit by calling free
+	# from inside libc (tcache_thread_shutdown): a real call of free that
+	# no LD_PRELOAD counter sees, of a block no malloc call returned
+	for case in "thread 1" "threads 4"; do
+		set -- $case
+		rm -f "$T/counts.jsonl"
+		echo "# $1"
+		trace_counted "$MT_FIXTURES/$1"
+		run "$PY" "$CHECK" counts "$T/out.msgpack" "$T/counts.jsonl" \
+			--root-after-exec --thread-exit-frees
+		echo "$output"
+		assert_success
+		assert_output --regexp "thread_exit_free $2 "
+	done
+}
+
 @test "ls -la /usr/bin: allocator counts equal the LD_PRELOAD counter's" {
 	require_bpf
 	trace_counted ls -la /usr/bin

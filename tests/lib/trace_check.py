@@ -14,6 +14,7 @@ run it with /usr/bin/python3.
       that pid and tid, of the chosen kinds, must be exactly the logged
       ones, in order, field by field
   trace_check.py counts ART COUNTS [--root-after-exec] [--tolerance N]
+                 [--thread-exit-frees]
       compare per-pid allocator event counts with mtcount.so's output
 
 Exit status: 0 match, 1 mismatch (a readable diff on stdout), 2 unusable
@@ -241,7 +242,12 @@ def read_counts(path):
     return totals
 
 
-def traced_counts(header, events, root_after_exec):
+def traced_counts(header, events, root_after_exec, thread_exit_frees):
+    """Allocator events per pid and kind.  With thread_exit_frees, a Free
+    by a thread (tid != pid) of a block never allocated in the trace is
+    counted apart as "thread_exit_free": glibc frees each thread's tcache
+    at thread exit with an internal call to free, and that block came from
+    malloc's internals, never from a malloc call."""
     since = {}
     if root_after_exec:
         root = header.get("root_pid")
@@ -251,16 +257,27 @@ def traced_counts(header, events, root_after_exec):
             raise Unusable(f"no Exec event of the root pid {root}")
         since[root] = max(execs)
     totals = collections.defaultdict(collections.Counter)
+    allocated = collections.defaultdict(set)
     for ev in events:
-        if ev["type"] in ALLOC_KINDS and ev.get("timestamp", 0) >= since.get(ev.get("pid"), 0):
-            totals[ev["pid"]][ev["type"]] += 1
+        kind, pid = ev["type"], ev.get("pid")
+        if kind not in ALLOC_KINDS:
+            continue
+        if kind != "Free":
+            allocated[pid].add(ev.get("addr"))
+        if ev.get("timestamp", 0) < since.get(pid, 0):
+            continue
+        if (kind == "Free" and thread_exit_frees and ev.get("tid") != pid
+                and ev.get("addr") not in allocated[pid]):
+            kind = "thread_exit_free"
+        totals[pid][kind] += 1
     return totals
 
 
 def cmd_counts(args):
     header, events, trailer = load(args.artifact)
     counted = read_counts(args.counts)
-    traced = traced_counts(header, events, args.root_after_exec)
+    traced = traced_counts(header, events, args.root_after_exec,
+                           args.thread_exit_frees)
     ok = trailer is not None
     if not ok:
         print("the artifact has no Trailer map: it is truncated")
@@ -278,6 +295,9 @@ def cmd_counts(args):
             ok = ok and not bad
             mark = "!!" if bad else "  "
             print(f"{pid:>8} {kind:<13} {want:>9} {have:>9} {mark}")
+        if traced[pid]["thread_exit_free"]:
+            print(f"{pid:>8} thread_exit_free {traced[pid]['thread_exit_free']} "
+                  "(left out: glibc's own free of a thread's tcache)")
         if counted[pid]["realloc_null"]:
             print(f"{pid:>8} (of the Realloc counted, "
                   f"{counted[pid]['realloc_null']} were realloc(NULL, n))")
@@ -306,6 +326,7 @@ def main():
     p.add_argument("counts")
     p.add_argument("--root-after-exec", action="store_true")
     p.add_argument("--tolerance", type=int, default=0)
+    p.add_argument("--thread-exit-frees", action="store_true")
     p.set_defaults(run=cmd_counts)
     args = parser.parse_args()
     try:
