@@ -298,11 +298,27 @@ static char *utf8_sanitized(const char *s, size_t len, size_t *out_len)
 	return copy;
 }
 
+/* Printable ASCII without '"' or '\\' is its own JSON text: type names
+ * and most paths take this way, without jansson's allocations. */
+static bool js_plain(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (s[i] < 0x20 || s[i] > 0x7e || s[i] == '"' || s[i] == '\\')
+			return false;
+	return true;
+}
+
 static void js_str(struct mt_artifact *a, const char *s, size_t len)
 {
 	char *fixed = NULL, *text;
 	json_t *j;
 
+	if (js_plain(s, len)) {
+		out(a, "\"", 1);
+		out(a, s, len);
+		out(a, "\"", 1);
+		return;
+	}
 	if (!mt_utf8_valid(s, len)) {
 		fixed = utf8_sanitized(s, len, &len);
 		s = fixed;

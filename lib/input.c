@@ -57,7 +57,11 @@ struct mt_input {
 	size_t str_cap;
 
 	/* MessagePack and JSON Lines */
-	msgpack_unpacked unpacked;
+	/* one zone for every decoded map, cleared in between: no malloc per
+	 * event */
+	msgpack_zone zone;
+	bool zone_ready;
+	msgpack_object obj;
 	uint64_t maps_seen; /* event maps, not header or trailer */
 	uint64_t map_lost;  /* sum of their Lost counts */
 	bool have_first;    /* memtrack: first event decoded at detection */
@@ -1233,11 +1237,12 @@ static int mp_next_fields(struct mt_input *in, struct fields *f, uint64_t *off)
 				    avail(in));
 		}
 	}
-	if (msgpack_unpack_next(&in->unpacked, (const char *)cur(in), size,
-				&used) != MSGPACK_UNPACK_SUCCESS)
+	msgpack_zone_clear(&in->zone);
+	if (msgpack_unpack((const char *)cur(in), size, &used, &in->zone,
+			   &in->obj) != MSGPACK_UNPACK_SUCCESS)
 		return fail(in, *off, "invalid MessagePack object");
-	consume(in, size);
-	o = &in->unpacked.data;
+	consume(in, size); /* its strings stay in the buffer until next fill */
+	o = &in->obj;
 	if (o->type != MSGPACK_OBJECT_MAP)
 		return fail(in, *off, "expected a map");
 	memset(f, 0, sizeof(*f));
@@ -1338,7 +1343,7 @@ static int js_next_fields(struct mt_input *in, struct fields *f, uint64_t *off,
 			break;
 		consume(in, 1); /* an empty line */
 	}
-	*root = json_loadb((const char *)cur(in), len, 0, &jerr);
+	*root = json_loadb((const char *)cur(in), len, JSON_ALLOW_NUL, &jerr);
 	if (!*root)
 		return fail(in, *off, "line %" PRIu64 ": invalid JSON: %s",
 			    in->line, jerr.text);
@@ -1523,8 +1528,8 @@ static struct mt_input *input_new(FILE *f, const char *name)
 	in->name = strdup(name);
 	in->cap = BUF_START;
 	in->buf = malloc(in->cap);
-	msgpack_unpacked_init(&in->unpacked);
-	if (!in->name || !in->buf) {
+	in->zone_ready = msgpack_zone_init(&in->zone, 8192);
+	if (!in->name || !in->buf || !in->zone_ready) {
 		mt_input_close(in);
 		return NULL;
 	}
@@ -1620,7 +1625,8 @@ void mt_input_close(struct mt_input *in)
 		return;
 	if (in->f && in->f != stdin)
 		fclose(in->f);
-	msgpack_unpacked_destroy(&in->unpacked);
+	if (in->zone_ready)
+		msgpack_zone_destroy(&in->zone);
 	mt_meta_free(&in->meta);
 	free(in->str);
 	free(in->buf);

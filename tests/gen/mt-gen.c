@@ -267,7 +267,9 @@ static void gen_unmap(struct gen *g, struct proc *p, bool remap)
 	if (remap) {
 		ev.old_addr = p->maps[i];
 		ev.old_size = p->map_size[i];
-		ev.size = ev.old_size * 2;
+		/* grow small mappings, shrink big ones: sizes stay real */
+		ev.size = ev.old_size < (16u << 20) ? ev.old_size * 2
+						    : ev.old_size / 2;
 		ev.addr = p->mmap_next -= ev.size;
 		p->maps[i] = ev.addr;
 		p->map_size[i] = ev.size;
@@ -298,7 +300,8 @@ static void init_proc(struct proc *p, uint32_t pid)
 	p->threads = 1;
 	p->heap_next = 0x5500000000ull + (uint64_t)pid * 0x10000000ull;
 	p->brk = p->heap_next - 0x1000000;
-	p->mmap_next = 0x7f0000000000ull - (uint64_t)pid * 0x100000000ull;
+	p->mmap_next = 0x7f0000000000ull - (uint64_t)pid * 0x10000000ull;
+	/* pids stay below 32768 (see new_pid): addresses stay below 2^47 */
 }
 
 static void gen_exec(struct gen *g, struct proc *p)
@@ -322,16 +325,32 @@ static void gen_exec(struct gen *g, struct proc *p)
 	emit(g, &ev, path);
 }
 
+/* Like the kernel's: pids go up, wrap below 32768, and skip live ones. */
+static uint32_t new_pid(struct gen *g)
+{
+	for (;;) {
+		uint32_t pid = g->next_pid;
+		bool live = false;
+
+		g->next_pid = pid + 100 < 32768 ? pid + 100 : 1001 + pid % 97;
+		for (int i = 0; i < g->nprocs; i++)
+			live |= g->procs[i].pid == pid;
+		if (!live)
+			return pid;
+	}
+}
+
 static void gen_fork(struct gen *g, struct proc *parent)
 {
 	struct proc *child;
 	struct mt_event ev = event(parent, g, MT_EV_FORK);
+	uint32_t pid;
 
 	if (g->nprocs == MAX_PROCS)
 		return;
+	pid = new_pid(g);
 	child = &g->procs[g->nprocs++];
-	init_proc(child, g->next_pid);
-	g->next_pid += 100;
+	init_proc(child, pid);
 	child->threads = 1 + below(g, 3);
 	ev.pid = child->pid;
 	ev.tid = child->pid;
