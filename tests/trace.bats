@@ -250,7 +250,7 @@ log_info() {
 
 # ---- address-space calls --------------------------------------------------
 
-@test "mmap 1 MiB, mremap to 2 MiB, munmap, sbrk +-64 KiB: exact events; failed calls none" {
+@test "mmap/mremap (moving, in place)/munmap (whole, partial)/MAP_FIXED/file map/sbrk +-64 KiB: exact events; failed calls none" {
 	require_bpf
 	check_fixture mmap_calls all
 }
@@ -289,6 +289,30 @@ log_info() {
 	root=$(meta '.header.root_pid')
 	run jq_events "[.[] | select(.type == \"Exit\" and .pid == $root) | .exit_code]"
 	assert_output '[3]'
+}
+
+@test "a child killed by a signal: its Exit event says so; the root's exit code passes" {
+	require_bpf
+	trace -- sh -c '"$0" -s 9; exit 5' "$MT_FIXTURES/exitwith"
+	[ "$trace_status" = 5 ]
+	root=$(meta '.header.root_pid')
+	run jq_events "[.[] | select(.type == \"Exit\") | [.pid == $root, .exit_code, .signal]] | sort"
+	assert_output '[[false,null,9],[true,5,null]]'
+	run meta '.header.command'
+	assert_output "[\"sh\",\"-c\",\"\\\"\$0\\\" -s 9; exit 5\",\"$MT_FIXTURES/exitwith\"]"
+}
+
+@test "CMD's stdout: to mt-trace's stderr when the trace is on stdout, to stdout with -o" {
+	require_bpf
+	run bash -c 'mt-trace -- echo hello-from-cmd 2>"$T/err" | mt-encode >/dev/null'
+	assert_success
+	grep -qx hello-from-cmd "$T/err"
+	run mt-trace -o "$T/raw" -- echo hello-from-cmd
+	assert_success
+	assert_line hello-from-cmd
+	mt-encode "$T/raw" >"$T/out.msgpack"
+	run meta '.trailer.complete'
+	assert_output true
 }
 
 @test "killed by SIGKILL -> mt-trace exits 137, trailer says signal 9" {
