@@ -33,9 +33,10 @@ json_t *mt_report_facts(json_t *doc, unsigned top);
 
 /* Thresholds; a gate is on when its has_ flag is set. */
 struct mt_gates {
-	bool has_peak_heap, has_total_allocated, has_allocations, has_leaked;
+	bool has_peak_heap, has_total_allocated, has_allocations, has_leaked,
+	    has_peak_rss;
 	uint64_t max_peak_heap, max_total_allocated, max_allocations,
-	    max_leaked;
+	    max_leaked, max_peak_rss;
 	bool strict; /* any lost event, or an incomplete trace, fails */
 };
 

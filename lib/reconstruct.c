@@ -21,6 +21,21 @@
 #define SIZE_TABLE_MAX 65536 /* distinct sizes counted exactly */
 #define HIST_BUCKETS   65
 
+/* Absolute per-process values (RSS from kmem:rss_stat, PSS samples): each
+ * process keeps its current value, the tree their sum. */
+enum gauge {
+	G_RSS_FILE, /* = the event's member number, 0..3 */
+	G_RSS_ANON,
+	G_RSS_SWAP,
+	G_RSS_SHMEM,
+	G_RSS_TOTAL, /* resident: file + anon + shmem */
+	G_PSS_TOTAL,
+	G_PSS_ANON,
+	G_PSS_FILE,
+	G_PSS_SHMEM,
+	NGAUGES
+};
+
 /* ------------------------------------------------------------------ */
 /* Series: sparse buckets in time order, each keeping its maximum.     */
 
@@ -382,6 +397,8 @@ struct proc {
 	struct ranges maps;
 	uint64_t brk_cur;
 	struct series heap, mapped;
+	uint64_t gauge[NGAUGES];
+	struct series gauge_s[NGAUGES];
 	struct totals tot;
 	struct leak_top leaks;
 	struct proc *next; /* creation order */
@@ -409,6 +426,9 @@ struct mt_recon {
 	/* tree */
 	uint64_t tree_heap, tree_mapped;
 	struct series heap, mapped;
+	uint64_t gauge[NGAUGES];
+	struct series gauge_s[NGAUGES];
+	bool have_rss, have_physical;
 	uint64_t hist_count[HIST_BUCKETS], hist_bytes[HIST_BUCKETS];
 	struct size_slot {
 		uint64_t size; /* stored + 1 so 0 means empty */
@@ -751,6 +771,51 @@ static void on_mapping(struct mt_recon *r, struct proc *p,
 /* ------------------------------------------------------------------ */
 /* Process life                                                         */
 
+/* ------------------------------------------------------------------ */
+/* RSS and physical memory                                              */
+
+static void gauge_set(struct mt_recon *r, struct proc *p, enum gauge g,
+		      uint64_t v, uint64_t t)
+{
+	if (p->gauge[g] == v && p->gauge_s[g].n)
+		return;
+	r->gauge[g] += v - p->gauge[g]; /* wraps correctly when lower */
+	p->gauge[g] = v;
+	series_set(&p->gauge_s[g], &r->pcfg, t, v);
+	series_set(&r->gauge_s[g], &r->cfg, t, r->gauge[g]);
+}
+
+static void on_rss(struct mt_recon *r, struct proc *p,
+		   const struct mt_event *ev, uint64_t t)
+{
+	if (ev->aux > G_RSS_SHMEM)
+		return;
+	r->have_rss = true;
+	gauge_set(r, p, (enum gauge)ev->aux, ev->size, t);
+	gauge_set(r, p, G_RSS_TOTAL,
+		  p->gauge[G_RSS_FILE] + p->gauge[G_RSS_ANON] +
+		      p->gauge[G_RSS_SHMEM],
+		  t);
+}
+
+static void on_pss(struct mt_recon *r, struct proc *p,
+		   const struct mt_event *ev, uint64_t t)
+{
+	r->have_physical = true;
+	gauge_set(r, p, G_PSS_TOTAL, ev->size, t);
+	gauge_set(r, p, G_PSS_ANON, ev->addr, t);
+	gauge_set(r, p, G_PSS_FILE, ev->old_addr, t);
+	gauge_set(r, p, G_PSS_SHMEM, ev->old_size, t);
+}
+
+/* exec and exit: the old memory is gone; the peaks stay */
+static void gauges_reset(struct mt_recon *r, struct proc *p, uint64_t t)
+{
+	for (int g = 0; g < NGAUGES; g++)
+		if (p->gauge[g])
+			gauge_set(r, p, (enum gauge)g, 0, t);
+}
+
 /* exec or exit: what the process still held is leaked; what it inherited
  * is dropped silently (its parent accounts for it). */
 static void end_address_space(struct mt_recon *r, struct proc *p, uint64_t t,
@@ -778,6 +843,7 @@ static void end_address_space(struct mt_recon *r, struct proc *p, uint64_t t,
 	ranges_clear(&p->maps);
 	mapped_changed(r, p, before, t);
 	p->brk_cur = 0;
+	gauges_reset(r, p, t);
 }
 
 static void on_process_fork(struct mt_recon *r, const struct mt_event *ev,
@@ -820,6 +886,11 @@ static void on_process_fork(struct mt_recon *r, const struct mt_event *ev,
 				 (struct range){x->start, x->end, true});
 	}
 	child->brk_cur = parent->brk_cur;
+	/* the child's resident pages start as the parent's (shared until
+	 * written); PSS is not seeded: it already splits shared pages */
+	for (int g = G_RSS_FILE; g <= G_RSS_TOTAL; g++)
+		if (parent->gauge[g] && !child->gauge[g])
+			gauge_set(r, child, (enum gauge)g, parent->gauge[g], t);
 }
 
 static void on_process_exec(struct mt_recon *r, struct proc *p,
@@ -841,6 +912,8 @@ static void on_process_exit(struct mt_recon *r, struct proc *p, uint32_t status,
 	end_address_space(r, p, t, "exit");
 	series_shrink(&p->heap);
 	series_shrink(&p->mapped);
+	for (int g = 0; g < NGAUGES; g++)
+		series_shrink(&p->gauge_s[g]);
 	p->ended = true;
 	p->end_t = t;
 	if (WIFEXITED(status)) {
@@ -929,8 +1002,14 @@ void mt_recon_event(struct mt_recon *r, const struct mt_record *rec)
 	case MT_EV_EXIT:
 		on_process_exit(r, p, ev->aux, t);
 		break;
+	case MT_EV_RSS:
+		on_rss(r, p, ev, t);
+		break;
+	case MT_EV_PSS:
+		on_pss(r, p, ev, t);
+		break;
 	default:
-		break; /* RSS, PSS: not reconstructed yet */
+		break;
 	}
 }
 
@@ -983,6 +1062,8 @@ struct mt_recon *mt_recon_new(const struct mt_recon_opts *opts,
 		}
 	}
 	r->fmt = fmt;
+	r->have_rss = r->meta.flags & MT_HDR_RSS;
+	r->have_physical = r->meta.flags & MT_HDR_PHYSICAL;
 	r->header = header_json(meta);
 	r->tail = &r->first;
 	r->markers = json_array();
@@ -1000,6 +1081,8 @@ static void proc_free(struct proc *p)
 	ranges_clear(&p->maps);
 	free(p->heap.pts);
 	free(p->mapped.pts);
+	for (int g = 0; g < NGAUGES; g++)
+		free(p->gauge_s[g].pts);
 	free(p->leaks.v);
 	json_decref(p->execs);
 	free(p);
@@ -1016,6 +1099,8 @@ void mt_recon_free(struct mt_recon *r)
 	free(r->pids);
 	free(r->heap.pts);
 	free(r->mapped.pts);
+	for (int g = 0; g < NGAUGES; g++)
+		free(r->gauge_s[g].pts);
 	free(r->sizes);
 	free(r->leaks.v);
 	json_decref(r->header);
@@ -1135,6 +1220,37 @@ static json_t *exit_json(int kind, int value)
 	return json_null();
 }
 
+static json_t *gauges_json(const struct mt_recon *r, const struct series *s,
+			   const struct series_cfg *cfg, bool points,
+			   bool physical)
+{
+	static const struct {
+		const char *name;
+		enum gauge g;
+	} rss[] = {{"total", G_RSS_TOTAL},
+		   {"anon", G_RSS_ANON},
+		   {"file", G_RSS_FILE},
+		   {"shmem", G_RSS_SHMEM},
+		   {"swap", G_RSS_SWAP}},
+	  pss[] = {{"total", G_PSS_TOTAL},
+		   {"anon", G_PSS_ANON},
+		   {"file", G_PSS_FILE},
+		   {"shmem", G_PSS_SHMEM}};
+	json_t *o;
+	size_t n = physical ? 4 : 5;
+
+	if (!(physical ? r->have_physical : r->have_rss))
+		return json_null();
+	o = json_object();
+	for (size_t i = 0; i < n; i++) {
+		const char *name = physical ? pss[i].name : rss[i].name;
+		enum gauge g = physical ? pss[i].g : rss[i].g;
+
+		json_object_set_new(o, name, series_json(&s[g], cfg, points));
+	}
+	return o;
+}
+
 static json_t *proc_json(struct mt_recon *r, struct proc *p)
 {
 	json_t *o = json_object();
@@ -1150,8 +1266,10 @@ static json_t *proc_json(struct mt_recon *r, struct proc *p)
 	json_object_set_new(o, "heap", series_json(&p->heap, &r->pcfg, pts));
 	json_object_set_new(o, "mapped",
 			    series_json(&p->mapped, &r->pcfg, pts));
-	json_object_set_new(o, "rss", json_null());
-	json_object_set_new(o, "physical", json_null());
+	json_object_set_new(o, "rss",
+			    gauges_json(r, p->gauge_s, &r->pcfg, pts, false));
+	json_object_set_new(o, "physical",
+			    gauges_json(r, p->gauge_s, &r->pcfg, pts, true));
 	json_object_set_new(o, "totals", totals_json(&p->tot));
 	json_object_set_new(o, "leaks", leaks_json(&p->leaks, false));
 	return o;
@@ -1337,8 +1455,10 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 	json_object_set_new(tree, "heap", series_json(&r->heap, &r->cfg, true));
 	json_object_set_new(tree, "mapped",
 			    series_json(&r->mapped, &r->cfg, true));
-	json_object_set_new(tree, "rss", json_null());
-	json_object_set_new(tree, "physical", json_null());
+	json_object_set_new(tree, "rss",
+			    gauges_json(r, r->gauge_s, &r->cfg, true, false));
+	json_object_set_new(tree, "physical",
+			    gauges_json(r, r->gauge_s, &r->cfg, true, true));
 	json_object_set_new(tree, "totals", totals_json(&sum));
 	json_object_set_new(tree, "leaks", leaks_json(&r->leaks, true));
 	json_object_set_new(tree, "histogram", histogram_json(r));

@@ -267,9 +267,12 @@ static struct row *sorted_processes(json_t *doc, size_t *n)
 	json_array_foreach(procs, i, p)
 	{
 		rows[*n].src = p;
+		/* heap first; RSS, then mapped, break ties (and order runs
+		 * that did not track allocators) */
 		rows[*n].weight =
-		    (double)mt_json_u64(p, "heap.peak", 0) * 1e3 +
-		    (double)mt_json_u64(p, "mapped.peak", 0) * 1e-3;
+		    (double)mt_json_u64(p, "heap.peak", 0) * 1e6 +
+		    (double)mt_json_u64(p, "rss.total.peak", 0) +
+		    (double)mt_json_u64(p, "mapped.peak", 0) * 1e-6;
 		(*n)++;
 	}
 	qsort(rows, *n, sizeof(*rows), row_cmp);
@@ -296,19 +299,21 @@ static const char *count_or_dash(char *buf, size_t len, json_t *o,
 	return mt_fmt_count(buf, len, (uint64_t)json_integer_value(v));
 }
 
-static void print_row(FILE *out, const char *label, json_t *o, bool tracked)
+static void print_row(FILE *out, const char *label, json_t *o, bool tracked,
+		      bool rss)
 {
-	char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
 
 	fprintf(
-	    out, "%-22.22s %10s %11s %11s %11s %9s %10s %11s\n", label,
+	    out, "%-22.22s %10s %11s %11s %11s %9s %10s %11s%*s\n", label,
 	    size_or_dash(a, sizeof(a), o, "heap.peak", tracked),
 	    size_or_dash(b, sizeof(b), o, "totals.allocated_bytes", tracked),
 	    count_or_dash(c, sizeof(c), o, "totals.allocations", tracked),
 	    count_or_dash(d, sizeof(d), o, "totals.frees", tracked),
 	    size_or_dash(e, sizeof(e), o, "totals.average_size", tracked),
 	    size_or_dash(f, sizeof(f), o, "leaks.bytes", tracked),
-	    size_or_dash(g, sizeof(g), o, "mapped.peak", true));
+	    size_or_dash(g, sizeof(g), o, "mapped.peak", true), rss ? 10 : 0,
+	    rss ? size_or_dash(h, sizeof(h), o, "rss.total.peak", true) : "");
 }
 
 static void print_exit(FILE *out, json_t *ex)
@@ -419,9 +424,25 @@ static void print_leaks(FILE *out, json_t *doc, unsigned top)
 	}
 }
 
+/* "peak RSS    1.00 MiB at 3 ms" when the series exists */
+static void print_peak(FILE *out, json_t *doc, const char *fmt,
+		       const char *path)
+{
+	json_t *s = mt_json_path(doc, path);
+	char v[32], t[32];
+
+	if (!json_is_object(s))
+		return;
+	fprintf(out, fmt,
+		mt_fmt_bytes(v, sizeof(v), (double)mt_json_u64(s, "peak", 0)),
+		mt_fmt_duration(t, sizeof(t), mt_json_u64(s, "peak_t_ns", 0)));
+	fputc('\n', out);
+}
+
 void mt_report_text(FILE *out, json_t *doc, unsigned top)
 {
 	bool tracked = allocators_tracked(doc);
+	bool rss = json_is_object(mt_json_path(doc, "tree.rss"));
 	char buf[4096], n1[32], n2[32];
 	size_t nrows;
 	struct row *rows;
@@ -469,10 +490,13 @@ void mt_report_text(FILE *out, json_t *doc, unsigned top)
 			n2, sizeof(n2),
 			mt_json_u64(doc, "tree.heap.peak_t_ns", 0)));
 
-	fprintf(out, "\n%-22s %10s %11s %11s %11s %9s %10s %11s\n", "",
+	print_peak(out, doc, "peak RSS    %s at %s", "tree.rss.total");
+	print_peak(out, doc, "peak phys   %s at %s", "tree.physical.total");
+
+	fprintf(out, "\n%-22s %10s %11s %11s %11s %9s %10s %11s%*s\n", "",
 		"peak heap", "allocated", "allocs", "frees", "avg size",
-		"leaked", "peak mapped");
-	print_row(out, "tree", json_object_get(doc, "tree"), tracked);
+		"leaked", "peak mapped", rss ? 10 : 0, rss ? "peak rss" : "");
+	print_row(out, "tree", json_object_get(doc, "tree"), tracked, rss);
 	rows = sorted_processes(doc, &nrows);
 	for (size_t i = 0; rows && i < nrows && (!top || i < top); i++) {
 		char label[64];
@@ -480,7 +504,7 @@ void mt_report_text(FILE *out, json_t *doc, unsigned top)
 		snprintf(label, sizeof(label), "%7llu %s",
 			 (unsigned long long)mt_json_u64(rows[i].src, "pid", 0),
 			 proc_name(doc, rows[i].src));
-		print_row(out, label, rows[i].src, tracked);
+		print_row(out, label, rows[i].src, tracked, rss);
 	}
 	if (top && nrows > top)
 		fprintf(out, "(%zu more processes: --top 0 lists all)\n",
@@ -515,6 +539,10 @@ static json_t *row_facts(json_t *o, bool tracked)
 	    {"leaked_blocks", "leaks.count", true},
 	    {"peak_mapped", "mapped.peak", false},
 	    {"peak_mapped_t_ns", "mapped.peak_t_ns", false},
+	    {"peak_rss", "rss.total.peak", false},
+	    {"peak_rss_t_ns", "rss.total.peak_t_ns", false},
+	    {"peak_rss_anon", "rss.anon.peak", false},
+	    {"peak_physical", "physical.total.peak", false},
 	};
 
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
@@ -595,15 +623,17 @@ json_t *mt_report_facts(json_t *doc, unsigned top)
 bool mt_gates_any(const struct mt_gates *g)
 {
 	return g->has_peak_heap || g->has_total_allocated ||
-	       g->has_allocations || g->has_leaked || g->strict;
+	       g->has_allocations || g->has_leaked || g->has_peak_rss ||
+	       g->strict;
 }
 
+/* unknown: why the value cannot be checked (NULL when it can) */
 static int gate(json_t *doc, const char *name, const char *path, bool is_size,
-		uint64_t limit, char *reason, size_t len, json_t *results,
-		int failed)
+		uint64_t limit, const char *unknown, char *reason, size_t len,
+		json_t *results, int failed)
 {
 	uint64_t v = mt_json_u64(doc, path, 0);
-	bool ok = allocators_tracked(doc) && v <= limit;
+	bool ok = !unknown && v <= limit;
 	char a[32], b[32];
 
 	if (results)
@@ -613,8 +643,8 @@ static int gate(json_t *doc, const char *name, const char *path, bool is_size,
 				       (json_int_t)v, "ok", ok));
 	if (ok || failed)
 		return failed || !ok;
-	if (!allocators_tracked(doc))
-		snprintf(reason, len, "%s: allocators were not tracked", name);
+	if (unknown)
+		snprintf(reason, len, "%s: %s", name, unknown);
 	else if (is_size)
 		snprintf(reason, len, "%s: %s exceeds the limit of %s", name,
 			 mt_fmt_bytes(a, sizeof(a), (double)v),
@@ -629,6 +659,8 @@ static int gate(json_t *doc, const char *name, const char *path, bool is_size,
 int mt_report_gates(json_t *doc, const struct mt_gates *g, char *reason,
 		    size_t len, json_t *results)
 {
+	const char *heap =
+	    allocators_tracked(doc) ? NULL : "allocators were not tracked";
 	int failed = 0;
 
 	if (g->strict) {
@@ -651,19 +683,29 @@ int mt_report_gates(json_t *doc, const struct mt_gates *g, char *reason,
 		}
 	}
 	if (g->has_peak_heap)
-		failed = gate(doc, "max-peak-heap", "tree.heap.peak", true,
-			      g->max_peak_heap, reason, len, results, failed);
+		failed =
+		    gate(doc, "max-peak-heap", "tree.heap.peak", true,
+			 g->max_peak_heap, heap, reason, len, results, failed);
 	if (g->has_total_allocated)
-		failed = gate(
-		    doc, "max-total-allocated", "tree.totals.allocated_bytes",
-		    true, g->max_total_allocated, reason, len, results, failed);
+		failed = gate(doc, "max-total-allocated",
+			      "tree.totals.allocated_bytes", true,
+			      g->max_total_allocated, heap, reason, len,
+			      results, failed);
 	if (g->has_allocations)
 		failed = gate(doc, "max-allocations", "tree.totals.allocations",
-			      false, g->max_allocations, reason, len, results,
-			      failed);
+			      false, g->max_allocations, heap, reason, len,
+			      results, failed);
 	if (g->has_leaked)
-		failed = gate(doc, "max-leaked", "tree.leaks.bytes", true,
-			      g->max_leaked, reason, len, results, failed);
+		failed =
+		    gate(doc, "max-leaked", "tree.leaks.bytes", true,
+			 g->max_leaked, heap, reason, len, results, failed);
+	if (g->has_peak_rss)
+		failed = gate(doc, "max-peak-rss", "tree.rss.total.peak", true,
+			      g->max_peak_rss,
+			      json_is_object(mt_json_path(doc, "tree.rss"))
+				  ? NULL
+				  : "RSS was not recorded",
+			      reason, len, results, failed);
 	return failed;
 }
 
@@ -679,6 +721,8 @@ static const struct metric {
     {"allocations", "tree.totals.allocations", false, true},
     {"leaked", "tree.leaks.bytes", true, true},
     {"peak mapped", "tree.mapped.peak", true, false},
+    {"peak rss", "tree.rss.total.peak", true, false},
+    {"peak physical", "tree.physical.total.peak", true, false},
 };
 
 static void fmt_metric(char *buf, size_t len, const struct metric *m,

@@ -293,3 +293,38 @@ ten_mib() {
 	# every fork makes one process; the others were seen without a fork
 	[ "$(j g '[.processes[] | select(.ppid != null)] | length')" = "$want" ]
 }
+
+@test "RSS by member and physical: tree sums, fork seeds, exit resets, peaks stay" {
+	mk a <<-EOF
+		Rss member=anon size=1MiB
+		Rss member=file size=2MiB
+		Rss member=swap size=5MiB
+		Fork pid=101 ppid=100
+		Rss pid=101 member=anon size=3MiB
+		Pss pid=101 pss=2MiB pss_anon=1MiB pss_file=1MiB pss_shmem=0
+		Pss pss=1MiB pss_anon=1MiB pss_file=0 pss_shmem=0
+		Exit pid=101 exit_code=0
+		Rss member=shmem size=1MiB
+		Exit exit_code=0
+	EOF
+	recon a
+	# parent 3 MiB resident (swap is not); the child starts with the
+	# parent's 3 MiB, then its anon grows to 3 MiB: 5 MiB; tree 8 MiB
+	[ "$(j a .tree.rss.total.peak)" = $((8 * MiB)) ]
+	[ "$(j a .tree.rss.total.peak_t_ns)" = 5000 ]
+	[ "$(j a .tree.rss.anon.peak)" = $((4 * MiB)) ]
+	# swap entries are copied at fork too: 5 MiB in each
+	[ "$(j a .tree.rss.swap.peak)" = $((10 * MiB)) ]
+	[ "$(j a '.processes[1].rss.total.peak')" = $((5 * MiB)) ]
+	[ "$(j a '.processes[1].rss.total.final')" = 0 ]
+	[ "$(j a .tree.physical.total.peak)" = $((3 * MiB)) ]
+	[ "$(j a '.processes[0].physical.total.peak')" = $MiB ]
+	# after the child's exit: the parent's 3 MiB + 1 MiB shmem
+	[ "$(j a '[.tree.rss.total.points[][2]] | .[-2]')" = $((4 * MiB)) ]
+	[ "$(j a .tree.rss.total.final)" = 0 ]
+	# no RSS events and no rss_tracked: null, not zero
+	ten_mib | mk b
+	recon b
+	[ "$(j b .tree.rss)" = null ]
+	[ "$(j b .tree.physical)" = null ]
+}

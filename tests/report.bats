@@ -317,3 +317,33 @@ screenshot() {
 	run mt-report --max-peak-heap 3333 "$T/f.msgpack"
 	assert_success
 }
+
+@test "RSS: peak line, column, --max-peak-rss, compare, green line in the SVG" {
+	mk a <<-EOF
+		Malloc addr=0x1000 size=100
+		Rss member=anon size=3MiB
+		Rss member=file size=1MiB
+		Rss member=anon size=1MiB
+		Exit exit_code=0
+	EOF
+	run mt-report "$T/a.msgpack"
+	assert_success
+	assert_line "peak RSS    4.00 MiB at 3 us"
+	assert_line --regexp '^tree +100 B .* 0 B +4\.00 MiB$'
+	run mt-report --max-peak-rss 4MiB "$T/a.msgpack"
+	assert_success
+	run mt-report --max-peak-rss 3.9MiB "$T/a.msgpack"
+	assert_failure 1
+	assert_line "mt-report: max-peak-rss: 4.00 MiB exceeds the limit of 3.90 MiB"
+	[ "$(mt-report --json "$T/a.msgpack" | jq -c '[.tree.peak_rss, .tree.peak_rss_anon, .tree.peak_physical]')" = "[$((4 * MiB)),$((3 * MiB)),null]" ]
+	ten_mib | mk b
+	run mt-report --max-peak-rss 1GiB "$T/b.msgpack"
+	assert_failure 1
+	assert_line "mt-report: max-peak-rss: RSS was not recorded"
+	refute_output --partial "peak RSS"
+	run mt-report --compare "$T/a.msgpack" "$T/a.msgpack"
+	assert_line --regexp '^peak rss +4\.00 MiB +4\.00 MiB +\+0\.0%$'
+	assert_line --regexp '^peak physical +- +- +-$'
+	mt-report --svg "$T/a.svg" "$T/a.msgpack" >/dev/null
+	grep -q '>peak RSS 4.00 MiB at 3 us<' "$T/a.svg"
+}

@@ -33,6 +33,7 @@ static void usage(FILE *to, int status)
 		"                 [--max-peak-heap SIZE] "
 		"[--max-total-allocated SIZE]\n"
 		"                 [--max-allocations N] [--max-leaked SIZE] "
+		"[--max-peak-rss SIZE]\n                 "
 		"[--strict] [FILE]\n"
 		"       mt-report --compare BASE HEAD [--max-growth PCT] "
 		"[--json] [gates]\n");
@@ -72,6 +73,7 @@ static void parse_args(struct env *env, int argc, char **argv)
 		O_COMPARE,
 		O_GROWTH,
 		O_JSON,
+		O_RSS,
 	};
 	static const struct option longopts[] = {
 	    {"json", no_argument, NULL, O_JSON},
@@ -82,6 +84,7 @@ static void parse_args(struct env *env, int argc, char **argv)
 	    {"max-total-allocated", required_argument, NULL, O_TOTAL},
 	    {"max-allocations", required_argument, NULL, O_ALLOCS},
 	    {"max-leaked", required_argument, NULL, O_LEAKED},
+	    {"max-peak-rss", required_argument, NULL, O_RSS},
 	    {"strict", no_argument, NULL, O_STRICT},
 	    {"compare", required_argument, NULL, O_COMPARE},
 	    {"max-growth", required_argument, NULL, O_GROWTH},
@@ -130,6 +133,10 @@ static void parse_args(struct env *env, int argc, char **argv)
 		case O_LEAKED:
 			g->has_leaked = true;
 			g->max_leaked = size_arg("--max-leaked", optarg);
+			break;
+		case O_RSS:
+			g->has_peak_rss = true;
+			g->max_peak_rss = size_arg("--max-peak-rss", optarg);
 			break;
 		case O_STRICT:
 			g->strict = true;
