@@ -203,6 +203,34 @@ log_info() {
 	assert_output "[[$parent,\"$MT_FIXTURES/spawn\"],[$child,\"$MT_FIXTURES/malloc_free\"]]"
 }
 
+@test "200 short-lived processes: every Fork, Exec and Exit, nothing lost" {
+	require_bpf
+	trace_ok -- sh -c 'i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i + 1)); done'
+	run jq_events '[([.[] | select(.type == "Fork")] | length),
+		([.[] | select(.type == "Exec" and .path == "/bin/true")] | length),
+		([.[] | select(.type == "Exit" and .exit_code == 0)] | length)]'
+	assert_output '[200,200,201]'
+	# each child: Fork, then its Exec, then its Exit, under its own pid
+	run jq_events '[.[] | select(.type == "Fork") | .pid] as $kids |
+		[$kids[] as $k | [.[] | select(.pid == $k and (.type | IN("Exec", "Exit"))) | .type]] |
+		map(select(. != ["Exec", "Exit"])) | length'
+	assert_output 0
+	run meta '.trailer.lost_events'
+	assert_output 0
+}
+
+@test "a descendant still running when CMD exits: the trace ends with CMD (man page)" {
+	require_bpf
+	start=$(date +%s%N)
+	trace_ok -- sh -c 'sleep 3 & exit 0'
+	elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+	[ "$elapsed_ms" -lt 2000 ]
+	run meta '.trailer | [.complete, .exit_code]'
+	assert_output '[true,0]'
+	run jq_events '[.[] | select(.type == "Fork")] | length'
+	assert_output 1
+}
+
 @test "thread: its events carry its tid (!= pid), and a thread is no Fork" {
 	require_bpf
 	check_fixture thread
