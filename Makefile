@@ -211,3 +211,121 @@ bench: all fixtures $(OUTPUT)/bench/peakrss bench-data
 		BENCH_QUICK=$(BENCH_QUICK) \
 		BENCH_CMD="$(if $(filter 1,$(BENCH_QUICK)),BENCH_QUICK=1 )make bench" \
 		bench/run
+
+# ---- allocator fixtures (issue 5): real allocators from Debian packages --
+# tests/fixtures/alloc/: C and C++ programs whose allocator calls are known
+# (tests/allocators.bats), built against glibc/libstdc++ and the allocators
+# of libjemalloc-dev, libmimalloc-dev and libgoogle-perftools-dev: linked
+# dynamically; with the static archives the packages ship (libjemalloc.a,
+# libtcmalloc_minimal.a; mimalloc ships none), also stripped; with
+# jemalloc's public names renamed je_* / _rjem_* (a prefixed build); and
+# inside a dlopen'ed library.  -O0 -fno-builtin and, for C++, no elision,
+# so each call in the source is one call in the binary (g++ -O2 deletes
+# new/delete pairs).
+DEB_PACKAGES += g++ libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev
+
+ALLOC_DIR := tests/fixtures/alloc
+ALLOC_OUT := $(OUTPUT)/fixtures/alloc
+ALLOC_LIBDIR := /usr/lib/$(shell $(CC) -print-multiarch)
+ALLOC_HDRS := tests/fixtures/fixture.h $(ALLOC_DIR)/alloc.h
+ALLOC_CFLAGS := -std=gnu11 -O0 -g -fno-builtin -Wall -Wextra -Werror -pthread
+ALLOC_CXXFLAGS := -std=gnu++17 -O0 -g -fno-builtin -fno-elide-constructors \
+	-fsized-deallocation -faligned-new -Wall -Wextra -Werror -pthread
+ALLOC_JEMALLOC_A := $(ALLOC_LIBDIR)/libjemalloc.a -lpthread -lm -ldl
+ALLOC_CXX := cxx_sequence cxx_operators
+ALLOC_FIXTURES := $(addprefix $(ALLOC_OUT)/, $(ALLOC_CXX) \
+	$(foreach a,jemalloc mimalloc tcmalloc,$(addsuffix _$(a),$(ALLOC_CXX))) \
+	cxx_sequence_jemalloc_static jemalloc_api jemalloc_static \
+	jemalloc_static_nodebug jemalloc_static_stripped jemalloc_je \
+	jemalloc_rjem mimalloc_api tcmalloc_api tcmalloc_static \
+	tcmalloc_static_nodebug libmyalloc.so dlopen_alloc)
+
+$(ALLOC_OUT):
+	$(Q)mkdir -p $@
+
+# C++: libstdc++'s operator new, then each allocator's replacing it
+$(addprefix $(ALLOC_OUT)/,$(ALLOC_CXX)): $(ALLOC_OUT)/%: $(ALLOC_DIR)/%.cc \
+		$(ALLOC_HDRS) | $(ALLOC_OUT)
+	$(call msg,CXX,$@)
+	$(Q)$(CXX) $(ALLOC_CXXFLAGS) $< -o $@ -ldl
+$(patsubst %,$(ALLOC_OUT)/%_jemalloc,$(ALLOC_CXX)): $(ALLOC_OUT)/%_jemalloc: \
+		$(ALLOC_DIR)/%.cc $(ALLOC_HDRS) | $(ALLOC_OUT)
+	$(call msg,CXX,$@)
+	$(Q)$(CXX) $(ALLOC_CXXFLAGS) $< -o $@ -ljemalloc -ldl
+$(patsubst %,$(ALLOC_OUT)/%_mimalloc,$(ALLOC_CXX)): $(ALLOC_OUT)/%_mimalloc: \
+		$(ALLOC_DIR)/%.cc $(ALLOC_HDRS) | $(ALLOC_OUT)
+	$(call msg,CXX,$@)
+	$(Q)$(CXX) $(ALLOC_CXXFLAGS) $< -o $@ -lmimalloc -ldl
+$(patsubst %,$(ALLOC_OUT)/%_tcmalloc,$(ALLOC_CXX)): $(ALLOC_OUT)/%_tcmalloc: \
+		$(ALLOC_DIR)/%.cc $(ALLOC_HDRS) | $(ALLOC_OUT)
+	$(call msg,CXX,$@)
+	$(Q)$(CXX) $(ALLOC_CXXFLAGS) $< -o $@ -ltcmalloc -ldl
+$(ALLOC_OUT)/cxx_sequence_jemalloc_static: $(ALLOC_DIR)/cxx_sequence.cc \
+		$(ALLOC_HDRS) | $(ALLOC_OUT)
+	$(call msg,CXX,$@)
+	$(Q)$(CXX) $(ALLOC_CXXFLAGS) $< $(ALLOC_JEMALLOC_A) -o $@
+
+# jemalloc: shared, static (the executable defines malloc), stripped
+$(ALLOC_OUT)/jemalloc_api: $(ALLOC_DIR)/jemalloc_api.c $(ALLOC_HDRS) \
+		| $(ALLOC_OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(ALLOC_CFLAGS) $< -o $@ -ljemalloc -ldl
+$(ALLOC_OUT)/jemalloc_static: $(ALLOC_DIR)/jemalloc_api.c $(ALLOC_HDRS) \
+		| $(ALLOC_OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(ALLOC_CFLAGS) $< $(ALLOC_JEMALLOC_A) -o $@
+# no debug info, .symtab kept
+$(ALLOC_OUT)/%_static_nodebug: $(ALLOC_OUT)/%_static
+	$(call msg,STRIP,$@)
+	$(Q)strip --strip-debug -o $@ $<
+# no .symtab either: only the exported names in .dynsym remain
+$(ALLOC_OUT)/%_static_stripped: $(ALLOC_OUT)/%_static
+	$(call msg,STRIP,$@)
+	$(Q)strip --strip-all -o $@ $<
+
+# jemalloc's public names renamed, as a build with a prefix has them
+ALLOC_JE_PREFIX_je := je_
+ALLOC_JE_PREFIX_rjem := _rjem_
+ALLOC_JE_API := malloc calloc realloc free aligned_alloc memalign \
+	posix_memalign valloc mallocx rallocx xallocx dallocx sdallocx nallocx \
+	sallocx mallctl mallctlnametomib mallctlbymib malloc_usable_size \
+	malloc_stats_print malloc_conf malloc_message
+$(ALLOC_OUT)/libjemalloc-%.a: | $(ALLOC_OUT)
+	$(call msg,OBJCOPY,$@)
+	$(Q)for sym in $(ALLOC_JE_API); do \
+		echo "$$sym $(ALLOC_JE_PREFIX_$*)$$sym"; done > $@.syms
+	$(Q)objcopy --redefine-syms=$@.syms $(ALLOC_LIBDIR)/libjemalloc.a $@
+$(ALLOC_OUT)/jemalloc_%: $(ALLOC_DIR)/jemalloc_api.c $(ALLOC_HDRS) \
+		$(ALLOC_OUT)/libjemalloc-%.a | $(ALLOC_OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(ALLOC_CFLAGS) -DJE_PREFIXED \
+		-DJE_PREFIX=$(ALLOC_JE_PREFIX_$*) $< \
+		$(ALLOC_OUT)/libjemalloc-$*.a -lpthread -lm -ldl -o $@
+
+$(ALLOC_OUT)/mimalloc_api: $(ALLOC_DIR)/mimalloc_api.c $(ALLOC_HDRS) \
+		| $(ALLOC_OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(ALLOC_CFLAGS) $< -o $@ -lmimalloc -ldl
+
+$(ALLOC_OUT)/tcmalloc_api: $(ALLOC_DIR)/tcmalloc_api.cc $(ALLOC_HDRS) \
+		| $(ALLOC_OUT)
+	$(call msg,CXX,$@)
+	$(Q)$(CXX) $(ALLOC_CXXFLAGS) $< -o $@ -ltcmalloc -ldl
+$(ALLOC_OUT)/tcmalloc_static: $(ALLOC_DIR)/tcmalloc_api.cc $(ALLOC_HDRS) \
+		| $(ALLOC_OUT)
+	$(call msg,CXX,$@)
+	$(Q)$(CXX) $(ALLOC_CXXFLAGS) $< \
+		$(ALLOC_LIBDIR)/libtcmalloc_minimal.a -lpthread -ldl -o $@
+
+# a library with jemalloc inside, loaded with dlopen
+$(ALLOC_OUT)/libmyalloc.so: $(ALLOC_DIR)/myalloc.c | $(ALLOC_OUT)
+	$(call msg,CCLD,$@)
+	$(Q)$(CC) $(ALLOC_CFLAGS) -fPIC -shared $< \
+		$(ALLOC_LIBDIR)/libjemalloc_pic.a -Wl,-Bsymbolic -lpthread -lm \
+		-ldl -o $@
+$(ALLOC_OUT)/dlopen_alloc: $(ALLOC_DIR)/dlopen_alloc.c $(ALLOC_HDRS) \
+		| $(ALLOC_OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(ALLOC_CFLAGS) $< -o $@ -ldl
+
+fixtures: $(ALLOC_FIXTURES)
