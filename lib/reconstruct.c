@@ -10,6 +10,7 @@
  * error) but counted in the parent, so the tree counts every block once.
  */
 #include <assert.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -429,6 +430,10 @@ struct mt_recon {
 	uint64_t gauge[NGAUGES];
 	struct series gauge_s[NGAUGES];
 	bool have_rss, have_physical;
+	/* the heaviest ended processes (a min-heap, lightest first): only
+	 * they and live processes keep series points */
+	struct proc **kept;
+	size_t nkept;
 	uint64_t hist_count[HIST_BUCKETS], hist_bytes[HIST_BUCKETS];
 	struct size_slot {
 		uint64_t size; /* stored + 1 so 0 means empty */
@@ -906,14 +911,109 @@ static void on_process_exec(struct mt_recon *r, struct proc *p,
 		json_array_append_new(p->execs, e);
 }
 
-static void on_process_exit(struct mt_recon *r, struct proc *p, uint32_t status,
-			    uint64_t t)
+/* Heavier first: by peak heap, then peak RSS, then peak mapped; a total
+ * order, so "the N heaviest" is well defined. */
+static int proc_cmp(const struct proc *x, const struct proc *y)
 {
-	end_address_space(r, p, t, "exit");
+	uint64_t a[] = {x->heap.peak, x->gauge_s[G_RSS_TOTAL].peak,
+			x->mapped.peak};
+	uint64_t b[] = {y->heap.peak, y->gauge_s[G_RSS_TOTAL].peak,
+			y->mapped.peak};
+
+	for (int i = 0; i < 3; i++)
+		if (a[i] != b[i])
+			return a[i] < b[i] ? 1 : -1;
+	if (x->start_t != y->start_t)
+		return x->start_t < y->start_t ? -1 : 1;
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+static void series_drop(struct series *s)
+{
+	free(s->pts);
+	s->pts = NULL;
+	s->n = s->alloc = 0;
+}
+
+static void proc_drop_series(struct proc *p)
+{
+	series_drop(&p->heap);
+	series_drop(&p->mapped);
+	for (int g = 0; g < NGAUGES; g++)
+		series_drop(&p->gauge_s[g]);
+}
+
+static void proc_keep_series(struct proc *p)
+{
 	series_shrink(&p->heap);
 	series_shrink(&p->mapped);
 	for (int g = 0; g < NGAUGES; g++)
 		series_shrink(&p->gauge_s[g]);
+}
+
+static void kept_sift_down(struct mt_recon *r, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+
+		if (l < r->nkept && proc_cmp(r->kept[l], r->kept[m]) > 0)
+			m = l;
+		if (l + 1 < r->nkept &&
+		    proc_cmp(r->kept[l + 1], r->kept[m]) > 0)
+			m = l + 1;
+		if (m == i)
+			return;
+		struct proc *tmp = r->kept[i];
+
+		r->kept[i] = r->kept[m];
+		r->kept[m] = tmp;
+		i = m;
+	}
+}
+
+/* An ended process keeps its series points only while it is among the
+ * series_procs heaviest ended ones: one that drops out has that many
+ * heavier processes and can never be written with its series.  So points
+ * take memory for live processes and a bounded few, not for every process
+ * a long build started. */
+static void keep_if_heavy(struct mt_recon *r, struct proc *p)
+{
+	size_t cap = r->opts.series_procs;
+
+	if (cap == UINT_MAX) {
+		proc_keep_series(p);
+		return;
+	}
+	if (!r->kept && cap && !(r->kept = calloc(cap, sizeof(*r->kept))))
+		cap = 0;
+	if (r->nkept < cap) {
+		size_t i = r->nkept++;
+
+		r->kept[i] = p;
+		while (i > 0 &&
+		       proc_cmp(r->kept[(i - 1) / 2], r->kept[i]) < 0) {
+			struct proc *tmp = r->kept[i];
+
+			r->kept[i] = r->kept[(i - 1) / 2];
+			r->kept[(i - 1) / 2] = tmp;
+			i = (i - 1) / 2;
+		}
+		proc_keep_series(p);
+	} else if (cap && proc_cmp(p, r->kept[0]) < 0) {
+		proc_drop_series(r->kept[0]);
+		r->kept[0] = p;
+		kept_sift_down(r, 0);
+		proc_keep_series(p);
+	} else {
+		proc_drop_series(p);
+	}
+}
+
+static void on_process_exit(struct mt_recon *r, struct proc *p, uint32_t status,
+			    uint64_t t)
+{
+	end_address_space(r, p, t, "exit");
+	keep_if_heavy(r, p);
 	p->ended = true;
 	p->end_t = t;
 	if (WIFEXITED(status)) {
@@ -1097,6 +1197,7 @@ void mt_recon_free(struct mt_recon *r)
 		proc_free(p);
 	}
 	free(r->pids);
+	free(r->kept);
 	free(r->heap.pts);
 	free(r->mapped.pts);
 	for (int g = 0; g < NGAUGES; g++)
@@ -1354,14 +1455,7 @@ static const char *resolution_name(enum mt_resolution_mode m)
 
 static int heavier_first(const void *a, const void *b)
 {
-	const struct proc *x = *(struct proc *const *)a;
-	const struct proc *y = *(struct proc *const *)b;
-
-	if (x->heap.peak != y->heap.peak)
-		return x->heap.peak < y->heap.peak ? 1 : -1;
-	if (x->mapped.peak != y->mapped.peak)
-		return x->mapped.peak < y->mapped.peak ? 1 : -1;
-	return x->start_t < y->start_t ? -1 : x->start_t > y->start_t;
+	return proc_cmp(*(struct proc *const *)a, *(struct proc *const *)b);
 }
 
 /* Per-process series are written for the heaviest processes only: a

@@ -328,3 +328,19 @@ ten_mib() {
 	[ "$(j b .tree.rss)" = null ]
 	[ "$(j b .tree.physical)" = null ]
 }
+
+@test "--process-series N: the N heaviest processes get exactly the series 'all' gives" {
+	[ -x "$MT_BUILD/tests/mt-gen" ] || skip "build/tests/mt-gen not built"
+	"$MT_BUILD/tests/mt-gen" --events 100000 --seed 5 -o "$T/g.raw"
+	mt-reconstruct --process-series 3 "$T/g.raw" >"$T/a.json"
+	mt-reconstruct --process-series all "$T/g.raw" >"$T/b.json"
+	heaviest='[.processes[] | {pid, start_ns, k: [.heap.peak, (.rss.total.peak // 0), .mapped.peak]}]
+		| sort_by(.k, -.start_ns) | reverse | .[0:3] | map(.pid) | sort'
+	[ "$(j a '[.processes[] | select(.heap.points) | .pid] | sort')" = "$(j b "$heaviest")" ]
+	[ "$(j b '[.processes[] | select(.heap.points)] | length')" = "$(j b '.processes | length')" ]
+	pids=$(j b "$heaviest")
+	pick='[.processes[] | select(.heap.points and (.pid as $p | $pids | index($p)))]'
+	[ "$(jq -c --argjson pids "$pids" "$pick" "$T/a.json")" = \
+		"$(jq -c --argjson pids "$pids" "$pick" "$T/b.json")" ]
+	[ "$(jq -c --argjson pids "$pids" "$pick | length" "$T/a.json")" = 3 ]
+}
