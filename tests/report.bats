@@ -347,3 +347,16 @@ screenshot() {
 	mt-report --svg "$T/a.svg" "$T/a.msgpack" >/dev/null
 	grep -q '>peak RSS 4.00 MiB at 3 us<' "$T/a.svg"
 }
+
+@test "traced: tar's allocations and bytes allocated equal valgrind's" {
+	require_bpf
+	command -v valgrind >/dev/null || skip "valgrind not installed"
+	mt-trace -- tar cf /dev/null -C "$TOP" lib 2>/dev/null | mt-report --json >"$T/r.json"
+	valgrind tar cf /dev/null -C "$TOP" lib 2>"$T/vg" >/dev/null
+	# "total heap usage: 407 allocs, 398 frees, 102,837 bytes allocated"
+	read -r allocs bytes <<<"$(sed -n 's/.*total heap usage: \([0-9,]*\) allocs, [0-9,]* frees, \([0-9,]*\) bytes allocated/\1 \2/p' "$T/vg" | tr -d ,)"
+	echo "valgrind: $allocs allocs, $bytes bytes; mt: $(jq -c '[.tree.allocations, .tree.total_allocated]' "$T/r.json")" >&2
+	[ -n "$allocs" ]
+	[ "$(jq .tree.allocations "$T/r.json")" = "$allocs" ]
+	[ "$(jq .tree.total_allocated "$T/r.json")" = "$bytes" ]
+}
