@@ -504,7 +504,7 @@ static int raw_next(struct mt_input *in, struct mt_record *rec)
 	case MT_EV_LOST:
 		break;
 	default:
-		if (rec->ev.kind < MT_EV_KIND_MAX)
+		if (mt_kind_name(rec->ev.kind)) /* a kind artifacts can hold */
 			return 1;
 	}
 	return fail(
@@ -623,14 +623,38 @@ struct value {
 	bool (*str_at)(const void *arr, size_t i, const char **s, size_t *len);
 };
 
+/* The values of one map; v[k] is only set when bit k of present is, so
+ * that starting a map costs one store, not a memset of every value. */
 struct fields {
+	uint64_t present;
 	struct value v[K_MAX];
 };
 
+_Static_assert(K_MAX <= 64, "present has a bit per key");
+
+static const struct value absent; /* type V_NONE */
+
+static const struct value *val(const struct fields *f, enum key k)
+{
+	return f->present >> k & 1 ? &f->v[k] : &absent;
+}
+
+static struct value *set(struct fields *f, enum key k)
+{
+	f->present |= 1ull << k;
+	return &f->v[k];
+}
+
 static enum key key_from_name(const char *name, size_t len)
 {
+	static uint8_t lengths[K_MAX];
+
+	if (!lengths[0])
+		for (int k = 0; k < K_MAX; k++)
+			lengths[k] = strlen(key_names[k]);
+	/* the keys of events come first in enum key */
 	for (int k = 0; k < K_MAX; k++)
-		if (strlen(key_names[k]) == len &&
+		if (lengths[k] == len && name[0] == key_names[k][0] &&
 		    !memcmp(key_names[k], name, len))
 			return k;
 	return K_MAX;
@@ -638,7 +662,7 @@ static enum key key_from_name(const char *name, size_t len)
 
 static bool has(const struct fields *f, enum key k)
 {
-	return f->v[k].type != V_NONE;
+	return val(f, k)->type != V_NONE;
 }
 
 static bool str_is(const struct value *v, const char *s)
@@ -651,7 +675,7 @@ static bool str_is(const struct value *v, const char *s)
 static int get_uint(struct mt_input *in, uint64_t off, const struct fields *f,
 		    enum key k, uint64_t *out)
 {
-	const struct value *v = &f->v[k];
+	const struct value *v = val(f, k);
 
 	if (v->type == V_NONE)
 		return 0;
@@ -691,7 +715,7 @@ static int get_u32f(struct mt_input *in, uint64_t off, const struct fields *f,
 static int get_bool(struct mt_input *in, uint64_t off, const struct fields *f,
 		    enum key k, bool *out)
 {
-	const struct value *v = &f->v[k];
+	const struct value *v = val(f, k);
 
 	if (v->type == V_NONE)
 		return 0;
@@ -705,7 +729,7 @@ static int get_bool(struct mt_input *in, uint64_t off, const struct fields *f,
 static int get_str(struct mt_input *in, uint64_t off, const struct fields *f,
 		   enum key k, const char **s, size_t *len)
 {
-	const struct value *v = &f->v[k];
+	const struct value *v = val(f, k);
 
 	if (v->type == V_NONE)
 		return 0;
@@ -729,7 +753,7 @@ static const char *const rss_members[] = {"file", "anon", "swap", "shmem"};
 static int fields_rss_member(struct mt_input *in, uint64_t off,
 			     const struct fields *f, struct mt_event *ev)
 {
-	const struct value *v = &f->v[K_MEMBER];
+	const struct value *v = val(f, K_MEMBER);
 
 	if (v->type == V_UINT && v->u <= UINT32_MAX) {
 		ev->aux = v->u;
@@ -919,12 +943,12 @@ static int fields_to_header(struct mt_input *in, uint64_t off,
 	    get_u32f(in, off, f, K_ROOT_PID, &m->root_pid) ||
 	    get_uint(in, off, f, K_START_TIME, &m->start_realtime_ns) ||
 	    get_uint(in, off, f, K_START_MONOTONIC, &m->start_monotonic_ns) ||
-	    header_clock(in, off, &f->v[K_CLOCK]) ||
+	    header_clock(in, off, val(f, K_CLOCK)) ||
 	    header_flag(in, off, f, K_ALLOCATORS_TRACKED, MT_HDR_ALLOCATORS) ||
 	    header_flag(in, off, f, K_SYSCALLS_TRACKED, MT_HDR_SYSCALLS) ||
 	    header_flag(in, off, f, K_RSS_TRACKED, MT_HDR_RSS) ||
 	    header_flag(in, off, f, K_PHYSICAL_TRACKED, MT_HDR_PHYSICAL) ||
-	    header_command(in, off, &f->v[K_COMMAND]))
+	    header_command(in, off, val(f, K_COMMAND)))
 		return -1;
 	m->host = strndup(host ? host : "", host_len);
 	if (!m->host)
@@ -985,7 +1009,7 @@ static int fields_role(struct mt_input *in, uint64_t off,
 		       const struct fields *f, enum object_role *role,
 		       unsigned *kind)
 {
-	const struct value *t = &f->v[K_TYPE];
+	const struct value *t = val(f, K_TYPE);
 
 	if (t->type != V_STR)
 		return fail(in, off, "map without a string \"type\"");
@@ -1245,7 +1269,7 @@ static int mp_next_fields(struct mt_input *in, struct fields *f, uint64_t *off)
 	o = &in->obj;
 	if (o->type != MSGPACK_OBJECT_MAP)
 		return fail(in, *off, "expected a map");
-	memset(f, 0, sizeof(*f));
+	f->present = 0;
 	for (uint32_t i = 0; i < o->via.map.size; i++) {
 		const msgpack_object_kv *kv = &o->via.map.ptr[i];
 		enum key k;
@@ -1254,7 +1278,7 @@ static int mp_next_fields(struct mt_input *in, struct fields *f, uint64_t *off)
 			continue;
 		k = key_from_name(kv->key.via.str.ptr, kv->key.via.str.size);
 		if (k != K_MAX)
-			mp_value(&kv->val, &f->v[k]);
+			mp_value(&kv->val, set(f, k));
 	}
 	return 1;
 }
@@ -1315,7 +1339,7 @@ static int js_next_fields(struct mt_input *in, struct fields *f, uint64_t *off,
 	size_t len;
 	json_error_t jerr;
 	const char *key;
-	json_t *val;
+	json_t *jv;
 
 	*root = NULL;
 	for (;;) {
@@ -1351,13 +1375,13 @@ static int js_next_fields(struct mt_input *in, struct fields *f, uint64_t *off,
 	if (!json_is_object(*root))
 		return fail(in, *off, "line %" PRIu64 ": expected an object",
 			    in->line);
-	memset(f, 0, sizeof(*f));
-	json_object_foreach(*root, key, val)
+	f->present = 0;
+	json_object_foreach(*root, key, jv)
 	{
 		enum key k = key_from_name(key, strlen(key));
 
 		if (k != K_MAX)
-			js_value(val, &f->v[k]);
+			js_value(jv, set(f, k));
 	}
 	return 1;
 }
@@ -1428,7 +1452,7 @@ static int mp_open(struct mt_input *in)
 	if (fields_role(in, off, &f, &role, &kind))
 		return -1;
 	if (role == OBJ_HEADER) {
-		if (!str_is(&f.v[K_FORMAT], "mt"))
+		if (!str_is(val(&f, K_FORMAT), "mt"))
 			return fail(in, off,
 				    "Header: \"format\" is not \"mt\"");
 		in->fmt = MT_FMT_ARTIFACT;
@@ -1481,9 +1505,9 @@ static int js_open(struct mt_input *in)
 		json_t *root;
 		int ret = js_next_fields(in, &f, &off, &root);
 
-		if (ret > 0 && !str_is(&f.v[K_TYPE], "Header"))
+		if (ret > 0 && !str_is(val(&f, K_TYPE), "Header"))
 			ret = fail(in, off, "line 1: not an mt Header");
-		else if (ret > 0 && !str_is(&f.v[K_FORMAT], "mt"))
+		else if (ret > 0 && !str_is(val(&f, K_FORMAT), "mt"))
 			ret = fail(in, off, "Header: \"format\" is not \"mt\"");
 		else if (ret > 0)
 			ret = fields_to_header(in, off, &f) ? -1 : 1;
