@@ -168,7 +168,8 @@ check-asan:
 # libFuzzer targets (tests/fuzz/fuzz_*.c) built with clang; `make fuzz` runs
 # each for FUZZ_TIME seconds from a corpus seeded with mt-gen output.
 FUZZ_TIME ?= 60
-FUZZ_LIB_SRCS := lib/raw.c lib/input.c lib/kinds.c lib/artifact.c
+FUZZ_LIB_SRCS := lib/raw.c lib/input.c lib/kinds.c lib/artifact.c \
+	$(wildcard lib/allocators.c)
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build-fuzz/%,\
 	$(wildcard tests/fuzz/fuzz_*.c))
 build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRCS) lib/*.h bpf/mt_event.h
@@ -178,8 +179,18 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRCS) lib/*.h bpf/mt_event.h
 		-fno-sanitize-recover=all -std=gnu11 -Ilib -Ibpf -D_GNU_SOURCE \
 		$< $(FUZZ_LIB_SRCS) $(LDLIBS_COMMON) -o $@
 
-fuzz: $(FUZZ_TARGETS) $(OUTPUT)/tests/mt-gen $(OUTPUT)/bin/mt-encode
-	$(Q)OUTPUT=$(OUTPUT) tests/fuzz/run $(FUZZ_TIME) $(FUZZ_TARGETS)
+# the seed makers, from the format sources alone (not all of libmt)
+build-fuzz/mt-gen: tests/gen/mt-gen.c $(FUZZ_LIB_SRCS) lib/*.h bpf/mt_event.h
+	$(call msg,CCLD,$@)
+	$(Q)mkdir -p build-fuzz
+	$(Q)$(CC) $(CFLAGS) $< $(FUZZ_LIB_SRCS) $(LDLIBS_COMMON) -o $@
+build-fuzz/mt-encode: tools/mt-encode.c $(FUZZ_LIB_SRCS) lib/*.h bpf/mt_event.h
+	$(call msg,CCLD,$@)
+	$(Q)mkdir -p build-fuzz
+	$(Q)$(CC) $(CFLAGS) $< $(FUZZ_LIB_SRCS) $(LDLIBS_COMMON) -o $@
+
+fuzz: $(FUZZ_TARGETS) build-fuzz/mt-gen build-fuzz/mt-encode
+	$(Q)tests/fuzz/run $(FUZZ_TIME) $(FUZZ_TARGETS)
 
 # ---- benchmarks (issue 6): bench/run with hyperfine; codspeed.yml -------
 # `make bench` prints the table (about 5 minutes on 2 cores);
