@@ -152,6 +152,11 @@ log_info() {
 	check_fixture realloc_edges
 }
 
+@test "realloc of mmapped blocks (mremap, malloc+copy+munmap inside): one Realloc per call" {
+	require_bpf
+	check_fixture realloc_mmapped
+}
+
 @test "memalign, small-alignment memalign/aligned_alloc, valloc, pvalloc: one AlignedAlloc each" {
 	require_bpf
 	check_fixture memalign_family
@@ -241,6 +246,9 @@ log_info() {
 	assert_output "[[$pid,$tid]]"
 	run jq_events '[.[] | select(.type == "Fork")] | length'
 	assert_output 0
+	# and a thread's end is no Exit: one Exit, the process's
+	run jq_events "[.[] | select(.type == \"Exit\") | .pid]"
+	assert_output "[$pid]"
 }
 
 @test "4 threads allocating at once: each thread's 1000 events exact, under its tid" {
