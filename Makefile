@@ -249,7 +249,8 @@ ALLOC_FIXTURES := $(addprefix $(ALLOC_OUT)/, $(ALLOC_CXX) \
 	cxx_sequence_jemalloc_static jemalloc_api jemalloc_static \
 	jemalloc_static_nodebug jemalloc_static_stripped jemalloc_je \
 	jemalloc_rjem mimalloc_api tcmalloc_api tcmalloc_static \
-	tcmalloc_static_nodebug libmyalloc.so dlopen_alloc)
+	tcmalloc_static_nodebug libmyalloc.so dlopen_alloc libc_family \
+	libc_family_fullstatic jemalloc_fullstatic)
 
 $(ALLOC_OUT):
 	$(Q)mkdir -p $@
@@ -285,6 +286,19 @@ $(ALLOC_OUT)/jemalloc_static: $(ALLOC_DIR)/jemalloc_api.c $(ALLOC_HDRS) \
 		| $(ALLOC_OUT)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(ALLOC_CFLAGS) $< $(ALLOC_JEMALLOC_A) -o $@
+# fully static (-static): no ld.so, no .dynsym; glibc's malloc inside too
+$(ALLOC_OUT)/jemalloc_fullstatic: $(ALLOC_DIR)/jemalloc_api.c $(ALLOC_HDRS) \
+		| $(ALLOC_OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(ALLOC_CFLAGS) -static $< $(ALLOC_JEMALLOC_A) -o $@
+$(ALLOC_OUT)/libc_family: $(ALLOC_DIR)/libc_family.c $(ALLOC_HDRS) \
+		| $(ALLOC_OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(ALLOC_CFLAGS) $< -o $@ -ldl
+$(ALLOC_OUT)/libc_family_fullstatic: $(ALLOC_DIR)/libc_family.c \
+		$(ALLOC_HDRS) | $(ALLOC_OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(ALLOC_CFLAGS) -static $< -o $@
 # no debug info, .symtab kept
 $(ALLOC_OUT)/%_static_nodebug: $(ALLOC_OUT)/%_static
 	$(call msg,STRIP,$@)

@@ -455,6 +455,36 @@ Free"
 	assert_output "$TC_API"
 }
 
+# ---- glibc, and fully static executables (no ld.so, no .dynsym) ----------
+
+@test "glibc's malloc family (libc.so.6): one event each, the same sequence as the replacing allocators'" {
+	require_bpf
+	check_alloc libc_family
+	[[ "$(where malloc)" == */libc.so.6 ]]
+	run window 0
+	assert_output "$MALLOC_FAMILY"
+}
+
+@test "fully static glibc program (-static): glibc's malloc family inside the executable, one event each" {
+	require_bpf
+	run readelf -l -W "$ALLOC/libc_family_fullstatic"
+	refute_output --partial "INTERP"
+	check_alloc libc_family_fullstatic
+	run window 0
+	assert_output "$MALLOC_FAMILY"
+}
+
+@test "fully static jemalloc program (-static, libjemalloc.a and libc.a): every call of both windows" {
+	require_bpf
+	run readelf -l -W "$ALLOC/jemalloc_fullstatic"
+	refute_output --partial "INTERP"
+	check_alloc jemalloc_fullstatic
+	run window 0
+	assert_output "$JEMALLOC_FAMILY"
+	run window 1
+	assert_output "$JEMALLOC_ALLOCX"
+}
+
 # ---- libraries loaded later, programs exec'd later -----------------------
 
 # check_dlopen MODE: 100 mallocx then 100 dallocx through libmyalloc.so,
@@ -542,6 +572,9 @@ offline() {
 	assert_output "$JEMALLOC_FAMILY
 Malloc 3210
 Free"
+	offline libc_family_fullstatic
+	run window 0
+	assert_output "$MALLOC_FAMILY"
 	offline mimalloc_api
 	run window 2
 	assert_output "$MALLOC_FAMILY"
