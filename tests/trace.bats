@@ -251,6 +251,18 @@ log_info() {
 	assert_output "[$pid]"
 }
 
+@test "exec from a second thread: the program goes on under the same pid, still traced" {
+	require_bpf
+	trace_ok -- "$MT_FIXTURES/exec_thread" "$MT_FIXTURES/malloc_free"
+	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG"
+	echo "$output"
+	assert_success
+	pid=$(log_info pid)
+	[ "$(log_info exec_tid)" != "$pid" ]
+	run jq_events "[.[] | select(.type | IN(\"Exec\", \"Exit\", \"Fork\")) | [.type, .pid, .path]]"
+	assert_output "[[\"Exec\",$pid,\"$MT_FIXTURES/exec_thread\"],[\"Exec\",$pid,\"$MT_FIXTURES/malloc_free\"],[\"Exit\",$pid,null]]"
+}
+
 @test "4 threads allocating at once: each thread's 1000 events exact, under its tid" {
 	require_bpf
 	check_fixture threads
