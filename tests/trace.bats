@@ -270,6 +270,20 @@ log_info() {
 	assert_output 4
 }
 
+@test "a process outside the traced tree, allocating at the same time, is not in the trace" {
+	require_bpf
+	MT_FIXTURE_LOG=/dev/null "$MT_FIXTURES/storm" 2000000 &
+	bystander=$!
+	trace_ok -- "$MT_FIXTURES/hundred"
+	kill "$bystander" 2>/dev/null || true
+	wait "$bystander" || true
+	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG"
+	assert_success
+	root=$(meta '.header.root_pid')
+	run jq_events "[.[] | select(.pid != $root) | .pid] | unique"
+	assert_output '[]'
+}
+
 @test "exec: the Exec event carries the new program's path" {
 	require_bpf
 	trace_ok -- "$MT_FIXTURES/malloc_free"
