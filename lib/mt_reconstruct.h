@@ -37,6 +37,9 @@ struct mt_recon_opts {
 	unsigned top_sizes;	 /* most frequent sizes listed */
 	unsigned series_procs;	 /* processes whose series are written:
 				    the heaviest N (UINT_MAX: all) */
+	unsigned doc_procs;	 /* mt_recon_finish: only the heaviest N
+				    processes in "processes" (0: all);
+				    "processes_count" still counts all */
 };
 
 /* Defaults: adaptive, 2000 points for the tree and 128 per process, 20

@@ -389,6 +389,7 @@ struct proc {
 	uint32_t pid, ppid;
 	bool ended, has_ppid;
 	bool with_series; /* among the heaviest: its series are written */
+	size_t rank;	  /* 0 = the heaviest, set at the end */
 	int exit_kind;	  /* MT_EXIT_* */
 	int exit_value;
 	uint64_t start_t, end_t, events;
@@ -1470,8 +1471,10 @@ static void mark_heaviest(struct mt_recon *r)
 	for (struct proc *p = r->first; p; p = p->next)
 		v[n++] = p;
 	qsort(v, n, sizeof(*v), heavier_first);
-	for (size_t i = 0; i < n && i < r->opts.series_procs; i++)
-		v[i]->with_series = true;
+	for (size_t i = 0; i < n; i++) {
+		v[i]->rank = i;
+		v[i]->with_series = i < r->opts.series_procs;
+	}
 	free(v);
 }
 
@@ -1568,7 +1571,8 @@ json_t *mt_recon_finish(struct mt_recon *r, const struct mt_meta *meta,
 	json_t *doc = finish_head(r, meta, error), *procs = json_array();
 
 	for (struct proc *p = r->first; p; p = p->next)
-		json_array_append_new(procs, proc_json(r, p));
+		if (!r->opts.doc_procs || p->rank < r->opts.doc_procs)
+			json_array_append_new(procs, proc_json(r, p));
 	json_object_set_new(doc, "processes", procs);
 	return doc;
 }

@@ -190,6 +190,14 @@ static double json_num(json_t *doc, const char *path)
 	return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
+/* All processes of the run, also when the document lists only some. */
+static size_t process_count(json_t *doc)
+{
+	size_t listed = json_array_size(json_object_get(doc, "processes"));
+
+	return mt_json_u64(doc, "processes_count", listed);
+}
+
 static bool allocators_tracked(json_t *doc)
 {
 	return !json_is_false(json_object_get(doc, "allocators_tracked"));
@@ -463,10 +471,8 @@ void mt_report_text(FILE *out, json_t *doc, unsigned top)
 	fprintf(out, "duration    %s\n",
 		mt_fmt_duration(buf, sizeof(buf),
 				mt_json_u64(doc, "duration_ns", 0)));
-	fprintf(
-	    out, "processes   %s\n",
-	    mt_fmt_count(n1, sizeof(n1),
-			 json_array_size(json_object_get(doc, "processes"))));
+	fprintf(out, "processes   %s\n",
+		mt_fmt_count(n1, sizeof(n1), process_count(doc)));
 	fprintf(
 	    out, "events      %s (lost %s)\n",
 	    mt_fmt_count(n1, sizeof(n1), mt_json_u64(doc, "events", 0)),
@@ -506,6 +512,7 @@ void mt_report_text(FILE *out, json_t *doc, unsigned top)
 			 proc_name(doc, rows[i].src));
 		print_row(out, label, rows[i].src, tracked, rss);
 	}
+	nrows = process_count(doc);
 	if (top && nrows > top)
 		fprintf(out, "(%zu more processes: --top 0 lists all)\n",
 			nrows - top);
@@ -579,7 +586,8 @@ json_t *mt_report_facts(json_t *doc, unsigned top)
 	json_object_set_new(
 	    f, "duration_ns",
 	    json_deep_copy(json_object_get(doc, "duration_ns")));
-	json_object_set_new(f, "processes", json_integer((json_int_t)n));
+	json_object_set_new(f, "processes",
+			    json_integer((json_int_t)process_count(doc)));
 	json_object_set_new(f, "events",
 			    json_deep_copy(json_object_get(doc, "events")));
 	json_object_set_new(

@@ -221,6 +221,8 @@ int main(int argc, char **argv)
 
 	mt_recon_opts_default(&env.recon);
 	parse_args(&env, argc, argv);
+	/* reconstructing in-process, keep only the processes shown */
+	env.recon.doc_procs = env.top;
 	if (env.compare_base) {
 		if (argc - optind != 1)
 			usage(stderr, EXIT_UNUSABLE);
