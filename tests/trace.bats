@@ -503,6 +503,18 @@ wait_ready() {
 	[ -s "$T/trace.err" ]
 }
 
+@test "the reader is gone before the command starts: mt-trace fails, no command left behind" {
+	require_bpf
+	run bash -c 'mt-trace -- "$MT_FIXTURES/sleeper" 23 2>"$T/trace.err" | true
+		echo "${PIPESTATUS[0]}"'
+	[ "$output" != 0 ]
+	[ -s "$T/trace.err" ]
+	sleep 0.5
+	run pgrep -f "$MT_FIXTURES/sleeper 23"
+	pkill -KILL -f "$MT_FIXTURES/sleeper 23" || true
+	assert_failure 1
+}
+
 # ---- lost events ----------------------------------------------------------
 
 # total_events: delivered events + the trailer's lost count, of
