@@ -93,8 +93,11 @@ class Table:
             meta["nproc"], meta["cpu"], meta["kernel"],
             ", QUICK MODE (smoke run: few runs, small inputs)"
             if meta["quick"] else ""))
-        print("times are hyperfine medians; RSS is mt-trace's own peak "
-              "(VmHWM at its exit, bench/peakrss)")
+        print("times are hyperfine medians; CMD ran: the traced command's "
+              "own run, first to last event of one")
+        print("traced run (the rest of \"traced\" is mt-trace's start-up and "
+              "exit); RSS: mt-trace's own peak")
+        print("(VmHWM at its exit, bench/peakrss), of that same run")
         busy = self.others_running()
         if busy:
             print("WARNING: other mt-trace sessions were running during: %s;"
@@ -116,9 +119,9 @@ class Table:
         return busy
 
     def tracer(self):
-        fmt = "%-26s %-25s %9s %9s %8s %9s %9s %10s %6s"
+        fmt = "%-26s %-25s %9s %9s %8s %9s %9s %9s %10s %6s"
         print(fmt % ("mt-trace on", "variant", "untraced", "traced",
-                     "ratio", "added", "RSS", "events", "lost"))
+                     "ratio", "added", "CMD ran", "RSS", "events", "lost"))
         last = None
         for row in self.of_kind("trace"):
             label = row["label"] if row["label"] != last else ""
@@ -133,6 +136,7 @@ class Table:
             trace = load(self.results, row["trace"])
             print(fmt % (label, variant, secs(base), secs(traced),
                          "%.2fx" % (traced / base), "+" + secs(traced - base),
+                         secs(trace["duration_ns"] / 1e9),
                          "%.1f MB" % (rss / 1e6), count(trace["events"]),
                          count(trace["lost"])))
             row.update(base=base, traced=traced, rss_bytes=rss,
@@ -145,7 +149,12 @@ class Table:
         if row["variant"] != "default":
             return
         name = row["name"]
-        if name == "ls":
+        if name == "true":
+            self.notes.append(
+                "mt-trace -- true: %s of the traced times above is the "
+                "fixed cost of a session (start-up + exit)"
+                % secs(row["traced"] - row["base"]))
+        elif name == "ls":
             self.target("mt-trace -- ls -la /usr/lib", "<= %.2f s" % LS_MAX_S,
                         secs(row["traced"]), row["traced"] <= LS_MAX_S)
             self.target("mt-trace own peak RSS on ls", "<= 10 MB",
