@@ -432,6 +432,21 @@ log_info() {
 	assert_output '[true,126]'
 }
 
+@test "bad options: a message naming the option, exit 125, nothing run" {
+	require_bpf
+	for args in "--ring-size 1000" "--ring-size abc" "--track-allocators=maybe" "--bogus"; do
+		# shellcheck disable=SC2086
+		run mt-trace $args -- "$MT_FIXTURES/exitwith" 9
+		echo "$args: $output"
+		assert_failure 125
+		option=${args%% *}
+		assert_output --partial "${option%%=*}"
+	done
+	run mt-trace --help
+	assert_success
+	assert_output --partial "--ring-size"
+}
+
 # wait_ready: wait (up to 10 s) for the sleeper's "ready" line; its pid.
 wait_ready() {
 	local i
