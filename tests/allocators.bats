@@ -49,9 +49,11 @@ trace_ok() {
 	[ "$encode_status" = 0 ]
 }
 
-# check_log: every window of the fixture log matches the trace exactly.
+# check_log [N]: every window of the fixture log (or only the Nth, from 0)
+# matches the trace exactly.
 check_log() {
-	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG" --kinds alloc
+	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG" \
+		--kinds alloc ${1:+--window "$1"}
 	if [ "$status" != 0 ]; then
 		echo "--- mt-trace's stderr:"
 		cat "$T/trace.err"
@@ -65,6 +67,15 @@ check_alloc() {
 	shift
 	trace_ok -- "$ALLOC/$name" "$@"
 	check_log
+}
+
+# check_alloc_window N NAME [ARGS]: the same for the Nth window only, for
+# a test about one part of a fixture.
+check_alloc_window() {
+	local window=$1 name=$2
+	shift 2
+	trace_ok -- "$ALLOC/$name" "$@"
+	check_log "$window"
 }
 
 # where SYMBOL: the file the fixture's dynamic linker says defines SYMBOL.
@@ -251,7 +262,7 @@ Free"
 
 @test "jemalloc (libjemalloc.so.2): malloc 4321, free, calloc 1234, free, malloc 4, free, malloc 1111, realloc 2222, free, aligned family" {
 	require_bpf
-	check_alloc jemalloc_api
+	check_alloc_window 0 jemalloc_api
 	[[ "$(where malloc)" == */libjemalloc.so.2 ]]
 	run window 0
 	assert_output "$JEMALLOC_FAMILY"
@@ -259,7 +270,7 @@ Free"
 
 @test "jemalloc *allocx: mallocx, sdallocx, rallocx, xallocx in place (Realloc) and not (no event), dallocx; nallocx no event" {
 	require_bpf
-	check_alloc jemalloc_api
+	check_alloc_window 1 jemalloc_api
 	run window 1
 	assert_output "$JEMALLOC_ALLOCX"
 	# xallocx in place: the same address before and after
@@ -329,7 +340,7 @@ Free"
 
 @test "mimalloc mi_* API: malloc/zalloc/new/calloc/mallocn, realloc/rezalloc/reallocn/reallocarray, free/free_size" {
 	require_bpf
-	check_alloc mimalloc_api
+	check_alloc_window 0 mimalloc_api
 	[[ "$(where mi_malloc)" == */libmimalloc.so.2 ]]
 	run window 0
 	assert_output "Malloc 1001
@@ -350,7 +361,7 @@ Free"
 
 @test "mimalloc aligned API (each argument order): malloc/zalloc/new_aligned, aligned_alloc, memalign, posix_memalign, calloc_aligned, realloc_aligned, free_aligned/free_size_aligned" {
 	require_bpf
-	check_alloc mimalloc_api
+	check_alloc_window 1 mimalloc_api
 	run window 1
 	assert_output "AlignedAlloc 3001 64
 AlignedAlloc 3002 128
@@ -390,7 +401,7 @@ Free"
 
 @test "mimalloc's own malloc, calloc, realloc, free, aligned_alloc, memalign, posix_memalign, valloc, pvalloc: one event each" {
 	require_bpf
-	check_alloc mimalloc_api
+	check_alloc_window 2 mimalloc_api
 	[[ "$(where malloc)" == */libmimalloc.so.2 ]]
 	run window 2
 	assert_output "$MALLOC_FAMILY"
@@ -422,7 +433,7 @@ Free"
 
 @test "tcmalloc tc_* API (libtcmalloc.so.4): malloc/new/newarray(+nothrow), calloc, realloc, memalign, posix_memalign, valloc, pvalloc, free/delete/deletearray/delete_sized" {
 	require_bpf
-	check_alloc tcmalloc_api
+	check_alloc_window 0 tcmalloc_api
 	[[ "$(where tc_malloc)" == */libtcmalloc.so.4 ]]
 	run window 0
 	assert_output "$TC_API"
@@ -430,7 +441,7 @@ Free"
 
 @test "tcmalloc's own malloc family (libtcmalloc.so.4): one event each" {
 	require_bpf
-	check_alloc tcmalloc_api
+	check_alloc_window 1 tcmalloc_api
 	[[ "$(where malloc)" == */libtcmalloc.so.4 ]]
 	run window 1
 	assert_output "$MALLOC_FAMILY"
@@ -578,6 +589,17 @@ Free"
 	offline mimalloc_api
 	run window 2
 	assert_output "$MALLOC_FAMILY"
+	# --window N checks that window alone: spoil the first event of
+	# window 1 (window 0 has 14)
+	"$PY" "$TOP/tests/lib/synth_artifact.py" "$MT_FIXTURE_LOG" \
+		"$T/out.msgpack" --bump 14
+	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG" --window 0
+	assert_success
+	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG" --window 1
+	assert_failure 1
+	assert_output --partial "size=3002"
+	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG" --window 2
+	assert_success
 	offline tcmalloc_static
 	run window 0
 	assert_output "$TC_API"
@@ -591,6 +613,10 @@ Free"
 		"$T/out.msgpack" --bump 5
 	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG"
 	assert_failure 1
+	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG" --window 0
+	assert_failure 1
+	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG" --window 1
+	assert_failure 2
 	run window 0
 	assert_line --index 5 "Malloc 1006"
 }

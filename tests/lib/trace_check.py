@@ -8,11 +8,12 @@ run it with /usr/bin/python3.
       the events as JSON lines (addresses in decimal)
   trace_check.py meta ART
       {"header": {...}, "trailer": {...}, "events": N, "lost": N}
-  trace_check.py expect ART LOG [--kinds alloc|mem|all|T1,T2]
+  trace_check.py expect ART LOG [--kinds alloc|mem|all|T1,T2] [--window N]
       compare the fixture log LOG (tests/fixtures/fixture.h) with the
       trace: in each begin/end window of a thread, the trace's events of
       that pid and tid, of the chosen kinds, must be exactly the logged
-      ones, in order, field by field
+      ones, in order, field by field (--window N: only the Nth window, from
+      0, in the order the windows begin)
   trace_check.py counts ART COUNTS [--root-after-exec] [--tolerance N]
                  [--thread-exit-frees]
       compare per-pid allocator event counts with mtcount.so's output
@@ -211,6 +212,12 @@ def check_window(window, events, kinds):
 def cmd_expect(args):
     _, events, trailer = load(args.artifact)
     windows = read_log(args.log)
+    if args.window is not None:
+        windows.sort(key=lambda w: w["t0"])
+        if not 0 <= args.window < len(windows):
+            raise Unusable(f"{args.log}: no window {args.window} "
+                           f"({len(windows)} windows)")
+        windows = [windows[args.window]]
     kinds = kinds_option(args.kinds)
     ok = True
     if trailer is None:
@@ -320,6 +327,7 @@ def main():
     p.add_argument("artifact")
     p.add_argument("log")
     p.add_argument("--kinds", default="alloc")
+    p.add_argument("--window", type=int)
     p.set_defaults(run=cmd_expect)
     p = sub.add_parser("counts")
     p.add_argument("artifact")
