@@ -141,3 +141,17 @@ print(r["lost"] >= 0, r["events"] >= 40256)
 ' "$MT_BUILD/bench/results/allocheavy-default.trace.json"
 	assert_output "True True"
 }
+
+@test "physical-or-skip: runs --physical only when mt-trace offers it" {
+	# two stand-ins for mt-trace: one whose --help lists --physical
+	printf '#!/bin/sh\n[ "$1" = --help ] && { echo "  --physical  PSS"; exit 0; }\necho "ran: $*"\n' >"$T/with"
+	printf '#!/bin/sh\n[ "$1" = --help ] && { echo "  -o FILE"; exit 0; }\necho "ran: $*"\n' >"$T/without"
+	chmod +x "$T/with" "$T/without"
+	run "$TOP/bench/physical-or-skip" "$T/with" -o x -- ls
+	assert_success
+	assert_output "ran: --physical -o x -- ls"
+	run "$TOP/bench/physical-or-skip" "$T/without" -o x -- ls
+	assert_success
+	assert_output --partial "skipped"
+	refute_output --partial "ran:"
+}
