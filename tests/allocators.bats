@@ -279,7 +279,7 @@ Free"
 	assert_output "[true]"
 }
 
-@test "jemalloc static (libjemalloc.a in the executable): every call of both windows" {
+@test "jemalloc static (libjemalloc.a in the executable): every call" {
 	require_bpf
 	check_alloc jemalloc_static
 	[[ "$(where malloc)" == "$ALLOC/jemalloc_static" ]]
@@ -485,7 +485,7 @@ Free"
 	assert_output "$MALLOC_FAMILY"
 }
 
-@test "fully static jemalloc program (-static, libjemalloc.a and libc.a): every call of both windows" {
+@test "fully static jemalloc program (-static, libjemalloc.a and libc.a): every call" {
 	require_bpf
 	run readelf -l -W "$ALLOC/jemalloc_fullstatic"
 	refute_output --partial "INTERP"
@@ -494,6 +494,53 @@ Free"
 	assert_output "$JEMALLOC_FAMILY"
 	run window 1
 	assert_output "$JEMALLOC_ALLOCX"
+}
+
+# ---- edge cases: one event per call, none for a failed call --------------
+
+# fx_realloc_edges_window (alloc.h) where realloc(p, 0) frees p and
+# returns NULL (glibc, jemalloc, tcmalloc; the fixture logs which).
+REALLOC_EDGES="Realloc 3333
+Free
+Malloc 0
+Free"
+
+# check_edges N NAME: window N of NAME is the realloc edge cases.
+check_edges() {
+	check_alloc_window "$1" "$2"
+	run window "$1"
+	if [ "$(jq -r 'select(.info == "realloc_0_returned_null") | .value' \
+		"$MT_FIXTURE_LOG")" = 1 ]; then
+		assert_output "$REALLOC_EDGES"
+	else # realloc(p, 0) gave a block: a Realloc to 0, then its free
+		assert_output "Realloc 3333
+Realloc 0
+Free
+Malloc 0
+Free"
+	fi
+}
+
+@test "glibc edges: realloc(NULL, n) one Realloc, realloc(p, 0) one Free, failed realloc/malloc/calloc and free(NULL) none, malloc(0) one" {
+	require_bpf
+	check_edges 1 libc_family
+}
+
+@test "jemalloc edges: realloc(NULL, n), realloc(p, 0), failures, free(NULL), malloc(0): one event per call, none for a failure" {
+	require_bpf
+	check_edges 2 jemalloc_api
+}
+
+@test "mimalloc edges (its realloc(p, 0) returns a block): one event per call, none for a failure" {
+	require_bpf
+	check_edges 3 mimalloc_api
+	run jq -r 'select(.info == "realloc_0_returned_null") | .value' "$MT_FIXTURE_LOG"
+	assert_output 0
+}
+
+@test "tcmalloc edges: one event per call, none for a failure" {
+	require_bpf
+	check_edges 2 tcmalloc_api
 }
 
 # ---- libraries loaded later, programs exec'd later -----------------------
