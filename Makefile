@@ -217,7 +217,8 @@ $(OUTPUT)/bench/trace-%.msgpack: $(OUTPUT)/bench/trace-%.raw \
 
 bench-data: $(OUTPUT)/bench/trace-$(BENCH_EVENTS).msgpack
 
-bench: all fixtures $(OUTPUT)/bench/peakrss bench-data
+bench: all $(OUTPUT)/fixtures/allocheavy $(OUTPUT)/fixtures/bystander \
+		$(OUTPUT)/bench/peakrss bench-data
 	$(Q)OUTPUT=$(OUTPUT) BENCH_EVENTS=$(BENCH_EVENTS) \
 		BENCH_QUICK=$(BENCH_QUICK) \
 		BENCH_CMD="$(if $(filter 1,$(BENCH_QUICK)),BENCH_QUICK=1 )make bench" \
