@@ -15,8 +15,10 @@
  * fork following, no syscall stops), so CMD runs at full speed.
  *
  * Prints one JSON line (to FILE, else stderr):
- *   {"vm_hwm_kb":N,"with_children_maxrss_kb":M,"status":S}
- * with_children_maxrss_kb is what /usr/bin/time would have said.
+ *   {"vm_hwm_kb":N,"with_children_maxrss_kb":M,"cpu_ms":C,"status":S}
+ * with_children_maxrss_kb is what /usr/bin/time would have said; cpu_ms
+ * is CMD's own user + system time (its threads, not its children), read
+ * at the same stop.
  * -m MAPS saves CMD's /proc/PID/smaps at its exit, to see where it went.
  *
  * Exit status: CMD's (128+N if killed by signal N); 125 if peakrss failed,
@@ -82,6 +84,29 @@ static void save_smaps(pid_t pid, const char *path)
 	fclose(out);
 }
 
+/* CPU time of pid's threads, not its children's, in ms, or -1. */
+static long read_cpu_ms(pid_t pid)
+{
+	char path[64], line[1024], *after_name;
+	unsigned long long utime, stime;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	after_name = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
+	fclose(f);
+	/* fields 3..13 after the name, then utime (14) and stime (15) */
+	if (!after_name || sscanf(after_name + 2,
+				  "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+				  "%llu %llu",
+				  &utime, &stime) != 2)
+		return -1;
+	return (long)((utime + stime) * 1000 /
+		      (unsigned long long)sysconf(_SC_CLK_TCK));
+}
+
 static pid_t start_traced(char **argv)
 {
 	pid_t pid = fork();
@@ -102,7 +127,8 @@ static pid_t start_traced(char **argv)
  * Let pid run to its end, passing its signals on; read VmHWM at the exit
  * stop.  Returns the wait status of the final exit.
  */
-static int run_to_exit(pid_t pid, long *vm_hwm_kb, const char *smaps_path)
+static int run_to_exit(pid_t pid, long *vm_hwm_kb, long *cpu_ms,
+		       const char *smaps_path)
 {
 	int status;
 	bool options_set = false;
@@ -129,6 +155,7 @@ static int run_to_exit(pid_t pid, long *vm_hwm_kb, const char *smaps_path)
 		} else if (status >> 8 ==
 			   (SIGTRAP | (PTRACE_EVENT_EXIT << 8))) {
 			*vm_hwm_kb = read_vm_hwm_kb(pid);
+			*cpu_ms = read_cpu_ms(pid);
 			if (smaps_path)
 				save_smaps(pid, smaps_path);
 		} else {
@@ -144,7 +171,7 @@ static int run_to_exit(pid_t pid, long *vm_hwm_kb, const char *smaps_path)
 int main(int argc, char **argv)
 {
 	const char *out_path = NULL, *smaps_path = NULL;
-	long vm_hwm_kb = -1;
+	long vm_hwm_kb = -1, cpu_ms = -1;
 	struct rusage children;
 	FILE *out = stderr;
 	int opt, status;
@@ -171,14 +198,14 @@ int main(int argc, char **argv)
 		return 125;
 	}
 	pid = start_traced(argv + optind);
-	status = run_to_exit(pid, &vm_hwm_kb, smaps_path);
+	status = run_to_exit(pid, &vm_hwm_kb, &cpu_ms, smaps_path);
 	getrusage(RUSAGE_CHILDREN, &children);
 	if (out_path && !(out = fopen(out_path, "w")))
 		err(125, "%s", out_path);
 	fprintf(out,
 		"{\"vm_hwm_kb\":%ld,\"with_children_maxrss_kb\":%ld,"
-		"\"status\":%d}\n",
-		vm_hwm_kb, children.ru_maxrss,
+		"\"cpu_ms\":%ld,\"status\":%d}\n",
+		vm_hwm_kb, children.ru_maxrss, cpu_ms,
 		WIFEXITED(status) ? WEXITSTATUS(status)
 				  : 128 + WTERMSIG(status));
 	if (out != stderr)

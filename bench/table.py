@@ -97,7 +97,8 @@ class Table:
               "own run, first to last event of one")
         print("traced run (the rest of \"traced\" is mt-trace's start-up and "
               "exit); RSS: mt-trace's own peak")
-        print("(VmHWM at its exit, bench/peakrss), of that same run")
+        print("(VmHWM at its exit, bench/peakrss) and mt CPU its own user + "
+              "system time, of that same run")
         busy = self.others_running()
         if busy:
             print("WARNING: other mt-trace sessions were running during: %s;"
@@ -119,9 +120,10 @@ class Table:
         return busy
 
     def tracer(self):
-        fmt = "%-26s %-25s %9s %9s %8s %9s %9s %9s %10s %6s"
+        fmt = "%-26s %-25s %9s %9s %8s %9s %9s %8s %9s %10s %6s"
         print(fmt % ("mt-trace on", "variant", "untraced", "traced",
-                     "ratio", "added", "CMD ran", "RSS", "events", "lost"))
+                     "ratio", "added", "CMD ran", "mt CPU", "RSS", "events",
+                     "lost"))
         last = None
         for row in self.of_kind("trace"):
             label = row["label"] if row["label"] != last else ""
@@ -132,11 +134,13 @@ class Table:
                                                    row["skipped"]))
                 continue
             base, traced = medians(self.results, row)
-            rss = load(self.results, row["rss"])["vm_hwm_kb"] * 1024
+            own = load(self.results, row["rss"])
+            rss = own["vm_hwm_kb"] * 1024
             trace = load(self.results, row["trace"])
             print(fmt % (label, variant, secs(base), secs(traced),
                          "%.2fx" % (traced / base), "+" + secs(traced - base),
                          secs(trace["duration_ns"] / 1e9),
+                         secs(own["cpu_ms"] / 1e3),
                          "%.1f MB" % (rss / 1e6), count(trace["events"]),
                          count(trace["lost"])))
             row.update(base=base, traced=traced, rss_bytes=rss,

@@ -36,6 +36,19 @@ value() {
 	[ "$(value vm_hwm_kb "$T/py.json")" -ge $((64 * 1024)) ]
 }
 
+@test "peakrss: the process's own CPU time, not its child's" {
+	local burn='import time
+t = time.process_time()
+while time.process_time() - t < 0.5:
+    pass'
+	run "$PEAKRSS" -o "$T/sh.json" -- sh -c "$PY -c '$burn'; true"
+	assert_success
+	[ "$(value cpu_ms "$T/sh.json")" -lt 100 ]
+	run "$PEAKRSS" -o "$T/py.json" -- "$PY" -c "$burn"
+	assert_success
+	[ "$(value cpu_ms "$T/py.json")" -ge 490 ]
+}
+
 @test "peakrss: passes on the exit status, 127 for a missing command" {
 	run "$PEAKRSS" -o "$T/x.json" -- sh -c 'exit 7'
 	assert_failure 7
