@@ -308,6 +308,9 @@ log_info() {
 		group_by(.member) | map({member: .[0].member, first: .[0].size}) |
 		map(select(.first > 65536))"
 	assert_output '[]'
+	# and there are RSS events of both members to look at
+	run jq_events "[.[] | select(.pid == $root and .type == \"Rss\") | .member] | unique"
+	assert_output '["anon","file"]'
 }
 
 # ---- address-space calls --------------------------------------------------
