@@ -597,4 +597,9 @@ total_events() {
 	assert_success
 	run jq_events '[.[] | select(.type == "Mmap")] | length > 0'
 	assert_output true
+	# RSS needs the classic tracepoint: mt-trace mounts tracefs for itself
+	run meta '.header.rss_tracked'
+	assert_output true
+	run jq_events '[.[] | select(.type == "Rss")] | length > 0'
+	assert_output true
 }
