@@ -16,7 +16,7 @@
 
 #include "mt_artifact.h"
 
-#define OUT_BUF (1u << 20)
+#define OUT_BUF (256u * 1024)
 #define MAX_KV	20
 
 enum kv_type { KV_U64, KV_BOOL, KV_STR, KV_ARGV };

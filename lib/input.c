@@ -20,7 +20,7 @@
 #include "mt_input.h"
 
 #define BUF_START   (64 * 1024) /* grows for long headers and objects */
-#define RAW_BUF	    (1u << 20)	/* the raw stream: big reads */
+#define RAW_BUF	    (256u * 1024) /* the raw stream: big reads */
 #define MAX_HEADER  (16u << 20) /* raw stream header incl. strings */
 #define MAX_OBJECT  (4u << 20)	/* one MessagePack map or JSON line */
 #define MAX_PAYLOAD (1u << 20)	/* an EXEC path or MARKER name */
