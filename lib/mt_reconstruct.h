@@ -37,6 +37,8 @@ struct mt_recon_opts {
 	unsigned top_sizes;	 /* most frequent sizes listed */
 	unsigned series_procs;	 /* processes whose series are written:
 				    the heaviest N (UINT_MAX: all) */
+	const char *section;	 /* count only between markers NAME (or
+				    NAME-start) and NAME-end; NULL: all */
 	unsigned doc_procs;	 /* mt_recon_finish: only the heaviest N
 				    processes in "processes" (0: all);
 				    "processes_count" still counts all */
@@ -71,6 +73,9 @@ json_t *mt_recon_finish(struct mt_recon *r, const struct mt_meta *meta,
  */
 int mt_recon_write(struct mt_recon *r, const struct mt_meta *meta,
 		   const char *error, FILE *out, size_t flags);
+
+/* With opts.section: whether the section's opening marker was seen. */
+bool mt_recon_section_seen(const struct mt_recon *r);
 
 void mt_recon_free(struct mt_recon *r);
 

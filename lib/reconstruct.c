@@ -17,8 +17,10 @@
 
 #include "mt_reconstruct.h"
 
-#define INHERITED      (1ull << 63) /* flag bit in block.size */
-#define SIZE_MASK      (~INHERITED)
+#define INHERITED      (1ull << 63) /* flag bits in block.size */
+#define OUTSIDE	       (1ull << 62) /* allocated outside the --section */
+#define NOT_OWN	       (INHERITED | OUTSIDE) /* not counted in the heap */
+#define SIZE_MASK      (~NOT_OWN)
 #define SIZE_TABLE_MAX 65536 /* distinct sizes counted exactly */
 #define HIST_BUCKETS   65
 
@@ -159,7 +161,7 @@ static uint64_t series_width(const struct series *s,
 
 struct block {
 	uint64_t addr; /* 0 = empty slot */
-	uint64_t size; /* | INHERITED */
+	uint64_t size; /* | INHERITED, OUTSIDE */
 	uint64_t t;    /* first seen, ns since origin */
 };
 
@@ -253,7 +255,7 @@ static void blocks_clear(struct blocks *b)
 
 struct range {
 	uint64_t start, end;
-	bool inherited;
+	bool uncounted; /* inherited at fork, or mapped outside the section */
 };
 
 struct ranges {
@@ -292,7 +294,7 @@ static int ranges_insert_at(struct ranges *r, size_t i, struct range x)
 	memmove(&r->v[i + 1], &r->v[i], (r->n - i) * sizeof(*r->v));
 	r->v[i] = x;
 	r->n++;
-	if (!x.inherited)
+	if (!x.uncounted)
 		r->own_bytes += x.end - x.start;
 	return 0;
 }
@@ -300,7 +302,7 @@ static int ranges_insert_at(struct ranges *r, size_t i, struct range x)
 static void ranges_uncount(struct ranges *r, const struct range *x,
 			   uint64_t bytes)
 {
-	if (!x->inherited)
+	if (!x->uncounted)
 		r->own_bytes -= bytes;
 }
 
@@ -313,12 +315,12 @@ static void ranges_remove(struct ranges *r, uint64_t start, uint64_t end)
 		struct range *x = &r->v[i];
 
 		if (x->end > end) { /* a hole inside one mapping */
-			struct range tail = {end, x->end, x->inherited};
+			struct range tail = {end, x->end, x->uncounted};
 
 			ranges_uncount(r, x, end - start);
 			x->end = start;
 			/* the tail's bytes stay counted: insert re-adds */
-			if (!tail.inherited)
+			if (!tail.uncounted)
 				r->own_bytes -= tail.end - tail.start;
 			ranges_insert_at(r, i + 1, tail);
 			return;
@@ -341,13 +343,13 @@ static void ranges_remove(struct ranges *r, uint64_t start, uint64_t end)
 
 /* Map [start, end), replacing whatever was there (MAP_FIXED). */
 static void ranges_add(struct ranges *r, uint64_t start, uint64_t end,
-		       bool inherited)
+		       bool uncounted)
 {
 	if (end <= start)
 		return;
 	ranges_remove(r, start, end);
 	ranges_insert_at(r, ranges_search(r, start),
-			 (struct range){start, end, inherited});
+			 (struct range){start, end, uncounted});
 }
 
 static void ranges_clear(struct ranges *r)
@@ -431,6 +433,10 @@ struct mt_recon {
 	uint64_t gauge[NGAUGES];
 	struct series gauge_s[NGAUGES];
 	bool have_rss, have_physical;
+	/* --section: only what happens between its markers counts */
+	bool in_section;
+	uint64_t section_start, section_ns;
+	json_t *sections; /* [[start_ns, end_ns], ...] */
 	/* the heaviest ended processes (a min-heap, lightest first): only
 	 * they and live processes keep series points */
 	struct proc **kept;
@@ -591,10 +597,21 @@ static struct proc *proc_get(struct mt_recon *r, uint32_t pid, uint64_t t)
 	return s->p;
 }
 
+/* A series takes points and peaks only inside the section (always when
+ * there is no --section); outside, it just follows the value. */
+static inline void track(const struct mt_recon *r, struct series *s,
+			 const struct series_cfg *cfg, uint64_t t, uint64_t v)
+{
+	if (r->in_section)
+		series_set(s, cfg, t, v);
+	else
+		s->cur = v;
+}
+
 static inline void heap_changed(struct mt_recon *r, struct proc *p, uint64_t t)
 {
-	series_set(&p->heap, &r->pcfg, t, p->heap_own);
-	series_set(&r->heap, &r->cfg, t, r->tree_heap);
+	track(r, &p->heap, &r->pcfg, t, p->heap_own);
+	track(r, &r->heap, &r->cfg, t, r->tree_heap);
 }
 
 static inline void mapped_changed(struct mt_recon *r, struct proc *p,
@@ -605,8 +622,8 @@ static inline void mapped_changed(struct mt_recon *r, struct proc *p,
 	if (after == before)
 		return;
 	r->tree_mapped += after - before; /* wraps correctly when lower */
-	series_set(&p->mapped, &r->pcfg, t, after);
-	series_set(&r->mapped, &r->cfg, t, r->tree_mapped);
+	track(r, &p->mapped, &r->pcfg, t, after);
+	track(r, &r->mapped, &r->cfg, t, r->tree_mapped);
 }
 
 /* ------------------------------------------------------------------ */
@@ -641,22 +658,28 @@ static void heap_alloc(struct mt_recon *r, struct proc *p, uint64_t addr,
 {
 	struct block *b;
 
-	p->tot.allocations++;
-	p->tot.allocated_bytes += size;
-	count_size(r, size);
+	if (r->in_section) {
+		p->tot.allocations++;
+		p->tot.allocated_bytes += size;
+		count_size(r, size);
+	}
 	b = blocks_slot(&p->blocks, addr);
 	if (!b)
 		return;
 	if (b->addr) { /* still live: its free was lost */
-		p->tot.reused_addresses++;
+		p->tot.reused_addresses += r->in_section;
 		if (b->size & INHERITED) {
 			p->inherited_bytes -= b->size & SIZE_MASK;
-		} else {
+		} else if (!(b->size & OUTSIDE)) {
 			p->heap_own -= b->size;
 			r->tree_heap -= b->size;
 		}
 	} else {
 		p->blocks.used++;
+	}
+	if (!r->in_section) {
+		*b = (struct block){addr, size | OUTSIDE, t};
+		return;
 	}
 	*b = (struct block){addr, size, t};
 	p->heap_own += size;
@@ -673,10 +696,11 @@ static int64_t heap_release(struct mt_recon *r, struct proc *p, uint64_t addr)
 	if (!b)
 		return -1;
 	size = b->size & SIZE_MASK;
-	if (b->size & INHERITED) {
-		p->inherited_bytes -= size;
+	if (b->size & NOT_OWN) {
+		if (b->size & INHERITED)
+			p->inherited_bytes -= size;
 		blocks_remove(&p->blocks, b);
-		return 0; /* counted in the parent, not here */
+		return 0; /* counted in the parent, or not at all */
 	}
 	p->heap_own -= size;
 	r->tree_heap -= size;
@@ -693,11 +717,13 @@ static void on_free(struct mt_recon *r, struct proc *p, uint64_t addr,
 		return; /* free(NULL) does nothing */
 	released = heap_release(r, p, addr);
 	if (released < 0) {
-		p->tot.unknown_frees++;
+		p->tot.unknown_frees += r->in_section;
 		return;
 	}
-	p->tot.frees++;
-	p->tot.freed_bytes += (uint64_t)released;
+	if (r->in_section) {
+		p->tot.frees++;
+		p->tot.freed_bytes += (uint64_t)released;
+	}
 	if (released)
 		heap_changed(r, p, t);
 }
@@ -705,15 +731,18 @@ static void on_free(struct mt_recon *r, struct proc *p, uint64_t addr,
 static void on_realloc(struct mt_recon *r, struct proc *p,
 		       const struct mt_event *ev, uint64_t t)
 {
-	p->tot.reallocs++;
+	p->tot.reallocs += r->in_section;
 	if (!ev->addr && ev->size) {
-		p->tot.failed_allocations++; /* the old block stays */
+		/* the old block stays */
+		p->tot.failed_allocations += r->in_section;
 		return;
 	}
 	if (ev->old_addr) {
 		int64_t released = heap_release(r, p, ev->old_addr);
 
-		if (released < 0)
+		if (!r->in_section)
+			;
+		else if (released < 0)
 			p->tot.unknown_reallocs++;
 		else
 			p->tot.freed_bytes += (uint64_t)released;
@@ -742,7 +771,7 @@ static void on_mapping(struct mt_recon *r, struct proc *p,
 	switch (ev->kind) {
 	case MT_EV_MMAP:
 		ranges_add(&p->maps, ev->addr, ev->addr + page_up(r, ev->size),
-			   false);
+			   !r->in_section);
 		break;
 	case MT_EV_MUNMAP:
 		ranges_remove(&p->maps, ev->addr,
@@ -752,7 +781,7 @@ static void on_mapping(struct mt_recon *r, struct proc *p,
 		ranges_remove(&p->maps, ev->old_addr,
 			      ev->old_addr + page_up(r, ev->old_size));
 		ranges_add(&p->maps, ev->addr, ev->addr + page_up(r, ev->size),
-			   false);
+			   !r->in_section);
 		break;
 	case MT_EV_BRK: {
 		/* memtrack has no previous break: use the last one seen */
@@ -764,7 +793,7 @@ static void on_mapping(struct mt_recon *r, struct proc *p,
 			break;
 		if (brk > old)
 			ranges_add(&p->maps, page_up(r, old), page_up(r, brk),
-				   false);
+				   !r->in_section);
 		else if (brk < old)
 			ranges_remove(&p->maps, page_up(r, brk),
 				      page_up(r, old));
@@ -787,8 +816,8 @@ static void gauge_set(struct mt_recon *r, struct proc *p, enum gauge g,
 		return;
 	r->gauge[g] += v - p->gauge[g]; /* wraps correctly when lower */
 	p->gauge[g] = v;
-	series_set(&p->gauge_s[g], &r->pcfg, t, v);
-	series_set(&r->gauge_s[g], &r->cfg, t, r->gauge[g]);
+	track(r, &p->gauge_s[g], &r->pcfg, t, v);
+	track(r, &r->gauge_s[g], &r->cfg, t, r->gauge[g]);
 }
 
 static void on_rss(struct mt_recon *r, struct proc *p,
@@ -832,7 +861,7 @@ static void end_address_space(struct mt_recon *r, struct proc *p, uint64_t t,
 	for (size_t i = 0; p->blocks.slot && i <= p->blocks.mask; i++) {
 		const struct block *b = &p->blocks.slot[i];
 
-		if (!b->addr || (b->size & INHERITED))
+		if (!b->addr || (b->size & NOT_OWN))
 			continue;
 		struct leak lk = {p->pid, b->addr, b->size, b->t, t, why};
 
@@ -1028,6 +1057,55 @@ static void on_process_exit(struct mt_recon *r, struct proc *p, uint32_t status,
 		r->cached = NULL;
 }
 
+static bool name_is(const char *s, size_t len, const char *name,
+		    const char *suffix)
+{
+	size_t n = strlen(name), k = strlen(suffix);
+
+	return len == n + k && !memcmp(s, name, n) && !memcmp(s + n, suffix, k);
+}
+
+/* The tree's series get a point where the section starts or ends, so the
+ * plot shows the level the section started from. */
+static void section_edge(struct mt_recon *r, uint64_t t)
+{
+	series_set(&r->heap, &r->cfg, t, r->tree_heap);
+	series_set(&r->mapped, &r->cfg, t, r->tree_mapped);
+	for (int g = 0; g < NGAUGES; g++)
+		if (r->gauge_s[g].n || r->gauge[g])
+			series_set(&r->gauge_s[g], &r->cfg, t, r->gauge[g]);
+}
+
+static void section_end(struct mt_recon *r, uint64_t t)
+{
+	if (!r->in_section)
+		return;
+	section_edge(r, t);
+	r->in_section = false;
+	r->section_ns += t - r->section_start;
+	json_array_append_new(
+	    r->sections,
+	    json_pack("[I, I]", (json_int_t)r->section_start, (json_int_t)t));
+}
+
+/* Markers NAME or NAME-start open the section, NAME-end closes it; it may
+ * open and close many times (each iteration of a benchmark). */
+static void section_marker(struct mt_recon *r, const char *s, size_t len,
+			   uint64_t t)
+{
+	const char *name = r->opts.section;
+
+	if (name_is(s, len, name, "") || name_is(s, len, name, "-start")) {
+		if (r->in_section)
+			return;
+		r->in_section = true;
+		r->section_start = t;
+		section_edge(r, t);
+	} else if (name_is(s, len, name, "-end")) {
+		section_end(r, t);
+	}
+}
+
 static void on_marker(struct mt_recon *r, const struct mt_record *rec,
 		      uint64_t t)
 {
@@ -1037,12 +1115,20 @@ static void on_marker(struct mt_recon *r, const struct mt_record *rec,
 	json_t *m = json_pack("{s:s, s:I, s:I}", "kind", kind, "t_ns",
 			      (json_int_t)t, "pid", (json_int_t)rec->ev.pid);
 
-	if (!m)
-		return;
-	if (rec->str)
+	if (m && rec->str)
 		json_object_set_new(m, "name",
 				    json_stringn(rec->str, rec->str_len));
-	json_array_append_new(r->markers, m);
+	if (m)
+		json_array_append_new(r->markers, m);
+	if (rec->ev.kind == MT_EV_MARKER && r->opts.section && rec->str)
+		section_marker(r, rec->str, rec->str_len, t);
+}
+
+static inline bool of_a_process(unsigned kind)
+{
+	return (kind >= MT_EV_MALLOC && kind <= MT_EV_BRK) ||
+	       kind == MT_EV_EXEC || kind == MT_EV_EXIT || kind == MT_EV_RSS ||
+	       kind == MT_EV_PSS;
 }
 
 void mt_recon_event(struct mt_recon *r, const struct mt_record *rec)
@@ -1059,13 +1145,18 @@ void mt_recon_event(struct mt_recon *r, const struct mt_record *rec)
 	}
 	t = rel_time(r, ev->timestamp);
 	if (ev->kind == MT_EV_FORK) {
-		on_process_fork(r, ev, t);
+		if (ev->pid)
+			on_process_fork(r, ev, t);
 		return;
 	}
 	if (ev->kind >= MT_EV_MARKER && ev->kind <= MT_EV_DISABLE) {
 		on_marker(r, rec, t);
 		return;
 	}
+	/* events of no process (the tracer's own), and kinds this version
+	 * does not reconstruct, only count */
+	if (!ev->pid || !of_a_process(ev->kind))
+		return;
 	p = proc_get(r, ev->pid, t);
 	if (!p)
 		return;
@@ -1074,7 +1165,9 @@ void mt_recon_event(struct mt_recon *r, const struct mt_record *rec)
 	case MT_EV_MALLOC:
 	case MT_EV_CALLOC:
 	case MT_EV_ALIGNED_ALLOC:
-		if (ev->kind == MT_EV_MALLOC)
+		if (!r->in_section)
+			;
+		else if (ev->kind == MT_EV_MALLOC)
 			p->tot.mallocs++;
 		else if (ev->kind == MT_EV_CALLOC)
 			p->tot.callocs++;
@@ -1083,7 +1176,7 @@ void mt_recon_event(struct mt_recon *r, const struct mt_record *rec)
 		if (ev->addr)
 			heap_alloc(r, p, ev->addr, ev->size, t);
 		else
-			p->tot.failed_allocations++;
+			p->tot.failed_allocations += r->in_section;
 		break;
 	case MT_EV_FREE:
 		on_free(r, p, ev->addr, t);
@@ -1168,6 +1261,8 @@ struct mt_recon *mt_recon_new(const struct mt_recon_opts *opts,
 	r->header = header_json(meta);
 	r->tail = &r->first;
 	r->markers = json_array();
+	r->sections = json_array();
+	r->in_section = !r->opts.section;
 	r->sizes = calloc(SIZE_TABLE_MAX, sizeof(*r->sizes));
 	if (!r->sizes || leak_top_init(&r->leaks, r->opts.max_leaks) < 0) {
 		mt_recon_free(r);
@@ -1207,6 +1302,7 @@ void mt_recon_free(struct mt_recon *r)
 	free(r->leaks.v);
 	json_decref(r->header);
 	json_decref(r->markers);
+	json_decref(r->sections);
 	free(r);
 }
 
@@ -1494,6 +1590,8 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 		end_t = meta->end_monotonic_ns - r->origin;
 	else
 		end_t = r->last_t > r->origin ? r->last_t - r->origin : 0;
+	if (r->opts.section)
+		section_end(r, end_t);
 	for (struct proc *p = r->first; p; p = p->next)
 		if (!p->ended)
 			end_address_space(r, p, end_t, "end");
@@ -1562,7 +1660,19 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 	json_object_set_new(tree, "top_sizes", top_sizes_json(r));
 	json_object_set_new(doc, "tree", tree);
 	json_object_set_new(doc, "markers", json_incref(r->markers));
+	json_object_set_new(doc, "section",
+			    r->opts.section
+				? json_pack("{s:s, s:O, s:I}", "name",
+					    r->opts.section, "intervals",
+					    r->sections, "duration_ns",
+					    (json_int_t)r->section_ns)
+				: json_null());
 	return doc;
+}
+
+bool mt_recon_section_seen(const struct mt_recon *r)
+{
+	return r->in_section || json_array_size(r->sections) > 0;
 }
 
 json_t *mt_recon_finish(struct mt_recon *r, const struct mt_meta *meta,

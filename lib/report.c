@@ -100,6 +100,34 @@ static json_t *load_timelines(FILE *f, const char *name, char *err,
 	return doc;
 }
 
+/* With --section: the document must be of that section, and the section
+ * must have happened. */
+static json_t *check_section(json_t *doc, const struct mt_recon_opts *opts,
+			     const char *name, char *err, size_t errlen)
+{
+	json_t *sec = json_object_get(doc, "section");
+	const char *want = opts ? opts->section : NULL;
+	const char *got = json_string_value(json_object_get(sec, "name"));
+
+	if (!doc || !want)
+		return doc;
+	if (!got || strcmp(got, want)) {
+		snprintf(err, errlen,
+			 "%s: timelines not made for --section %s (run "
+			 "mt-reconstruct --section %s, or report the trace)",
+			 name, want, want);
+		json_decref(doc);
+		return NULL;
+	}
+	if (!json_array_size(json_object_get(sec, "intervals"))) {
+		snprintf(err, errlen, "%s: --section %s: no marker \"%s\"",
+			 name, want, want);
+		json_decref(doc);
+		return NULL;
+	}
+	return doc;
+}
+
 json_t *mt_report_load(const char *path, const struct mt_recon_opts *opts,
 		       char *err, size_t errlen)
 {
@@ -132,7 +160,7 @@ json_t *mt_report_load(const char *path, const struct mt_recon_opts *opts,
 	if (looks_like_timelines(r->head, r->len)) {
 		doc = load_timelines(s, name, err, errlen);
 		fclose(s);
-		return doc;
+		return check_section(doc, opts, name, err, errlen);
 	}
 
 	struct mt_input *in = mt_input_fopen(s, name, err, errlen);
@@ -149,7 +177,7 @@ json_t *mt_report_load(const char *path, const struct mt_recon_opts *opts,
 	mt_input_close(in);
 	if (!doc)
 		snprintf(err, errlen, "%s: out of memory", name);
-	return doc;
+	return check_section(doc, opts, name, err, errlen);
 }
 
 /* ------------------------------------------------------------------ */
@@ -447,6 +475,25 @@ static void print_peak(FILE *out, json_t *doc, const char *fmt,
 	fputc('\n', out);
 }
 
+/* "section     bench: 2 intervals, 1.5 ms; every figure below is the
+ * section's" */
+static void print_section(FILE *out, json_t *doc)
+{
+	json_t *sec = json_object_get(doc, "section");
+	size_t n = json_array_size(json_object_get(sec, "intervals"));
+	char d[32];
+
+	if (!json_is_object(sec))
+		return;
+	fprintf(
+	    out,
+	    "section     %s: %zu interval%s, %s (figures below count only "
+	    "inside it)\n",
+	    json_string_value(json_object_get(sec, "name")), n,
+	    n == 1 ? "" : "s",
+	    mt_fmt_duration(d, sizeof(d), mt_json_u64(sec, "duration_ns", 0)));
+}
+
 void mt_report_text(FILE *out, json_t *doc, unsigned top)
 {
 	bool tracked = allocators_tracked(doc);
@@ -471,6 +518,7 @@ void mt_report_text(FILE *out, json_t *doc, unsigned top)
 	fprintf(out, "duration    %s\n",
 		mt_fmt_duration(buf, sizeof(buf),
 				mt_json_u64(doc, "duration_ns", 0)));
+	print_section(out, doc);
 	fprintf(out, "processes   %s\n",
 		mt_fmt_count(n1, sizeof(n1), process_count(doc)));
 	fprintf(
@@ -586,6 +634,8 @@ json_t *mt_report_facts(json_t *doc, unsigned top)
 	json_object_set_new(
 	    f, "duration_ns",
 	    json_deep_copy(json_object_get(doc, "duration_ns")));
+	json_object_set_new(f, "section",
+			    json_deep_copy(json_object_get(doc, "section")));
 	json_object_set_new(f, "processes",
 			    json_integer((json_int_t)process_count(doc)));
 	json_object_set_new(f, "events",

@@ -344,3 +344,60 @@ ten_mib() {
 		"$(jq -c --argjson pids "$pids" "$pick" "$T/b.json")" ]
 	[ "$(jq -c --argjson pids "$pids" "$pick | length" "$T/a.json")" = 3 ]
 }
+
+@test "--section: only what happens between NAME and NAME-end counts" {
+	# 1 MiB outside the section, 3 x 1 MiB inside, twice in and out
+	mk a <<-EOF
+		Malloc addr=0x100000 size=1MiB
+		Mmap addr=0x7f0000000000 size=4MiB
+		Marker name=bench
+		Malloc addr=0x200000 size=1MiB
+		Malloc addr=0x300000 size=1MiB
+		Free addr=0x100000
+		Mmap addr=0x7f1000000000 size=1MiB
+		Marker name=bench-end
+		Malloc addr=0x400000 size=5MiB
+		Marker name=bench-start
+		Malloc addr=0x500000 size=1MiB
+		Free addr=0x200000
+		Marker name=bench-end
+		Exit exit_code=0
+	EOF
+	recon a --section bench
+	[ "$(j a .section.name)" = '"bench"' ]
+	[ "$(j a .section.intervals)" = '[[3000,8000],[10000,13000]]' ]
+	[ "$(j a .section.duration_ns)" = 8000 ]
+	[ "$(j a .tree.heap.peak)" = $((3 * MiB)) ]
+	[ "$(j a .tree.totals.allocations)" = 3 ]
+	[ "$(j a .tree.totals.allocated_bytes)" = $((3 * MiB)) ]
+	# the free of the outside block counts as a free, not as heap
+	[ "$(j a .tree.totals.frees)" = 2 ]
+	[ "$(j a .tree.totals.unknown_frees)" = 0 ]
+	[ "$(j a .tree.mapped.peak)" = $MiB ]
+	# retained: the section's blocks still live at exit
+	[ "$(j a .tree.leaks.bytes)" = $((2 * MiB)) ]
+	# without --section: everything
+	recon a
+	[ "$(j a .section)" = null ]
+	[ "$(j a .tree.heap.peak)" = $((8 * MiB)) ]
+	[ "$(j a .tree.totals.allocations)" = 5 ]
+	run mt-reconstruct --section nope "$T/a.msgpack"
+	assert_failure 2
+	assert_output --partial 'no marker "nope"'
+}
+
+@test "events of pid 0 (the tracer's own markers) make no process" {
+	mk a <<-EOF
+		Marker pid=0 name=bench
+		Fork pid=0 ppid=100
+		Rss pid=0 member=anon size=4096
+		Malloc addr=0x1000 size=10
+		Marker pid=0 name=bench-end
+		Exit exit_code=0
+	EOF
+	recon a --section bench
+	[ "$(j a '[.processes[].pid]')" = "[100]" ]
+	[ "$(j a '.markers | length')" = 2 ]
+	[ "$(j a .tree.heap.peak)" = 10 ]
+	[ "$(j a .tree.rss)" = null ]
+}

@@ -360,3 +360,34 @@ screenshot() {
 	[ "$(jq .tree.allocations "$T/r.json")" = "$allocs" ]
 	[ "$(jq .tree.total_allocated "$T/r.json")" = "$bytes" ]
 }
+
+@test "--section: the report says so and counts only inside" {
+	mk a <<-EOF
+		Malloc addr=0x100000 size=1MiB
+		Marker name=bench
+		Malloc addr=0x200000 size=1MiB
+		Malloc addr=0x300000 size=2MiB
+		Marker name=bench-end
+		Exit exit_code=0
+	EOF
+	run mt-report --section bench "$T/a.msgpack"
+	assert_success
+	assert_line "section     bench: 1 interval, 3 us (figures below count only inside it)"
+	assert_line "peak heap   3.00 MiB at 4 us"
+	run mt-report --section bench --max-peak-heap 3MiB "$T/a.msgpack"
+	assert_success
+	mt-reconstruct --section bench "$T/a.msgpack" >"$T/s.json"
+	run mt-report --section bench "$T/s.json"
+	assert_success
+	assert_line "peak heap   3.00 MiB at 4 us"
+	run mt-report "$T/s.json"
+	assert_line --partial "section     bench:"
+	mt-reconstruct "$T/a.msgpack" >"$T/all.json"
+	run mt-report --section bench "$T/all.json"
+	assert_failure 2
+	assert_output --partial "timelines not made for --section bench"
+	run mt-report --section other "$T/a.msgpack"
+	assert_failure 2
+	assert_output --partial 'no marker "other"'
+	[ "$(mt-report --json --section bench "$T/a.msgpack" | jq -c '[.section.name, .tree.peak_heap]')" = "[\"bench\",$((3 * MiB))]" ]
+}

@@ -19,7 +19,8 @@ static void usage(FILE *to, int status)
 	fprintf(to, "usage: mt-reconstruct [-o FILE] [--resolution DURATION] "
 		    "[--max-points N]\n"
 		    "                      [--leaks N] [--top-sizes N] "
-		    "[--process-series N|all] [--pretty] [FILE]\n");
+		    "[--process-series N|all] [--section NAME]\n"
+		    "                      [--pretty] [FILE]\n");
 	exit(status);
 }
 
@@ -42,6 +43,7 @@ int main(int argc, char **argv)
 	    {"top-sizes", required_argument, NULL, 's'},
 	    {"process-series", required_argument, NULL, 'n'},
 	    {"pretty", no_argument, NULL, 'P'},
+	    {"section", required_argument, NULL, 'S'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -95,6 +97,9 @@ int main(int argc, char **argv)
 		case 'P':
 			flags = JSON_INDENT(1);
 			break;
+		case 'S':
+			opts.section = optarg;
+			break;
 		case 'h':
 			usage(stdout, 0);
 			break;
@@ -119,6 +124,9 @@ int main(int argc, char **argv)
 	while ((rc = mt_input_next(in, &rec)) > 0)
 		mt_recon_event(recon, &rec);
 	complete = rc == 0;
+	if (opts.section && !mt_recon_section_seen(recon))
+		errx(EXIT_UNUSABLE, "--section %s: no marker \"%s\" in %s",
+		     opts.section, opts.section, path);
 	if (!complete)
 		warnx("%s (timelines written, marked incomplete)",
 		      mt_input_error(in));

@@ -29,7 +29,7 @@ static void usage(FILE *to, int status)
 {
 	fprintf(to,
 		"usage: mt-report [--json] [--top N] [--svg FILE] "
-		"[--resolution DURATION]\n"
+		"[--resolution DURATION] [--section NAME]\n"
 		"                 [--max-peak-heap SIZE] "
 		"[--max-total-allocated SIZE]\n"
 		"                 [--max-allocations N] [--max-leaked SIZE] "
@@ -74,6 +74,7 @@ static void parse_args(struct env *env, int argc, char **argv)
 		O_GROWTH,
 		O_JSON,
 		O_RSS,
+		O_SECTION,
 	};
 	static const struct option longopts[] = {
 	    {"json", no_argument, NULL, O_JSON},
@@ -88,6 +89,7 @@ static void parse_args(struct env *env, int argc, char **argv)
 	    {"strict", no_argument, NULL, O_STRICT},
 	    {"compare", required_argument, NULL, O_COMPARE},
 	    {"max-growth", required_argument, NULL, O_GROWTH},
+	    {"section", required_argument, NULL, O_SECTION},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -137,6 +139,9 @@ static void parse_args(struct env *env, int argc, char **argv)
 		case O_RSS:
 			g->has_peak_rss = true;
 			g->max_peak_rss = size_arg("--max-peak-rss", optarg);
+			break;
+		case O_SECTION:
+			env->recon.section = optarg;
 			break;
 		case O_STRICT:
 			g->strict = true;
