@@ -216,6 +216,53 @@ static void mark_peak(struct plot *p, json_t *s, const char *what,
 		x > LEFT + PW / 2 ? "end" : "start", label);
 }
 
+/* The --section intervals, shaded: the only time the figures count. */
+static void draw_sections(struct plot *p, json_t *doc)
+{
+	json_t *iv = mt_json_path(doc, "section.intervals"), *x;
+	size_t i;
+
+	json_array_foreach(iv, i, x)
+	{
+		double a =
+		    px(p, (double)json_integer_value(json_array_get(x, 0)));
+		double b =
+		    px(p, (double)json_integer_value(json_array_get(x, 1)));
+
+		fprintf(p->out,
+			"<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" "
+			"height=\"%d\" fill=\"#fff3cc\"/>\n",
+			a, TOP, b - a > 1 ? b - a : 1, PH);
+	}
+}
+
+/* Markers as dashed lines with their names; a few dozen at most, or the
+ * plot turns grey. */
+static void draw_markers(struct plot *p, json_t *doc)
+{
+	json_t *markers = json_object_get(doc, "markers"), *m;
+	size_t i;
+
+	json_array_foreach(markers, i, m)
+	{
+		const char *name =
+		    json_string_value(json_object_get(m, "name"));
+		double x = px(p, (double)mt_json_u64(m, "t_ns", 0));
+
+		if (i >= 40 || !name)
+			break;
+		fprintf(p->out,
+			"<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" "
+			"stroke=\"#888\" stroke-dasharray=\"4 3\"/>\n"
+			"<text x=\"%.1f\" y=\"%d\" font-size=\"11\" "
+			"fill=\"#555\" transform=\"rotate(-90 %.1f %d)\" "
+			"text-anchor=\"end\">",
+			x, x, TOP, TOP + PH, x - 3, TOP + 4, x - 3, TOP + 4);
+		xml_text(p->out, name);
+		fprintf(p->out, "</text>\n");
+	}
+}
+
 int mt_svg_write(FILE *out, json_t *doc)
 {
 	static const struct {
@@ -285,6 +332,8 @@ int mt_svg_write(FILE *out, json_t *doc)
 
 	y_axis(&p);
 	x_axis(&p);
+	draw_sections(&p, doc);
+	draw_markers(&p, doc);
 	fprintf(out,
 		"<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
 		"fill=\"none\" stroke=\"#333\"/>\n",

@@ -390,4 +390,8 @@ screenshot() {
 	assert_failure 2
 	assert_output --partial 'no marker "other"'
 	[ "$(mt-report --json --section bench "$T/a.msgpack" | jq -c '[.section.name, .tree.peak_heap]')" = "[\"bench\",$((3 * MiB))]" ]
+	# the SVG shades the section and draws the markers
+	mt-report --section bench --svg "$T/a.svg" "$T/a.msgpack" >/dev/null
+	[ "$(grep -c 'fill="#fff3cc"' "$T/a.svg")" = 1 ]
+	grep -q '>bench-end</text>' "$T/a.svg"
 }
