@@ -677,14 +677,14 @@ static void heap_alloc(struct mt_recon *r, struct proc *p, uint64_t addr,
 	} else {
 		p->blocks.used++;
 	}
-	if (!r->in_section) {
+	if (r->in_section) {
+		*b = (struct block){addr, size, t};
+		p->heap_own += size;
+		r->tree_heap += size;
+	} else {
 		*b = (struct block){addr, size | OUTSIDE, t};
-		return;
 	}
-	*b = (struct block){addr, size, t};
-	p->heap_own += size;
-	r->tree_heap += size;
-	heap_changed(r, p, t);
+	heap_changed(r, p, t); /* also when a reused address fell out */
 }
 
 /* Returns the bytes released, or -1 when addr was not live. */

@@ -7,6 +7,7 @@
  *   test_reconstruct            run the tests (exit 0 = pass)
  *   test_reconstruct --bench N  time N synthetic events through the core
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -412,6 +413,109 @@ static void test_random_ranges(void)
 	(void)count;
 }
 
+/* Max of a series' points, and whether any point looks wrapped below
+ * zero (a huge unsigned value). */
+static long long points_max(json_t *series, bool *wrapped)
+{
+	json_t *pts = json_object_get(series, "points");
+	long long m = 0;
+
+	for (size_t i = 0; i < json_array_size(pts); i++)
+		for (size_t k = 1; k <= 2; k++) {
+			long long v = json_integer_value(
+			    json_array_get(json_array_get(pts, i), k));
+
+			if (v < 0 || v > (1ll << 50))
+				*wrapped = true;
+			if (v > m)
+				m = v;
+		}
+	return m;
+}
+
+/* Any sequence of events, however odd (frees of strangers, exits of
+ * unknown pids, unmaps of nothing, forks of oneself), must keep every
+ * figure sane: nothing below zero, everything back to zero at the end,
+ * each peak the maximum of its points. */
+static void test_random_anything(void)
+{
+	static const unsigned kinds[] = {
+	    MT_EV_MALLOC, MT_EV_MALLOC,	 MT_EV_FREE,	MT_EV_FREE,
+	    MT_EV_CALLOC, MT_EV_REALLOC, MT_EV_REALLOC, MT_EV_ALIGNED_ALLOC,
+	    MT_EV_MMAP,	  MT_EV_MUNMAP,	 MT_EV_MREMAP,	MT_EV_BRK,
+	    MT_EV_FORK,	  MT_EV_EXEC,	 MT_EV_EXIT,	MT_EV_RSS,
+	    MT_EV_PSS,	  MT_EV_MARKER,	 MT_EV_LOST,	MT_EV_DATA,
+	};
+	struct mt_recon_opts o;
+	unsigned seed = 4242;
+
+	for (int round = 0; round < 4; round++) {
+		mt_recon_opts_default(&o);
+		o.max_points = 8 + round * 50;
+		o.proc_points = 4 + round;
+		o.series_procs = round == 3 ? UINT_MAX : (unsigned)round;
+		o.section = round == 2 ? "s" : NULL;
+		start(&o);
+		for (int i = 0; i < 100000; i++) {
+			unsigned k = kinds[rand_r(&seed) % 20];
+			uint32_t pid = (uint32_t)(rand_r(&seed) % 6);
+			uint64_t a = 0x10000 * (uint64_t)(rand_r(&seed) % 64);
+			uint64_t b = 0x10000 * (uint64_t)(rand_r(&seed) % 64);
+			uint64_t n = (uint64_t)(rand_r(&seed) % 300000);
+
+			if (k == MT_EV_MARKER)
+				ev_str(k, pid, 0,
+				       rand_r(&seed) % 2 ? "s" : "s-end");
+			else if (k == MT_EV_EXEC)
+				ev_str(k, pid, 0, "/x");
+			else if (k == MT_EV_EXIT)
+				ev_str(k, pid, (uint32_t)rand_r(&seed), NULL);
+			else if (k == MT_EV_FORK)
+				ev(k, pid, 0, 0, (uint64_t)(rand_r(&seed) % 6),
+				   0);
+			else if (k == MT_EV_RSS)
+				ev_str(k, pid, (uint32_t)rand_r(&seed) % 5,
+				       NULL);
+			else
+				ev(k, pid, rand_r(&seed) % 8 ? a : 0, n, b,
+				   n / 2);
+		}
+		json_t *doc = finish();
+		json_t *tree = json_object_get(doc, "tree");
+		bool wrapped = false;
+
+		CHECK_EQ(get(doc, -1, "heap", "final"), 0);
+		CHECK_EQ(get(doc, -1, "mapped", "final"), 0);
+		CHECK(points_max(json_object_get(tree, "heap"), &wrapped) ==
+		      get(doc, -1, "heap", "peak"));
+		CHECK(points_max(json_object_get(tree, "mapped"), &wrapped) ==
+		      get(doc, -1, "mapped", "peak"));
+		json_t *rss = json_object_get(tree, "rss");
+		if (json_is_object(rss)) {
+			json_t *total = json_object_get(rss, "total");
+
+			CHECK(
+			    points_max(total, &wrapped) ==
+			    json_integer_value(json_object_get(total, "peak")));
+			CHECK_EQ(
+			    json_integer_value(json_object_get(total, "final")),
+			    0);
+		}
+		json_t *procs = json_object_get(doc, "processes");
+		for (size_t i = 0; i < json_array_size(procs); i++) {
+			json_t *p = json_array_get(procs, i);
+
+			points_max(json_object_get(p, "heap"), &wrapped);
+			points_max(json_object_get(p, "mapped"), &wrapped);
+			CHECK(json_integer_value(json_object_get(
+				  json_object_get(p, "heap"), "final")) == 0);
+		}
+		CHECK(!wrapped);
+		CHECK(json_dumps(doc, 0) != NULL);
+		json_decref(doc);
+	}
+}
+
 static void test_human(void)
 {
 	uint64_t v;
@@ -516,6 +620,7 @@ int main(int argc, char **argv)
 	test_lost();
 	test_random_heap();
 	test_random_ranges();
+	test_random_anything();
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;
