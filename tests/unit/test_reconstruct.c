@@ -511,7 +511,10 @@ static void test_random_anything(void)
 				  json_object_get(p, "heap"), "final")) == 0);
 		}
 		CHECK(!wrapped);
-		CHECK(json_dumps(doc, 0) != NULL);
+		char *text = json_dumps(doc, 0);
+
+		CHECK(text != NULL);
+		free(text);
 		json_decref(doc);
 	}
 }
