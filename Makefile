@@ -35,7 +35,7 @@ endif
 DEB_PACKAGES := build-essential clang llvm bpftool libbpf-dev libelf-dev \
 	zlib1g-dev libmsgpack-dev libjansson-dev pkg-config bats bats-support \
 	bats-assert bats-file python3-msgpack valgrind hyperfine zstd time \
-	util-linux procps chromium
+	util-linux procps chromium jq
 
 LIB_SRCS := $(wildcard lib/*.c)
 LIB_OBJS := $(patsubst lib/%.c,$(OUTPUT)/lib/%.o,$(LIB_SRCS))
