@@ -395,3 +395,14 @@ screenshot() {
 	[ "$(grep -c 'fill="#fff3cc"' "$T/a.svg")" = 1 ]
 	grep -q '>bench-end</text>' "$T/a.svg"
 }
+
+@test "traced: examples/section_bench: the bench section reports exactly 3 MiB" {
+	require_bpf
+	cc -O2 -I"$TOP/examples" "$TOP/examples/section_bench.c" -o "$T/section_bench"
+	mt-trace --control "$T/ctl" --start-disabled -- "$T/section_bench" 2>/dev/null |
+		mt-encode >"$T/s.msgpack"
+	mt-report --json --section bench "$T/s.msgpack" >"$T/r.json"
+	[ "$(jq -c '[.tree.peak_heap, .tree.allocations, .tree.total_allocated, (.section.intervals | length)]' "$T/r.json")" = "[$((3 * MiB)),3,$((3 * MiB)),1]" ]
+	run mt-report --section bench --max-peak-heap 3MiB "$T/s.msgpack"
+	assert_success
+}
