@@ -545,6 +545,7 @@ void mt_report_text(FILE *out, json_t *doc, unsigned top)
 			mt_json_u64(doc, "tree.heap.peak_t_ns", 0)));
 
 	print_peak(out, doc, "peak RSS    %s at %s", "tree.rss.total");
+	print_peak(out, doc, "  anon      %s at %s", "tree.rss.anon");
 	print_peak(out, doc, "peak phys   %s at %s", "tree.physical.total");
 
 	fprintf(out, "\n%-22s %10s %11s %11s %11s %9s %10s %11s%*s\n", "",

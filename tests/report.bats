@@ -329,6 +329,7 @@ screenshot() {
 	run mt-report "$T/a.msgpack"
 	assert_success
 	assert_line "peak RSS    4.00 MiB at 3 us"
+	assert_line "  anon      3.00 MiB at 2 us"
 	assert_line --regexp '^tree +100 B .* 0 B +4\.00 MiB$'
 	run mt-report --max-peak-rss 4MiB "$T/a.msgpack"
 	assert_success
