@@ -206,8 +206,12 @@ uint64_t mt_json_u64(json_t *doc, const char *path, uint64_t def)
 
 	if (json_is_integer(v))
 		return (uint64_t)json_integer_value(v);
-	if (json_is_real(v))
-		return (uint64_t)json_real_value(v);
+	if (json_is_real(v)) {
+		double d = json_real_value(v);
+
+		/* a cast out of range is undefined: clamp */
+		return d <= 0 ? 0 : d >= 0x1p64 ? UINT64_MAX : (uint64_t)d;
+	}
 	return def;
 }
 
