@@ -401,3 +401,39 @@ ten_mib() {
 	[ "$(j a .tree.heap.peak)" = 10 ]
 	[ "$(j a .tree.rss)" = null ]
 }
+
+@test "memory follows what is live, not the length of the trace" {
+	# n events: malloc(48) of block i, free of block i - 1000: 1,000 live
+	cat >"$T/churn.py" <<-'PY'
+		import sys, msgpack
+		n, t0 = int(sys.argv[1]), 10**9
+		out, pk = sys.stdout.buffer, msgpack.Packer()
+		out.write(pk.pack({"type": "Header", "format": "mt", "version": 1,
+		    "command": ["churn"], "page_size": 4096, "root_pid": 100,
+		    "start_monotonic": t0, "allocators_tracked": True}))
+		addr = lambda i: 0x100000 + (i % 2000) * 64
+		ev = lambda k, i, t, **kw: out.write(pk.pack(dict(type=k, pid=100,
+		    tid=100, timestamp=t, **kw)))
+		for i in range(n // 2):
+		    ev("Malloc", i, t0 + 200 * i, addr=addr(i), size=48)
+		    if i >= 1000:
+		        ev("Free", i, t0 + 200 * i + 100, addr=addr(i - 1000))
+		    else:
+		        ev("Lost", i, t0 + 200 * i + 100, count=0)
+		out.write(pk.pack({"type": "Trailer", "complete": True,
+		    "exit_code": 0, "end_monotonic": t0 + 100 * n, "events": n,
+		    "lost_events": 0, "batches": 1}))
+	PY
+	"$PY" "$T/churn.py" 100000 >"$T/small.msgpack"
+	"$PY" "$T/churn.py" 2000000 >"$T/big.msgpack"
+	for s in small big; do
+		/usr/bin/time -f %M -o "$T/$s.kb" mt-reconstruct -o "$T/$s.json" "$T/$s.msgpack"
+		# 1,001 live just before each free
+		[ "$(jq .tree.heap.peak "$T/$s.json")" = 48048 ]
+		[ "$(jq '.tree.heap.points | length' "$T/$s.json")" -le 2000 ]
+	done
+	small=$(cat "$T/small.kb") big=$(cat "$T/big.kb")
+	echo "max RSS: 100,000 events $small KiB, 2,000,000 events $big KiB" >&2
+	# 20 times the events, not 20 times the memory
+	[ "$big" -lt $((small * 3 / 2 + 1024)) ]
+}
