@@ -407,3 +407,29 @@ screenshot() {
 	run mt-report --section bench --max-peak-heap 3MiB "$T/s.msgpack"
 	assert_success
 }
+
+@test "traced: 10 x 1 MiB, free 5, 2 MiB: peak 10 MiB, 7 MiB live at exit" {
+	require_bpf
+	cat >"$T/ten.c" <<-'C'
+		#include <stdlib.h>
+		void *volatile sink[11];
+		int main(void)
+		{
+			for (int i = 0; i < 10; i++)
+				sink[i] = malloc(1 << 20);
+			for (int i = 0; i < 5; i++)
+				free(sink[i]);
+			sink[10] = malloc(2 << 20);
+			return 0;
+		}
+	C
+	cc -O0 -fno-builtin "$T/ten.c" -o "$T/ten"
+	mt-trace -- "$T/ten" 2>/dev/null | mt-encode >"$T/ten.msgpack"
+	[ "$(mt-report --json "$T/ten.msgpack" | jq -c '[.tree.peak_heap, .tree.leaked, .tree.allocations, .tree.frees]')" = "[$((10 * MiB)),$((7 * MiB)),11,5]" ]
+	run mt-report "$T/ten.msgpack"
+	assert_line --regexp '^tree +10\.0 MiB +12\.0 MiB +11 +5 '
+	run mt-report --max-leaked 7MiB --max-peak-heap 10MiB "$T/ten.msgpack"
+	assert_success
+	run mt-report --max-leaked 6MiB "$T/ten.msgpack"
+	assert_failure 1
+}
