@@ -49,8 +49,28 @@ static int replay_close(void *cookie)
 	return rc;
 }
 
-/* mt-reconstruct writes "format" first: {"format":"mt-timelines", ... */
+static bool format_key_first(const char *s, size_t n);
+
+/* mt-reconstruct writes "format" first: {"format":"mt-timelines", ...;
+ * a JSON tool may have moved it (jq -S).  The pair cannot occur inside a
+ * JSON string (its quotes would be escaped), nor in JSON Lines, whose
+ * only "format" is the header's "mt". */
 static bool looks_like_timelines(const char *s, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n &&
+	       (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r'))
+		i++;
+	if (i >= n || s[i] != '{')
+		return false;
+	if (memmem(s, n, "\"format\":\"mt-timelines\"", 23) ||
+	    memmem(s, n, "\"format\": \"mt-timelines\"", 24))
+		return true;
+	return format_key_first(s, n);
+}
+
+static bool format_key_first(const char *s, size_t n)
 {
 	static const char key[] = "\"format\"", val[] = "\"mt-timelines\"";
 	size_t i = 0;
@@ -168,10 +188,22 @@ json_t *mt_report_load(const char *path, const struct mt_recon_opts *opts,
 	if (!in)
 		return NULL;
 	if (mt_input_format(in) == MT_FMT_TIMELINES) {
-		/* said so further in than the first key: read it whole */
-		snprintf(err, errlen, "%s", mt_input_error(in));
+		/* timelines whose "format" is not the first key (re-sorted
+		 * by some JSON tool): a file can be read again from the
+		 * start, a pipe cannot */
+		FILE *again = name == path ? fopen(path, "rb") : NULL;
+
 		mt_input_close(in);
-		return NULL;
+		if (!again) {
+			snprintf(err, errlen,
+				 "%s: byte 0: timelines JSON must start with "
+				 "\"format\" when read from a pipe",
+				 name);
+			return NULL;
+		}
+		doc = load_timelines(again, name, err, errlen);
+		fclose(again);
+		return check_section(doc, opts, name, err, errlen);
 	}
 	doc = mt_recon_input(in, opts, NULL);
 	mt_input_close(in);
