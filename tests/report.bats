@@ -106,10 +106,11 @@ ten_mib() {
 	diff "$T/1" "$T/2"
 	# keys re-sorted by a JSON tool: "format" is no longer first
 	jq -S . "$T/a.json" >"$T/s.json"
-	mt-report --json "$T/s.json" | jq -c 'del(.input_format)' >"$T/2"
-	diff "$T/1" "$T/2"
-	mt-report --json <"$T/s.json" | jq -c 'del(.input_format)' >"$T/2"
-	diff "$T/1" "$T/2"
+	jq -S -c . "$T/1" >"$T/1s"
+	mt-report --json "$T/s.json" | jq -S -c 'del(.input_format)' >"$T/2"
+	diff "$T/1s" "$T/2"
+	mt-report --json <"$T/s.json" | jq -S -c 'del(.input_format)' >"$T/2"
+	diff "$T/1s" "$T/2"
 }
 
 @test "a raw stream (mt-gen) is reconstructed in-process" {
