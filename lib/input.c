@@ -19,11 +19,11 @@
 
 #include "mt_input.h"
 
-#define BUF_START   (64 * 1024) /* grows for long headers and objects */
+#define BUF_START   (64 * 1024)	  /* grows for long headers and objects */
 #define RAW_BUF	    (256u * 1024) /* the raw stream: big reads */
-#define MAX_HEADER  (16u << 20) /* raw stream header incl. strings */
-#define MAX_OBJECT  (4u << 20)	/* one MessagePack map or JSON line */
-#define MAX_PAYLOAD (1u << 20)	/* an EXEC path or MARKER name */
+#define MAX_HEADER  (16u << 20)	  /* raw stream header incl. strings */
+#define MAX_OBJECT  (4u << 20)	  /* one MessagePack map or JSON line */
+#define MAX_PAYLOAD (1u << 20)	  /* an EXEC path or MARKER name */
 
 struct mt_input {
 	FILE *f;
@@ -1232,10 +1232,149 @@ static void mp_value(const msgpack_object *o, struct value *v)
 
 /* Decodes the next MessagePack object into fields; *off gets its offset.
  * Returns 1, 0 at a clean end of input, -1 on error. */
+/* Any object, through msgpack-c: NULL, or what is wrong with it. */
+static const char *mp_fields(struct mt_input *in, size_t size, struct fields *f)
+{
+	const msgpack_object *o = &in->obj;
+	size_t used = 0;
+
+	msgpack_zone_clear(&in->zone);
+	if (msgpack_unpack((const char *)cur(in), size, &used, &in->zone,
+			   &in->obj) != MSGPACK_UNPACK_SUCCESS)
+		return "invalid MessagePack object";
+	if (o->type != MSGPACK_OBJECT_MAP)
+		return "expected a map";
+	f->present = 0;
+	for (uint32_t i = 0; i < o->via.map.size; i++) {
+		const msgpack_object_kv *kv = &o->via.map.ptr[i];
+		enum key k;
+
+		if (kv->key.type != MSGPACK_OBJECT_STR)
+			continue;
+		k = key_from_name(kv->key.via.str.ptr, kv->key.via.str.size);
+		if (k != K_MAX)
+			mp_value(&kv->val, set(f, k));
+	}
+	return NULL;
+}
+
+static uint64_t be(const unsigned char *p, unsigned width)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < width; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* One value of a flat map at *p into v; false for anything but an
+ * integer, bool, nil, float, str or bin (msgpack-c then does it all). */
+static bool mp_flat_value(const unsigned char **p, struct value *v)
+{
+	const unsigned char *q = *p;
+	unsigned char c = *q++;
+	unsigned width;
+	int64_t i;
+
+	memset(v, 0, sizeof(*v));
+	if (c <= 0x7f) {
+		v->type = V_UINT;
+		v->u = c;
+	} else if (c >= 0xe0) {
+		v->type = V_NEGATIVE;
+	} else if ((c >= 0xa0 && c <= 0xbf) || (c >= 0xd9 && c <= 0xdb) ||
+		   (c >= 0xc4 && c <= 0xc6)) {
+		width = c <= 0xbf   ? 0
+			: c >= 0xd9 ? 1u << (c - 0xd9)
+				    : 1u << (c - 0xc4);
+		v->type = V_STR;
+		v->len = width ? be(q, width) : (size_t)(c & 0x1f);
+		v->s = (const char *)q + width;
+		q += width + v->len;
+	} else if (c >= 0xcc && c <= 0xcf) {
+		width = 1u << (c - 0xcc);
+		v->type = V_UINT;
+		v->u = be(q, width);
+		q += width;
+	} else if (c >= 0xd0 && c <= 0xd3) {
+		/* msgpack-c calls a signed integer >= 0 positive */
+		width = 1u << (c - 0xd0);
+		i = (int64_t)(be(q, width) << (64 - 8 * width)) >>
+		    (64 - 8 * width);
+		v->type = i < 0 ? V_NEGATIVE : V_UINT;
+		v->u = i < 0 ? 0 : (uint64_t)i;
+		q += width;
+	} else if (c == 0xc2 || c == 0xc3) {
+		v->type = V_BOOL;
+		v->b = c == 0xc3;
+	} else if (c == 0xc0 || c == 0xca || c == 0xcb) {
+		v->type = V_OTHER;
+		q += c == 0xca ? 4 : c == 0xcb ? 8 : 0;
+	} else {
+		return false;
+	}
+	*p = q;
+	return true;
+}
+
+/* The common case without msgpack-c: a map of string keys to scalars (every
+ * event map).  The object is whole (mp_object_size said so).  false:
+ * something else, left to mp_fields. */
+static bool mp_flat_fields(const unsigned char *p, size_t size,
+			   struct fields *f)
+{
+	const unsigned char *end = p + size;
+	unsigned char c = *p++;
+	uint64_t n;
+	struct value key;
+
+	if (c >= 0x80 && c <= 0x8f)
+		n = c & 0x0f;
+	else if (c == 0xde || c == 0xdf) {
+		n = be(p, c == 0xde ? 2 : 4);
+		p += c == 0xde ? 2 : 4;
+	} else
+		return false;
+	f->present = 0;
+	while (n--) {
+		struct value v;
+		enum key k;
+
+		/* keys must be str (msgpack-c's path skips bin keys) */
+		if (!((*p >= 0xa0 && *p <= 0xbf) || (*p >= 0xd9 && *p <= 0xdb)))
+			return false;
+		if (!mp_flat_value(&p, &key) || !mp_flat_value(&p, &v))
+			return false;
+		k = key_from_name(key.s, key.len);
+		if (k != K_MAX)
+			*set(f, k) = v;
+	}
+	return p == end;
+}
+
+#ifdef MT_FUZZ_DIFF
+/* Fuzzing: the fast path must agree with msgpack-c on every map. */
+static void mp_check_fast(struct mt_input *in, size_t size,
+			  const struct fields *fast)
+{
+	struct fields slow;
+
+	if (mp_fields(in, size, &slow) || slow.present != fast->present)
+		__builtin_trap();
+	for (int k = 0; k < K_MAX; k++) {
+		const struct value *a = val(fast, k), *b = val(&slow, k);
+
+		if (a->type != b->type || a->u != b->u || a->b != b->b ||
+		    a->len != b->len || (a->len && memcmp(a->s, b->s, a->len)))
+			__builtin_trap();
+	}
+}
+#endif
+
 static int mp_next_fields(struct mt_input *in, struct fields *f, uint64_t *off)
 {
-	size_t size = 0, used = 0;
-	const msgpack_object *o;
+	const char *what;
+	size_t size = 0;
 	int ret;
 
 	*off = offset_now(in);
@@ -1261,25 +1400,17 @@ static int mp_next_fields(struct mt_input *in, struct fields *f, uint64_t *off)
 				    avail(in));
 		}
 	}
-	msgpack_zone_clear(&in->zone);
-	if (msgpack_unpack((const char *)cur(in), size, &used, &in->zone,
-			   &in->obj) != MSGPACK_UNPACK_SUCCESS)
-		return fail(in, *off, "invalid MessagePack object");
-	consume(in, size); /* its strings stay in the buffer until next fill */
-	o = &in->obj;
-	if (o->type != MSGPACK_OBJECT_MAP)
-		return fail(in, *off, "expected a map");
-	f->present = 0;
-	for (uint32_t i = 0; i < o->via.map.size; i++) {
-		const msgpack_object_kv *kv = &o->via.map.ptr[i];
-		enum key k;
-
-		if (kv->key.type != MSGPACK_OBJECT_STR)
-			continue;
-		k = key_from_name(kv->key.via.str.ptr, kv->key.via.str.size);
-		if (k != K_MAX)
-			mp_value(&kv->val, set(f, k));
+	if (mp_flat_fields(cur(in), size, f)) {
+#ifdef MT_FUZZ_DIFF
+		mp_check_fast(in, size, f);
+#endif
+		consume(in, size);
+		return 1;
 	}
+	what = mp_fields(in, size, f);
+	if (what)
+		return fail(in, *off, "%s", what);
+	consume(in, size); /* its strings stay in the buffer until next fill */
 	return 1;
 }
 

@@ -598,6 +598,33 @@ check_dlopen() {
 	assert_output "$root"
 }
 
+# ---- a real C++ program ----------------------------------------------------
+
+@test "a real C++ program (apt-config dump: libstdc++ new/delete, forks dpkg): per-process counts equal the LD_PRELOAD counter's" {
+	require_bpf
+	# The counter (tests/preload/mtcount.c) sees each malloc and free that
+	# libstdc++'s operator new and delete call through the PLT: one per
+	# new or delete, as the trace must have.  A delete traced as two
+	# Frees, or a new as two Mallocs, shows as a difference.
+	preload="$MT_BUILD/preload/mtcount.so"
+	[ -f "$preload" ] || fail "no $preload: run 'make fixtures'"
+	ldd /usr/bin/apt-config | grep -q 'libstdc++' ||
+		fail "apt-config is not a libstdc++ program here"
+	run bash -c 'mt-trace --child-stdout /dev/null -- env LD_PRELOAD="$0" \
+			MTCOUNT_OUT="$T/counts.jsonl" apt-config dump \
+			2>"$T/trace.err" | mt-encode >"$T/out.msgpack"
+		echo "${PIPESTATUS[0]} ${PIPESTATUS[1]}"' "$preload"
+	cat "$T/trace.err"
+	assert_output "0 0"
+	run "$PY" "$CHECK" counts "$T/out.msgpack" "$T/counts.jsonl" \
+		--root-after-exec
+	echo "$output"
+	assert_success
+	# the trace did see operator new: libstdc++ is listed
+	run allocators
+	assert_line --regexp '^libstdc\+\+ .*/libstdc\+\+\.so\.6'
+}
+
 # ---- the expectations themselves (no BPF) -------------------------------
 
 # offline NAME [ARGS]: run the fixture untraced and make an artifact of
