@@ -645,18 +645,45 @@ static struct value *set(struct fields *f, enum key k)
 	return &f->v[k];
 }
 
+/* Keys are found through a small open-addressing table, built once at
+ * start-up: a map's keys are looked up for every event. */
+#define KEY_SLOTS 256
+static uint8_t key_lengths[K_MAX];
+static uint8_t key_slots[KEY_SLOTS]; /* enum key + 1; 0 is empty */
+
+static unsigned key_hash(const char *name, size_t len)
+{
+	return (len * 31 + (unsigned char)name[0] * 7 +
+		(unsigned char)name[len - 1]) &
+	       (KEY_SLOTS - 1);
+}
+
+__attribute__((constructor)) static void key_table(void)
+{
+	for (int k = 0; k < K_MAX; k++) {
+		unsigned h;
+
+		key_lengths[k] = strlen(key_names[k]);
+		h = key_hash(key_names[k], key_lengths[k]);
+		while (key_slots[h])
+			h = (h + 1) & (KEY_SLOTS - 1);
+		key_slots[h] = k + 1;
+	}
+}
+
 static enum key key_from_name(const char *name, size_t len)
 {
-	static uint8_t lengths[K_MAX];
+	unsigned h;
 
-	if (!lengths[0])
-		for (int k = 0; k < K_MAX; k++)
-			lengths[k] = strlen(key_names[k]);
-	/* the keys of events come first in enum key */
-	for (int k = 0; k < K_MAX; k++)
-		if (lengths[k] == len && name[0] == key_names[k][0] &&
-		    !memcmp(key_names[k], name, len))
+	if (len == 0)
+		return K_MAX;
+	for (h = key_hash(name, len); key_slots[h];
+	     h = (h + 1) & (KEY_SLOTS - 1)) {
+		enum key k = key_slots[h] - 1;
+
+		if (key_lengths[k] == len && !memcmp(key_names[k], name, len))
 			return k;
+	}
 	return K_MAX;
 }
 

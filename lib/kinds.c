@@ -37,13 +37,21 @@ const char *mt_kind_name(unsigned kind)
 	return kind_names[kind];
 }
 
+static size_t name_lengths[MT_EV_KIND_MAX];
+
+/* Readers look a name up for every event: measure the names once. */
+__attribute__((constructor)) static void measure_names(void)
+{
+	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++)
+		if (kind_names[kind])
+			name_lengths[kind] = strlen(kind_names[kind]);
+}
+
 unsigned mt_kind_from_name(const char *name, size_t len)
 {
-	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++) {
-		const char *known = kind_names[kind];
-
-		if (known && strlen(known) == len && !memcmp(known, name, len))
+	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++)
+		if (name_lengths[kind] == len && len &&
+		    !memcmp(kind_names[kind], name, len))
 			return kind;
-	}
 	return MT_EV_NONE;
 }
