@@ -167,6 +167,7 @@ check-asan:
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c) built with clang; `make fuzz` runs
 # each for FUZZ_TIME seconds from a corpus seeded with mt-gen output.
+# MT_FUZZ_DIFF: the reader checks its flat-map decoder against msgpack-c.
 FUZZ_TIME ?= 60
 FUZZ_LIB_SRCS := lib/raw.c lib/input.c lib/kinds.c lib/artifact.c \
 	$(wildcard lib/allocators.c)
@@ -177,6 +178,7 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRCS) lib/*.h bpf/mt_event.h
 	$(Q)mkdir -p build-fuzz
 	$(Q)$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined \
 		-fno-sanitize-recover=all -std=gnu11 -Ilib -Ibpf -D_GNU_SOURCE \
+		-DMT_FUZZ_DIFF \
 		$< $(FUZZ_LIB_SRCS) $(LDLIBS_COMMON) -o $@
 
 # the seed makers, from the format sources alone (not all of libmt)
