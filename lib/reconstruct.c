@@ -1543,6 +1543,19 @@ static json_t *kinds_json(const struct mt_recon *r)
 	return o;
 }
 
+/* The header says so; memtrack always tracks them; and a trace that has
+ * allocator events did track them, whatever an old header says. */
+static bool allocators_tracked(const struct mt_recon *r)
+{
+	if (r->fmt == MT_FMT_MEMTRACK || !r->fmt ||
+	    (r->meta.flags & MT_HDR_ALLOCATORS))
+		return true;
+	for (unsigned k = MT_EV_MALLOC; k <= MT_EV_ALIGNED_ALLOC; k++)
+		if (r->by_kind[k])
+			return true;
+	return false;
+}
+
 static const char *resolution_name(enum mt_resolution_mode m)
 {
 	return m == MT_RES_FIXED   ? "fixed"
@@ -1628,8 +1641,7 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 	    trailer ? exit_json((int)meta->exit_kind, meta->exit_value)
 		    : json_null());
 	json_object_set_new(doc, "allocators_tracked",
-			    json_boolean(r->fmt == MT_FMT_MEMTRACK || !r->fmt ||
-					 (r->meta.flags & MT_HDR_ALLOCATORS)));
+			    json_boolean(allocators_tracked(r)));
 	json_object_set_new(doc, "events", JI(r->events));
 	json_object_set_new(doc, "events_by_type", kinds_json(r));
 	json_object_set_new(doc, "lost_events",

@@ -437,3 +437,13 @@ ten_mib() {
 	# 20 times the events, not 20 times the memory
 	[ "$big" -lt $((small * 3 / 2 + 1024)) ]
 }
+
+@test "allocator events in a trace whose header says not tracked: tracked" {
+	mk a --no-allocators <<-EOF
+		Malloc addr=0x1000 size=10
+		Exit exit_code=0
+	EOF
+	recon a
+	[ "$(j a .allocators_tracked)" = true ]
+	[ "$(j a .tree.heap.peak)" = 10 ]
+}
