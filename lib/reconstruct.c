@@ -9,7 +9,6 @@
  * what a forked child inherits is tracked (so freeing it in the child is no
  * error) but counted in the parent, so the tree counts every block once.
  */
-#include <assert.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -740,11 +739,9 @@ static void on_realloc(struct mt_recon *r, struct proc *p,
 	if (ev->old_addr) {
 		int64_t released = heap_release(r, p, ev->old_addr);
 
-		if (!r->in_section)
-			;
-		else if (released < 0)
+		if (r->in_section && released < 0)
 			p->tot.unknown_reallocs++;
-		else
+		else if (r->in_section)
 			p->tot.freed_bytes += (uint64_t)released;
 	}
 	if (ev->addr)
@@ -1124,6 +1121,18 @@ static void on_marker(struct mt_recon *r, const struct mt_record *rec,
 		section_marker(r, rec->str, rec->str_len, t);
 }
 
+static inline void count_call(struct mt_recon *r, struct proc *p, unsigned kind)
+{
+	if (!r->in_section)
+		return;
+	if (kind == MT_EV_MALLOC)
+		p->tot.mallocs++;
+	else if (kind == MT_EV_CALLOC)
+		p->tot.callocs++;
+	else
+		p->tot.aligned_allocs++;
+}
+
 static inline bool of_a_process(unsigned kind)
 {
 	return (kind >= MT_EV_MALLOC && kind <= MT_EV_BRK) ||
@@ -1165,14 +1174,7 @@ void mt_recon_event(struct mt_recon *r, const struct mt_record *rec)
 	case MT_EV_MALLOC:
 	case MT_EV_CALLOC:
 	case MT_EV_ALIGNED_ALLOC:
-		if (!r->in_section)
-			;
-		else if (ev->kind == MT_EV_MALLOC)
-			p->tot.mallocs++;
-		else if (ev->kind == MT_EV_CALLOC)
-			p->tot.callocs++;
-		else
-			p->tot.aligned_allocs++;
+		count_call(r, p, ev->kind);
 		if (ev->addr)
 			heap_alloc(r, p, ev->addr, ev->size, t);
 		else
