@@ -8,6 +8,10 @@
  * for the tree.  A process counts only what it allocated or mapped itself:
  * what a forked child inherits is tracked (so freeing it in the child is no
  * error) but counted in the parent, so the tree counts every block once.
+ * RSS and PSS are absolute values per process, summed for the tree.  With
+ * a --section, state follows every event but only events inside the
+ * section count (blocks and mappings made outside are tracked, not
+ * counted).
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -20,7 +24,7 @@
 #define OUTSIDE	       (1ull << 62) /* allocated outside the --section */
 #define NOT_OWN	       (INHERITED | OUTSIDE) /* not counted in the heap */
 #define SIZE_MASK      (~NOT_OWN)
-#define SIZE_TABLE_MAX 65536 /* distinct sizes counted exactly */
+#define SIZE_TABLE_MAX 65536 /* slots; half hold sizes counted exactly */
 #define HIST_BUCKETS   65
 
 /* Absolute per-process values (RSS from kmem:rss_stat, PSS samples): each
