@@ -371,13 +371,38 @@ static const char *count_or_dash(char *buf, size_t len, json_t *o,
 	return mt_fmt_count(buf, len, (uint64_t)json_integer_value(v));
 }
 
+/* label cut to width characters (not bytes: program names may be UTF-8)
+ * and padded to it */
+static const char *fit(char *buf, size_t len, const char *label, int width)
+{
+	size_t o = 0;
+	int chars = 0;
+
+	for (const char *s = label; *s && chars < width; chars++) {
+		size_t n = 1;
+
+		while ((s[n] & 0xc0) == 0x80) /* continuation bytes */
+			n++;
+		if (o + n + 1 > len)
+			break;
+		memcpy(buf + o, s, n);
+		o += n;
+		s += n;
+	}
+	while (chars++ < width && o + 2 <= len)
+		buf[o++] = ' ';
+	buf[o] = '\0';
+	return buf;
+}
+
 static void print_row(FILE *out, const char *label, json_t *o, bool tracked,
 		      bool rss)
 {
-	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32], l[128];
 
 	fprintf(
-	    out, "%-22.22s %10s %11s %11s %11s %9s %10s %11s%*s\n", label,
+	    out, "%s %10s %11s %11s %11s %9s %10s %11s%*s\n",
+	    fit(l, sizeof(l), label, 22),
 	    size_or_dash(a, sizeof(a), o, "heap.peak", tracked),
 	    size_or_dash(b, sizeof(b), o, "totals.allocated_bytes", tracked),
 	    count_or_dash(c, sizeof(c), o, "totals.allocations", tracked),
@@ -511,8 +536,8 @@ static void print_peak(FILE *out, json_t *doc, const char *fmt,
 	fputc('\n', out);
 }
 
-/* "section     bench: 2 intervals, 1.5 ms; every figure below is the
- * section's" */
+/* "section     bench: 2 intervals, 1.50 ms (figures below count only
+ * inside it)" */
 static void print_section(FILE *out, json_t *doc)
 {
 	json_t *sec = json_object_get(doc, "section");

@@ -440,3 +440,16 @@ screenshot() {
 	run mt-report --max-leaked 6MiB "$T/ten.msgpack"
 	assert_failure 1
 }
+
+@test "program names in UTF-8 are cut at characters and the columns stay aligned" {
+	mk a <<-EOF
+		Malloc addr=0x1000 size=10
+		Fork pid=101 ppid=100
+		Exec pid=101 path=/bin/été-très-long-nom-de-programme
+		Malloc pid=101 addr=0x2000 size=5
+		Exit exit_code=0
+	EOF
+	run mt-report "$T/a.msgpack"
+	assert_line "    101 été-très-long-        5 B         5 B           1           0       5 B        5 B         0 B"
+	echo "$output" | iconv -f UTF-8 -t UTF-8 >/dev/null
+}
