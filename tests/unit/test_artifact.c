@@ -460,6 +460,72 @@ static void test_jsonl_errors(void)
 		     "t: byte 0: Header: \"format\" is not \"mt\"");
 }
 
+/* Integer encodings another packer may choose, and maps the flat-map
+ * decoder leaves to msgpack-c: both paths must read them the same way. */
+static void test_encodings(void)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	struct mt_input *in;
+	struct mt_record rec;
+	char err[512];
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	/* a flat map (the fast path): signed encodings of non-negative
+	 * values, written by hand since msgpack-c packs ints minimally, and
+	 * a bin key (ignored); 13 + 6 + 13 + 15 + 7 + 14 = 68 bytes */
+	msgpack_pack_map(&pk, 6);
+	pk_kv_str(&pk, "type", "Malloc");
+	pk_key(&pk, "pid");
+	msgpack_sbuffer_write(&sb, "\xd0\x05", 2); /* int8 5 */
+	pk_key(&pk, "tid");
+	msgpack_sbuffer_write(&sb, "\xd3\0\0\0\0\0\0\0\x06", 9);
+	pk_key(&pk, "timestamp");
+	msgpack_sbuffer_write(&sb, "\xd2\x00\x01\x11\x70", 5);
+	msgpack_pack_bin(&pk, 4);
+	msgpack_pack_bin_body(&pk, "size", 4);
+	msgpack_pack_uint8(&pk, 99);
+	pk_key(&pk, "addr");
+	msgpack_pack_uint64(&pk, 0xffffffffffffffffull);
+	/* a nested value under an unknown key: msgpack-c's path; 41 bytes */
+	msgpack_pack_map(&pk, 4);
+	pk_kv_str(&pk, "type", "Free");
+	pk_key(&pk, "pid");
+	msgpack_sbuffer_write(&sb, "\xd0\x07", 2);
+	pk_key(&pk, "timestamp");
+	msgpack_sbuffer_write(&sb, "\xd2\x00\x01\x11\x71", 5);
+	pk_key(&pk, "future");
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_nil(&pk);
+	/* a negative pid, at byte 68 + 41 */
+	msgpack_pack_map(&pk, 3);
+	pk_kv_str(&pk, "type", "Free");
+	pk_key(&pk, "pid");
+	msgpack_sbuffer_write(&sb, "\xd0\xff", 2); /* int8 -1 */
+	pk_kv_u64(&pk, "timestamp", 1);
+	in = open_bytes(sb.data, sb.size, err, sizeof(err));
+	CHECK(in != NULL);
+	if (!in)
+		return;
+	CHECK_INT(mt_input_format(in), MT_FMT_MEMTRACK);
+	CHECK_INT(mt_input_next(in, &rec), 1);
+	CHECK_INT(rec.ev.pid, 5);
+	CHECK_INT(rec.ev.tid, 6);
+	CHECK_INT(rec.ev.timestamp, 70000);
+	CHECK_INT(rec.ev.size, 0); /* the bin key is not "size" */
+	CHECK(rec.ev.addr == 0xffffffffffffffffull);
+	CHECK_INT(mt_input_next(in, &rec), 1);
+	CHECK_INT(rec.ev.kind, MT_EV_FREE);
+	CHECK_INT(rec.ev.pid, 7);
+	CHECK_INT(rec.ev.timestamp, 70001);
+	CHECK_INT(mt_input_next(in, &rec), -1);
+	CHECK_STR(mt_input_error(in),
+		  "t: byte 109: \"pid\": expected an unsigned integer");
+	mt_input_close(in);
+	msgpack_sbuffer_destroy(&sb);
+}
+
 static void test_timelines(void)
 {
 	static const char *const docs[] = {
@@ -515,6 +581,7 @@ int main(void)
 	test_memtrack();
 	test_codspeed_vector();
 	test_jsonl_errors();
+	test_encodings();
 	test_timelines();
 	test_kind_names();
 	return test_summary("test_artifact");
