@@ -231,6 +231,9 @@ int main(int argc, char **argv)
 	if (env.compare_base) {
 		if (argc - optind != 1)
 			usage(stderr, EXIT_UNUSABLE);
+		if (env.svg)
+			errx(EXIT_UNUSABLE, "--svg: one run at a time, not "
+					    "with --compare");
 		return compare(&env, argv[optind]);
 	}
 	if (env.max_growth >= 0)
