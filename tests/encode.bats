@@ -180,3 +180,27 @@ print(off)' "$T/run.raw" "$T/bad.raw")
 	echo "max RSS ${rss_kib} KiB"
 	[ "$rss_kib" -lt 16384 ]
 }
+
+@test "mt-encode: reading a pipe, SIGINT (Ctrl-C) does not cut the artifact" {
+	"$PY" "$CHECK" write "$T/hand.raw"
+	# the writer sends half, waits while mt-encode gets SIGINT, then the
+	# rest: the artifact must be whole, as after a Ctrl-C that mt-trace
+	# survives to finish its trace
+	size=$(stat -c %s "$T/hand.raw")
+	mkfifo "$T/fifo"
+	{
+		head -c $((size / 2)) "$T/hand.raw"
+		sleep 1
+		tail -c +$((size / 2 + 1)) "$T/hand.raw"
+	} > "$T/fifo" &
+	# as from a terminal: SIGINT at its default (bash ignores it in
+	# background jobs of a script)
+	"$PY" -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])' mt-encode < "$T/fifo" > "$T/hand.msgpack" &
+	pid=$!
+	sleep 0.5
+	kill -INT "$pid"
+	wait "$pid" # fails the test unless it exits 0
+	"$PY" "$CHECK" check "$T/hand.raw" "$T/hand.msgpack"
+}

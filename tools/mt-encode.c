@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mt_artifact.h"
@@ -92,6 +93,18 @@ static int encode(struct mt_input *in, struct mt_artifact *a)
 	return ret;
 }
 
+/* Ctrl-C in a terminal reaches every process of `mt-trace -- CMD |
+ * mt-encode`; mt-trace then finishes the trace, and mt-encode must live to
+ * encode its end.  Reading a pipe, it stops when the writer does. */
+static bool input_is_pipe(const char *path)
+{
+	struct stat st;
+
+	if (path && strcmp(path, "-"))
+		return !stat(path, &st) && S_ISFIFO(st.st_mode);
+	return !fstat(STDIN_FILENO, &st) && S_ISFIFO(st.st_mode);
+}
+
 static int open_output(const char *path)
 {
 	int fd;
@@ -116,6 +129,8 @@ int main(int argc, char **argv)
 	parse_args(argc, argv, &env);
 	/* a closed pipe is a write error (EPIPE) we report, not a signal */
 	signal(SIGPIPE, SIG_IGN);
+	if (input_is_pipe(env.input))
+		signal(SIGINT, SIG_IGN);
 	in = mt_input_open(env.input, msg, sizeof(msg));
 	if (!in)
 		errx(EXIT_INPUT, "%s", msg);
