@@ -93,9 +93,9 @@ static int encode(struct mt_input *in, struct mt_artifact *a)
 	return ret;
 }
 
-/* Ctrl-C in a terminal reaches every process of `mt-trace -- CMD |
- * mt-encode`; mt-trace then finishes the trace, and mt-encode must live to
- * encode its end.  Reading a pipe, it stops when the writer does. */
+/* Ctrl-C (or a hangup) in a terminal reaches every process of `mt-trace
+ * -- CMD | mt-encode`; mt-trace then finishes the trace, and mt-encode must
+ * live to encode its end.  Reading a pipe, it stops when the writer does. */
 static bool input_is_pipe(const char *path)
 {
 	struct stat st;
@@ -129,8 +129,10 @@ int main(int argc, char **argv)
 	parse_args(argc, argv, &env);
 	/* a closed pipe is a write error (EPIPE) we report, not a signal */
 	signal(SIGPIPE, SIG_IGN);
-	if (input_is_pipe(env.input))
+	if (input_is_pipe(env.input)) {
 		signal(SIGINT, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
+	}
 	in = mt_input_open(env.input, msg, sizeof(msg));
 	if (!in)
 		errx(EXIT_INPUT, "%s", msg);
