@@ -23,6 +23,7 @@ enum kv_type { KV_U64, KV_BOOL, KV_STR, KV_ARGV };
 
 struct kv {
 	const char *key;
+	size_t klen;
 	enum kv_type type;
 	uint64_t u;
 	const char *s;
@@ -92,32 +93,54 @@ static int pk_write(void *data, const char *p, size_t n)
 {
 	struct mt_artifact *a = data;
 
+	/* msgpack-c hands over a few bytes at a time: copy them inline */
+	if (n <= 16 && a->len + n <= OUT_BUF) {
+		char *to = a->buf + a->len;
+
+		for (size_t i = 0; i < n; i++)
+			to[i] = p[i];
+		a->len += n;
+		return a->error ? -1 : 0;
+	}
 	out(a, p, n);
 	return a->error ? -1 : 0;
 }
 
 /* ---- the maps -------------------------------------------------------- */
 
-static void put_u64(struct map *m, const char *key, uint64_t u)
-{
-	m->kv[m->n++] = (struct kv){.key = key, .type = KV_U64, .u = u};
-}
+/* Keys are literals: their lengths are known at compile time, and each
+ * put_X(m, "key", ...) below is put_X_k(m, "key", length, ...). */
+#define KEY(k) k, sizeof(k "") - 1
 
-static void put_bool(struct map *m, const char *key, bool b)
-{
-	m->kv[m->n++] = (struct kv){.key = key, .type = KV_BOOL, .u = b};
-}
-
-static void put_str(struct map *m, const char *key, const char *s, size_t len)
+static void put_u64_k(struct map *m, const char *key, size_t klen, uint64_t u)
 {
 	m->kv[m->n++] =
-	    (struct kv){.key = key, .type = KV_STR, .s = s, .len = len};
+	    (struct kv){.key = key, .klen = klen, .type = KV_U64, .u = u};
 }
 
-static void put_cstr(struct map *m, const char *key, const char *s)
+static void put_bool_k(struct map *m, const char *key, size_t klen, bool b)
 {
-	put_str(m, key, s ? s : "", s ? strlen(s) : 0);
+	m->kv[m->n++] =
+	    (struct kv){.key = key, .klen = klen, .type = KV_BOOL, .u = b};
 }
+
+static void put_str_k(struct map *m, const char *key, size_t klen,
+		      const char *s, size_t len)
+{
+	m->kv[m->n++] = (struct kv){
+	    .key = key, .klen = klen, .type = KV_STR, .s = s, .len = len};
+}
+
+static void put_cstr_k(struct map *m, const char *key, size_t klen,
+		       const char *s)
+{
+	put_str_k(m, key, klen, s ? s : "", s ? strlen(s) : 0);
+}
+
+#define put_u64(m, k, u)      put_u64_k(m, KEY(k), u)
+#define put_bool(m, k, b)     put_bool_k(m, KEY(k), b)
+#define put_str(m, k, s, len) put_str_k(m, KEY(k), s, len)
+#define put_cstr(m, k, s)     put_cstr_k(m, KEY(k), s)
 
 static const char *const rss_members[] = {"file", "anon", "swap", "shmem"};
 
@@ -230,10 +253,9 @@ static void mp_map(struct mt_artifact *a, const struct map *m)
 	msgpack_pack_map(pk, m->n);
 	for (int i = 0; i < m->n; i++) {
 		const struct kv *kv = &m->kv[i];
-		size_t klen = strlen(kv->key);
 
-		msgpack_pack_str(pk, klen);
-		msgpack_pack_str_body(pk, kv->key, klen);
+		msgpack_pack_str(pk, kv->klen);
+		msgpack_pack_str_body(pk, kv->key, kv->klen);
 		switch (kv->type) {
 		case KV_U64:
 			msgpack_pack_uint64(pk, kv->u);
@@ -343,7 +365,7 @@ static void js_map(struct mt_artifact *a, const struct map *m)
 		if (i)
 			out(a, ",", 1);
 		out(a, "\"", 1);
-		out(a, kv->key, strlen(kv->key)); /* keys need no escaping */
+		out(a, kv->key, kv->klen); /* keys need no escaping */
 		out(a, "\":", 2);
 		switch (kv->type) {
 		case KV_U64:
@@ -421,6 +443,7 @@ int mt_artifact_header(struct mt_artifact *a, const struct mt_meta *meta)
 	put_cstr(&m, "format", "mt");
 	put_u64(&m, "version", 1);
 	m.kv[m.n++] = (struct kv){.key = "command",
+				  .klen = 7,
 				  .type = KV_ARGV,
 				  .argv = meta->argv,
 				  .len = meta->argc > 0 ? meta->argc : 0};

@@ -488,6 +488,22 @@ wait_ready() {
 	done
 }
 
+@test "Ctrl-C on 'mt-trace -- CMD | mt-encode' (SIGINT to the whole group): complete artifact" {
+	require_bpf
+	setsid bash -c 'mt-trace -- "$MT_FIXTURES/sleeper" 30 --catch 2>"$T/trace.err" |
+		mt-encode >"$T/out.msgpack" 2>"$T/encode.err"
+		echo "${PIPESTATUS[0]} ${PIPESTATUS[1]}" >"$T/status"' &
+	child=$(wait_ready)
+	group=$(ps -o pgid= -p "$child" | tr -d ' ')
+	[ -n "$group" ] && [ "$group" != "$(ps -o pgid= -p $$ | tr -d ' ')" ]
+	kill -INT -- "-$group"
+	for i in $(seq 100); do [ -s "$T/status" ] && break; sleep 0.1; done
+	run cat "$T/status"
+	assert_output "$((40 + 2)) 0"
+	run meta '.trailer | [.complete, .exit_code]'
+	assert_output '[true,42]'
+}
+
 @test "SIGTERM to mt-trace, child with default disposition: exits 143, trailer signal 15" {
 	require_bpf
 	mt-trace -o "$T/raw" -- "$MT_FIXTURES/sleeper" 30 2>"$T/trace.err" &
