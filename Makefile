@@ -179,7 +179,11 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRCS) lib/*.h bpf/mt_event.h
 	$(Q)$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined \
 		-fno-sanitize-recover=all -std=gnu11 -Ilib -Ibpf -D_GNU_SOURCE \
 		-DMT_FUZZ_DIFF \
-		$< $(FUZZ_LIB_SRCS) $(LDLIBS_COMMON) -o $@
+		$< $(FUZZ_LIB_SRCS) $(FUZZ_EXTRA_SRCS) $(LDLIBS_COMMON) -o $@
+# fuzz_report runs the analysis stages too
+FUZZ_REPORT_SRCS := lib/reconstruct.c lib/report.c lib/svg.c lib/human.c
+build-fuzz/fuzz_report: FUZZ_EXTRA_SRCS := $(FUZZ_REPORT_SRCS)
+build-fuzz/fuzz_report: $(FUZZ_REPORT_SRCS)
 
 # the seed makers, from the format sources alone (not all of libmt)
 build-fuzz/mt-gen: tests/gen/mt-gen.c $(FUZZ_LIB_SRCS) lib/*.h bpf/mt_event.h

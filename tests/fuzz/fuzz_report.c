@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fuzz_report - libFuzzer entry: any bytes through what mt-report does
+ * with them: an event stream is reconstructed (with and without a
+ * --section) and reported as text, JSON facts and SVG; timelines JSON is
+ * reported as is.  Nothing may crash, hang, leak or read out of bounds.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mt_reconstruct.h"
+#include "mt_report.h"
+#include "mt_svg.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void report_all(json_t *doc, FILE *sink)
+{
+	struct mt_gates g = {.has_peak_heap = true,
+			     .has_peak_rss = true,
+			     .has_leaked = true,
+			     .strict = true};
+	char reason[256];
+	json_t *facts = mt_report_facts(doc, 3);
+	json_t *results = json_array();
+
+	mt_report_text(sink, doc, 3);
+	mt_svg_write(sink, doc);
+	mt_report_gates(doc, &g, reason, sizeof(reason), results);
+	mt_report_compare(sink, doc, doc, 5, false, reason, sizeof(reason));
+	json_decref(results);
+	json_decref(facts);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static FILE *sink;
+	char err[1024];
+
+	if (!sink)
+		sink = fopen("/dev/null", "w");
+	if (size == 0)
+		return 0;
+	if (data[0] == '{') {
+		json_error_t jerr;
+		json_t *doc = json_loadb((const char *)data, size, 0, &jerr);
+
+		if (doc)
+			report_all(doc, sink);
+		json_decref(doc);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		FILE *f = fmemopen((void *)data, size, "r");
+		struct mt_recon_opts opts;
+		struct mt_input *in;
+		json_t *doc;
+
+		if (!f)
+			return 0;
+		in = mt_input_fopen(f, "fuzz", err, sizeof(err));
+		if (!in)
+			return 0;
+		mt_recon_opts_default(&opts);
+		opts.max_points = 8;
+		opts.proc_points = 4;
+		opts.series_procs = 2;
+		opts.section = pass ? "s" : NULL;
+		doc = mt_recon_input(in, &opts, NULL);
+		mt_input_close(in);
+		if (doc)
+			report_all(doc, sink);
+		json_decref(doc);
+	}
+	return 0;
+}
