@@ -555,6 +555,38 @@ static void print_section(FILE *out, json_t *doc)
 	    mt_fmt_duration(d, sizeof(d), mt_json_u64(sec, "duration_ns", 0)));
 }
 
+/* "markers     bench x2, bench-end x2": the names --section can use */
+static void print_markers(FILE *out, json_t *doc)
+{
+	json_t *markers = json_object_get(doc, "markers"), *m;
+	json_t *seen = json_object();
+	const char *name;
+	json_t *count;
+	size_t i, shown = 0;
+
+	json_array_foreach(markers, i, m)
+	{
+		name = json_string_value(json_object_get(m, "name"));
+		if (!name || !json_is_object(seen))
+			continue;
+		count = json_object_get(seen, name);
+		json_object_set_new(
+		    seen, name, json_integer(json_integer_value(count) + 1));
+	}
+	json_object_foreach(seen, name, count)
+	{
+		if (shown == 8) {
+			fprintf(out, ", ...");
+			break;
+		}
+		fprintf(out, "%s%s x%lld", shown++ ? ", " : "markers     ",
+			name, (long long)json_integer_value(count));
+	}
+	if (shown)
+		fputc('\n', out);
+	json_decref(seen);
+}
+
 void mt_report_text(FILE *out, json_t *doc, unsigned top)
 {
 	bool tracked = allocators_tracked(doc);
@@ -580,6 +612,7 @@ void mt_report_text(FILE *out, json_t *doc, unsigned top)
 		mt_fmt_duration(buf, sizeof(buf),
 				mt_json_u64(doc, "duration_ns", 0)));
 	print_section(out, doc);
+	print_markers(out, doc);
 	fprintf(out, "processes   %s\n",
 		mt_fmt_count(n1, sizeof(n1), process_count(doc)));
 	fprintf(

@@ -390,6 +390,8 @@ screenshot() {
 	assert_line "peak heap   3.00 MiB at 4 us"
 	run mt-report "$T/s.json"
 	assert_line --partial "section     bench:"
+	run mt-report "$T/a.msgpack"
+	assert_line "markers     bench x1, bench-end x1"
 	mt-reconstruct "$T/a.msgpack" >"$T/all.json"
 	run mt-report --section bench "$T/all.json"
 	assert_failure 2
