@@ -24,13 +24,15 @@
 
 struct plot {
 	FILE *out;
-	double t_max; /* ns */
-	double v_max; /* bytes */
+	double t_min, t_max; /* ns: the time axis' ends */
+	double v_max;	     /* bytes */
 };
 
 static double px(const struct plot *p, double t)
 {
-	return LEFT + (p->t_max > 0 ? t / p->t_max * PW : 0);
+	double span = p->t_max - p->t_min;
+
+	return LEFT + (span > 0 ? (t - p->t_min) / span * PW : 0);
 }
 
 static double py(const struct plot *p, double v)
@@ -117,14 +119,15 @@ static void x_axis(struct plot *p)
 	while (u < 3 && p->t_max >= units[u + 1].ns * 2)
 		u++;
 	double unit = units[u].ns;
-	double step = nice_step(p->t_max, unit, 8);
+	double step = nice_step(p->t_max - p->t_min, unit, 8);
 
 	if (step < 1)
 		step = 1;
 	/* no rounding up: the plot ends where the trace ended */
 	fprintf(p->out, "<g font-size=\"12\" fill=\"#333\" "
 			"text-anchor=\"middle\">\n");
-	for (double t = 0; t <= p->t_max * (1 + 1e-9); t += step) {
+	for (double t = ceil(p->t_min / step) * step;
+	     t <= p->t_max * (1 + 1e-9); t += step) {
 		fprintf(p->out,
 			"<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" "
 			"stroke=\"#999\"/>\n",
@@ -155,7 +158,7 @@ static void draw_series(struct plot *p, json_t *s, const char *color,
 	fprintf(p->out,
 		"<path fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
 		"stroke-linejoin=\"round\" d=\"M%.1f %.1f",
-		color, px(p, 0), py(p, 0));
+		color, px(p, p->t_min), py(p, 0));
 	json_array_foreach(pts, i, pt)
 	{
 		double t = (double)json_integer_value(json_array_get(pt, 0));
@@ -175,6 +178,14 @@ static void draw_series(struct plot *p, json_t *s, const char *color,
 	}
 	(void)last;
 	fprintf(p->out, " H%.1f\"/>\n", px(p, end_t));
+}
+
+static double series_start(json_t *s)
+{
+	json_t *first = json_array_get(json_object_get(s, "points"), 0);
+
+	return first ? (double)json_integer_value(json_array_get(first, 0))
+		     : INFINITY;
 }
 
 static double series_end(json_t *s)
@@ -229,6 +240,10 @@ static void draw_sections(struct plot *p, json_t *doc)
 		double b =
 		    px(p, (double)json_integer_value(json_array_get(x, 1)));
 
+		if (a < LEFT)
+			a = LEFT;
+		if (b < a)
+			continue;
 		fprintf(p->out,
 			"<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" "
 			"height=\"%d\" fill=\"#fff3cc\"/>\n",
@@ -251,6 +266,8 @@ static void draw_markers(struct plot *p, json_t *doc)
 
 		if (i >= 40 || !name)
 			break;
+		if (x < LEFT)
+			continue; /* before the axis starts */
 		fprintf(p->out,
 			"<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" "
 			"stroke=\"#888\" stroke-dasharray=\"4 3\"/>\n"
@@ -281,6 +298,7 @@ int mt_svg_write(FILE *out, json_t *doc)
 	int legend_x = LEFT;
 
 	p.t_max = (double)mt_json_u64(doc, "duration_ns", 0);
+	p.t_min = INFINITY;
 	for (size_t i = 0; i < 4; i++) {
 		json_t *s = mt_json_path(doc, series[i].path);
 
@@ -291,8 +309,15 @@ int mt_svg_write(FILE *out, json_t *doc)
 			p.v_max = (double)mt_json_u64(s, "peak", 0);
 		if (series_end(s) > p.t_max)
 			p.t_max = series_end(s);
+		if (series_start(s) < p.t_min)
+			p.t_min = series_start(s);
 	}
 	double end_t = p.t_max;
+
+	/* a long quiet start (the tracer starting up, a section late in the
+	 * run): begin the axis where something happens */
+	if (!(p.t_min > p.t_max / 10) || p.t_min >= p.t_max)
+		p.t_min = 0;
 
 	if (p.v_max <= 0)
 		p.v_max = 1024;
@@ -325,10 +350,10 @@ int mt_svg_write(FILE *out, json_t *doc)
 			W - RIGHT);
 	if (!heap_shown)
 		fprintf(out,
-			"<text x=\"%d\" y=\"48\" font-size=\"12\" "
-			"fill=\"#c00\">allocators were not tracked: no "
-			"heap line</text>\n",
-			LEFT + 300);
+			"<text x=\"%d\" y=\"46\" font-size=\"12\" "
+			"fill=\"#c00\" text-anchor=\"end\">allocators "
+			"not tracked: no heap line</text>\n",
+			W - RIGHT);
 
 	y_axis(&p);
 	x_axis(&p);
