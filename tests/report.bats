@@ -455,3 +455,26 @@ screenshot() {
 	assert_line "    101 été-très-long-        5 B         5 B           1           0       5 B        5 B         0 B"
 	echo "$output" | iconv -f UTF-8 -t UTF-8 >/dev/null
 }
+
+@test "--svg: a long quiet start is left out of the time axis" {
+	mk a <<-EOF
+		+900ms
+		Malloc addr=0x1000 size=1MiB
+		+50ms
+		Free addr=0x1000
+		Exit exit_code=0
+	EOF
+	mt-report --svg "$T/a.svg" "$T/a.msgpack" >/dev/null
+	grep -q '>900</text>' "$T/a.svg"
+	! grep -q '>0</text>' "$T/a.svg"
+	grep -q '>time since start (ms)<' "$T/a.svg"
+	# a short quiet start stays: the axis begins at 0
+	mk b <<-EOF
+		+5ms
+		Malloc addr=0x1000 size=1MiB
+		+50ms
+		Exit exit_code=0
+	EOF
+	mt-report --svg "$T/b.svg" "$T/b.msgpack" >/dev/null
+	grep -q '>0</text>' "$T/b.svg"
+}
