@@ -465,7 +465,7 @@ screenshot() {
 		Exit exit_code=0
 	EOF
 	mt-report --svg "$T/a.svg" "$T/a.msgpack" >/dev/null
-	grep -q '>900</text>' "$T/a.svg"
+	grep -q '>910</text>' "$T/a.svg"
 	! grep -q '>0</text>' "$T/a.svg"
 	grep -q '>time since start (ms)<' "$T/a.svg"
 	# a short quiet start stays: the axis begins at 0
