@@ -199,7 +199,13 @@ print(off)' "$T/run.raw" "$T/bad.raw")
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.execvp(sys.argv[1], sys.argv[1:])' mt-encode < "$T/fifo" > "$T/hand.msgpack" &
 	pid=$!
-	sleep 0.5
+	# wait until mt-encode runs and has set SIGINT aside (bit 2 of SigIgn)
+	for _ in $(seq 100); do
+		ign=$(awk '/^SigIgn:/ { print $2 }' "/proc/$pid/status")
+		[ "$(cat "/proc/$pid/comm")" = mt-encode ] &&
+			(( 0x$ign & 2 )) && break
+		sleep 0.05
+	done
 	kill -INT "$pid"
 	wait "$pid" # fails the test unless it exits 0
 	"$PY" "$CHECK" check "$T/hand.raw" "$T/hand.msgpack"
