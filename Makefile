@@ -81,7 +81,9 @@ $(OUTPUT)/lib/%.o: lib/%.c lib/*.h bpf/mt_event.h | $(OUTPUT)/lib
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-# the tracer's lib objects need the skeleton only if they include it
+# The tracer's objects embed the BPF program (the skeleton holds its bytes):
+# they must be rebuilt whenever it changes.
+$(OUTPUT)/lib/tracer.o $(OUTPUT)/lib/tracer_code.o $(OUTPUT)/lib/physical.o: $(BPF_SKELS)
 $(LIB_OBJS): | $(BPF_SKELS)
 
 $(LIBMT): $(LIB_OBJS)

@@ -53,6 +53,14 @@ enum mt_event_kind {
 	/* never produced by BPF: readers turn a batch's lost count into a
 	 * LOST record (size = events lost) placed before the batch's events */
 	MT_EV_LOST = 19,
+	/* an allocator was found and traced in an ELF file: flags = family
+	 * (lib/mt_allocators.h), aux = path length, the path follows in DATA
+	 * slots; pid = the process that mapped it (0: before the start) */
+	MT_EV_ALLOCATOR = 20,
+	/* never in a stream: the BPF side tells mt-trace that a traced
+	 * process mapped code from a file not yet inspected (and stopped it):
+	 * addr = where (0 for an exec), old_addr = device, old_size = inode */
+	MT_EV_NEW_CODE = 21,
 	MT_EV_KIND_MAX
 };
 

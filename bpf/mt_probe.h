@@ -8,6 +8,10 @@
 #ifndef MT_PROBE_H
 #define MT_PROBE_H
 
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
 enum mt_probe_fn {
 	MT_FN_NONE = 0,
 	MT_FN_MALLOC,	      /* void *f(size_t size): malloc, new, mi_malloc */
@@ -57,6 +61,18 @@ enum mt_traced_state {
 	MT_AWAITING_EXEC = 2, /* mt-trace's forked copy of itself, held at the
 			       * door: traced from its exec on, so nothing of
 			       * mt-trace's own address space is recorded */
+};
+
+/* Files whose code the BPF side has seen mapped, keyed by device and
+ * inode (the kernel's dev_t: major << 20 | minor). */
+struct mt_code_key {
+	__u64 dev;
+	__u64 ino;
+};
+
+enum mt_code_state {
+	MT_CODE_PENDING = 1, /* reported to mt-trace, not yet inspected */
+	MT_CODE_DONE = 2,    /* inspected, its allocators (if any) traced */
 };
 
 #endif /* MT_PROBE_H */

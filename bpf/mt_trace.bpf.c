@@ -30,6 +30,10 @@ const volatile __u64 wakeup_bytes = 1 << 20;
  * this fill level, fork/exec/exit always do */
 const volatile __u64 lifecycle_wakeup_bytes = 1 << 18;
 
+/* Inspect code mapped by traced processes for allocators (on when
+ * allocators are tracked). */
+const volatile bool discover_code = false;
+
 /* Flipped at run time by mt-trace (enable/disable, --start-disabled). */
 volatile __u32 allocs_enabled = 1;
 volatile __u32 syscalls_enabled = 1;
@@ -51,6 +55,14 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } traced SEC(".maps");
+
+/* Files whose mapped code mt-trace has inspected or is inspecting. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct mt_code_key);
+	__type(value, __u32);
+} code_files SEC(".maps");
 
 /* Events that could not be delivered, by enum mt_lost_reason. */
 struct {
@@ -207,10 +219,8 @@ static __always_inline void enter_free(struct call_state *st, __u64 pid_tgid,
 	bool nested =
 	    nested_call(st, sp) || (st->freed_ptr == ptr && sp <= st->freed_sp);
 
-	if (nested) {
-		st->freed_ptr = 0;
-		return;
-	}
+	if (nested)
+		return; /* keep freed_ptr: delete[] -> delete -> free */
 	st->freed_ptr = ptr;
 	st->freed_sp = sp;
 	emit(MT_EV_FREE, pid_tgid, ptr, 0, 0, 0);
@@ -331,6 +341,62 @@ int alloc_return(struct pt_regs *ctx)
 	return 0;
 }
 
+/* ---- code mapped by traced processes ------------------------------------ */
+
+#define SIGSTOP_       19
+#define PROT_EXEC_     0x4
+#define MAP_ANONYMOUS_ 0x20
+
+/*
+ * A traced process maps code of a file mt-trace has not inspected (an exec,
+ * a library loaded by ld.so or dlopen): stop the process before it can run
+ * that code and tell mt-trace, which inspects the file, attaches the probes
+ * of any allocator in it, then lets the process continue.  Nothing it
+ * allocates through that allocator is missed.
+ */
+static __always_inline void new_code(struct file *file, __u64 pid_tgid,
+				     __u64 addr, __u64 len)
+{
+	struct mt_code_key key = {};
+	__u32 pending = MT_CODE_PENDING, *state;
+	struct inode *inode;
+	struct mt_event *e;
+
+	if (!discover_code || !file)
+		return;
+	inode = BPF_CORE_READ(file, f_inode);
+	key.ino = BPF_CORE_READ(inode, i_ino);
+	key.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	state = bpf_map_lookup_elem(&code_files, &key);
+	if (state && *state == MT_CODE_DONE)
+		return;
+	if (!state)
+		bpf_map_update_elem(&code_files, &key, &pending, BPF_NOEXIST);
+	e = reserve_lifecycle(sizeof(*e));
+	if (!e)
+		return;
+	fill_event(e, MT_EV_NEW_CODE, pid_tgid);
+	e->addr = addr;
+	e->size = len;
+	e->old_addr = key.dev;
+	e->old_size = key.ino;
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	bpf_send_signal(SIGSTOP_);
+}
+
+static __always_inline struct file *fd_file(int fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **fds, *file = NULL;
+
+	if (fd < 0 || (unsigned)fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	fds = BPF_CORE_READ(fdt, fd);
+	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
+	return file;
+}
+
 /* ---- address-space system calls ---------------------------------------- */
 
 static __always_inline __u64 page_align(__u64 len)
@@ -377,6 +443,7 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 		st->sys_arg0 = regs->si;  /* length */
 		st->sys_arg1 = regs->dx;  /* prot */
 		st->sys_arg2 = regs->r10; /* flags */
+		st->sys_arg3 = regs->r8;  /* fd */
 		break;
 	case NR_MUNMAP:
 		st->sys_arg0 = regs->di; /* address */
@@ -435,6 +502,10 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		e->flags = st->sys_arg1;
 		e->aux = st->sys_arg2;
 		submit_event(e);
+		if ((st->sys_arg1 & PROT_EXEC_) &&
+		    !(st->sys_arg2 & MAP_ANONYMOUS_))
+			new_code(fd_file(st->sys_arg3), pid_tgid, ret,
+				 page_align(st->sys_arg0));
 		break;
 	case NR_MUNMAP:
 		if (ret == 0)
@@ -619,6 +690,8 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
 					BPF_CORE_READ(bprm, filename));
 	r->ev.aux = len > 0 ? len - 1 : 0; /* without the NUL */
 	bpf_ringbuf_submit(r, 0);
+	/* the program's own code: a static allocator is in it */
+	new_code(BPF_CORE_READ(bprm, file), bpf_get_current_pid_tgid(), 0, 0);
 	return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <msgpack.h>
 
+#include "mt_allocators.h"
 #include "mt_artifact.h"
 
 #define OUT_BUF (256u * 1024)
@@ -206,6 +207,10 @@ static void event_kind_keys(struct map *m, const struct mt_record *rec)
 		break;
 	case MT_EV_MARKER:
 		put_str(m, "name", rec->str ? rec->str : "", rec->str_len);
+		break;
+	case MT_EV_ALLOCATOR:
+		put_cstr(m, "kind", mt_alloc_family_name(ev->flags));
+		put_str(m, "path", rec->str ? rec->str : "", rec->str_len);
 		break;
 	case MT_EV_EXIT:
 		put_exit_status(m, ev->aux);

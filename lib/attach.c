@@ -18,6 +18,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "mt_allocators.h"
 #include "mt_attach.h"
 #include "mt_elf.h"
 #include "mt_probe.h"
@@ -41,24 +42,6 @@ struct uprobe_multi_link_attr {
 	__u32 pid;
 	__u32 pad;
 };
-
-/* glibc's allocator API: what to probe and what each function means. */
-static const struct {
-	const char *name;
-	enum mt_probe_fn fn;
-} glibc_funcs[] = {
-    {"malloc", MT_FN_MALLOC},
-    {"calloc", MT_FN_CALLOC},
-    {"realloc", MT_FN_REALLOC},
-    {"reallocarray", MT_FN_REALLOCARRAY},
-    {"aligned_alloc", MT_FN_MEMALIGN},
-    {"memalign", MT_FN_MEMALIGN},
-    {"posix_memalign", MT_FN_POSIX_MEMALIGN},
-    {"valloc", MT_FN_VALLOC},
-    {"pvalloc", MT_FN_VALLOC},
-    {"free", MT_FN_FREE},
-};
-#define NFUNCS (sizeof(glibc_funcs) / sizeof(glibc_funcs[0]))
 
 struct probe {
 	uint64_t offset;
@@ -89,7 +72,7 @@ static int attach_multi(struct mt_attach *a, struct bpf_program *prog,
 			const char *path, const struct probe *p, size_t n,
 			bool retprobe)
 {
-	uint64_t offsets[MT_MAX_PROBES], cookies[MT_MAX_PROBES];
+	uint64_t offsets[n], cookies[n];
 	struct uprobe_multi_link_attr attr;
 	union bpf_attr big;
 	int fd;
@@ -150,59 +133,66 @@ static int attach_set(struct mt_attach *a, struct bpf_program *prog,
 	return attach_classic(a, prog, path, p, n, retprobe);
 }
 
-/* One probe per distinct offset: aliases (aligned_alloc == memalign) share
- * an address, and two probes there would report one call twice. */
-static bool seen_offset(const struct probe *p, size_t n, uint64_t off)
+static bool seen_offset(const uint64_t *seen, size_t n, uint64_t off)
 {
 	for (size_t i = 0; i < n; i++)
-		if (p[i].offset == off)
+		if (seen[i] == off)
 			return true;
 	return false;
 }
 
-int mt_attach_glibc(struct mt_attach *a, const char *path, char *err,
-		    size_t errlen)
+/* Entry-only probes may sit past a first instruction the kernel would
+ * single-step (glibc's free starts with test %rdi,%rdi). */
+static uint64_t entry_offset(struct mt_attach *a, const char *path,
+			     const char *name, uint64_t off)
 {
-	struct mt_elf_func funcs[NFUNCS];
-	struct probe enter[NFUNCS], ret[NFUNCS];
-	size_t nenter = 0, nret = 0;
+	uint8_t code[32];
+	int got = mt_elf_read_code(path, off, code, sizeof(code));
+	size_t skip = got > 0 ? mt_probe_skip(code, got) : 0;
+
+	if (skip && a->verbose > 1)
+		fprintf(stderr, "mt-trace: %s: %s probe at +%zu\n", path, name,
+			skip);
+	return off + skip;
+}
+
+int mt_attach_file(struct mt_attach *a, const char *path,
+		   enum mt_alloc_family *family, char *err, size_t errlen)
+{
+	size_t nfuncs, nenter = 0, nret = 0;
+	const struct mt_alloc_func *table = mt_alloc_funcs(&nfuncs);
+	struct mt_elf_func funcs[nfuncs];
+	struct probe enter[nfuncs], ret[nfuncs];
+	uint64_t seen[nfuncs];
+	size_t nseen = 0;
+	unsigned per_family[MT_ALLOC_FAMILIES] = {0};
 	int found, rc;
 
-	for (size_t i = 0; i < NFUNCS; i++)
-		funcs[i].name = glibc_funcs[i].name;
-	found = mt_elf_find_funcs(path, funcs, NFUNCS, err, errlen);
-	if (found < 0)
+	*family = MT_ALLOC_NONE;
+	for (size_t i = 0; i < nfuncs; i++)
+		funcs[i].name = table[i].name;
+	found = mt_elf_find_funcs(path, funcs, nfuncs, err, errlen);
+	if (found <= 0)
 		return found;
-	for (size_t i = 0; i < NFUNCS; i++) {
-		enum mt_probe_fn fn = glibc_funcs[i].fn;
+	for (size_t i = 0; i < nfuncs; i++) {
+		unsigned fn = table[i].fn;
 		uint64_t off = funcs[i].offset;
-		uint8_t code[32];
-		int got;
 
-		if (!off || seen_offset(enter, nenter, off))
+		/* one probe per address: aliases (aligned_alloc and memalign)
+		 * share one, and two probes would report a call twice */
+		if (!off || seen_offset(seen, nseen, off))
 			continue;
+		seen[nseen++] = off;
+		per_family[table[i].family]++;
 		if (fn == MT_FN_FREE) {
-			/* entry-only: may move past a single-stepped first
-			 * instruction (glibc's free starts with test) */
-			got = mt_elf_read_code(path, off, code, sizeof(code));
-			if (got > 0) {
-				size_t skip = mt_probe_skip(code, got);
-
-				if (skip && a->verbose)
-					fprintf(stderr,
-						"mt-trace: %s: %s probe at "
-						"+%zu\n",
-						path, funcs[i].name, skip);
-				off += skip;
-			}
-		} else {
-			ret[nret++] = (struct probe){off, fn};
+			enter[nenter++] = (struct probe){
+			    entry_offset(a, path, funcs[i].name, off), fn};
+			continue;
 		}
+		/* a return probe must be at the entry, where the return
+		 * address is on top of the stack */
 		enter[nenter++] = (struct probe){off, fn};
-	}
-	if (nenter == 0) {
-		snprintf(err, errlen, "%s: no allocator functions found", path);
-		return -ENOENT;
+		ret[nret++] = (struct probe){off, fn};
 	}
 	rc = attach_set(a, a->enter, path, enter, nenter, false);
 	if (rc == 0)
@@ -212,8 +202,9 @@ int mt_attach_glibc(struct mt_attach *a, const char *path, char *err,
 			 nenter + nret, strerror(-rc));
 		return rc;
 	}
+	*family = mt_alloc_family_of(per_family);
 	a->nprobes += nenter + nret;
-	return 0;
+	return nenter + nret;
 }
 
 void mt_attach_destroy(struct mt_attach *a)

@@ -6,6 +6,7 @@
 #include <libelf.h>
 #include <link.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -28,15 +29,48 @@ static uint64_t vaddr_to_offset(Elf *elf, uint64_t vaddr)
 	return 0;
 }
 
+/* funcs sorted by name, for bsearch: a library has up to ~10^5 symbols */
+struct by_name {
+	struct mt_elf_func *funcs;
+	size_t *order;
+	size_t n;
+};
+
+static int cmp_order(const void *a, const void *b, void *funcs)
+{
+	const struct mt_elf_func *f = funcs;
+
+	return strcmp(f[*(const size_t *)a].name, f[*(const size_t *)b].name);
+}
+
+static struct mt_elf_func *lookup(const struct by_name *idx, const char *name)
+{
+	size_t lo = 0, hi = idx->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		struct mt_elf_func *f = &idx->funcs[idx->order[mid]];
+		int c = strcmp(name, f->name);
+
+		if (c == 0)
+			return f;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
+
 static void match_symbols(Elf *elf, Elf_Scn *scn, GElf_Shdr *sh,
-			  struct mt_elf_func *funcs, size_t n, int *found)
+			  const struct by_name *idx, int *found)
 {
 	Elf_Data *data = elf_getdata(scn, NULL);
 	size_t nsyms = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
-	size_t i, j;
+	struct mt_elf_func *f;
 	GElf_Sym sym;
 
-	for (i = 0; data && i < nsyms; i++) {
+	for (size_t i = 0; data && i < nsyms; i++) {
 		const char *name;
 
 		if (!gelf_getsym(data, i, &sym) ||
@@ -44,22 +78,19 @@ static void match_symbols(Elf *elf, Elf_Scn *scn, GElf_Shdr *sh,
 		    sym.st_shndx == SHN_UNDEF || sym.st_value == 0)
 			continue;
 		name = elf_strptr(elf, sh->sh_link, sym.st_name);
-		if (!name)
+		if (!name || !(f = lookup(idx, name)) || f->offset)
 			continue;
-		for (j = 0; j < n; j++) {
-			if (funcs[j].offset || strcmp(name, funcs[j].name))
-				continue;
-			funcs[j].offset = vaddr_to_offset(elf, sym.st_value);
-			funcs[j].size = sym.st_size;
-			if (funcs[j].offset)
-				(*found)++;
-		}
+		f->offset = vaddr_to_offset(elf, sym.st_value);
+		f->size = sym.st_size;
+		if (f->offset)
+			(*found)++;
 	}
 }
 
 int mt_elf_find_funcs(const char *path, struct mt_elf_func *funcs, size_t n,
 		      char *err, size_t errlen)
 {
+	struct by_name idx;
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
 	int fd, found = 0;
@@ -86,15 +117,27 @@ int mt_elf_find_funcs(const char *path, struct mt_elf_func *funcs, size_t n,
 		return -ENOEXEC;
 	}
 	/* .symtab first: it also names local aliases .dynsym lacks */
+	idx.funcs = funcs;
+	idx.n = n;
+	idx.order = malloc(n * sizeof(*idx.order));
+	if (!idx.order) {
+		elf_end(elf);
+		close(fd);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++)
+		idx.order[i] = i;
+	qsort_r(idx.order, n, sizeof(*idx.order), cmp_order, funcs);
 	for (int pass = 0; pass < 2; pass++) {
 		Elf64_Word want = pass == 0 ? SHT_SYMTAB : SHT_DYNSYM;
 
 		scn = NULL;
 		while ((scn = elf_nextscn(elf, scn)) != NULL) {
 			if (gelf_getshdr(scn, &sh) && sh.sh_type == want)
-				match_symbols(elf, scn, &sh, funcs, n, &found);
+				match_symbols(elf, scn, &sh, &idx, &found);
 		}
 	}
+	free(idx.order);
 	elf_end(elf);
 	close(fd);
 	return found;

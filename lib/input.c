@@ -17,6 +17,7 @@
 #include <jansson.h>
 #include <msgpack.h>
 
+#include "mt_allocators.h"
 #include "mt_input.h"
 
 #define BUF_START   (64 * 1024)	  /* grows for long headers and objects */
@@ -498,6 +499,7 @@ static int raw_next(struct mt_input *in, struct mt_record *rec)
 	switch (rec->ev.kind) {
 	case MT_EV_EXEC:
 	case MT_EV_MARKER:
+	case MT_EV_ALLOCATOR:
 		return raw_payload(in, rec, rec_off) ? -1 : 1;
 	case MT_EV_NONE:
 	case MT_EV_DATA:
@@ -539,6 +541,7 @@ enum key {
 	K_PSS_FILE,
 	K_PSS_SHMEM,
 	K_COUNT,
+	K_KIND,
 	/* header */
 	K_FORMAT,
 	K_VERSION,
@@ -587,6 +590,7 @@ static const char *const key_names[K_MAX] = {
     [K_PSS_FILE] = "pss_file",
     [K_PSS_SHMEM] = "pss_shmem",
     [K_COUNT] = "count",
+    [K_KIND] = "kind",
     [K_FORMAT] = "format",
     [K_VERSION] = "version",
     [K_COMMAND] = "command",
@@ -838,6 +842,18 @@ static int fields_kind_values(struct mt_input *in, uint64_t off,
 	case MT_EV_MARKER:
 		if (get_str(in, off, f,
 			    ev->kind == MT_EV_EXEC ? K_PATH : K_NAME, &s, &len))
+			return -1;
+		if (!keep_str(in, s ? s : "", len))
+			return fail(in, off, "out of memory");
+		rec->str = in->str;
+		rec->str_len = len;
+		ev->aux = len;
+		return 0;
+	case MT_EV_ALLOCATOR:
+		if (get_str(in, off, f, K_KIND, &s, &len))
+			return -1;
+		ev->flags = mt_alloc_family_from_name(s ? s : "", len);
+		if (get_str(in, off, f, K_PATH, &s, &len))
 			return -1;
 		if (!keep_str(in, s ? s : "", len))
 			return fail(in, off, "out of memory");

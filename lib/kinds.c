@@ -28,6 +28,7 @@ static const char *const kind_names[MT_EV_KIND_MAX] = {
     [MT_EV_ENABLE] = "Enable",
     [MT_EV_DISABLE] = "Disable",
     [MT_EV_LOST] = "Lost",
+    [MT_EV_ALLOCATOR] = "Allocator",
 };
 
 const char *mt_kind_name(unsigned kind)

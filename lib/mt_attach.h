@@ -6,10 +6,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "mt_allocators.h"
+
 struct bpf_program;
 struct bpf_link;
 
-#define MT_MAX_PROBES 64
 #define MT_MAX_LINKS  256
 
 struct mt_attach {
@@ -26,10 +27,13 @@ struct mt_attach {
 void mt_attach_init(struct mt_attach *a, struct bpf_program *enter,
 		    struct bpf_program *ret, int verbose);
 
-/* Probe glibc's allocator API in the C library at path.  0 or -errno
- * (message in err). */
-int mt_attach_glibc(struct mt_attach *a, const char *path, char *err,
-		    size_t errlen);
+/*
+ * Probe every allocator function (mt_allocators.h) defined in the ELF file
+ * at path.  Returns the number of probes placed (0: none there), or -errno
+ * with a message in err; *family says which allocator the file holds.
+ */
+int mt_attach_file(struct mt_attach *a, const char *path,
+		   enum mt_alloc_family *family, char *err, size_t errlen);
 
 void mt_attach_destroy(struct mt_attach *a);
 

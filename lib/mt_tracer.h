@@ -19,12 +19,14 @@ struct mt_tracer_opts {
 	bool child_stdout_to_stderr;
 	uint64_t ring_bytes; /* events ring size, power of two */
 	bool track_allocators;
-	bool rss;	       /* kmem:rss_stat events (needs tracefs) */
-	const char *libc_path; /* C library to probe; NULL: mt-trace's own */
+	bool rss;		  /* kmem:rss_stat events (needs tracefs) */
+	const char *libc_path;	  /* C library to probe; NULL: mt-trace's own */
 	const char *control_path; /* --control FIFO, or NULL */
-	bool start_disabled;	  /* allocator and syscall events off at first */
-	bool physical;		  /* --physical: PSS of the tree */
-	uint64_t interval_ns;	  /* --interval for PSS sampling */
+	char **scan;		  /* --scan: more ELF files to probe at start */
+	size_t nscan;
+	bool start_disabled;  /* allocator and syscall events off at first */
+	bool physical;	      /* --physical: PSS of the tree */
+	uint64_t interval_ns; /* --interval for PSS sampling */
 	int verbose;
 };
 

@@ -44,6 +44,7 @@
 #include "mt_raw.h"
 #include "mt_tracer.h"
 #include "mt_trace.skel.h"
+#include "tracer_int.h"
 
 #define BPF_TRACE_UPROBE_MULTI_ 48
 
@@ -54,52 +55,10 @@
  * side wakes the consumer only at a fill level). */
 #define DRAIN_INTERVAL_MS 50
 
-static uint64_t clock_ns(clockid_t id);
-
 /* libbpf's print callback has no context pointer */
 static int mt_tracer_verbose;
 
-struct staged_life {
-	uint64_t timestamp;
-	size_t first; /* index into life_slots */
-	size_t nslots;
-};
-
-struct tracer {
-	const struct mt_tracer_opts *opts;
-	struct mt_trace *skel;
-	struct mt_attach attach;
-	struct ring_buffer *rings;
-	pid_t child;
-	int pidfd;
-	int release_fd;	 /* write end: one byte lets the child exec */
-	int exec_err_fd; /* read end: errno of a failed exec */
-	int ncpus;
-	bool rss;     /* kmem:rss_stat is traced */
-	bool enabled; /* allocator and syscall events on (control FIFO) */
-	struct mt_control control;
-	bool has_control;
-	int sample_fd; /* timerfd for --physical sampling, or -1 */
-	/* processes alive now, from the lifecycle events (for sampling) */
-	pid_t *live;
-	size_t nlive, cap_live;
-	/* records consumed in this drain, before merging by time */
-	struct mt_event *ev;
-	size_t nev, cap_ev;
-	struct mt_event *life_slots;
-	size_t nlife_slots, cap_life_slots;
-	struct staged_life *life;
-	size_t nlife, cap_life;
-	/* the batch being built: header then records */
-	unsigned char *batch;
-	size_t batch_records;
-	uint64_t seq;
-	uint64_t lost_reported;
-	uint64_t events_written;
-	bool output_failed;
-};
-
-static void *grow(void *p, size_t *cap, size_t need, size_t elem)
+void *mt_tracer_grow(void *p, size_t *cap, size_t need, size_t elem)
 {
 	size_t ncap = *cap ? *cap : 1024;
 
@@ -304,7 +263,7 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt,
 	return vfprintf(stderr, fmt, args);
 }
 
-static int load_bpf(struct tracer *t, bool multi)
+int mt_tracer_load_bpf(struct tracer *t, bool multi)
 {
 	const struct mt_tracer_opts *o = t->opts;
 	struct mt_trace *skel;
@@ -318,6 +277,7 @@ static int load_bpf(struct tracer *t, bool multi)
 	bpf_map__set_max_entries(skel->maps.events, o->ring_bytes);
 	skel->rodata->page_size = sysconf(_SC_PAGESIZE);
 	skel->rodata->wakeup_bytes = o->ring_bytes / 8;
+	skel->rodata->discover_code = o->track_allocators;
 	skel->data->allocs_enabled = !o->start_disabled;
 	skel->data->syscalls_enabled = !o->start_disabled;
 	skel->rodata->lifecycle_wakeup_bytes =
@@ -345,49 +305,23 @@ static int load_bpf(struct tracer *t, bool multi)
 	return 0;
 }
 
-static int attach_allocators(struct tracer *t)
-{
-	const char *libc =
-	    t->opts->libc_path ? t->opts->libc_path : mt_self_libc();
-	char err[512];
-	int rc;
-
-	if (!libc[0]) {
-		fprintf(stderr, "mt-trace: cannot find the C library\n");
-		return -1;
-	}
-	mt_attach_init(&t->attach, t->skel->progs.alloc_enter,
-		       t->skel->progs.alloc_return, t->opts->verbose);
-	rc = mt_attach_glibc(&t->attach, libc, err, sizeof(err));
-	if (rc == -EINVAL || rc == -EOPNOTSUPP || rc == -ENOSYS) {
-		/* no uprobe_multi: reload for classic uprobe links */
-		mt_attach_destroy(&t->attach);
-		mt_trace__destroy(t->skel);
-		t->skel = NULL;
-		if (t->opts->verbose)
-			fprintf(stderr,
-				"mt-trace: no uprobe_multi (%s); "
-				"using classic uprobes\n",
-				err);
-		if (load_bpf(t, false))
-			return -1;
-		mt_attach_init(&t->attach, t->skel->progs.alloc_enter,
-			       t->skel->progs.alloc_return, t->opts->verbose);
-		t->attach.use_multi = false;
-		rc = mt_attach_glibc(&t->attach, libc, err, sizeof(err));
-	}
-	if (rc) {
-		fprintf(stderr, "mt-trace: %s\n", err);
-		return -1;
-	}
-	if (t->opts->verbose)
-		fprintf(stderr, "mt-trace: %zu allocator probes on %s\n",
-			t->attach.nprobes, libc);
-	return 0;
-}
-
 static int on_event(void *ctx, void *data, size_t size);
 static int on_lifecycle(void *ctx, void *data, size_t size);
+
+/* Consumers of both rings, the events ring first (see drain()). */
+int mt_tracer_make_rings(struct tracer *t)
+{
+	ring_buffer__free(t->rings);
+	t->rings = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_event,
+				    t, NULL);
+	if (!t->rings ||
+	    ring_buffer__add(t->rings, bpf_map__fd(t->skel->maps.lifecycle),
+			     on_lifecycle, t)) {
+		fprintf(stderr, "mt-trace: ring buffer: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
 
 static int setup_bpf(struct tracer *t)
 {
@@ -396,9 +330,10 @@ static int setup_bpf(struct tracer *t)
 
 	libbpf_set_print(libbpf_print);
 	mt_tracer_verbose = t->opts->verbose;
-	if (load_bpf(t, true))
+	t->ncpus = libbpf_num_possible_cpus();
+	if (mt_tracer_load_bpf(t, true) || mt_tracer_make_rings(t))
 		return -1;
-	if (t->opts->track_allocators && attach_allocators(t))
+	if (t->opts->track_allocators && mt_tracer_attach_initial(t))
 		return -1;
 	/* tp_btf and syscall tracepoints: the skeleton attaches them */
 	err = mt_trace__attach(t->skel);
@@ -412,15 +347,6 @@ static int setup_bpf(struct tracer *t)
 			strerror(errno));
 		return -1;
 	}
-	t->rings = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_event,
-				    t, NULL);
-	if (!t->rings ||
-	    ring_buffer__add(t->rings, bpf_map__fd(t->skel->maps.lifecycle),
-			     on_lifecycle, t)) {
-		fprintf(stderr, "mt-trace: ring buffer: %s\n", strerror(errno));
-		return -1;
-	}
-	t->ncpus = libbpf_num_possible_cpus();
 	return 0;
 }
 
@@ -432,14 +358,15 @@ static int on_event(void *ctx, void *data, size_t size)
 
 	if (size < sizeof(struct mt_event))
 		return 0;
-	t->ev = grow(t->ev, &t->cap_ev, t->nev + 1, sizeof(*t->ev));
+	t->ev = mt_tracer_grow(t->ev, &t->cap_ev, t->nev + 1, sizeof(*t->ev));
 	memcpy(&t->ev[t->nev++], data, sizeof(struct mt_event));
 	return 0;
 }
 
 static void live_add(struct tracer *t, pid_t pid)
 {
-	t->live = grow(t->live, &t->cap_live, t->nlive + 1, sizeof(*t->live));
+	t->live = mt_tracer_grow(t->live, &t->cap_live, t->nlive + 1,
+				 sizeof(*t->live));
 	t->live[t->nlive++] = pid;
 }
 
@@ -463,6 +390,13 @@ static int on_lifecycle(void *ctx, void *data, size_t size)
 
 	if (size < sizeof(*e))
 		return 0;
+	if (e->kind == MT_EV_NEW_CODE) {
+		/* for mt-trace alone: the process waits for its inspection */
+		t->new_code = mt_tracer_grow(t->new_code, &t->cap_new_code,
+					     t->nnew_code + 1, sizeof(*e));
+		t->new_code[t->nnew_code++] = *e;
+		return 0;
+	}
 	if (e->kind == MT_EV_FORK)
 		live_add(t, e->pid);
 	else if (e->kind == MT_EV_EXIT)
@@ -473,9 +407,11 @@ static int on_lifecycle(void *ctx, void *data, size_t size)
 			payload = size - sizeof(*e);
 	}
 	nslots = 1 + (payload + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE;
-	t->life_slots = grow(t->life_slots, &t->cap_life_slots,
-			     t->nlife_slots + nslots, sizeof(*t->life_slots));
-	t->life = grow(t->life, &t->cap_life, t->nlife + 1, sizeof(*t->life));
+	t->life_slots =
+	    mt_tracer_grow(t->life_slots, &t->cap_life_slots,
+			   t->nlife_slots + nslots, sizeof(*t->life_slots));
+	t->life = mt_tracer_grow(t->life, &t->cap_life, t->nlife + 1,
+				 sizeof(*t->life));
 	memset(&t->life_slots[t->nlife_slots], 0, nslots * MT_EVENT_SIZE);
 	memcpy(&t->life_slots[t->nlife_slots], e, sizeof(*e));
 	t->life_slots[t->nlife_slots].aux = payload ? payload : e->aux;
@@ -613,7 +549,12 @@ static int collect(struct tracer *t)
 
 static int drain(struct tracer *t)
 {
-	return collect(t) || write_batch(t) ? -1 : 0;
+	if (collect(t))
+		return -1;
+	/* stopped processes wait for this: before anything else */
+	if (t->nnew_code)
+		mt_tracer_inspect_new_code(t);
+	return write_batch(t);
 }
 
 /*
@@ -621,24 +562,27 @@ static int drain(struct tracer *t)
  * stamped now, after everything the rings hold, so it lands after every
  * event that happened before it.
  */
-static int append_own_event(struct tracer *t, uint16_t kind, pid_t pid,
-			    const void *payload, size_t len,
-			    const struct mt_event *fields)
+int mt_tracer_own_event(struct tracer *t, uint16_t kind, pid_t pid,
+			const void *payload, size_t len,
+			const struct mt_event *fields)
 {
 	struct mt_event
-	    slots[1 + (MT_MARKER_MAX + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE];
+	    slots[1 + (PATH_MAX + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE];
 	size_t nslots = 1 + (len + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE;
 
+	if (len > PATH_MAX)
+		return -1;
 	if (collect(t))
 		return -1;
 	memset(slots, 0, nslots * MT_EVENT_SIZE);
 	if (fields)
 		slots[0] = *fields;
-	slots[0].timestamp = clock_ns(CLOCK_MONOTONIC);
+	slots[0].timestamp = mt_clock_ns(CLOCK_MONOTONIC);
 	slots[0].pid = slots[0].tid = pid;
 	slots[0].kind = kind;
 	slots[0].aux = len ? len : slots[0].aux;
-	memcpy(&slots[1], payload, len);
+	if (len)
+		memcpy(&slots[1], payload, len);
 	return append_slots(t, slots, nslots);
 }
 
@@ -695,7 +639,7 @@ static int wait_child_status(struct tracer *t, struct mt_meta *meta)
 	return 128 + si.si_status;
 }
 
-static uint64_t clock_ns(clockid_t id)
+uint64_t mt_clock_ns(clockid_t id)
 {
 	struct timespec ts;
 
@@ -720,8 +664,8 @@ static int write_header(struct tracer *t)
 	meta.flags =
 	    MT_HDR_SYSCALLS | (o->track_allocators ? MT_HDR_ALLOCATORS : 0) |
 	    (t->rss ? MT_HDR_RSS : 0) | (o->physical ? MT_HDR_PHYSICAL : 0);
-	meta.start_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
-	meta.start_realtime_ns = clock_ns(CLOCK_REALTIME);
+	meta.start_monotonic_ns = t->start_monotonic_ns;
+	meta.start_realtime_ns = t->start_realtime_ns;
 	meta.host = un.nodename;
 	meta.argc = argc;
 	meta.argv = o->argv;
@@ -778,13 +722,13 @@ static void on_control(void *ctx, enum mt_control_cmd cmd, const char *arg,
 		rc = collect(t);
 		set_enabled(t, cmd == MT_CTL_ENABLE);
 		if (!rc)
-			rc = append_own_event(
+			rc = mt_tracer_own_event(
 			    t,
 			    cmd == MT_CTL_ENABLE ? MT_EV_ENABLE : MT_EV_DISABLE,
 			    0, NULL, 0, NULL);
 		break;
 	case MT_CTL_MARKER:
-		rc = append_own_event(t, MT_EV_MARKER, 0, arg, arglen, NULL);
+		rc = mt_tracer_own_event(t, MT_EV_MARKER, 0, arg, arglen, NULL);
 		break;
 	case MT_CTL_INVALID:
 		fprintf(stderr,
@@ -835,8 +779,8 @@ static int sample_pss(struct tracer *t)
 		fields.addr = pss.pss_anon;
 		fields.old_addr = pss.pss_file;
 		fields.old_size = pss.pss_shmem;
-		if (append_own_event(t, MT_EV_PSS, t->live[i], NULL, 0,
-				     &fields))
+		if (mt_tracer_own_event(t, MT_EV_PSS, t->live[i], NULL, 0,
+					&fields))
 			return -1;
 	}
 	return 0;
@@ -997,6 +941,7 @@ static void cleanup(struct tracer *t)
 	if (t->sample_fd >= 0)
 		close(t->sample_fd);
 	free(t->live);
+	mt_tracer_code_free(t);
 	ring_buffer__free(t->rings);
 	detach_all(t);
 	mt_attach_destroy(&t->attach);
@@ -1019,6 +964,8 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	sigset_t old;
 	int sfd, status, err;
 
+	t.start_monotonic_ns = mt_clock_ns(CLOCK_MONOTONIC);
+	t.start_realtime_ns = mt_clock_ns(CLOCK_REALTIME);
 	signal(SIGPIPE, SIG_IGN);
 	t.batch = malloc(sizeof(struct mt_raw_batch) +
 			 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
@@ -1056,7 +1003,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		cleanup(&t);
 		return MT_EXIT_TRACER_FAILED;
 	}
-	end.end_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+	end.end_monotonic_ns = mt_clock_ns(CLOCK_MONOTONIC);
 	end.events = t.events_written;
 	end.lost = t.lost_reported;
 	end.batches = t.seq;

@@ -22,6 +22,7 @@ static void usage(FILE *f)
 	      "[--ring-size SIZE]\n"
 	      "                [--track-allocators=BOOL] [--libc PATH] "
 	      "[--control FIFO]\n"
+	      "                [--scan FILE] "
 	      "                [--start-disabled] [--physical] "
 	      "[--interval DURATION] -- CMD [ARGS...]\n"
 	      "\n"
@@ -40,8 +41,11 @@ static void usage(FILE *f)
 	      "true; env\n"
 	      "                            MT_TRACK_ALLOCATORS=0 turns it "
 	      "off)\n"
-	      "      --libc PATH           the C library to probe (default: "
-	      "mt-trace's own)\n"
+	      "      --libc PATH           the C library to probe first "
+	      "(default: mt-trace's own)\n"
+	      "      --scan FILE           also probe the allocators of this "
+	      "ELF file (repeatable;\n"
+	      "                            env MT_SCAN=FILE:FILE...)\n"
 	      "      --control FIFO        create FIFO (and FIFO.ack) and obey "
 	      "its commands:\n"
 	      "                            enable, disable, marker NAME\n"
@@ -98,6 +102,7 @@ int main(int argc, char **argv)
 		OPT_START_DISABLED,
 		OPT_PHYSICAL,
 		OPT_INTERVAL,
+		OPT_SCAN,
 	};
 	static const struct option longopts[] = {
 	    {"output", required_argument, NULL, 'o'},
@@ -109,6 +114,7 @@ int main(int argc, char **argv)
 	    {"start-disabled", no_argument, NULL, OPT_START_DISABLED},
 	    {"physical", no_argument, NULL, OPT_PHYSICAL},
 	    {"interval", required_argument, NULL, OPT_INTERVAL},
+	    {"scan", required_argument, NULL, OPT_SCAN},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
@@ -149,6 +155,13 @@ int main(int argc, char **argv)
 			break;
 		case OPT_CONTROL:
 			o.control_path = optarg;
+			break;
+		case OPT_SCAN:
+			o.scan =
+			    realloc(o.scan, (o.nscan + 1) * sizeof(*o.scan));
+			if (!o.scan)
+				err(MT_EXIT_TRACER_FAILED, "--scan");
+			o.scan[o.nscan++] = optarg;
 			break;
 		case OPT_START_DISABLED:
 			o.start_disabled = true;
