@@ -1,0 +1,119 @@
+#!/usr/bin/env bats
+# Resident and physical memory (issue 4), checked against what the traced
+# programs read from their own /proc/self/status.
+
+load helpers
+
+setup() {
+	T="$BATS_TEST_TMPDIR"
+	export MT_FIXTURE_LOG="$T/log.jsonl"
+	: >"$MT_FIXTURE_LOG"
+}
+
+trace() { # trace [mt-trace options] -- CMD...: artifact in $T/out.msgpack
+	mt-trace "$@" 2>"$T/trace.err" | mt-encode >"$T/out.msgpack"
+	local rc=("${PIPESTATUS[@]}")
+	if [ "${rc[0]}" -ne 0 ] || [ "${rc[1]}" -ne 0 ]; then
+		cat "$T/trace.err" >&2
+		return 1
+	fi
+}
+
+report_json() { # the report's --json for the last trace, filtered by jq
+	mt-report --json "$T/out.msgpack" | jq -r "$1"
+}
+
+MIB=$((1024 * 1024))
+
+@test "RSS over time equals /proc: touch 64 MiB, munmap a hole, MADV_DONTNEED, mremap, a file mapping" {
+	require_bpf
+	trace -- "$MT_FIXTURES/rss_steps"
+	run "$PY" "$TOP/tests/lib/rss_check.py" "$T/out.msgpack" "$MT_FIXTURE_LOG"
+	echo "$output"
+	assert_success
+	# and the steps moved RSS the way they should (sanity of the truth)
+	run jq -s -r 'map({(.rss): .anon}) | add |
+		[(."touched-64m" - .start) >= 64 * 1048576,
+		 (."touched-64m" - ."hole-16m") >= 16 * 1048576,
+		 (."hole-16m" - ."dontneed-16m") >= 16 * 1048576]' "$MT_FIXTURE_LOG"
+	assert_output "$(printf '[\n  true,\n  true,\n  true\n]')"
+	run jq -s -r 'map({(.rss): .file}) | add | (."file-8m" - ."moved-16m") >= 8 * 1048576' "$MT_FIXTURE_LOG"
+	assert_output true
+}
+
+@test "peak anon RSS of a 64 MiB toucher is its RssAnon, peak RSS its VmHWM" {
+	require_bpf
+	trace -- "$MT_FIXTURES/rss_steps"
+	anon=$(jq -r 'select(.rss == "touched-64m") | .anon' "$MT_FIXTURE_LOG")
+	hwm=$(jq -r 'select(.rss == "file-8m") | .hwm' "$MT_FIXTURE_LOG")
+	peak_anon=$(report_json '.top_processes[0].peak_rss_anon')
+	peak=$(report_json '.top_processes[0].peak_rss')
+	echo "RssAnon $anon, traced peak anon $peak_anon; VmHWM $hwm, traced peak $peak"
+	[ $((peak_anon - anon)) -le $((64 * 1024)) ]
+	[ $((anon - peak_anon)) -le $((64 * 1024)) ]
+	# VmHWM is only updated now and then by the kernel: the exact trace
+	# may see a higher peak, never a lower one
+	[ $((hwm - peak)) -le $((64 * 1024)) ]
+	[ $((peak - hwm)) -le $((1024 * 1024)) ]
+}
+
+@test "mremap moving 32 MiB: peak anon RSS is 32 MiB, not 64" {
+	require_bpf
+	trace -- "$MT_FIXTURES/rss_mremap"
+	run jq -r 'select(.info == "moved") | .value' "$MT_FIXTURE_LOG"
+	assert_output 1
+	peak_anon=$(report_json '.top_processes[0].peak_rss_anon')
+	echo "peak anon $peak_anon"
+	[ "$peak_anon" -ge $((32 * MIB)) ]
+	[ "$peak_anon" -lt $((34 * MIB)) ]
+}
+
+@test "--physical: a forked child sharing 64 MiB: summed RSS ~128 MiB, physical ~64 MiB" {
+	require_bpf
+	trace --physical -- "$MT_FIXTURES/shared_fork"
+	assert_file_contains "$T/trace.err" "physical memory:"
+	run "$PY" -c '
+import msgpack, sys
+hdr = next(iter(msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False)))
+print(hdr["physical_tracked"], hdr["rss_tracked"])' "$T/out.msgpack"
+	assert_output "True True"
+	rss=$(report_json '.tree.peak_rss')
+	phys=$(report_json '.tree.peak_physical')
+	echo "tree peak RSS $rss, peak physical $phys"
+	[ "$rss" -ge $((124 * MIB)) ]
+	[ "$rss" -le $((140 * MIB)) ]
+	[ "$phys" -ge $((62 * MIB)) ]
+	[ "$phys" -le $((72 * MIB)) ]
+}
+
+@test "--track-allocators=false: RSS, mmap and brk still recorded; the report says allocators were not tracked" {
+	require_bpf
+	trace --track-allocators=false -- "$MT_FIXTURES/hundred"
+	run "$PY" -c '
+import msgpack, sys, collections
+c = collections.Counter(m["type"] for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False))
+alloc = sum(c[k] for k in ("Malloc", "Free", "Calloc", "Realloc", "AlignedAlloc", "Allocator"))
+print(alloc, c["Rss"] > 0, c["Mmap"] > 0, c["Brk"] > 0)' "$T/out.msgpack"
+	assert_output "0 True True True"
+	run mt-report "$T/out.msgpack"
+	assert_output --partial "not tracked"
+	refute_output --regexp 'allocs +0'
+}
+
+@test "RSS is attributed to the process whose memory it is: a child's faults are the child's" {
+	require_bpf
+	trace -- "$MT_FIXTURES/shared_fork"
+	parent=$(report_json '.top_processes | map(select(.ppid == null))[0].pid')
+	child=$(report_json ".top_processes | map(select(.ppid == $parent))[0].pid")
+	# the parent faulted in 64 MiB; the child only read shared pages, so
+	# its own anon counter grew by no more than its stack and data
+	run "$PY" -c '
+import msgpack, sys
+parent, child = int(sys.argv[2]), int(sys.argv[3])
+peak = {}
+for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False):
+    if m["type"] == "Rss" and m["member"] == "anon":
+        peak[m["pid"]] = max(peak.get(m["pid"], 0), m["size"])
+print(peak.get(parent, 0) >= 64 << 20, peak.get(child, 0) < 64 << 20)' "$T/out.msgpack" "$parent" "$child"
+	assert_output "True True"
+}
