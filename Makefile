@@ -259,7 +259,7 @@ ALLOC_FIXTURES := $(addprefix $(ALLOC_OUT)/, $(ALLOC_CXX) \
 	jemalloc_static_nodebug jemalloc_static_stripped jemalloc_je \
 	jemalloc_rjem mimalloc_api tcmalloc_api tcmalloc_static \
 	tcmalloc_static_nodebug libmyalloc.so dlopen_alloc libc_family \
-	libc_family_fullstatic jemalloc_fullstatic)
+	libc_family_fullstatic jemalloc_fullstatic jemalloc_fullstatic_stripped)
 
 $(ALLOC_OUT):
 	$(Q)mkdir -p $@
@@ -300,6 +300,11 @@ $(ALLOC_OUT)/jemalloc_fullstatic: $(ALLOC_DIR)/jemalloc_api.c $(ALLOC_HDRS) \
 		| $(ALLOC_OUT)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(ALLOC_CFLAGS) -static $< $(ALLOC_JEMALLOC_A) -o $@
+# no symbol table at all (a static binary has no .dynsym): only --scan
+# naming the unstripped copy finds its allocator
+$(ALLOC_OUT)/jemalloc_fullstatic_stripped: $(ALLOC_OUT)/jemalloc_fullstatic
+	$(call msg,STRIP,$@)
+	$(Q)strip --strip-all -o $@ $<
 $(ALLOC_OUT)/libc_family: $(ALLOC_DIR)/libc_family.c $(ALLOC_HDRS) \
 		| $(ALLOC_OUT)
 	$(call msg,CC,$@)

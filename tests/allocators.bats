@@ -598,6 +598,61 @@ check_dlopen() {
 	assert_output "$root"
 }
 
+# ---- --scan / MT_SCAN: files the automatic detection misses ---------------
+
+@test "a binary stripped of every symbol: not found by itself; --scan naming its unstripped copy traces every call (man page)" {
+	require_bpf
+	run readelf -S -W "$ALLOC/jemalloc_fullstatic_stripped"
+	refute_output --partial "symtab"
+	refute_output --partial ".dynsym"
+	# without --scan: nothing names its allocator, so no allocator event
+	trace_ok -- "$ALLOC/jemalloc_fullstatic_stripped"
+	run window 1
+	assert_output ""
+	rm -f "$MT_FIXTURE_LOG"
+	trace_ok --scan "$ALLOC/jemalloc_fullstatic" -- \
+		"$ALLOC/jemalloc_fullstatic_stripped"
+	check_log
+	run window 1
+	assert_output "$JEMALLOC_ALLOCX"
+}
+
+@test "MT_SCAN=FILE:FILE does what --scan does: each file inspected at the start (listed, or a warning naming it)" {
+	require_bpf
+	# libmyalloc.so is never mapped by libc_family: only MT_SCAN lists it
+	MT_SCAN="/etc/hostname:$ALLOC/libmyalloc.so" \
+		trace_ok -- "$ALLOC/libc_family"
+	check_log
+	listed jemalloc "$ALLOC/libmyalloc.so"
+	run cat "$T/trace.err"
+	assert_output --regexp "mt-trace: warning: .*/etc/hostname"
+	trace_ok -- "$ALLOC/libc_family"
+	run allocators
+	refute_output --partial "libmyalloc.so"
+}
+
+@test "--scan of a library the program also dlopens: probed once, each of the 100 calls one event, listed once" {
+	require_bpf
+	export GLIBC_TUNABLES=$DLOPEN_TUNABLES
+	trace_ok --scan "$ALLOC/libmyalloc.so" -- "$ALLOC/dlopen_alloc" main
+	check_log
+	run allocators
+	[ "$(grep -c "/libmyalloc.so\$" <<<"$output")" = 1 ]
+}
+
+@test "--scan of a file that is not ELF: a warning naming it, the command runs and is traced; a missing file: exit 125, nothing run" {
+	require_bpf
+	trace_ok --scan /etc/passwd -- "$ALLOC/libc_family"
+	run cat "$T/trace.err"
+	assert_output --regexp "mt-trace: warning: .*/etc/passwd"
+	check_log
+	trace --scan "$T/missing" -- touch "$T/ran"
+	[ "$trace_status" = 125 ]
+	run cat "$T/trace.err"
+	assert_output --partial "$T/missing"
+	assert_file_not_exist "$T/ran"
+}
+
 # ---- a real C++ program ---------------------------------------------------
 
 @test "a real C++ program (apt-config dump: libstdc++ new/delete): allocations, frees and bytes equal valgrind's" {
