@@ -14,6 +14,7 @@
 #include <msgpack.h>
 
 #include "formats_test.h"
+#include "mt_allocators.h"
 #include "mt_artifact.h"
 #include "mt_input.h"
 
@@ -71,7 +72,7 @@ static const struct mt_meta meta = {
     .batches = 4,
 };
 
-#define NREC 20
+#define NREC 21
 static const char bad_utf8[] = "/tmp/\xff\xfe-x";
 
 static void all_kinds(struct mt_record *r)
@@ -114,6 +115,9 @@ static void all_kinds(struct mt_record *r)
 	r[19].ev.kind = MT_EV_EXEC, r[19].str = bad_utf8,
 	r[19].str_len = sizeof(bad_utf8) - 1,
 	r[19].ev.aux = sizeof(bad_utf8) - 1;
+	r[20].ev.kind = MT_EV_ALLOCATOR, r[20].ev.flags = MT_ALLOC_JEMALLOC,
+	r[20].str = "/usr/lib/libjemalloc.so.2", r[20].str_len = 25,
+	r[20].ev.aux = 25;
 }
 
 static void check_same(const struct mt_record *got,
