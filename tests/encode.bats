@@ -49,15 +49,17 @@ print(m[0]["command"], m[0]["host"], m[0]["start_time"])
 print(m[1])
 print(m[2]["path"])
 print(m[6]["name"])
-print(m[7], m[8], m[9])
+print(m[7], m[9], m[10])
+print(m[8])
 print(m[-1])' "$T/hand.msgpack"
 	assert_success
 	assert_line --index 0 "['/bin/prog', 'arg 1'] hand 1700000000123456789"
 	assert_line --index 1 "{'type': 'Malloc', 'pid': 10, 'tid': 11, 'timestamp': 100, 'addr': 4096, 'size': 24}"
 	assert_line --index 2 "/usr/lib/very/long/path/that/spans/two/slots/of/56/bytes/x"
 	assert_line --index 3 "b'/tmp/\\xff\\xfe'"
-	assert_line --index 4 "{'type': 'Exit', 'pid': 10, 'tid': 11, 'timestamp': 106, 'exit_code': 3} {'type': 'Lost', 'pid': 0, 'tid': 0, 'timestamp': 106, 'count': 4} {'type': 'Lost', 'pid': 0, 'tid': 0, 'timestamp': 200, 'count': 2}"
-	assert_line --index 5 "{'type': 'Trailer', 'complete': True, 'signal': 15, 'end_monotonic': 300, 'events': 11, 'lost_events': 6, 'batches': 3}"
+	assert_line --index 4 "{'type': 'Exit', 'pid': 10, 'tid': 11, 'timestamp': 106, 'exit_code': 3} {'type': 'Lost', 'pid': 0, 'tid': 0, 'timestamp': 107, 'count': 4} {'type': 'Lost', 'pid': 0, 'tid': 0, 'timestamp': 200, 'count': 2}"
+	assert_line --index 5 "{'type': 'Allocator', 'pid': 10, 'tid': 11, 'timestamp': 107, 'kind': 'jemalloc', 'path': '/usr/lib/very/long/path/that/spans/two/slots/of/56/bytes/x'}"
+	assert_line --index 6 "{'type': 'Trailer', 'complete': True, 'signal': 15, 'end_monotonic': 300, 'events': 12, 'lost_events': 6, 'batches': 3}"
 }
 
 @test "mt-encode: the reader yields the same records from raw, msgpack and jsonl" {

@@ -31,8 +31,10 @@ EVENT = struct.Struct("<QIIHHI QQQQ".replace(" ", ""))
 NAMES = {1: "Malloc", 2: "Free", 3: "Calloc", 4: "Realloc", 5: "AlignedAlloc",
          6: "Mmap", 7: "Munmap", 8: "Mremap", 9: "Brk", 10: "Fork",
          11: "Exec", 12: "Exit", 14: "Rss", 15: "Pss", 16: "Marker",
-         17: "Enable", 18: "Disable", 19: "Lost"}
-EXEC, DATA, MARKER, LOST = 11, 13, 16, 19
+         17: "Enable", 18: "Disable", 19: "Lost", 20: "Allocator"}
+EXEC, DATA, MARKER, LOST, ALLOCATOR = 11, 13, 16, 19, 20
+FAMILIES = {1: "libc", 2: "libstdc++", 3: "jemalloc", 4: "mimalloc",
+            5: "tcmalloc"}
 MEMBERS = ["file", "anon", "swap", "shmem"]
 
 
@@ -92,7 +94,7 @@ def parse_raw(data):
                               "aux", "addr", "size", "old_addr", "old_size"),
                              f))
                 i += 1
-                if r["kind"] in (EXEC, MARKER):
+                if r["kind"] in (EXEC, MARKER, ALLOCATOR):
                     n = (r["aux"] + 55) // 56
                     if (i + n) * event_size > len(body):
                         raise Cut("payload")
@@ -146,6 +148,9 @@ def to_map(r):
         m["path"] = text(r["str"])
     elif k == MARKER:
         m["name"] = text(r["str"])
+    elif k == ALLOCATOR:
+        m["kind"] = FAMILIES.get(r["flags"], "none")
+        m["path"] = text(r["str"])
     elif k == 12:
         st = r["aux"]
         if st & 0x7F == 0:
@@ -254,7 +259,8 @@ def write(out):
           + event(9, 103, addr=0x9000, old_addr=0x8000)
           + event(6, 104, flags=3, aux=0x22, addr=0x7f00, size=8192)
           + event(MARKER, 105, aux=len(odd)) + payload(odd)
-          + event(12, 106, aux=3 << 8))
+          + event(12, 106, aux=3 << 8)
+          + event(ALLOCATOR, 107, flags=3, aux=len(path)) + payload(path))
     n0 = len(b0) // 56
     data += BATCH.pack(BATCH_MAGIC, n0, len(b0), 0, 0, 0) + b0
     data += BATCH.pack(BATCH_MAGIC, 0, 0, 0, 1, 4)  # lost only
