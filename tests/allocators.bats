@@ -598,6 +598,30 @@ check_dlopen() {
 	assert_output "$root"
 }
 
+@test "a descendant still running when CMD exits is not left stopped (the stop while attaching is always undone)" {
+	require_bpf
+	# mt-trace stops a process that maps code until its probes are
+	# attached; a descendant that execs while mt-trace ends must still get
+	# its SIGCONT (or never be stopped), not hang stopped for ever.
+	for run in 1 2 3; do
+		rm -f "$T/bg.pid"
+		trace_ok -- sh -c 'sleep 1 </dev/null >/dev/null 2>&1 3>&- &
+			echo $! >"$T/bg.pid"; exit 0'
+		bg=$(cat "$T/bg.pid")
+		state=
+		for _ in $(seq 30); do
+			state=$(awk '{ print $3 }' "/proc/$bg/stat" 2>/dev/null) ||
+				true
+			[ -z "$state" ] || [ "$state" = Z ] && break
+			sleep 0.1
+		done
+		if [ "$state" = T ]; then
+			kill -CONT "$bg" # ours: let it end, then report
+			fail "run $run: sleep (pid $bg) still stopped 3 s after mt-trace ended"
+		fi
+	done
+}
+
 # ---- --scan / MT_SCAN: files the automatic detection misses ---------------
 
 @test "a binary stripped of every symbol: not found by itself; --scan naming its unstripped copy traces every call (man page)" {
