@@ -14,7 +14,7 @@
 #include "mt_human.h"
 #include "mt_tracer.h"
 
-#define DEFAULT_RING_BYTES (8u << 20)
+#define DEFAULT_RING_BYTES (2u << 20)
 
 static void usage(FILE *f)
 {
@@ -35,7 +35,7 @@ static void usage(FILE *f)
 	      "      --child-stdout FILE   send CMD's stdout to FILE (default: "
 	      "stderr when\n"
 	      "                            the trace goes to stdout)\n"
-	      "      --ring-size SIZE      events ring buffer (default 8MiB; "
+	      "      --ring-size SIZE      events ring buffer (default 2MiB; "
 	      "power of two)\n"
 	      "      --track-allocators=BOOL  trace malloc & co. (default "
 	      "true; env\n"
