@@ -31,8 +31,9 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 const volatile __u64 lifecycle_wakeup_bytes = 1 << 18;
 
 /* Inspect code mapped by traced processes for allocators (on when
- * allocators are tracked). */
-const volatile bool discover_code = false;
+ * allocators are tracked; off once mt-trace stops reading, so that it never
+ * leaves a process stopped). */
+volatile __u32 discover_code = 0;
 
 /* Flipped at run time by mt-trace (enable/disable, --start-disabled). */
 volatile __u32 allocs_enabled = 1;

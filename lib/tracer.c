@@ -277,7 +277,7 @@ int mt_tracer_load_bpf(struct tracer *t, bool multi)
 	bpf_map__set_max_entries(skel->maps.events, o->ring_bytes);
 	skel->rodata->page_size = sysconf(_SC_PAGESIZE);
 	skel->rodata->wakeup_bytes = o->ring_bytes / 8;
-	skel->rodata->discover_code = o->track_allocators;
+	skel->bss->discover_code = o->track_allocators;
 	skel->data->allocs_enabled = !o->start_disabled;
 	skel->data->syscalls_enabled = !o->start_disabled;
 	skel->rodata->lifecycle_wakeup_bytes =
@@ -934,16 +934,33 @@ static void detach_all(struct tracer *t)
 	}
 }
 
+/*
+ * Never leave a process stopped: the BPF side stops a process that maps new
+ * code until mt-trace has looked at it.  Once detached no BPF program runs,
+ * so the rings then hold every such stop there will be: continue them all.
+ */
+static void release_stopped(struct tracer *t)
+{
+	if (t->rings)
+		ring_buffer__consume(t->rings);
+	for (size_t i = 0; i < t->nnew_code; i++)
+		kill(t->new_code[i].pid, SIGCONT);
+	t->nnew_code = 0;
+}
+
 static void cleanup(struct tracer *t)
 {
 	if (t->has_control)
 		mt_control_close(&t->control);
 	if (t->sample_fd >= 0)
 		close(t->sample_fd);
+	if (t->skel)
+		t->skel->bss->discover_code = 0;
+	detach_all(t);
+	release_stopped(t);
 	free(t->live);
 	mt_tracer_code_free(t);
 	ring_buffer__free(t->rings);
-	detach_all(t);
 	mt_attach_destroy(&t->attach);
 	mt_trace__destroy(t->skel);
 	free(t->ev);
@@ -991,8 +1008,10 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		return MT_EXIT_TRACER_FAILED;
 	}
 	if (trace_loop(&t, sfd)) {
-		/* the output is gone: do not leave the command running */
+		/* the output is gone: do not leave the command running (nor
+		 * stopped, should the BPF side have stopped it just now) */
 		kill(t.child, SIGTERM);
+		kill(t.child, SIGCONT);
 		cleanup(&t);
 		return MT_EXIT_TRACER_FAILED;
 	}
