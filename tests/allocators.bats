@@ -571,6 +571,17 @@ check_dlopen() {
 	[ "$(jq -s '[.[] | select(.size >= 1000 and .size < 1100)] | length' <<<"$output")" = 100 ]
 }
 
+@test "dlopen by a second thread while the main thread keeps allocating: both threads' calls exact, none lost or doubled by the stop while attaching" {
+	require_bpf
+	export GLIBC_TUNABLES=$DLOPEN_TUNABLES
+	check_alloc dlopen_alloc busy
+	run jq -r 'select(.info == "pairs") | .value' "$MT_FIXTURE_LOG"
+	[ "$output" -ge 1000 ]
+	run jq -s '[.[] | select(.mark == "begin") | .tid] | unique | length' \
+		"$MT_FIXTURE_LOG"
+	assert_output 2
+}
+
 @test "a shell script whose child shell runs a static-jemalloc grandchild: its allocations are seen" {
 	require_bpf
 	trace_ok -- "$ALLOC_SRC/exec_chain.sh" "$ALLOC/jemalloc_static"
