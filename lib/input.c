@@ -1310,16 +1310,24 @@ static uint64_t be(const unsigned char *p, unsigned width)
 	return v;
 }
 
-/* One value of a flat map at *p into v; false for anything but an
- * integer, bool, nil, float, str or bin (msgpack-c then does it all). */
-static bool mp_flat_value(const unsigned char **p, struct value *v)
+/* One value of a flat map at *p (bytes up to end) into v: 1, 0 if the
+ * bytes end first, -1 for anything but an integer, bool, nil, float, str
+ * or bin (msgpack-c then does it all). */
+static int mp_flat_value(const unsigned char **p, const unsigned char *end,
+			 struct value *v)
 {
 	const unsigned char *q = *p;
-	unsigned char c = *q++;
-	unsigned width;
+	unsigned char c;
+	unsigned width = 0;
 	int64_t i;
 
-	memset(v, 0, sizeof(*v));
+	if (q >= end)
+		return 0;
+	c = *q++;
+	v->u = 0;
+	v->b = false;
+	v->s = NULL;
+	v->len = 0;
 	if (c <= 0x7f) {
 		v->type = V_UINT;
 		v->u = c;
@@ -1330,18 +1338,26 @@ static bool mp_flat_value(const unsigned char **p, struct value *v)
 		width = c <= 0xbf   ? 0
 			: c >= 0xd9 ? 1u << (c - 0xd9)
 				    : 1u << (c - 0xc4);
+		if ((size_t)(end - q) < width)
+			return 0;
 		v->type = V_STR;
 		v->len = width ? be(q, width) : (size_t)(c & 0x1f);
+		if ((size_t)(end - q) - width < v->len)
+			return 0;
 		v->s = (const char *)q + width;
 		q += width + v->len;
 	} else if (c >= 0xcc && c <= 0xcf) {
 		width = 1u << (c - 0xcc);
+		if ((size_t)(end - q) < width)
+			return 0;
 		v->type = V_UINT;
 		v->u = be(q, width);
 		q += width;
 	} else if (c >= 0xd0 && c <= 0xd3) {
 		/* msgpack-c calls a signed integer >= 0 positive */
 		width = 1u << (c - 0xd0);
+		if ((size_t)(end - q) < width)
+			return 0;
 		i = (int64_t)(be(q, width) << (64 - 8 * width)) >>
 		    (64 - 8 * width);
 		v->type = i < 0 ? V_NEGATIVE : V_UINT;
@@ -1351,48 +1367,63 @@ static bool mp_flat_value(const unsigned char **p, struct value *v)
 		v->type = V_BOOL;
 		v->b = c == 0xc3;
 	} else if (c == 0xc0 || c == 0xca || c == 0xcb) {
+		width = c == 0xca ? 4 : c == 0xcb ? 8 : 0;
+		if ((size_t)(end - q) < width)
+			return 0;
 		v->type = V_OTHER;
-		q += c == 0xca ? 4 : c == 0xcb ? 8 : 0;
+		q += width;
 	} else {
-		return false;
+		return -1;
 	}
 	*p = q;
-	return true;
+	return 1;
 }
 
-/* The common case without msgpack-c: a map of string keys to scalars (every
- * event map).  The object is whole (mp_object_size said so).  false:
- * something else, left to mp_fields. */
-static bool mp_flat_fields(const unsigned char *p, size_t size,
-			   struct fields *f)
+/* The common case in one pass and without msgpack-c: a map of string keys
+ * to scalars (every event map).  1 = decoded, *size bytes long; 0 = the
+ * bytes end first; -1 = something else, for mp_object_size and mp_fields. */
+static int mp_flat_fields(const unsigned char *p, size_t avail,
+			  struct fields *f, size_t *size)
 {
-	const unsigned char *end = p + size;
-	unsigned char c = *p++;
+	const unsigned char *start = p, *end = p + avail;
 	uint64_t n;
-	struct value key;
+	unsigned width;
+	struct value key, v;
+	int ret;
 
-	if (c >= 0x80 && c <= 0x8f)
-		n = c & 0x0f;
-	else if (c == 0xde || c == 0xdf) {
-		n = be(p, c == 0xde ? 2 : 4);
-		p += c == 0xde ? 2 : 4;
-	} else
-		return false;
+	if (avail == 0)
+		return 0;
+	if (*p >= 0x80 && *p <= 0x8f) {
+		n = *p++ & 0x0f;
+	} else if (*p == 0xde || *p == 0xdf) {
+		width = *p++ == 0xde ? 2 : 4;
+		if ((size_t)(end - p) < width)
+			return 0;
+		n = be(p, width);
+		p += width;
+	} else {
+		return -1;
+	}
 	f->present = 0;
 	while (n--) {
-		struct value v;
 		enum key k;
 
+		if (p >= end)
+			return 0;
 		/* keys must be str (msgpack-c's path skips bin keys) */
 		if (!((*p >= 0xa0 && *p <= 0xbf) || (*p >= 0xd9 && *p <= 0xdb)))
-			return false;
-		if (!mp_flat_value(&p, &key) || !mp_flat_value(&p, &v))
-			return false;
+			return -1;
+		ret = mp_flat_value(&p, end, &key);
+		if (ret > 0)
+			ret = mp_flat_value(&p, end, &v);
+		if (ret <= 0)
+			return ret;
 		k = key_from_name(key.s, key.len);
 		if (k != K_MAX)
 			*set(f, k) = v;
 	}
-	return p == end;
+	*size = p - start;
+	return 1;
 }
 
 #ifdef MT_FUZZ_DIFF
@@ -1401,7 +1432,11 @@ static void mp_check_fast(struct mt_input *in, size_t size,
 			  const struct fields *fast)
 {
 	struct fields slow;
+	size_t slow_size = 0;
 
+	if (mp_object_size(cur(in), avail(in), &slow_size) != 1 ||
+	    slow_size != size)
+		__builtin_trap();
 	if (mp_fields(in, size, &slow) || slow.present != fast->present)
 		__builtin_trap();
 	for (int k = 0; k < K_MAX; k++) {
@@ -1414,6 +1449,24 @@ static void mp_check_fast(struct mt_input *in, size_t size,
 }
 #endif
 
+/* More bytes for an object that started at off: 1, or 0 at a clean end of
+ * input (nothing left), or -1 with the error set. */
+static int mp_more(struct mt_input *in, uint64_t off)
+{
+	if (avail(in) >= MAX_OBJECT)
+		return fail(in, off, "MessagePack object larger than %u bytes",
+			    MAX_OBJECT);
+	if (fill(in, avail(in) + 1))
+		return 1;
+	if (in->state < 0)
+		return -1;
+	if (avail(in) == 0)
+		return 0;
+	return fail(in, off,
+		    "truncated MessagePack object (%zu bytes before the end)",
+		    avail(in));
+}
+
 static int mp_next_fields(struct mt_input *in, struct fields *f, uint64_t *off)
 {
 	const char *what;
@@ -1421,35 +1474,27 @@ static int mp_next_fields(struct mt_input *in, struct fields *f, uint64_t *off)
 	int ret;
 
 	*off = offset_now(in);
-	for (;;) {
-		ret = mp_object_size(cur(in), avail(in), &size);
-		if (ret < 0)
-			return fail(in, *off,
-				    "invalid MessagePack (byte 0xc1)");
-		if (ret > 0)
-			break;
-		if (avail(in) >= MAX_OBJECT)
-			return fail(in, *off,
-				    "MessagePack object larger than %u bytes",
-				    MAX_OBJECT);
-		if (!fill(in, avail(in) + 1)) {
-			if (in->state < 0)
-				return -1;
-			if (avail(in) == 0)
-				return 0;
-			return fail(in, *off,
-				    "truncated MessagePack object (%zu bytes "
-				    "before the end)",
-				    avail(in));
-		}
-	}
-	if (mp_flat_fields(cur(in), size, f)) {
+	while ((ret = mp_flat_fields(cur(in), avail(in), f, &size)) >= 0) {
+		if (ret > 0) {
 #ifdef MT_FUZZ_DIFF
-		mp_check_fast(in, size, f);
+			mp_check_fast(in, size, f);
 #endif
-		consume(in, size);
-		return 1;
+			consume(in, size);
+			return 1;
+		}
+		ret = mp_more(in, *off);
+		if (ret <= 0)
+			return ret;
 	}
+	/* anything else: sized without decoding, so that msgpack-c is only
+	 * handed whole objects, then decoded by msgpack-c */
+	while ((ret = mp_object_size(cur(in), avail(in), &size)) == 0) {
+		ret = mp_more(in, *off);
+		if (ret <= 0)
+			return ret;
+	}
+	if (ret < 0)
+		return fail(in, *off, "invalid MessagePack (byte 0xc1)");
 	what = mp_fields(in, size, f);
 	if (what)
 		return fail(in, *off, "%s", what);
