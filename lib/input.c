@@ -675,6 +675,15 @@ __attribute__((constructor)) static void key_table(void)
 	}
 }
 
+/* Keys are a few bytes long: a loop beats a call to memcmp. */
+static bool same_bytes(const char *a, const char *b, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (a[i] != b[i])
+			return false;
+	return true;
+}
+
 static enum key key_from_name(const char *name, size_t len)
 {
 	unsigned h;
@@ -685,7 +694,8 @@ static enum key key_from_name(const char *name, size_t len)
 	     h = (h + 1) & (KEY_SLOTS - 1)) {
 		enum key k = key_slots[h] - 1;
 
-		if (key_lengths[k] == len && !memcmp(key_names[k], name, len))
+		if (key_lengths[k] == len &&
+		    same_bytes(key_names[k], name, len))
 			return k;
 	}
 	return K_MAX;
