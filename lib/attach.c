@@ -159,6 +159,13 @@ static uint64_t entry_offset(struct mt_attach *a, const char *path,
 int mt_attach_file(struct mt_attach *a, const char *path,
 		   enum mt_alloc_family *family, char *err, size_t errlen)
 {
+	return mt_attach_file_as(a, path, path, family, err, errlen);
+}
+
+int mt_attach_file_as(struct mt_attach *a, const char *path,
+		      const char *symbols, enum mt_alloc_family *family,
+		      char *err, size_t errlen)
+{
 	size_t nfuncs, nenter = 0, nret = 0;
 	const struct mt_alloc_func *table = mt_alloc_funcs(&nfuncs);
 	struct mt_elf_func funcs[nfuncs];
@@ -171,7 +178,7 @@ int mt_attach_file(struct mt_attach *a, const char *path,
 	*family = MT_ALLOC_NONE;
 	for (size_t i = 0; i < nfuncs; i++)
 		funcs[i].name = table[i].name;
-	found = mt_elf_find_funcs(path, funcs, nfuncs, err, errlen);
+	found = mt_elf_find_funcs(symbols, funcs, nfuncs, err, errlen);
 	if (found <= 0)
 		return found;
 	for (size_t i = 0; i < nfuncs; i++) {

@@ -143,6 +143,43 @@ int mt_elf_find_funcs(const char *path, struct mt_elf_func *funcs, size_t n,
 	return found;
 }
 
+int mt_elf_build_id(const char *path, uint8_t *id, size_t cap)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	int fd, len = -ENOENT;
+	Elf *elf;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	while (elf && len < 0 && (scn = elf_nextscn(elf, scn)) != NULL) {
+		Elf_Data *data;
+		GElf_Nhdr nh;
+		size_t off = 0, name_off, desc_off;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE ||
+		    !(data = elf_getdata(scn, NULL)))
+			continue;
+		while ((off = gelf_getnote(data, off, &nh, &name_off,
+					   &desc_off)) > 0) {
+			if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 ||
+			    memcmp((char *)data->d_buf + name_off, "GNU", 4))
+				continue;
+			len = nh.n_descsz < cap ? nh.n_descsz : cap;
+			memcpy(id, (char *)data->d_buf + desc_off, len);
+			break;
+		}
+	}
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return len;
+}
+
 int mt_elf_read_code(const char *path, uint64_t off, uint8_t *buf, size_t len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -11,7 +11,7 @@
 struct bpf_program;
 struct bpf_link;
 
-#define MT_MAX_LINKS  256
+#define MT_MAX_LINKS 256
 
 struct mt_attach {
 	struct bpf_program *enter; /* entry program (cookie = mt_probe_fn) */
@@ -34,6 +34,12 @@ void mt_attach_init(struct mt_attach *a, struct bpf_program *enter,
  */
 int mt_attach_file(struct mt_attach *a, const char *path,
 		   enum mt_alloc_family *family, char *err, size_t errlen);
+
+/* The same, with the symbols read from another file: an unstripped copy of
+ * a stripped binary (same build ID, same code). */
+int mt_attach_file_as(struct mt_attach *a, const char *path,
+		      const char *symbols, enum mt_alloc_family *family,
+		      char *err, size_t errlen);
 
 void mt_attach_destroy(struct mt_attach *a);
 

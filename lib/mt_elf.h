@@ -21,6 +21,10 @@ struct mt_elf_func {
 int mt_elf_find_funcs(const char *path, struct mt_elf_func *funcs, size_t n,
 		      char *err, size_t errlen);
 
+/* The GNU build ID of path (up to cap bytes): its length, or -errno
+ * (-ENOENT: the file has none). */
+int mt_elf_build_id(const char *path, uint8_t *id, size_t cap);
+
 /* Read len bytes at file offset off of path; returns bytes read or -errno. */
 int mt_elf_read_code(const char *path, uint64_t off, uint8_t *buf, size_t len);
 

@@ -70,6 +70,40 @@ static struct mt_code_key stat_key(const struct stat *st)
 }
 
 /*
+ * A file without allocator symbols (stripped) may have an unstripped copy
+ * named with --scan: same build ID, same code, so the copy's symbols tell
+ * where this file's allocator functions are.
+ */
+static int attach_with_donor(struct tracer *t, const char *via,
+			     enum mt_alloc_family *family, char *err,
+			     size_t errlen)
+{
+	uint8_t id[64];
+	int len = mt_elf_build_id(via, id, sizeof(id));
+
+	for (size_t i = 0; len > 0 && i < t->ndonors; i++) {
+		const struct symbol_donor *d = &t->donors[i];
+
+		if (d->len == len && memcmp(d->build_id, id, len) == 0)
+			return mt_attach_file_as(&t->attach, via, d->path,
+						 family, err, errlen);
+	}
+	return 0;
+}
+
+static void add_donor(struct tracer *t, const char *path)
+{
+	struct symbol_donor d = {0};
+
+	d.len = mt_elf_build_id(path, d.build_id, sizeof(d.build_id));
+	if (d.len <= 0 || !(d.path = strdup(path)))
+		return;
+	t->donors = mt_tracer_grow(t->donors, &t->cap_donors, t->ndonors + 1,
+				   sizeof(d));
+	t->donors[t->ndonors++] = d;
+}
+
+/*
  * Attach the allocator probes of the open file fd (named path in
  * messages), once per file: a file reached under two identities (an
  * overlay and its lower layer) is still probed once, since a second set
@@ -92,6 +126,8 @@ static int inspect_file(struct tracer *t, int fd, const char *path, pid_t pid)
 	/* the path of the open file works in any mount namespace */
 	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
 	n = mt_attach_file(&t->attach, via, &family, err, sizeof(err));
+	if (n == 0 && t->ndonors)
+		n = attach_with_donor(t, via, &family, err, sizeof(err));
 	if (n < 0 && t->attach.nprobes == 0 && t->attach.use_multi &&
 	    (n == -EINVAL || n == -EOPNOTSUPP || n == -ENOSYS))
 		return n; /* maybe no uprobe_multi: the caller retries */
@@ -124,6 +160,7 @@ static int inspect_path(struct tracer *t, const char *path)
 	}
 	inspect_file(t, fd, path, t->child);
 	close(fd);
+	add_donor(t, path);
 	return 0;
 }
 
@@ -271,6 +308,9 @@ int mt_tracer_attach_initial(struct tracer *t)
 
 void mt_tracer_code_free(struct tracer *t)
 {
+	for (size_t i = 0; i < t->ndonors; i++)
+		free(t->donors[i].path);
+	free(t->donors);
 	free(t->inspected);
 	free(t->new_code);
 	t->inspected = NULL;

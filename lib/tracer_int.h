@@ -22,6 +22,12 @@
 struct ring_buffer;
 struct mt_trace;
 
+struct symbol_donor {
+	uint8_t build_id[64];
+	int len;
+	char *path;
+};
+
 struct staged_life {
 	uint64_t timestamp;
 	size_t first; /* index into life_slots */
@@ -66,6 +72,10 @@ struct tracer {
 	 * and stat's idea of their identity) */
 	struct mt_code_key *inspected;
 	size_t ninspected, cap_inspected;
+	/* --scan files with a build ID: their symbols serve a stripped
+	 * binary with the same ID */
+	struct symbol_donor *donors;
+	size_t ndonors, cap_donors;
 	/* code mapped by stopped processes, waiting for inspection */
 	struct mt_event *new_code;
 	size_t nnew_code, cap_new_code;
