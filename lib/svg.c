@@ -126,8 +126,19 @@ static void x_axis(struct plot *p)
 	/* no rounding up: the plot ends where the trace ended */
 	fprintf(p->out, "<g font-size=\"12\" fill=\"#333\" "
 			"text-anchor=\"middle\">\n");
-	for (double t = ceil(p->t_min / step) * step;
-	     t <= p->t_max * (1 + 1e-9); t += step) {
+	/* counted, not accumulated: at large times t += step may not move t
+	 * at all (fuzzing found the endless loop), and a tick count bound
+	 * keeps a degenerate range from printing millions of ticks */
+	double first = ceil(p->t_min / step);
+	double ticks = floor(p->t_max * (1 + 1e-9) / step) - first + 1;
+
+	if (!(ticks >= 0))
+		ticks = 0;
+	if (ticks > 50)
+		ticks = 50;
+	for (int i = 0; i < (int)ticks; i++) {
+		double t = (first + i) * step;
+
 		fprintf(p->out,
 			"<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" "
 			"stroke=\"#999\"/>\n",
