@@ -214,6 +214,11 @@ $(OUTPUT)/bench/peakrss: bench/peakrss.c | $(OUTPUT)/bench
 	$(call msg,CCLD,$@)
 	$(Q)$(CC) $(CFLAGS) $< -o $@
 
+# how long the traced command itself ran, read from its trace
+$(OUTPUT)/bench/trace-span: bench/trace-span.c $(LIBMT) | $(OUTPUT)/bench
+	$(call msg,CCLD,$@)
+	$(Q)$(CC) $(CFLAGS) $< $(LIBMT) $(LDLIBS_COMMON) -o $@
+
 $(OUTPUT)/bench/trace-%.raw: $(OUTPUT)/tests/mt-gen | $(OUTPUT)/bench
 	$(call msg,GEN,$@)
 	$(Q)$(OUTPUT)/tests/mt-gen --events $* --seed 1 -o $@
@@ -226,7 +231,7 @@ $(OUTPUT)/bench/trace-%.msgpack: $(OUTPUT)/bench/trace-%.raw \
 bench-data: $(OUTPUT)/bench/trace-$(BENCH_EVENTS).msgpack
 
 bench: all $(OUTPUT)/fixtures/allocheavy $(OUTPUT)/fixtures/bystander \
-		$(OUTPUT)/bench/peakrss bench-data
+		$(OUTPUT)/bench/peakrss $(OUTPUT)/bench/trace-span bench-data
 	$(Q)OUTPUT=$(OUTPUT) BENCH_EVENTS=$(BENCH_EVENTS) \
 		BENCH_QUICK=$(BENCH_QUICK) \
 		BENCH_CMD="$(if $(filter 1,$(BENCH_QUICK)),BENCH_QUICK=1 )make bench" \

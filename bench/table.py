@@ -94,9 +94,9 @@ class Table:
             ", QUICK MODE (smoke run: few runs, small inputs)"
             if meta["quick"] else ""))
         print("times are hyperfine medians; CMD ran: the traced command's "
-              "own run, first to last event of one")
-        print("traced run (the rest of \"traced\" is mt-trace's start-up and "
-              "exit); RSS: mt-trace's own peak")
+              "own run (exec to exit, from the trace)")
+        print("in one traced run: the rest of \"traced\" is mt-trace's "
+              "start-up and exit; RSS: mt-trace's own peak")
         print("(VmHWM at its exit, bench/peakrss) and mt CPU its own user + "
               "system time, of that same run")
         busy = self.others_running()
@@ -139,13 +139,14 @@ class Table:
             trace = load(self.results, row["trace"])
             print(fmt % (label, variant, secs(base), secs(traced),
                          "%.2fx" % (traced / base), "+" + secs(traced - base),
-                         secs(trace["duration_ns"] / 1e9),
+                         secs(trace["run_ns"] / 1e9)
+                         if trace["run_ns"] >= 0 else "?",
                          secs(own["cpu_ms"] / 1e3),
                          "%.1f MB" % (rss / 1e6), count(trace["events"]),
                          count(trace["lost"])))
             row.update(base=base, traced=traced, rss_bytes=rss,
                        events=trace["events"], lost=trace["lost"],
-                       trace_s=trace["duration_ns"] / 1e9)
+                       run_s=trace["run_ns"] / 1e9)
             self.tracer_targets(row)
         print()
 
@@ -170,7 +171,7 @@ class Table:
                         "<= 1.1x + 0.1 s = %s" % secs(limit),
                         secs(row["traced"]), row["traced"] <= limit)
         elif name == "allocheavy":
-            events_s = row["events"] / row["trace_s"]
+            events_s = row["events"] / row["run_s"]
             self.target("lost events at 1 M events/s sustained", "0",
                         "%s lost at %s (allocheavy)" % (
                             count(row["lost"]), rate(events_s)),

@@ -11,7 +11,7 @@ PEAKRSS="$MT_BUILD/bench/peakrss"
 setup_file() {
 	# peakrss and the quick offline trace (build/bench/trace-100000.*)
 	make -C "$TOP" --no-print-directory -s OUTPUT="$MT_BUILD" \
-		BENCH_QUICK=1 "$MT_BUILD/bench/peakrss" bench-data >&2
+		BENCH_QUICK=1 "$MT_BUILD/bench/peakrss" "$MT_BUILD/bench/trace-span" bench-data >&2
 }
 
 setup() {
@@ -167,4 +167,22 @@ print(r["lost"] >= 0, r["events"] >= 40256)
 	assert_success
 	assert_output --partial "skipped"
 	refute_output --partial "ran:"
+}
+
+@test "trace-span: the command's own run, exec to exit; a truncated trace is an error" {
+	require_bpf
+	mt-trace -o "$T/sleep.raw" -- sleep 0.3
+	run "$MT_BUILD/bench/trace-span" "$T/sleep.raw"
+	assert_success
+	run "$PY" -c '
+import json, sys
+s = json.loads(sys.argv[1])
+print(300e6 <= s["run_ns"] < 3e9, s["run_ns"] <= s["first_to_last_ns"],
+      s["records"] > 0, s["complete"])
+' "$output"
+	assert_output "True True True True"
+
+	"$MT_BUILD/tests/mt-gen" --events 1000 --truncate -o "$T/cut.raw"
+	run "$MT_BUILD/bench/trace-span" "$T/cut.raw"
+	assert_failure 2
 }
