@@ -207,5 +207,7 @@ int main(int argc, char **argv)
 			     "pipe it to mt-encode or use -o FILE");
 		o.child_stdout_to_stderr = true;
 	}
-	return mt_trace_run(&o);
+	c = mt_trace_run(&o);
+	free(o.scan);
+	return c;
 }
