@@ -381,8 +381,10 @@ static __always_inline void new_code(struct file *file, __u64 pid_tgid,
 	e->size = len;
 	e->old_addr = key.dev;
 	e->old_size = key.ino;
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	/* stop first, then tell: mt-trace's SIGCONT must come after the
+	 * SIGSTOP, or the process would stop for good */
 	bpf_send_signal(SIGSTOP_);
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
 static __always_inline struct file *fd_file(int fd)
