@@ -252,6 +252,26 @@ log_info() {
 	assert_output 1
 }
 
+@test "the traced program never sees its children stopped (waitpid WUNTRACED, job control)" {
+	require_bpf
+	# distinct programs: each is new code for the tracer to look at
+	programs="/usr/bin/true /usr/bin/id /usr/bin/uname /usr/bin/date /usr/bin/nproc /usr/bin/whoami /usr/bin/hostname /usr/bin/sync /usr/bin/printenv /usr/bin/arch"
+	# a parent waiting with WUNTRACED, as shells with job control do
+	# shellcheck disable=SC2086
+	trace --child-stdout /dev/null -- "$MT_FIXTURES/wait_untraced" $programs
+	run log_info stopped_total
+	echo "children seen stopped, of 10: $output (signals: $(log_info stopped | tr '\n' ' '))"
+	assert_output 0
+	[ "$trace_status" = 0 ]
+	# bash with job control: each child's status must be its own, 0
+	trace_ok --child-stdout "$T/bash.out" -- bash -c 'set -m
+		for p in /usr/bin/ls /usr/bin/wc /usr/bin/cat /usr/bin/sort /usr/bin/head; do
+			"$p" </dev/null >/dev/null; echo "$p $?"
+		done'
+	run cat "$T/bash.out"
+	assert_output "$(printf '%s 0\n' /usr/bin/ls /usr/bin/wc /usr/bin/cat /usr/bin/sort /usr/bin/head)"
+}
+
 @test "thread: its events carry its tid (!= pid), and a thread is no Fork" {
 	require_bpf
 	check_fixture thread
