@@ -272,6 +272,14 @@ log_info() {
 	assert_output "$(printf '%s 0\n' /usr/bin/ls /usr/bin/wc /usr/bin/cat /usr/bin/sort /usr/bin/head)"
 }
 
+@test "the traced program receives no signal from the tracer (SIGCONT handler, dlopen)" {
+	require_bpf
+	trace -- "$MT_FIXTURES/sigcont" libz.so.1
+	run log_info sigcont
+	assert_output 0
+	[ "$trace_status" = 0 ]
+}
+
 @test "thread: its events carry its tid (!= pid), and a thread is no Fork" {
 	require_bpf
 	check_fixture thread
