@@ -25,10 +25,15 @@ report_json() { # the report's --json for the last trace, filtered by jq
 
 MIB=$((1024 * 1024))
 
+# /proc/PID/status reads the RSS counters without summing their per-CPU
+# parts (the trace has the exact sums): it may be off by up to one batch of
+# 32 pages per CPU.  That is the tolerance.
+PROC_SLACK=$(($(nproc) * 32 * $(getconf PAGESIZE)))
+
 @test "RSS over time equals /proc: touch 64 MiB, munmap a hole, MADV_DONTNEED, mremap, a file mapping" {
 	require_bpf
 	trace -- "$MT_FIXTURES/rss_steps"
-	run "$PY" "$TOP/tests/lib/rss_check.py" "$T/out.msgpack" "$MT_FIXTURE_LOG"
+	run "$PY" "$TOP/tests/lib/rss_check.py" "$T/out.msgpack" "$MT_FIXTURE_LOG" --tolerance "$PROC_SLACK"
 	echo "$output"
 	assert_success
 	# and the steps moved RSS the way they should (sanity of the truth)
@@ -49,11 +54,11 @@ MIB=$((1024 * 1024))
 	peak_anon=$(report_json '.top_processes[0].peak_rss_anon')
 	peak=$(report_json '.top_processes[0].peak_rss')
 	echo "RssAnon $anon, traced peak anon $peak_anon; VmHWM $hwm, traced peak $peak"
-	[ $((peak_anon - anon)) -le $((64 * 1024)) ]
-	[ $((anon - peak_anon)) -le $((64 * 1024)) ]
+	[ $((peak_anon - anon)) -le "$PROC_SLACK" ]
+	[ $((anon - peak_anon)) -le "$PROC_SLACK" ]
 	# VmHWM is only updated now and then by the kernel: the exact trace
 	# may see a higher peak, never a lower one
-	[ $((hwm - peak)) -le $((64 * 1024)) ]
+	[ $((hwm - peak)) -le "$PROC_SLACK" ]
 	[ $((peak - hwm)) -le $((1024 * 1024)) ]
 }
 
