@@ -34,6 +34,9 @@ const volatile __u64 lifecycle_wakeup_bytes = 1 << 18;
  * allocators are tracked; off once mt-trace stops reading, so that it never
  * leaves a process stopped). */
 volatile __u32 discover_code = 0;
+/* Stop a process that maps new code until it is inspected (lossless; the
+ * default) or let it run on while mt-trace attaches (--no-stop). */
+const volatile bool stop_for_new_code = true;
 
 /* Flipped at run time by mt-trace (enable/disable, --start-disabled). */
 volatile __u32 allocs_enabled = 1;
@@ -383,7 +386,8 @@ static __always_inline void new_code(struct file *file, __u64 pid_tgid,
 	e->old_size = key.ino;
 	/* stop first, then tell: mt-trace's SIGCONT must come after the
 	 * SIGSTOP, or the process would stop for good */
-	bpf_send_signal(SIGSTOP_);
+	if (stop_for_new_code)
+		bpf_send_signal(SIGSTOP_);
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 

@@ -24,6 +24,7 @@ struct mt_tracer_opts {
 	const char *control_path; /* --control FIFO, or NULL */
 	char **scan;		  /* --scan: more ELF files to probe at start */
 	size_t nscan;
+	bool no_stop;	      /* --no-stop: new code is not waited for */
 	bool start_disabled;  /* allocator and syscall events off at first */
 	bool physical;	      /* --physical: PSS of the tree */
 	uint64_t interval_ns; /* --interval for PSS sampling */

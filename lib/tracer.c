@@ -278,6 +278,7 @@ int mt_tracer_load_bpf(struct tracer *t, bool multi)
 	skel->rodata->page_size = sysconf(_SC_PAGESIZE);
 	skel->rodata->wakeup_bytes = o->ring_bytes / 8;
 	skel->bss->discover_code = o->track_allocators;
+	skel->rodata->stop_for_new_code = !o->no_stop;
 	skel->data->allocs_enabled = !o->start_disabled;
 	skel->data->syscalls_enabled = !o->start_disabled;
 	skel->rodata->lifecycle_wakeup_bytes =
@@ -943,7 +944,7 @@ static void release_stopped(struct tracer *t)
 {
 	if (t->rings)
 		ring_buffer__consume(t->rings);
-	for (size_t i = 0; i < t->nnew_code; i++)
+	for (size_t i = 0; i < t->nnew_code && !t->opts->no_stop; i++)
 		kill(t->new_code[i].pid, SIGCONT);
 	t->nnew_code = 0;
 }

@@ -236,7 +236,8 @@ void mt_tracer_inspect_new_code(struct tracer *t)
 			mark_inspected(t, &key);
 		}
 		/* the BPF side stopped it for this; it is traced now */
-		kill(e->pid, SIGCONT);
+		if (!t->opts->no_stop)
+			kill(e->pid, SIGCONT);
 	}
 	t->nnew_code = 0;
 }

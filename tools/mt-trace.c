@@ -22,8 +22,9 @@ static void usage(FILE *f)
 	      "[--ring-size SIZE]\n"
 	      "                [--track-allocators=BOOL] [--libc PATH] "
 	      "[--control FIFO]\n"
-	      "                [--scan FILE] "
-	      "                [--start-disabled] [--physical] "
+	      "                [--scan FILE] [--no-stop] [--start-disabled] "
+	      "[--physical]\n"
+	      "                "
 	      "[--interval DURATION] -- CMD [ARGS...]\n"
 	      "\n"
 	      "Run CMD and write its memory events (allocator calls, "
@@ -43,6 +44,10 @@ static void usage(FILE *f)
 	      "off)\n"
 	      "      --libc PATH           the C library to probe first "
 	      "(default: mt-trace's own)\n"
+	      "      --no-stop             do not stop a process while its new "
+	      "code is inspected\n"
+	      "                            (invisible to it; its first calls "
+	      "may be missed)\n"
 	      "      --scan FILE           also probe the allocators of this "
 	      "ELF file (repeatable;\n"
 	      "                            env MT_SCAN=FILE:FILE...)\n"
@@ -103,6 +108,7 @@ int main(int argc, char **argv)
 		OPT_PHYSICAL,
 		OPT_INTERVAL,
 		OPT_SCAN,
+		OPT_NO_STOP,
 	};
 	static const struct option longopts[] = {
 	    {"output", required_argument, NULL, 'o'},
@@ -115,6 +121,7 @@ int main(int argc, char **argv)
 	    {"physical", no_argument, NULL, OPT_PHYSICAL},
 	    {"interval", required_argument, NULL, OPT_INTERVAL},
 	    {"scan", required_argument, NULL, OPT_SCAN},
+	    {"no-stop", no_argument, NULL, OPT_NO_STOP},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
@@ -162,6 +169,9 @@ int main(int argc, char **argv)
 			if (!o.scan)
 				err(MT_EXIT_TRACER_FAILED, "--scan");
 			o.scan[o.nscan++] = optarg;
+			break;
+		case OPT_NO_STOP:
+			o.no_stop = true;
 			break;
 		case OPT_START_DISABLED:
 			o.start_disabled = true;
