@@ -848,22 +848,17 @@ static int fields_kind_values(struct mt_input *in, uint64_t off,
 		return get_u32f(in, off, f, K_FLAGS, &ev->aux);
 	case MT_EV_FORK:
 		return get_ev(in, off, f, K_PPID, &ev->old_addr);
-	case MT_EV_EXEC:
-	case MT_EV_MARKER:
-		if (get_str(in, off, f,
-			    ev->kind == MT_EV_EXEC ? K_PATH : K_NAME, &s, &len))
-			return -1;
-		if (!keep_str(in, s ? s : "", len))
-			return fail(in, off, "out of memory");
-		rec->str = in->str;
-		rec->str_len = len;
-		ev->aux = len;
-		return 0;
 	case MT_EV_ALLOCATOR:
 		if (get_str(in, off, f, K_KIND, &s, &len))
 			return -1;
 		ev->flags = mt_alloc_family_from_name(s ? s : "", len);
-		if (get_str(in, off, f, K_PATH, &s, &len))
+		/* its path is a payload like an exec's */
+		__attribute__((fallthrough));
+	case MT_EV_EXEC:
+	case MT_EV_MARKER:
+		if (get_str(in, off, f,
+			    ev->kind == MT_EV_MARKER ? K_NAME : K_PATH, &s,
+			    &len))
 			return -1;
 		if (!keep_str(in, s ? s : "", len))
 			return fail(in, off, "out of memory");
