@@ -25,30 +25,6 @@ setup() {
 	export MT_FIXTURE_LOG="$T/fixture.log" MT_FIXTURES
 }
 
-# trace [MT-TRACE OPTIONS] -- CMD...: mt-trace | mt-encode > $T/out.msgpack.
-# Sets trace_status and encode_status; stderr in $T/trace.err, encode.err.
-trace() {
-	run bash -c 'mt-trace "$@" 2>"$T/trace.err" |
-		mt-encode >"$T/out.msgpack" 2>"$T/encode.err"
-		echo "${PIPESTATUS[0]} ${PIPESTATUS[1]}"' _ "$@"
-	read -r trace_status encode_status <<<"$output"
-	if [ "$encode_status" != 0 ]; then
-		echo "mt-encode exited $encode_status:" >&2
-		cat "$T/encode.err" >&2
-	fi
-}
-
-# trace_ok CMD...: trace, and both tools must succeed.
-trace_ok() {
-	trace "$@"
-	if [ "$trace_status" != 0 ]; then
-		echo "mt-trace exited $trace_status:" >&2
-		cat "$T/trace.err" >&2
-		return 1
-	fi
-	[ "$encode_status" = 0 ]
-}
-
 # check_log [N]: every window of the fixture log (or only the Nth, from 0)
 # matches the trace exactly.
 check_log() {

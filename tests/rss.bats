@@ -6,17 +6,8 @@ load helpers
 
 setup() {
 	T="$BATS_TEST_TMPDIR"
-	export MT_FIXTURE_LOG="$T/log.jsonl"
+	export T MT_FIXTURE_LOG="$T/log.jsonl"
 	: >"$MT_FIXTURE_LOG"
-}
-
-trace() { # trace [mt-trace options] -- CMD...: artifact in $T/out.msgpack
-	mt-trace "$@" 2>"$T/trace.err" | mt-encode >"$T/out.msgpack"
-	local rc=("${PIPESTATUS[@]}")
-	if [ "${rc[0]}" -ne 0 ] || [ "${rc[1]}" -ne 0 ]; then
-		cat "$T/trace.err" >&2
-		return 1
-	fi
 }
 
 report_json() { # the report's --json for the last trace, filtered by jq
@@ -32,7 +23,7 @@ PROC_SLACK=$(($(nproc) * 32 * $(getconf PAGESIZE)))
 
 @test "RSS over time equals /proc: touch 64 MiB, munmap a hole, MADV_DONTNEED, mremap, a file mapping" {
 	require_bpf
-	trace -- "$MT_FIXTURES/rss_steps"
+	trace_ok -- "$MT_FIXTURES/rss_steps"
 	run "$PY" "$TOP/tests/lib/rss_check.py" "$T/out.msgpack" "$MT_FIXTURE_LOG" --tolerance "$PROC_SLACK"
 	echo "$output"
 	assert_success
@@ -48,7 +39,7 @@ PROC_SLACK=$(($(nproc) * 32 * $(getconf PAGESIZE)))
 
 @test "peak anon RSS of a 64 MiB toucher is its RssAnon, peak RSS its VmHWM" {
 	require_bpf
-	trace -- "$MT_FIXTURES/rss_steps"
+	trace_ok -- "$MT_FIXTURES/rss_steps"
 	anon=$(jq -r 'select(.rss == "touched-64m") | .anon' "$MT_FIXTURE_LOG")
 	hwm=$(jq -r 'select(.rss == "file-8m") | .hwm' "$MT_FIXTURE_LOG")
 	peak_anon=$(report_json '.top_processes[0].peak_rss_anon')
@@ -64,7 +55,7 @@ PROC_SLACK=$(($(nproc) * 32 * $(getconf PAGESIZE)))
 
 @test "mremap moving 32 MiB: peak anon RSS is 32 MiB, not 64" {
 	require_bpf
-	trace -- "$MT_FIXTURES/rss_mremap"
+	trace_ok -- "$MT_FIXTURES/rss_mremap"
 	run jq -r 'select(.info == "moved") | .value' "$MT_FIXTURE_LOG"
 	assert_output 1
 	peak_anon=$(report_json '.top_processes[0].peak_rss_anon')
@@ -75,7 +66,7 @@ PROC_SLACK=$(($(nproc) * 32 * $(getconf PAGESIZE)))
 
 @test "--physical: a forked child sharing 64 MiB: summed RSS ~128 MiB, physical ~64 MiB" {
 	require_bpf
-	trace --physical -- "$MT_FIXTURES/shared_fork"
+	trace_ok --physical -- "$MT_FIXTURES/shared_fork"
 	assert_file_contains "$T/trace.err" "physical memory:"
 	run "$PY" -c '
 import msgpack, sys
@@ -93,7 +84,7 @@ print(hdr["physical_tracked"], hdr["rss_tracked"])' "$T/out.msgpack"
 
 @test "--track-allocators=false: RSS, mmap and brk still recorded; the report says allocators were not tracked" {
 	require_bpf
-	trace --track-allocators=false -- "$MT_FIXTURES/hundred"
+	trace_ok --track-allocators=false -- "$MT_FIXTURES/hundred"
 	run "$PY" -c '
 import msgpack, sys, collections
 c = collections.Counter(m["type"] for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False))
@@ -107,7 +98,7 @@ print(alloc, c["Rss"] > 0, c["Mmap"] > 0, c["Brk"] > 0)' "$T/out.msgpack"
 
 @test "RSS is attributed to the process whose memory it is: a child's faults are the child's" {
 	require_bpf
-	trace -- "$MT_FIXTURES/shared_fork"
+	trace_ok -- "$MT_FIXTURES/shared_fork"
 	parent=$(report_json '.top_processes | map(select(.ppid == null))[0].pid')
 	child=$(report_json ".top_processes | map(select(.ppid == $parent))[0].pid")
 	# the parent faulted in 64 MiB; the child only read shared pages, so
