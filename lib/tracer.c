@@ -808,39 +808,12 @@ static int start_sampling(struct tracer *t)
 
 enum { SRC_RING, SRC_CHILD, SRC_SIGNAL, SRC_CONTROL, SRC_SAMPLE, SRC_OUTPUT };
 
-static void watch(int epfd, int fd, uint32_t id)
+static void watch(int epfd, int fd, uint32_t id, uint32_t events)
 {
-	struct epoll_event ev = {.events = EPOLLIN, .data.u32 = id};
+	struct epoll_event ev = {.events = events, .data.u32 = id};
 
 	if (fd >= 0)
 		epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
-}
-
-/*
- * A pipe's write end reports an error as soon as its reader is gone: know
- * it then, not at the next write, which a quiet command may never make.
- * (A regular file cannot be watched; epoll refuses it, harmlessly.)
- */
-static void watch_output(int epfd, int fd)
-{
-	struct epoll_event ev = {.events = 0, .data.u32 = SRC_OUTPUT};
-
-	epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
-}
-
-/*
- * The rings are watched edge-triggered.  libbpf's epoll set is ready as long
- * as any record waits, so a level-triggered watch woke mt-trace for every
- * few events the program made (measured: a wake-up per ~9 events, half a
- * CPU); edge-triggered, it wakes only when the BPF side asks (a ring 1/8
- * full, a fork, exec or exit) and the timer drains the rest.
- */
-static void watch_rings(int epfd, int fd)
-{
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLET,
-				 .data.u32 = SRC_RING};
-
-	epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
 static int trace_loop(struct tracer *t, int sfd)
@@ -850,12 +823,23 @@ static int trace_loop(struct tracer *t, int sfd)
 	bool child_done = false;
 	uint64_t ticks;
 
-	watch_rings(epfd, ring_buffer__epoll_fd(t->rings));
-	watch(epfd, t->pidfd, SRC_CHILD);
-	watch(epfd, sfd, SRC_SIGNAL);
-	watch(epfd, t->has_control ? t->control.fd : -1, SRC_CONTROL);
-	watch(epfd, t->sample_fd, SRC_SAMPLE);
-	watch_output(epfd, t->opts->out_fd);
+	/*
+	 * The rings edge-triggered: libbpf's epoll set is ready as long as any
+	 * record waits, so a level-triggered watch woke mt-trace for every few
+	 * events the program made (a wake-up per ~9 events, half a CPU);
+	 * edge-triggered, it wakes when the BPF side asks (a ring 1/8 full, a
+	 * fork, exec or exit) and the timer drains the rest.
+	 */
+	watch(epfd, ring_buffer__epoll_fd(t->rings), SRC_RING,
+	      EPOLLIN | EPOLLET);
+	watch(epfd, t->pidfd, SRC_CHILD, EPOLLIN);
+	watch(epfd, sfd, SRC_SIGNAL, EPOLLIN);
+	watch(epfd, t->has_control ? t->control.fd : -1, SRC_CONTROL, EPOLLIN);
+	watch(epfd, t->sample_fd, SRC_SAMPLE, EPOLLIN);
+	/* a pipe's write end reports an error as soon as its reader is gone:
+	 * know it then, not at the next write, which a quiet command may never
+	 * make (epoll refuses a regular file, harmlessly) */
+	watch(epfd, t->opts->out_fd, SRC_OUTPUT, 0);
 	while (!child_done && !t->output_failed) {
 		int n = epoll_wait(epfd, evs, 8, DRAIN_INTERVAL_MS);
 
