@@ -64,9 +64,6 @@ enum mt_event_kind {
 	MT_EV_KIND_MAX
 };
 
-/* Bits of mt_event.flags for allocator events. */
-#define MT_EVF_NESTED_FREE 0x1 /* reserved: free done inside another call */
-
 struct mt_event {
 	__u64 timestamp; /* CLOCK_MONOTONIC, ns (bpf_ktime_get_ns) */
 	__u32 pid;	 /* process (thread group) id */

@@ -32,8 +32,8 @@ enum mt_probe_fn {
 	MT_FN_MAX
 };
 
-/* The attach cookie: the function id in the low byte; MT_COOKIE_ENTRY_ONLY
- * marks a probe without a return probe (free), which emits at entry. */
+/* The attach cookie: the function id in the low byte.  MT_FN_FREE probes
+ * have no return probe and emit at entry. */
 #define MT_COOKIE_FN(c) ((unsigned)((c)&0xff))
 
 /* Indexes of the per-CPU lost-event counters. */

@@ -97,7 +97,7 @@ struct call_state {
 	__u64 freed_ptr;
 	__u64 freed_sp;
 	/* syscall in flight (enter -> exit) */
-	__u64 sys_arg0, sys_arg1, sys_arg2, sys_arg3, sys_arg4;
+	__u64 sys_arg0, sys_arg1, sys_arg2, sys_arg3;
 };
 
 struct {

@@ -707,7 +707,6 @@ static void set_enabled(struct tracer *t, bool on)
 {
 	t->skel->data->allocs_enabled = on;
 	t->skel->data->syscalls_enabled = on;
-	t->enabled = on;
 }
 
 static void on_control(void *ctx, enum mt_control_cmd cmd, const char *arg,
@@ -971,11 +970,8 @@ static void cleanup(struct tracer *t)
 
 int mt_trace_run(const struct mt_tracer_opts *opts)
 {
-	struct tracer t = {.opts = opts,
-			   .release_fd = -1,
-			   .pidfd = -1,
-			   .sample_fd = -1,
-			   .enabled = !opts->start_disabled};
+	struct tracer t = {
+	    .opts = opts, .release_fd = -1, .pidfd = -1, .sample_fd = -1};
 	struct mt_meta end = {0};
 	uint64_t rss_dropped;
 	sigset_t old;

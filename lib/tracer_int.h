@@ -44,8 +44,7 @@ struct tracer {
 	int release_fd;	 /* write end: one byte lets the child exec */
 	int exec_err_fd; /* read end: errno of a failed exec */
 	int ncpus;
-	bool rss;     /* kmem:rss_stat is traced */
-	bool enabled; /* allocator and syscall events on (control FIFO) */
+	bool rss; /* kmem:rss_stat is traced */
 	struct mt_control control;
 	bool has_control;
 	int sample_fd; /* timerfd for --physical sampling, or -1 */
