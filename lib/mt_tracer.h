@@ -28,6 +28,7 @@ struct mt_tracer_opts {
 	bool start_disabled;  /* allocator and syscall events off at first */
 	bool physical;	      /* --physical: PSS of the tree */
 	uint64_t interval_ns; /* --interval for PSS sampling */
+	bool wait_detach;     /* remove the probes before exiting */
 	int verbose;
 };
 

@@ -947,6 +947,49 @@ static void release_stopped(struct tracer *t)
 	t->nnew_code = 0;
 }
 
+/*
+ * The child of detach_in_background(): it holds the last references to the
+ * links, so its closing them is the detach.  It lets go of everything the
+ * caller could wait on first (the output, the terminal), so the reader of
+ * the trace sees its end and mt-trace's parent its exit at once.
+ */
+static _Noreturn void background_detach(struct tracer *t)
+{
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	for (int fd = 0; fd <= 2 && null >= 0; fd++)
+		dup2(null, fd);
+	if (t->opts->out_fd > 2)
+		close(t->opts->out_fd);
+	if (t->pidfd >= 0)
+		close(t->pidfd);
+	setsid(); /* a ^C meant for the command's group is not for us */
+	detach_all(t);
+	release_stopped(t);
+	_exit(0);
+}
+
+/*
+ * Detaching costs RCU grace periods (50-65 ms for the uprobe links here),
+ * paid by whoever closes the last reference to each link.  The trace is
+ * complete by now, so a child process takes that wait off mt-trace's exit:
+ * the probes stay until it is done (they record nothing, no process is
+ * traced any more), then go.  --wait-detach keeps the old order.
+ */
+static bool detach_in_background(struct tracer *t)
+{
+	pid_t pid;
+
+	if (t->opts->wait_detach || !t->skel)
+		return false;
+	pid = fork();
+	if (pid < 0)
+		return false;
+	if (pid == 0)
+		background_detach(t);
+	return true;
+}
+
 static void cleanup(struct tracer *t)
 {
 	if (t->has_control)
@@ -955,7 +998,8 @@ static void cleanup(struct tracer *t)
 		close(t->sample_fd);
 	if (t->skel)
 		t->skel->bss->discover_code = 0;
-	detach_all(t);
+	if (!detach_in_background(t))
+		detach_all(t);
 	release_stopped(t);
 	free(t->live);
 	mt_tracer_code_free(t);

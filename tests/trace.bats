@@ -430,6 +430,31 @@ log_info() {
 	[ "$elapsed_ms" -lt 500 ]
 }
 
+@test "the probes go: just after mt-trace exits by default, before it exits with --wait-detach" {
+	require_bpf
+	command -v bpftool >/dev/null || skip "bpftool not installed"
+	# while a trace runs, its links are there (the check can see them)
+	mt-trace -o "$T/sleep.raw" -- sleep 1 2>/dev/null &
+	sleep 0.5
+	run "$PY" "$BATS_TEST_DIRNAME/lib/mt_links.py"
+	[ "$output" -ge 5 ]
+	wait
+	# --wait-detach: none left the moment mt-trace is gone
+	trace_ok --wait-detach -- true
+	run "$PY" "$BATS_TEST_DIRNAME/lib/mt_links.py"
+	assert_output 0
+	# default: the background detacher removes them, then exits
+	trace_ok -- true
+	for _ in $(seq 50); do
+		run "$PY" "$BATS_TEST_DIRNAME/lib/mt_links.py"
+		[ "$output" = 0 ] && break
+		sleep 0.1
+	done
+	assert_output 0
+	run pgrep -f "mt-trace -- true"
+	assert_failure
+}
+
 @test "without privileges: mt-trace exits 125 and names the missing capability" {
 	require_bpf
 	# nobody must be able to reach the binary and run the command

@@ -25,7 +25,7 @@ static void usage(FILE *f)
 	      "                [--scan FILE] [--no-stop] [--start-disabled] "
 	      "[--physical]\n"
 	      "                "
-	      "[--interval DURATION] -- CMD [ARGS...]\n"
+	      "[--interval DURATION] [--wait-detach] -- CMD [ARGS...]\n"
 	      "\n"
 	      "Run CMD and write its memory events (allocator calls, "
 	      "mmap/munmap/mremap/brk,\nRSS, fork/exec/exit of every process "
@@ -60,6 +60,10 @@ static void usage(FILE *f)
 	      "(PSS)\n"
 	      "      --interval DURATION   PSS sampling period (default "
 	      "10ms)\n"
+	      "      --wait-detach         remove the probes before exiting "
+	      "(default: a\n"
+	      "                            background process removes them "
+	      "just after)\n"
 	      "  -v, --verbose             say what is attached; twice: "
 	      "libbpf's debug output\n"
 	      "  -h, --help                this text\n"
@@ -109,6 +113,7 @@ int main(int argc, char **argv)
 		OPT_INTERVAL,
 		OPT_SCAN,
 		OPT_NO_STOP,
+		OPT_WAIT_DETACH,
 	};
 	static const struct option longopts[] = {
 	    {"output", required_argument, NULL, 'o'},
@@ -122,6 +127,7 @@ int main(int argc, char **argv)
 	    {"interval", required_argument, NULL, OPT_INTERVAL},
 	    {"scan", required_argument, NULL, OPT_SCAN},
 	    {"no-stop", no_argument, NULL, OPT_NO_STOP},
+	    {"wait-detach", no_argument, NULL, OPT_WAIT_DETACH},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
@@ -172,6 +178,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_NO_STOP:
 			o.no_stop = true;
+			break;
+		case OPT_WAIT_DETACH:
+			o.wait_detach = true;
 			break;
 		case OPT_START_DISABLED:
 			o.start_disabled = true;
