@@ -22,6 +22,7 @@
 
 #define BUF_START   (64 * 1024)	  /* grows for long headers and objects */
 #define RAW_BUF	    (256u * 1024) /* the raw stream: big reads */
+#define MP_BUF	    (1u << 20)	  /* MessagePack: big reads, rare moves */
 #define MAX_HEADER  (16u << 20)	  /* raw stream header incl. strings */
 #define MAX_OBJECT  (4u << 20)	  /* one MessagePack map or JSON line */
 #define MAX_PAYLOAD (1u << 20)	  /* an EXEC path or MARKER name */
@@ -1507,6 +1508,341 @@ static int mp_next_fields(struct mt_input *in, struct fields *f, uint64_t *off)
 	return 1;
 }
 
+/* ---- MessagePack event maps: the one-pass fast path ------------------ */
+
+/*
+ * Nearly every object of an artifact is an event map of a few short str
+ * keys with unsigned integer values.  mp_fast_event decodes exactly those
+ * straight into a record, in one pass, without struct fields; anything
+ * else it declines, and the general path above decodes it, with its error
+ * messages.  So the fast path needs no error handling of its own, but it
+ * must agree with the general path on every map it accepts (MT_FUZZ_DIFF
+ * checks that).
+ *
+ * It runs only while FAST_SLACK bytes are buffered: a fixmap of at most 15
+ * pairs whose keys and values are str8 or shorter, or integers, cannot
+ * reach further (15 * (2 + 255 + 2 + 255) + 1 = 7711 bytes, plus 16 bytes
+ * read past a name or 8 past an integer), so no byte needs its own bounds
+ * check and names and integers are read as whole words.
+ */
+#define FAST_SLACK 8192u
+
+/* A name of at most 16 bytes as two words, the bytes past it zeroed. */
+struct name_words {
+	uint64_t lo, hi;
+};
+
+static struct name_words name_mask[17]; /* [len]: len bytes of 0xff */
+
+static struct name_words name_words(const unsigned char *s, size_t len)
+{
+	struct name_words w;
+
+	memcpy(&w, s, sizeof(w));
+	w.lo &= name_mask[len].lo;
+	w.hi &= name_mask[len].hi;
+	return w;
+}
+
+/* Names to small values (enum key, event kind) by open addressing on a
+ * multiplicative hash of their words; verified word by word. */
+#define NAME_SLOTS 128
+
+struct name_table {
+	struct name_words words[NAME_SLOTS];
+	uint8_t len[NAME_SLOTS]; /* 0: empty */
+	uint8_t value[NAME_SLOTS];
+};
+
+static struct name_table fast_keys, fast_kinds;
+
+static unsigned name_hash(struct name_words w)
+{
+	return ((w.lo ^ w.hi) * 0x87c37b91114253d5ull) >> 57;
+}
+
+static void name_add(struct name_table *t, const char *name, unsigned value)
+{
+	size_t len = strlen(name);
+	unsigned char bytes[16] = {0};
+	struct name_words w;
+	unsigned h;
+
+	memcpy(bytes, name, len);
+	w = name_words(bytes, len);
+	for (h = name_hash(w); t->len[h]; h = (h + 1) % NAME_SLOTS)
+		;
+	t->words[h] = w;
+	t->len[h] = len;
+	t->value[h] = value;
+}
+
+/* value of the name s (len <= 16), or none. */
+static inline unsigned name_find(const struct name_table *t,
+				 const unsigned char *s, size_t len,
+				 unsigned none)
+{
+	struct name_words w = name_words(s, len);
+
+	for (unsigned h = name_hash(w); t->len[h]; h = (h + 1) % NAME_SLOTS)
+		if (t->len[h] == len && t->words[h].lo == w.lo &&
+		    t->words[h].hi == w.hi)
+			return t->value[h];
+	return none;
+}
+
+/* The keys of the event maps the fast path takes. */
+static const enum key fast_key_list[] = {
+    K_TYPE,	K_PID,	     K_TID,  K_TIMESTAMP, K_ADDR, K_SIZE,   K_OLD_ADDR,
+    K_OLD_SIZE, K_ALIGNMENT, K_PROT, K_FLAGS,	  K_PPID, K_MEMBER, K_COUNT,
+};
+
+__attribute__((constructor)) static void fast_tables(void)
+{
+	for (size_t len = 0; len <= 16; len++) {
+		unsigned char ones[16] = {0};
+
+		memset(ones, 0xff, len);
+		memcpy(&name_mask[len], ones, sizeof(ones));
+	}
+	for (size_t i = 0; i < sizeof(fast_key_list) / sizeof(*fast_key_list);
+	     i++)
+		name_add(&fast_keys, key_names[fast_key_list[i]],
+			 fast_key_list[i]);
+	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++)
+		if (mt_kind_name(kind) && strlen(mt_kind_name(kind)) <= 16)
+			name_add(&fast_kinds, mt_kind_name(kind), kind);
+}
+
+/* A str of up to 255 bytes at *p (the names of event maps): its length,
+ * or -1 for anything else. */
+static inline int fast_str(const unsigned char **p, const unsigned char **s)
+{
+	const unsigned char *q = *p;
+	int len;
+
+	if (*q >= 0xa0 && *q <= 0xbf) {
+		len = *q & 0x1f;
+		q += 1;
+	} else if (*q == 0xd9) {
+		len = q[1];
+		q += 2;
+	} else {
+		return -1;
+	}
+	*s = q;
+	*p = q + len;
+	return len;
+}
+
+/* An unsigned integer at *p (a positive fixint or uint 8..64). */
+static inline bool fast_uint(const unsigned char **p, uint64_t *u)
+{
+	const unsigned char *q = *p;
+	unsigned width;
+	uint64_t word;
+
+	if (*q <= 0x7f) {
+		*u = *q;
+		*p = q + 1;
+		return true;
+	}
+	if (*q < 0xcc || *q > 0xcf)
+		return false;
+	width = 1u << (*q - 0xcc);
+	memcpy(&word, q + 1, sizeof(word)); /* big-endian, width bytes */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	word = __builtin_bswap64(word);
+#endif
+	*u = word >> (64 - 8 * width);
+	*p = q + 1 + width;
+	return true;
+}
+
+/* What one event map held: unsigned values by key, the type, the Rss
+ * member when it is a name. */
+struct fast_map {
+	uint64_t present; /* bit per enum key */
+	uint64_t u[K_MAX];
+	const unsigned char *type, *member;
+	int type_len, member_len;
+};
+
+/* One key and its value into m: false to decline the map. */
+static inline bool fast_pair(const unsigned char **p, struct fast_map *m)
+{
+	const unsigned char *key;
+	int len = fast_str(p, &key);
+	unsigned k;
+
+	if (len < 1 || len > 16)
+		return false;
+	k = name_find(&fast_keys, key, len, K_MAX);
+	if (k == K_MAX)
+		return false;
+	m->present |= 1ull << k;
+	if (k == K_TYPE) {
+		m->type_len = fast_str(p, &m->type);
+		return m->type_len >= 0;
+	}
+	if (k == K_MEMBER) {
+		m->member_len = fast_str(p, &m->member);
+		if (m->member_len >= 0)
+			return true;
+		m->member = NULL;
+	}
+	return fast_uint(p, &m->u[k]);
+}
+
+static bool fast_has(const struct fast_map *m, enum key k)
+{
+	return m->present >> k & 1;
+}
+
+/* An Rss member by name, as fields_rss_member reads it. */
+static bool fast_rss_member(const struct fast_map *m, struct mt_event *ev)
+{
+	if (!m->member) {
+		ev->aux = m->u[K_MEMBER];
+		return m->u[K_MEMBER] <= UINT32_MAX;
+	}
+	for (unsigned i = 0; i < 4; i++) {
+		if ((size_t)m->member_len == strlen(rss_members[i]) &&
+		    !memcmp(m->member, rss_members[i], m->member_len)) {
+			ev->aux = i;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The kind's own keys, as fields_kind_values reads them. */
+static bool fast_kind_values(const struct fast_map *m, struct mt_event *ev)
+{
+	switch (ev->kind) {
+	case MT_EV_ALIGNED_ALLOC:
+		if (fast_has(m, K_ALIGNMENT))
+			ev->old_size = m->u[K_ALIGNMENT];
+		return true;
+	case MT_EV_MMAP:
+		ev->flags = fast_has(m, K_PROT) ? m->u[K_PROT] : 0;
+		if (fast_has(m, K_FLAGS))
+			ev->aux = m->u[K_FLAGS];
+		return !fast_has(m, K_FLAGS) || m->u[K_FLAGS] <= UINT32_MAX;
+	case MT_EV_FORK:
+		if (fast_has(m, K_PPID))
+			ev->old_addr = m->u[K_PPID];
+		return true;
+	case MT_EV_RSS:
+		return fast_has(m, K_MEMBER) && fast_rss_member(m, ev);
+	case MT_EV_LOST:
+		if (fast_has(m, K_COUNT))
+			ev->size = m->u[K_COUNT];
+		return true;
+	case MT_EV_EXEC: /* strings and exit statuses: the general path */
+	case MT_EV_MARKER:
+	case MT_EV_ALLOCATOR:
+	case MT_EV_EXIT:
+	case MT_EV_PSS:
+		return false;
+	default:
+		return true;
+	}
+}
+
+static uint64_t fast_get(const struct fast_map *m, enum key k)
+{
+	return fast_has(m, k) ? m->u[k] : 0;
+}
+
+/* The fields every event has, as fields_to_record reads them. */
+static bool fast_to_record(const struct fast_map *m, struct mt_record *rec)
+{
+	struct mt_event *ev = &rec->ev;
+
+	if (!fast_has(m, K_TYPE) || !fast_has(m, K_PID) ||
+	    !fast_has(m, K_TIMESTAMP) || m->type_len > 16 ||
+	    m->u[K_PID] > UINT32_MAX || fast_get(m, K_TID) > UINT32_MAX)
+		return false;
+	memset(rec, 0, sizeof(*rec));
+	ev->kind = name_find(&fast_kinds, m->type, m->type_len, MT_EV_NONE);
+	if (ev->kind == MT_EV_NONE)
+		return false; /* Header, Trailer, or an error to report */
+	ev->pid = m->u[K_PID];
+	ev->tid = fast_get(m, K_TID);
+	ev->timestamp = m->u[K_TIMESTAMP];
+	ev->addr = fast_get(m, K_ADDR);
+	ev->size = fast_get(m, K_SIZE);
+	ev->old_addr = fast_get(m, K_OLD_ADDR);
+	ev->old_size = fast_get(m, K_OLD_SIZE);
+	return fast_kind_values(m, ev);
+}
+
+/* The event map at p into rec, *size bytes long: true, or false to leave
+ * it to the general path.  FAST_SLACK bytes at p must be readable. */
+static bool mp_fast_event(const unsigned char *p, struct mt_record *rec,
+			  size_t *size)
+{
+	const unsigned char *start = p;
+	struct fast_map m;
+	unsigned n;
+
+	if (*p < 0x80 || *p > 0x8f)
+		return false;
+	n = *p++ & 0x0f;
+	m.present = 0;
+	m.type = m.member = NULL;
+	m.type_len = m.member_len = 0;
+	while (n--)
+		if (!fast_pair(&p, &m))
+			return false;
+	if (!fast_to_record(&m, rec))
+		return false;
+	*size = p - start;
+	return true;
+}
+
+#ifdef MT_FUZZ_DIFF
+/* Fuzzing: whatever the fast path accepts, the general path reads alike. */
+static void mp_check_fast_event(struct mt_input *in, size_t size,
+				const struct mt_record *fast)
+{
+	struct fields f;
+	struct mt_record slow;
+	enum object_role role;
+	unsigned kind = MT_EV_NONE;
+	size_t slow_size = 0;
+
+	if (mp_flat_fields(cur(in), avail(in), &f, &slow_size) != 1 ||
+	    slow_size != size || fields_role(in, 0, &f, &role, &kind) ||
+	    role != OBJ_EVENT || fields_to_record(in, 0, &f, kind, &slow) ||
+	    memcmp(&slow.ev, &fast->ev, sizeof(slow.ev)) || slow.str ||
+	    fast->str || slow.str_len || fast->str_len)
+		__builtin_trap();
+}
+#endif
+
+/* The next object if it is an event map the fast path takes: 1, 0 to
+ * leave it to the general path, -1 on a read error. */
+static int mp_fast_next(struct mt_input *in, struct mt_record *rec)
+{
+	size_t size;
+
+	if (avail(in) < FAST_SLACK && !in->eof && !fill(in, FAST_SLACK) &&
+	    in->state < 0)
+		return -1;
+	if (avail(in) < FAST_SLACK || !mp_fast_event(cur(in), rec, &size))
+		return 0;
+#ifdef MT_FUZZ_DIFF
+	mp_check_fast_event(in, size, rec);
+#endif
+	consume(in, size);
+	in->maps_seen++;
+	if (rec->ev.kind == MT_EV_LOST)
+		in->map_lost += rec->ev.size;
+	return 1;
+}
+
 /* ---- JSON Lines ------------------------------------------------------ */
 
 static bool js_str_at(const void *arr, size_t i, const char **s, size_t *len)
@@ -1633,6 +1969,11 @@ static int objects_next(struct mt_input *in, struct mt_record *rec)
 		in->have_first = false;
 		return 1;
 	}
+	if (in->fmt != MT_FMT_JSONL) {
+		ret = mp_fast_next(in, rec);
+		if (ret)
+			return ret;
+	}
 	ret = next_fields(in, &f, &off, &root);
 	if (ret == 0) {
 		if (in->fmt == MT_FMT_MEMTRACK) {
@@ -1669,8 +2010,11 @@ static int mp_open(struct mt_input *in)
 	uint64_t off;
 	enum object_role role;
 	unsigned kind = MT_EV_NONE;
-	int ret = mp_next_fields(in, &f, &off);
+	int ret;
 
+	if (!grow(in, MP_BUF))
+		return -1;
+	ret = mp_next_fields(in, &f, &off);
 	if (ret <= 0)
 		return -1;
 	if (fields_role(in, off, &f, &role, &kind))
