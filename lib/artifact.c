@@ -1,10 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * artifact.c - the artifact writer (mt_artifact.h).  Each map is first
- * described as a short list of key/value pairs; the same list is then
- * packed as MessagePack (msgpack-c) or printed as one JSON line, so the two
- * styles cannot disagree on keys.
+ * artifact.c - the artifact writer (mt_artifact.h).  Each map is written
+ * once, as put_X(w, "key", value) calls; the map writer turns each call
+ * into MessagePack or into JSON, so the two styles cannot disagree on keys.
+ *
+ * The MessagePack is encoded here (the mp_* functions, nothing else), not
+ * by msgpack-c, for speed: msgpack-c's packer hands every few bytes to a
+ * write callback, and mt-encode spent ~1,550 instructions per event in
+ * it (callgrind, mt-gen's 1 M events); writing straight into the output
+ * buffer, each key's bytes fixed at compile time, takes a fraction of
+ * that.  The bytes are msgpack-c's own (the smallest int form, str8, bin
+ * for non-UTF-8): test_artifact_msgpack compares them with msgpack-c's.
  */
+#include <assert.h>
+#include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,40 +21,57 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <msgpack.h>
 
 #include "mt_allocators.h"
 #include "mt_artifact.h"
 
 #define OUT_BUF (256u * 1024)
-#define MAX_KV	20
 
-enum kv_type { KV_U64, KV_BOOL, KV_STR, KV_ARGV };
+/*
+ * A map has at most MAP_ENTRIES_MAX entries (a MessagePack fixmap), each
+ * at most ENTRY_MAX bytes in either style, string values aside (keys are
+ * at most 22 bytes).  A map starts with MAP_ROOM free bytes and keeps that
+ * much free after each string value, so ints, bools and names are written
+ * without a check.
+ */
+#define MAP_ENTRIES_MAX 15
+#define ENTRY_MAX	64
+#define MAP_ROOM	((MAP_ENTRIES_MAX + 1) * ENTRY_MAX)
 
-struct kv {
-	const char *key;
-	size_t klen;
-	enum kv_type type;
-	uint64_t u;
-	const char *s;
-	size_t len;
-	char *const *argv;
+/* A value picked at run time from a few (an event's type, an Rss member)
+ * as MessagePack writes it, a fixstr header then the text: copied as one
+ * fixed-size block, without a length-dependent memcpy. */
+struct name {
+	unsigned char fixstr; /* 0xa0 | length */
+	char text[23];
 };
 
-struct map {
-	struct kv kv[MAX_KV];
-	int n;
-};
+#define NAME(s)                                                                \
+	{                                                                      \
+		0xa0 | (sizeof(s) - 1), s                                      \
+	}
 
 struct mt_artifact {
 	int fd;
 	enum mt_artifact_style style;
 	char *buf;
-	size_t len;
+	size_t len; /* bytes waiting in buf */
+	size_t cap;
 	int error;
 	uint64_t events;
 	uint64_t lost;
-	msgpack_packer pk;
+	struct name type_names[MT_EV_KIND_MAX]; /* fixstr 0: not a record */
+};
+
+/* One map, written straight into the output buffer.  The buffer holds the
+ * whole map until it ends: MessagePack's map header (the entry count) is
+ * its first byte, known last. */
+struct map_writer {
+	struct mt_artifact *a;
+	bool msgpack;
+	char *start; /* the map's first byte */
+	char *p;     /* where the next byte goes */
+	unsigned n;  /* entries so far */
 };
 
 /* ---- output buffer --------------------------------------------------- */
@@ -75,217 +101,191 @@ int mt_artifact_flush(struct mt_artifact *a)
 	return a->error;
 }
 
-static void out(struct mt_artifact *a, const void *p, size_t n)
+/* Room for need more bytes after w->p, the map staying whole: writes out
+ * what came before the map, then grows the buffer if the map alone is
+ * that big (a long path or command line).  false if out of memory. */
+static bool room_slow(struct map_writer *w, size_t need)
 {
-	if (a->len + n > OUT_BUF) {
-		mt_artifact_flush(a);
-		if (n > OUT_BUF) {
-			write_out(a, p, n);
-			return;
-		}
+	struct mt_artifact *a = w->a;
+	size_t in_map = w->p - w->start;
+	char *buf;
+
+	a->len = w->start - a->buf;
+	mt_artifact_flush(a);
+	memmove(a->buf, w->start, in_map);
+	w->start = a->buf;
+	w->p = a->buf + in_map;
+	if (in_map + need <= a->cap)
+		return true;
+	buf = realloc(a->buf, in_map + need);
+	if (!buf) {
+		if (!a->error)
+			a->error = -ENOMEM;
+		return false;
 	}
-	if (a->error)
-		return;
-	memcpy(a->buf + a->len, p, n);
-	a->len += n;
+	a->buf = w->start = buf;
+	a->cap = in_map + need;
+	w->p = buf + in_map;
+	return true;
 }
 
-static int pk_write(void *data, const char *p, size_t n)
+static inline bool room(struct map_writer *w, size_t need)
 {
-	struct mt_artifact *a = data;
+	struct mt_artifact *a = w->a;
 
-	/* msgpack-c hands over a few bytes at a time: copy them inline */
-	if (n <= 16 && a->len + n <= OUT_BUF) {
-		char *to = a->buf + a->len;
+	return (size_t)(a->buf + a->cap - w->p) >= need || room_slow(w, need);
+}
 
-		for (size_t i = 0; i < n; i++)
-			to[i] = p[i];
-		a->len += n;
-		return a->error ? -1 : 0;
+/* false after an error: nothing more is written */
+static bool begin_map(struct mt_artifact *a, struct map_writer *w)
+{
+	*w = (struct map_writer){
+	    .a = a,
+	    .msgpack = a->style == MT_ARTIFACT_MSGPACK,
+	    .start = a->buf + a->len,
+	    .p = a->buf + a->len,
+	};
+	if (a->error || !room(w, MAP_ROOM))
+		return false;
+	*w->p++ = '{'; /* MessagePack's header goes there at the end */
+	return true;
+}
+
+static int end_map(struct map_writer *w)
+{
+	struct mt_artifact *a = w->a;
+
+	assert(w->n <= MAP_ENTRIES_MAX);
+	if (w->msgpack) {
+		*w->start = 0x80 | w->n; /* fixmap */
+	} else {
+		*w->p++ = '}';
+		*w->p++ = '\n';
 	}
-	out(a, p, n);
-	return a->error ? -1 : 0;
-}
-
-/* ---- the maps -------------------------------------------------------- */
-
-/* Keys are literals: their lengths are known at compile time, and each
- * put_X(m, "key", ...) below is put_X_k(m, "key", length, ...). */
-#define KEY(k) k, sizeof(k "") - 1
-
-static void put_u64_k(struct map *m, const char *key, size_t klen, uint64_t u)
-{
-	m->kv[m->n++] =
-	    (struct kv){.key = key, .klen = klen, .type = KV_U64, .u = u};
-}
-
-static void put_bool_k(struct map *m, const char *key, size_t klen, bool b)
-{
-	m->kv[m->n++] =
-	    (struct kv){.key = key, .klen = klen, .type = KV_BOOL, .u = b};
-}
-
-static void put_str_k(struct map *m, const char *key, size_t klen,
-		      const char *s, size_t len)
-{
-	m->kv[m->n++] = (struct kv){
-	    .key = key, .klen = klen, .type = KV_STR, .s = s, .len = len};
-}
-
-static void put_cstr_k(struct map *m, const char *key, size_t klen,
-		       const char *s)
-{
-	put_str_k(m, key, klen, s ? s : "", s ? strlen(s) : 0);
-}
-
-#define put_u64(m, k, u)      put_u64_k(m, KEY(k), u)
-#define put_bool(m, k, b)     put_bool_k(m, KEY(k), b)
-#define put_str(m, k, s, len) put_str_k(m, KEY(k), s, len)
-#define put_cstr(m, k, s)     put_cstr_k(m, KEY(k), s)
-
-static const char *const rss_members[] = {"file", "anon", "swap", "shmem"};
-
-static void put_exit_status(struct map *m, uint32_t status)
-{
-	if (WIFEXITED(status))
-		put_u64(m, "exit_code", WEXITSTATUS(status));
-	else if (WIFSIGNALED(status))
-		put_u64(m, "signal", WTERMSIG(status));
-	else
-		put_u64(m, "status", status);
-}
-
-/* The kind-specific keys; memtrack's kinds use memtrack's keys. */
-static void event_kind_keys(struct map *m, const struct mt_record *rec)
-{
-	const struct mt_event *ev = &rec->ev;
-
-	switch (ev->kind) {
-	case MT_EV_MALLOC:
-	case MT_EV_CALLOC:
-	case MT_EV_MUNMAP:
-		put_u64(m, "addr", ev->addr);
-		put_u64(m, "size", ev->size);
-		break;
-	case MT_EV_FREE:
-		put_u64(m, "addr", ev->addr);
-		break;
-	case MT_EV_REALLOC:
-		put_u64(m, "addr", ev->addr);
-		put_u64(m, "size", ev->size);
-		put_u64(m, "old_addr", ev->old_addr);
-		break;
-	case MT_EV_ALIGNED_ALLOC:
-		put_u64(m, "addr", ev->addr);
-		put_u64(m, "size", ev->size);
-		put_u64(m, "alignment", ev->old_size);
-		break;
-	case MT_EV_MMAP:
-		put_u64(m, "addr", ev->addr);
-		put_u64(m, "size", ev->size);
-		put_u64(m, "prot", ev->flags);
-		put_u64(m, "flags", ev->aux);
-		break;
-	case MT_EV_MREMAP:
-		put_u64(m, "addr", ev->addr);
-		put_u64(m, "size", ev->size);
-		put_u64(m, "old_addr", ev->old_addr);
-		put_u64(m, "old_size", ev->old_size);
-		break;
-	case MT_EV_BRK:
-		put_u64(m, "addr", ev->addr);
-		put_u64(m, "old_addr", ev->old_addr);
-		put_u64(m, "size",
-			ev->addr > ev->old_addr ? ev->addr - ev->old_addr
-						: ev->old_addr - ev->addr);
-		break;
-	case MT_EV_FORK:
-		put_u64(m, "ppid", ev->old_addr);
-		break;
-	case MT_EV_EXEC:
-		put_str(m, "path", rec->str ? rec->str : "", rec->str_len);
-		break;
-	case MT_EV_MARKER:
-		put_str(m, "name", rec->str ? rec->str : "", rec->str_len);
-		break;
-	case MT_EV_ALLOCATOR:
-		put_cstr(m, "kind", mt_alloc_family_name(ev->flags));
-		put_str(m, "path", rec->str ? rec->str : "", rec->str_len);
-		break;
-	case MT_EV_EXIT:
-		put_exit_status(m, ev->aux);
-		break;
-	case MT_EV_RSS:
-		if (ev->aux < 4)
-			put_cstr(m, "member", rss_members[ev->aux]);
-		else
-			put_u64(m, "member", ev->aux);
-		put_u64(m, "size", ev->size);
-		break;
-	case MT_EV_PSS:
-		put_u64(m, "pss", ev->size);
-		put_u64(m, "pss_anon", ev->addr);
-		put_u64(m, "pss_file", ev->old_addr);
-		put_u64(m, "pss_shmem", ev->old_size);
-		break;
-	case MT_EV_LOST:
-		put_u64(m, "count", ev->size);
-		break;
-	default:
-		break;
-	}
+	a->len = w->p - a->buf;
+	return a->error;
 }
 
 /* ---- MessagePack ----------------------------------------------------- */
 
-static void mp_str(msgpack_packer *pk, const char *s, size_t len)
+enum {
+	MP_FIXMAP = 0x80,
+	MP_FIXARRAY = 0x90,
+	MP_FIXSTR = 0xa0,
+	MP_FALSE = 0xc2,
+	MP_TRUE = 0xc3,
+	MP_BIN8 = 0xc4,
+	MP_BIN16 = 0xc5,
+	MP_BIN32 = 0xc6,
+	MP_UINT8 = 0xcc,
+	MP_UINT16 = 0xcd,
+	MP_UINT32 = 0xce,
+	MP_UINT64 = 0xcf,
+	MP_STR8 = 0xd9,
+	MP_STR16 = 0xda,
+	MP_STR32 = 0xdb,
+	MP_ARRAY16 = 0xdc,
+	MP_ARRAY32 = 0xdd,
+};
+
+static inline char *mp_tag16(char *p, unsigned char tag, uint16_t v)
 {
-	/* a path is bytes: one that is not UTF-8 goes out as bin, so that
-	 * decoders which check str types still read the stream */
-	if (mt_utf8_valid(s, len)) {
-		msgpack_pack_str(pk, len);
-		msgpack_pack_str_body(pk, s, len);
-	} else {
-		msgpack_pack_bin(pk, len);
-		msgpack_pack_bin_body(pk, s, len);
-	}
+	v = htobe16(v);
+	*p = tag;
+	memcpy(p + 1, &v, sizeof(v));
+	return p + 1 + sizeof(v);
 }
 
-static void mp_map(struct mt_artifact *a, const struct map *m)
+static inline char *mp_tag32(char *p, unsigned char tag, uint32_t v)
 {
-	msgpack_packer *pk = &a->pk;
+	v = htobe32(v);
+	*p = tag;
+	memcpy(p + 1, &v, sizeof(v));
+	return p + 1 + sizeof(v);
+}
 
-	msgpack_pack_map(pk, m->n);
-	for (int i = 0; i < m->n; i++) {
-		const struct kv *kv = &m->kv[i];
+static inline char *mp_tag64(char *p, unsigned char tag, uint64_t v)
+{
+	v = htobe64(v);
+	*p = tag;
+	memcpy(p + 1, &v, sizeof(v));
+	return p + 1 + sizeof(v);
+}
 
-		msgpack_pack_str(pk, kv->klen);
-		msgpack_pack_str_body(pk, kv->key, kv->klen);
-		switch (kv->type) {
-		case KV_U64:
-			msgpack_pack_uint64(pk, kv->u);
-			break;
-		case KV_BOOL:
-			if (kv->u)
-				msgpack_pack_true(pk);
-			else
-				msgpack_pack_false(pk);
-			break;
-		case KV_STR:
-			mp_str(pk, kv->s, kv->len);
-			break;
-		case KV_ARGV:
-			msgpack_pack_array(pk, kv->len);
-			for (size_t j = 0; j < kv->len; j++)
-				mp_str(pk, kv->argv[j], strlen(kv->argv[j]));
-			break;
-		}
+/* The smallest form, as msgpack_pack_uint64() picks it. */
+static inline char *mp_uint(char *p, uint64_t u)
+{
+	if (u < 0x80) {
+		*p = u;
+		return p + 1;
 	}
+	if (u < 0x100) {
+		p[0] = MP_UINT8;
+		p[1] = u;
+		return p + 2;
+	}
+	if (u < 0x10000)
+		return mp_tag16(p, MP_UINT16, u);
+	if (u < 0x100000000)
+		return mp_tag32(p, MP_UINT32, u);
+	return mp_tag64(p, MP_UINT64, u);
+}
+
+/* A str, bin or array header beyond the fix forms: the 8-bit form if the
+ * type has one (tag8 != 0), else 16 or 32 bits. */
+static char *mp_length(char *p, size_t len, unsigned char tag8,
+		       unsigned char tag16, unsigned char tag32)
+{
+	if (tag8 && len < 0x100) {
+		p[0] = tag8;
+		p[1] = len;
+		return p + 2;
+	}
+	if (len < 0x10000)
+		return mp_tag16(p, tag16, len);
+	return mp_tag32(p, tag32, len);
+}
+
+static char *mp_array_header(char *p, size_t n)
+{
+	if (n < 16) {
+		*p = MP_FIXARRAY | n;
+		return p + 1;
+	}
+	return mp_length(p, n, 0, MP_ARRAY16, MP_ARRAY32);
+}
+
+/* A key: a literal shorter than 32 bytes, so a fixstr, copied with a
+ * constant length the compiler turns into a few stores. */
+static inline char *mp_key(char *p, const char *key, size_t klen)
+{
+	*p = MP_FIXSTR | klen;
+	memcpy(p + 1, key, klen);
+	return p + 1 + klen;
+}
+
+/* A path is bytes: one that is not UTF-8 goes out as bin, so that
+ * decoders which check str types still read the stream. */
+static void mp_str_value(struct map_writer *w, const char *s, size_t len)
+{
+	char *p;
+
+	if (!room(w, 5 + len + MAP_ROOM))
+		return;
+	p = w->p;
+	if (!mt_utf8_valid(s, len))
+		p = mp_length(p, len, MP_BIN8, MP_BIN16, MP_BIN32);
+	else if (len < 32)
+		*p++ = MP_FIXSTR | len;
+	else
+		p = mp_length(p, len, MP_STR8, MP_STR16, MP_STR32);
+	memcpy(p, s, len);
+	w->p = p + len;
 }
 
 /* ---- JSON Lines ------------------------------------------------------ */
 
-static void js_u64(struct mt_artifact *a, uint64_t u)
+static char *js_u64(char *p, uint64_t u)
 {
 	char digits[24];
 	int i = sizeof(digits);
@@ -294,7 +294,23 @@ static void js_u64(struct mt_artifact *a, uint64_t u)
 		digits[--i] = '0' + u % 10;
 		u /= 10;
 	} while (u);
-	out(a, digits + i, sizeof(digits) - i);
+	memcpy(p, digits + i, sizeof(digits) - i);
+	return p + sizeof(digits) - i;
+}
+
+/* ,"key": -- keys need no escaping */
+static char *js_key(const struct map_writer *w, const char *key, size_t klen)
+{
+	char *p = w->p;
+
+	if (w->n)
+		*p++ = ',';
+	*p++ = '"';
+	memcpy(p, key, klen);
+	p += klen;
+	*p++ = '"';
+	*p++ = ':';
+	return p;
 }
 
 /* Invalid UTF-8 bytes become U+FFFD: JSON strings hold text only. */
@@ -335,15 +351,23 @@ static bool js_plain(const char *s, size_t len)
 	return true;
 }
 
-static void js_str(struct mt_artifact *a, const char *s, size_t len)
+static void js_bytes(struct map_writer *w, const char *s, size_t len)
+{
+	if (!room(w, len + MAP_ROOM))
+		return;
+	memcpy(w->p, s, len);
+	w->p += len;
+}
+
+static void js_str_value(struct map_writer *w, const char *s, size_t len)
 {
 	char *fixed = NULL, *text;
 	json_t *j;
 
 	if (js_plain(s, len)) {
-		out(a, "\"", 1);
-		out(a, s, len);
-		out(a, "\"", 1);
+		js_bytes(w, "\"", 1);
+		js_bytes(w, s, len);
+		js_bytes(w, "\"", 1);
 		return;
 	}
 	if (!mt_utf8_valid(s, len)) {
@@ -353,61 +377,231 @@ static void js_str(struct mt_artifact *a, const char *s, size_t len)
 	j = s ? json_stringn(s, len) : NULL;
 	text = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
 	if (text)
-		out(a, text, strlen(text));
-	else if (!a->error)
-		a->error = -ENOMEM;
+		js_bytes(w, text, strlen(text));
+	else if (!w->a->error)
+		w->a->error = -ENOMEM;
 	free(text);
 	json_decref(j);
 	free(fixed);
 }
 
-static void js_map(struct mt_artifact *a, const struct map *m)
-{
-	out(a, "{", 1);
-	for (int i = 0; i < m->n; i++) {
-		const struct kv *kv = &m->kv[i];
+/* ---- the entries, in either style ------------------------------------ */
 
-		if (i)
-			out(a, ",", 1);
-		out(a, "\"", 1);
-		out(a, kv->key, kv->klen); /* keys need no escaping */
-		out(a, "\":", 2);
-		switch (kv->type) {
-		case KV_U64:
-			js_u64(a, kv->u);
-			break;
-		case KV_BOOL:
-			out(a, kv->u ? "true" : "false", kv->u ? 4 : 5);
-			break;
-		case KV_STR:
-			js_str(a, kv->s, kv->len);
-			break;
-		case KV_ARGV:
-			out(a, "[", 1);
-			for (size_t j = 0; j < kv->len; j++) {
-				if (j)
-					out(a, ",", 1);
-				js_str(a, kv->argv[j], strlen(kv->argv[j]));
-			}
-			out(a, "]", 1);
-			break;
-		}
-	}
-	out(a, "}\n", 2);
+/* Keys are literals: put_X(w, "key", ...) is put_X_k(w, "key", length,
+ * ...), the length known at compile time. */
+#define KEY(k) k, sizeof(k "") - 1
+
+static inline void put_u64_k(struct map_writer *w, const char *key, size_t klen,
+			     uint64_t u)
+{
+	if (w->msgpack)
+		w->p = mp_uint(mp_key(w->p, key, klen), u);
+	else
+		w->p = js_u64(js_key(w, key, klen), u);
+	w->n++;
 }
 
-static int emit(struct mt_artifact *a, const struct map *m)
+static void put_bool_k(struct map_writer *w, const char *key, size_t klen,
+		       bool b)
 {
-	if (a->error)
-		return a->error;
-	if (a->style == MT_ARTIFACT_JSONL)
-		js_map(a, m);
+	char *p;
+
+	if (w->msgpack) {
+		p = mp_key(w->p, key, klen);
+		*p++ = b ? MP_TRUE : MP_FALSE;
+	} else {
+		p = js_key(w, key, klen);
+		memcpy(p, b ? "true" : "false", b ? 4 : 5);
+		p += b ? 4 : 5;
+	}
+	w->p = p;
+	w->n++;
+}
+
+static inline void put_name_k(struct map_writer *w, const char *key,
+			      size_t klen, const struct name *v)
+{
+	size_t len = v->fixstr & 0x1f;
+	char *p;
+
+	if (w->msgpack) {
+		p = mp_key(w->p, key, klen);
+		memcpy(p, v, sizeof(*v));
+		p += 1 + len;
+	} else {
+		p = js_key(w, key, klen);
+		*p++ = '"';
+		memcpy(p, v->text, len); /* names are plain JSON text */
+		p += len;
+		*p++ = '"';
+	}
+	w->p = p;
+	w->n++;
+}
+
+static void put_str_k(struct map_writer *w, const char *key, size_t klen,
+		      const char *s, size_t len)
+{
+	if (w->msgpack) {
+		w->p = mp_key(w->p, key, klen);
+		mp_str_value(w, s, len);
+	} else {
+		w->p = js_key(w, key, klen);
+		js_str_value(w, s, len);
+	}
+	w->n++;
+}
+
+static void put_cstr_k(struct map_writer *w, const char *key, size_t klen,
+		       const char *s)
+{
+	put_str_k(w, key, klen, s ? s : "", s ? strlen(s) : 0);
+}
+
+static void put_argv_k(struct map_writer *w, const char *key, size_t klen,
+		       char *const *argv, size_t argc)
+{
+	if (w->msgpack) {
+		w->p = mp_array_header(mp_key(w->p, key, klen), argc);
+		for (size_t i = 0; i < argc; i++)
+			mp_str_value(w, argv[i], strlen(argv[i]));
+	} else {
+		w->p = js_key(w, key, klen);
+		js_bytes(w, "[", 1);
+		for (size_t i = 0; i < argc; i++) {
+			if (i)
+				js_bytes(w, ",", 1);
+			js_str_value(w, argv[i], strlen(argv[i]));
+		}
+		js_bytes(w, "]", 1);
+	}
+	w->n++;
+}
+
+#define put_u64(w, k, u)       put_u64_k(w, KEY(k), u)
+#define put_bool(w, k, b)      put_bool_k(w, KEY(k), b)
+#define put_name(w, k, v)      put_name_k(w, KEY(k), v)
+#define put_str(w, k, s, len)  put_str_k(w, KEY(k), s, len)
+#define put_cstr(w, k, s)      put_cstr_k(w, KEY(k), s)
+#define put_argv(w, k, av, ac) put_argv_k(w, KEY(k), av, ac)
+
+/* ---- the maps -------------------------------------------------------- */
+
+static const struct name rss_members[] = {
+    NAME("file"),
+    NAME("anon"),
+    NAME("swap"),
+    NAME("shmem"),
+};
+
+static void put_exit_status(struct map_writer *w, uint32_t status)
+{
+	if (WIFEXITED(status))
+		put_u64(w, "exit_code", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		put_u64(w, "signal", WTERMSIG(status));
 	else
-		mp_map(a, m);
-	return a->error;
+		put_u64(w, "status", status);
+}
+
+/* The kind-specific keys; memtrack's kinds use memtrack's keys. */
+static inline void event_kind_keys(struct map_writer *w,
+				   const struct mt_record *rec)
+{
+	const struct mt_event *ev = &rec->ev;
+
+	switch (ev->kind) {
+	case MT_EV_MALLOC:
+	case MT_EV_CALLOC:
+	case MT_EV_MUNMAP:
+		put_u64(w, "addr", ev->addr);
+		put_u64(w, "size", ev->size);
+		break;
+	case MT_EV_FREE:
+		put_u64(w, "addr", ev->addr);
+		break;
+	case MT_EV_REALLOC:
+		put_u64(w, "addr", ev->addr);
+		put_u64(w, "size", ev->size);
+		put_u64(w, "old_addr", ev->old_addr);
+		break;
+	case MT_EV_ALIGNED_ALLOC:
+		put_u64(w, "addr", ev->addr);
+		put_u64(w, "size", ev->size);
+		put_u64(w, "alignment", ev->old_size);
+		break;
+	case MT_EV_MMAP:
+		put_u64(w, "addr", ev->addr);
+		put_u64(w, "size", ev->size);
+		put_u64(w, "prot", ev->flags);
+		put_u64(w, "flags", ev->aux);
+		break;
+	case MT_EV_MREMAP:
+		put_u64(w, "addr", ev->addr);
+		put_u64(w, "size", ev->size);
+		put_u64(w, "old_addr", ev->old_addr);
+		put_u64(w, "old_size", ev->old_size);
+		break;
+	case MT_EV_BRK:
+		put_u64(w, "addr", ev->addr);
+		put_u64(w, "old_addr", ev->old_addr);
+		put_u64(w, "size",
+			ev->addr > ev->old_addr ? ev->addr - ev->old_addr
+						: ev->old_addr - ev->addr);
+		break;
+	case MT_EV_FORK:
+		put_u64(w, "ppid", ev->old_addr);
+		break;
+	case MT_EV_EXEC:
+		put_str(w, "path", rec->str ? rec->str : "", rec->str_len);
+		break;
+	case MT_EV_MARKER:
+		put_str(w, "name", rec->str ? rec->str : "", rec->str_len);
+		break;
+	case MT_EV_ALLOCATOR:
+		put_cstr(w, "kind", mt_alloc_family_name(ev->flags));
+		put_str(w, "path", rec->str ? rec->str : "", rec->str_len);
+		break;
+	case MT_EV_EXIT:
+		put_exit_status(w, ev->aux);
+		break;
+	case MT_EV_RSS:
+		if (ev->aux < 4)
+			put_name(w, "member", &rss_members[ev->aux]);
+		else
+			put_u64(w, "member", ev->aux);
+		put_u64(w, "size", ev->size);
+		break;
+	case MT_EV_PSS:
+		put_u64(w, "pss", ev->size);
+		put_u64(w, "pss_anon", ev->addr);
+		put_u64(w, "pss_file", ev->old_addr);
+		put_u64(w, "pss_shmem", ev->old_size);
+		break;
+	case MT_EV_LOST:
+		put_u64(w, "count", ev->size);
+		break;
+	default:
+		break;
+	}
 }
 
 /* ---- API ------------------------------------------------------------- */
+
+/* The type of each kind of record, made once. */
+static void make_type_names(struct mt_artifact *a)
+{
+	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++) {
+		const char *text = mt_kind_name(kind);
+		struct name *name = &a->type_names[kind];
+		size_t len = text ? strlen(text) : 0;
+
+		if (len && len < sizeof(name->text)) {
+			name->fixstr = MP_FIXSTR | len;
+			memcpy(name->text, text, len);
+		}
+	}
+}
 
 struct mt_artifact *mt_artifact_new(int fd, enum mt_artifact_style style)
 {
@@ -420,9 +614,10 @@ struct mt_artifact *mt_artifact_new(int fd, enum mt_artifact_style style)
 		free(a);
 		return NULL;
 	}
+	a->cap = OUT_BUF;
 	a->fd = fd;
 	a->style = style;
-	msgpack_packer_init(&a->pk, a, pk_write);
+	make_type_names(a);
 	return a;
 }
 
@@ -442,68 +637,70 @@ static const char *clock_name(uint32_t id)
 
 int mt_artifact_header(struct mt_artifact *a, const struct mt_meta *meta)
 {
-	struct map m = {0};
+	struct map_writer w;
 
-	put_cstr(&m, "type", "Header");
-	put_cstr(&m, "format", "mt");
-	put_u64(&m, "version", 1);
-	m.kv[m.n++] = (struct kv){.key = "command",
-				  .klen = 7,
-				  .type = KV_ARGV,
-				  .argv = meta->argv,
-				  .len = meta->argc > 0 ? meta->argc : 0};
-	put_cstr(&m, "host", meta->host);
-	put_cstr(&m, "clock", clock_name(meta->clock_id));
-	put_u64(&m, "page_size", meta->page_size);
-	put_u64(&m, "root_pid", meta->root_pid);
-	put_u64(&m, "start_time", meta->start_realtime_ns);
-	put_u64(&m, "start_monotonic", meta->start_monotonic_ns);
-	put_bool(&m, "allocators_tracked", meta->flags & MT_HDR_ALLOCATORS);
-	put_bool(&m, "syscalls_tracked", meta->flags & MT_HDR_SYSCALLS);
-	put_bool(&m, "rss_tracked", meta->flags & MT_HDR_RSS);
-	put_bool(&m, "physical_tracked", meta->flags & MT_HDR_PHYSICAL);
-	return emit(a, &m);
+	if (!begin_map(a, &w))
+		return a->error;
+	put_cstr(&w, "type", "Header");
+	put_cstr(&w, "format", "mt");
+	put_u64(&w, "version", 1);
+	put_argv(&w, "command", meta->argv, meta->argc > 0 ? meta->argc : 0);
+	put_cstr(&w, "host", meta->host);
+	put_cstr(&w, "clock", clock_name(meta->clock_id));
+	put_u64(&w, "page_size", meta->page_size);
+	put_u64(&w, "root_pid", meta->root_pid);
+	put_u64(&w, "start_time", meta->start_realtime_ns);
+	put_u64(&w, "start_monotonic", meta->start_monotonic_ns);
+	put_bool(&w, "allocators_tracked", meta->flags & MT_HDR_ALLOCATORS);
+	put_bool(&w, "syscalls_tracked", meta->flags & MT_HDR_SYSCALLS);
+	put_bool(&w, "rss_tracked", meta->flags & MT_HDR_RSS);
+	put_bool(&w, "physical_tracked", meta->flags & MT_HDR_PHYSICAL);
+	return end_map(&w);
 }
 
 int mt_artifact_record(struct mt_artifact *a, const struct mt_record *rec)
 {
-	const char *name = mt_kind_name(rec->ev.kind);
-	struct map m = {0};
+	const struct mt_event *ev = &rec->ev;
+	struct map_writer w;
 
-	if (!name)
+	if (ev->kind >= MT_EV_KIND_MAX || !a->type_names[ev->kind].fixstr)
 		return a->error ? a->error : -EINVAL;
-	put_cstr(&m, "type", name);
-	put_u64(&m, "pid", rec->ev.pid);
-	put_u64(&m, "tid", rec->ev.tid);
-	put_u64(&m, "timestamp", rec->ev.timestamp);
-	event_kind_keys(&m, rec);
 	a->events++;
-	if (rec->ev.kind == MT_EV_LOST)
-		a->lost += rec->ev.size;
-	return emit(a, &m);
+	if (ev->kind == MT_EV_LOST)
+		a->lost += ev->size;
+	if (!begin_map(a, &w))
+		return a->error;
+	put_name(&w, "type", &a->type_names[ev->kind]);
+	put_u64(&w, "pid", ev->pid);
+	put_u64(&w, "tid", ev->tid);
+	put_u64(&w, "timestamp", ev->timestamp);
+	event_kind_keys(&w, rec);
+	return end_map(&w);
 }
 
 int mt_artifact_trailer(struct mt_artifact *a, const struct mt_meta *meta,
 			bool complete, const char *error)
 {
-	struct map m = {0};
+	struct map_writer w;
 
-	put_cstr(&m, "type", "Trailer");
-	put_bool(&m, "complete", complete);
+	if (!begin_map(a, &w))
+		return a->error;
+	put_cstr(&w, "type", "Trailer");
+	put_bool(&w, "complete", complete);
 	if (complete) {
 		if (meta->exit_kind == MT_EXIT_CODE)
-			put_u64(&m, "exit_code", (uint32_t)meta->exit_value);
+			put_u64(&w, "exit_code", (uint32_t)meta->exit_value);
 		else if (meta->exit_kind == MT_EXIT_SIGNAL)
-			put_u64(&m, "signal", (uint32_t)meta->exit_value);
-		put_u64(&m, "end_monotonic", meta->end_monotonic_ns);
+			put_u64(&w, "signal", (uint32_t)meta->exit_value);
+		put_u64(&w, "end_monotonic", meta->end_monotonic_ns);
 	}
-	put_u64(&m, "events", a->events);
-	put_u64(&m, "lost_events", a->lost);
+	put_u64(&w, "events", a->events);
+	put_u64(&w, "lost_events", a->lost);
 	if (complete)
-		put_u64(&m, "batches", meta->batches);
+		put_u64(&w, "batches", meta->batches);
 	else
-		put_cstr(&m, "error", error ? error : "incomplete");
-	return emit(a, &m);
+		put_cstr(&w, "error", error ? error : "incomplete");
+	return end_map(&w);
 }
 
 int mt_artifact_close(struct mt_artifact *a)
