@@ -1317,32 +1317,257 @@ void mt_recon_free(struct mt_recon *r)
 
 #define JI(x) json_integer((json_int_t)(x))
 
-static json_t *series_json(const struct series *s, const struct series_cfg *cfg,
-			   bool with_points)
+/*
+ * The process objects are most of the document (a build starts tens of
+ * thousands of processes), so their shape is written once, against an
+ * emitter with two back ends: text in exactly jansson's format, which
+ * mt_recon_write streams without building a tree per process, or a json_t
+ * tree, for mt_recon_finish and the head of the document.
+ */
+#define EMIT_DEPTH 16
+#define EMIT_BUF   (64 * 1024)
+
+struct emit {
+	FILE *out;    /* text to out; NULL: a json_t tree */
+	size_t flags; /* jansson's dump flags */
+	char *buf;    /* text not yet written */
+	size_t len;
+	int depth;		   /* containers open */
+	bool items[EMIT_DEPTH];	   /* text: the container has items */
+	json_t *stack[EMIT_DEPTH]; /* tree: the containers */
+};
+
+/* A tree emitter adding to an existing object or array. */
+static struct emit emit_into(json_t *container)
 {
-	json_t *o = json_object();
+	return (struct emit){.depth = 1, .stack = {container}};
+}
 
-	json_object_set_new(o, "peak", JI(s->peak));
-	json_object_set_new(o, "peak_t_ns",
-			    s->peak ? JI(s->peak_t) : json_null());
-	json_object_set_new(o, "final", JI(s->cur));
-	if (!with_points)
-		return o;
+static void text_flush(struct emit *e)
+{
+	fwrite(e->buf, 1, e->len, e->out);
+	e->len = 0;
+}
 
-	uint64_t width = series_width(s, cfg);
-	json_t *pts = json_array();
-
-	json_object_set_new(o, "bucket_ns", JI(width));
-	for (size_t i = 0; i < s->n; i++) {
-		json_t *p = json_array();
-
-		json_array_append_new(p, JI(s->pts[i].idx * width));
-		json_array_append_new(p, JI(s->pts[i].max));
-		json_array_append_new(p, JI(s->pts[i].last));
-		json_array_append_new(pts, p);
+static void text_put(struct emit *e, const char *s, size_t n)
+{
+	if (e->len + n > EMIT_BUF) {
+		text_flush(e);
+		if (n > EMIT_BUF) {
+			fwrite(s, 1, n, e->out);
+			return;
+		}
 	}
-	json_object_set_new(o, "points", pts);
-	return o;
+	memcpy(e->buf + e->len, s, n);
+	e->len += n;
+}
+
+/* A value as jansson writes it (strings, reals, booleans). */
+static void text_json(struct emit *e, const json_t *v)
+{
+	char *s = json_dumps(v, e->flags | JSON_ENCODE_ANY);
+
+	if (s)
+		text_put(e, s, strlen(s));
+	free(s);
+}
+
+/* Plain ASCII is copied; anything jansson would escape, it writes. */
+static void text_string(struct emit *e, const char *s, size_t n)
+{
+	json_t *j;
+
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' &&
+		    s[i] != '\\' && s[i] != '/')
+			continue;
+		j = json_stringn(s, n);
+		text_json(e, j);
+		json_decref(j);
+		return;
+	}
+	text_put(e, "\"", 1);
+	text_put(e, s, n);
+	text_put(e, "\"", 1);
+}
+
+/* jansson's dump_indent: a newline and depth indents, or in one-line
+ * output a space where asked unless JSON_COMPACT. */
+static void text_indent(struct emit *e, int depth, bool space)
+{
+	unsigned indent = e->flags & JSON_MAX_INDENT;
+
+	if (indent) {
+		text_put(e, "\n", 1);
+		for (unsigned i = 0; i < depth * indent; i++)
+			text_put(e, " ", 1);
+	} else if (space && !(e->flags & JSON_COMPACT)) {
+		text_put(e, " ", 1);
+	}
+}
+
+/* Before a value: its separator and, in an object, its key. */
+static void text_item(struct emit *e, const char *key)
+{
+	if (e->depth > 0) {
+		if (e->items[e->depth - 1])
+			text_put(e, ",", 1);
+		text_indent(e, e->depth, e->items[e->depth - 1]);
+		e->items[e->depth - 1] = true;
+	}
+	if (key) {
+		text_string(e, key, strlen(key));
+		if (e->flags & JSON_COMPACT)
+			text_put(e, ":", 1);
+		else
+			text_put(e, ": ", 2);
+	}
+}
+
+/* Tree: v under key in the open object, or appended to the open array
+ * (v is taken, as by json_object_set_new). */
+static void tree_add(struct emit *e, const char *key, json_t *v)
+{
+	json_t *top = e->stack[e->depth - 1];
+
+	if (key)
+		json_object_set_new(top, key, v);
+	else
+		json_array_append_new(top, v);
+}
+
+static void emit_open(struct emit *e, const char *key, bool array)
+{
+	if (e->depth == EMIT_DEPTH)
+		abort(); /* the shapes below are a few levels deep */
+	if (e->out) {
+		text_item(e, key);
+		text_put(e, array ? "[" : "{", 1);
+		e->items[e->depth++] = false;
+		return;
+	}
+	json_t *c = array ? json_array() : json_object();
+
+	if (e->depth)
+		tree_add(e, key, c);
+	e->stack[e->depth++] = c;
+}
+
+static void emit_close(struct emit *e, bool array)
+{
+	e->depth--;
+	if (!e->out)
+		return;
+	if (e->items[e->depth])
+		text_indent(e, e->depth, false);
+	text_put(e, array ? "]" : "}", 1);
+}
+
+static void emit_int(struct emit *e, const char *key, json_int_t v)
+{
+	char digits[24], *p = digits + sizeof(digits);
+	uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
+
+	if (!e->out) {
+		tree_add(e, key, json_integer(v));
+		return;
+	}
+	do
+		*--p = '0' + u % 10;
+	while (u /= 10);
+	if (v < 0)
+		*--p = '-';
+	text_item(e, key);
+	text_put(e, p, digits + sizeof(digits) - p);
+}
+
+static void emit_null(struct emit *e, const char *key)
+{
+	if (!e->out) {
+		tree_add(e, key, json_null());
+		return;
+	}
+	text_item(e, key);
+	text_put(e, "null", 4);
+}
+
+static void emit_str(struct emit *e, const char *key, const char *s)
+{
+	if (!e->out) {
+		tree_add(e, key, json_string(s));
+		return;
+	}
+	text_item(e, key);
+	text_string(e, s, strlen(s));
+}
+
+/* Any json_t value (NULL: nothing, as json_object_set_new does). */
+static void emit_json(struct emit *e, const char *key, json_t *v)
+{
+	const char *k;
+	json_t *x;
+	size_t i;
+
+	if (!v)
+		return;
+	if (!e->out) {
+		tree_add(e, key, json_incref(v));
+		return;
+	}
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		emit_open(e, key, false);
+		json_object_foreach(v, k, x) emit_json(e, k, x);
+		emit_close(e, false);
+		break;
+	case JSON_ARRAY:
+		emit_open(e, key, true);
+		json_array_foreach(v, i, x) emit_json(e, NULL, x);
+		emit_close(e, true);
+		break;
+	case JSON_INTEGER:
+		emit_int(e, key, json_integer_value(v));
+		break;
+	default:
+		text_item(e, key);
+		text_json(e, v);
+	}
+}
+
+/* A real, or nothing when json_real refuses it (NaN, infinity). */
+static void emit_real(struct emit *e, const char *key, double x)
+{
+	json_t *v = json_real(x);
+
+	emit_json(e, key, v);
+	json_decref(v);
+}
+
+static void series_emit(struct emit *e, const char *key, const struct series *s,
+			const struct series_cfg *cfg, bool with_points)
+{
+	emit_open(e, key, false);
+	emit_int(e, "peak", s->peak);
+	if (s->peak)
+		emit_int(e, "peak_t_ns", s->peak_t);
+	else
+		emit_null(e, "peak_t_ns");
+	emit_int(e, "final", s->cur);
+	if (with_points) {
+		uint64_t width = series_width(s, cfg);
+
+		emit_int(e, "bucket_ns", width);
+		emit_open(e, "points", true);
+		for (size_t i = 0; i < s->n; i++) {
+			emit_open(e, NULL, true);
+			emit_int(e, NULL, s->pts[i].idx * width);
+			emit_int(e, NULL, s->pts[i].max);
+			emit_int(e, NULL, s->pts[i].last);
+			emit_close(e, true);
+		}
+		emit_close(e, true);
+	}
+	emit_close(e, false);
 }
 
 static void totals_add(struct totals *sum, const struct totals *t)
@@ -1354,32 +1579,31 @@ static void totals_add(struct totals *sum, const struct totals *t)
 		dst[i] += src[i];
 }
 
-static json_t *totals_json(const struct totals *t)
+static void totals_emit(struct emit *e, const char *key, const struct totals *t)
 {
-	json_t *o = json_object();
-
-	json_object_set_new(o, "allocated_bytes", JI(t->allocated_bytes));
-	json_object_set_new(o, "allocations", JI(t->allocations));
-	json_object_set_new(
-	    o, "calls",
-	    json_pack("{s:I, s:I, s:I, s:I, s:I}", "malloc",
-		      (json_int_t)t->mallocs, "calloc", (json_int_t)t->callocs,
-		      "realloc", (json_int_t)t->reallocs, "aligned_alloc",
-		      (json_int_t)t->aligned_allocs, "free",
-		      (json_int_t)(t->frees + t->unknown_frees)));
-	json_object_set_new(o, "frees", JI(t->frees));
-	json_object_set_new(o, "freed_bytes", JI(t->freed_bytes));
-	json_object_set_new(o, "reallocs", JI(t->reallocs));
-	json_object_set_new(
-	    o, "average_size",
-	    t->allocations
-		? json_real((double)t->allocated_bytes / (double)t->allocations)
-		: json_null());
-	json_object_set_new(o, "unknown_frees", JI(t->unknown_frees));
-	json_object_set_new(o, "unknown_reallocs", JI(t->unknown_reallocs));
-	json_object_set_new(o, "failed_allocations", JI(t->failed_allocations));
-	json_object_set_new(o, "reused_addresses", JI(t->reused_addresses));
-	return o;
+	emit_open(e, key, false);
+	emit_int(e, "allocated_bytes", t->allocated_bytes);
+	emit_int(e, "allocations", t->allocations);
+	emit_open(e, "calls", false);
+	emit_int(e, "malloc", t->mallocs);
+	emit_int(e, "calloc", t->callocs);
+	emit_int(e, "realloc", t->reallocs);
+	emit_int(e, "aligned_alloc", t->aligned_allocs);
+	emit_int(e, "free", t->frees + t->unknown_frees);
+	emit_close(e, false);
+	emit_int(e, "frees", t->frees);
+	emit_int(e, "freed_bytes", t->freed_bytes);
+	emit_int(e, "reallocs", t->reallocs);
+	if (t->allocations)
+		emit_real(e, "average_size",
+			  (double)t->allocated_bytes / (double)t->allocations);
+	else
+		emit_null(e, "average_size");
+	emit_int(e, "unknown_frees", t->unknown_frees);
+	emit_int(e, "unknown_reallocs", t->unknown_reallocs);
+	emit_int(e, "failed_allocations", t->failed_allocations);
+	emit_int(e, "reused_addresses", t->reused_addresses);
+	emit_close(e, false);
 }
 
 static int leak_cmp(const void *a, const void *b)
@@ -1391,42 +1615,47 @@ static int leak_cmp(const void *a, const void *b)
 	return x->first_t < y->first_t ? -1 : x->first_t > y->first_t;
 }
 
-static json_t *leaks_json(struct leak_top *lt, bool with_pid)
+static void leaks_emit(struct emit *e, const char *key, struct leak_top *lt,
+		       bool with_pid)
 {
-	json_t *o = json_object(), *list = json_array();
-
 	qsort(lt->v, lt->n, sizeof(*lt->v), leak_cmp);
+	emit_open(e, key, false);
+	emit_int(e, "count", lt->count);
+	emit_int(e, "bytes", lt->bytes);
+	emit_open(e, "blocks", true);
 	for (size_t i = 0; i < lt->n; i++) {
 		const struct leak *lk = &lt->v[i];
-		json_t *e = json_pack("{s:I, s:I, s:I, s:s, s:I}", "addr",
-				      (json_int_t)lk->addr, "size",
-				      (json_int_t)lk->size, "first_seen_ns",
-				      (json_int_t)lk->first_t, "at", lk->at,
-				      "at_ns", (json_int_t)lk->at_t);
 
+		emit_open(e, NULL, false);
+		emit_int(e, "addr", lk->addr);
+		emit_int(e, "size", lk->size);
+		emit_int(e, "first_seen_ns", lk->first_t);
+		emit_str(e, "at", lk->at);
+		emit_int(e, "at_ns", lk->at_t);
 		if (with_pid)
-			json_object_set_new(e, "pid", JI(lk->pid));
-		json_array_append_new(list, e);
+			emit_int(e, "pid", lk->pid);
+		emit_close(e, false);
 	}
-	json_object_set_new(o, "count", JI(lt->count));
-	json_object_set_new(o, "bytes", JI(lt->bytes));
-	json_object_set_new(o, "blocks", list);
-	json_object_set_new(o, "blocks_listed_max", JI(lt->cap));
-	return o;
+	emit_close(e, true);
+	emit_int(e, "blocks_listed_max", lt->cap);
+	emit_close(e, false);
 }
 
-static json_t *exit_json(int kind, int value)
+static void exit_emit(struct emit *e, const char *key, int kind, int value)
 {
-	if (kind == MT_EXIT_CODE)
-		return json_pack("{s:i}", "code", value);
-	if (kind == MT_EXIT_SIGNAL)
-		return json_pack("{s:i}", "signal", value);
-	return json_null();
+	if (kind != MT_EXIT_CODE && kind != MT_EXIT_SIGNAL) {
+		emit_null(e, key);
+		return;
+	}
+	emit_open(e, key, false);
+	emit_int(e, kind == MT_EXIT_CODE ? "code" : "signal", value);
+	emit_close(e, false);
 }
 
-static json_t *gauges_json(const struct mt_recon *r, const struct series *s,
-			   const struct series_cfg *cfg, bool points,
-			   bool physical)
+static void gauges_emit(struct emit *e, const char *key,
+			const struct mt_recon *r, const struct series *s,
+			const struct series_cfg *cfg, bool points,
+			bool physical)
 {
 	static const struct {
 		const char *name;
@@ -1440,43 +1669,47 @@ static json_t *gauges_json(const struct mt_recon *r, const struct series *s,
 		   {"anon", G_PSS_ANON},
 		   {"file", G_PSS_FILE},
 		   {"shmem", G_PSS_SHMEM}};
-	json_t *o;
 	size_t n = physical ? 4 : 5;
 
-	if (!(physical ? r->have_physical : r->have_rss))
-		return json_null();
-	o = json_object();
+	if (!(physical ? r->have_physical : r->have_rss)) {
+		emit_null(e, key);
+		return;
+	}
+	emit_open(e, key, false);
 	for (size_t i = 0; i < n; i++) {
 		const char *name = physical ? pss[i].name : rss[i].name;
 		enum gauge g = physical ? pss[i].g : rss[i].g;
 
-		json_object_set_new(o, name, series_json(&s[g], cfg, points));
+		series_emit(e, name, &s[g], cfg, points);
 	}
-	return o;
+	emit_close(e, false);
 }
 
-static json_t *proc_json(struct mt_recon *r, struct proc *p)
+static void proc_emit(struct emit *e, struct mt_recon *r, struct proc *p)
 {
-	json_t *o = json_object();
 	bool pts = p->with_series;
 
-	json_object_set_new(o, "pid", JI(p->pid));
-	json_object_set_new(o, "ppid", p->has_ppid ? JI(p->ppid) : json_null());
-	json_object_set_new(o, "execs", json_incref(p->execs));
-	json_object_set_new(o, "start_ns", JI(p->start_t));
-	json_object_set_new(o, "end_ns", p->ended ? JI(p->end_t) : json_null());
-	json_object_set_new(o, "exit", exit_json(p->exit_kind, p->exit_value));
-	json_object_set_new(o, "events", JI(p->events));
-	json_object_set_new(o, "heap", series_json(&p->heap, &r->pcfg, pts));
-	json_object_set_new(o, "mapped",
-			    series_json(&p->mapped, &r->pcfg, pts));
-	json_object_set_new(o, "rss",
-			    gauges_json(r, p->gauge_s, &r->pcfg, pts, false));
-	json_object_set_new(o, "physical",
-			    gauges_json(r, p->gauge_s, &r->pcfg, pts, true));
-	json_object_set_new(o, "totals", totals_json(&p->tot));
-	json_object_set_new(o, "leaks", leaks_json(&p->leaks, false));
-	return o;
+	emit_open(e, NULL, false);
+	emit_int(e, "pid", p->pid);
+	if (p->has_ppid)
+		emit_int(e, "ppid", p->ppid);
+	else
+		emit_null(e, "ppid");
+	emit_json(e, "execs", p->execs);
+	emit_int(e, "start_ns", p->start_t);
+	if (p->ended)
+		emit_int(e, "end_ns", p->end_t);
+	else
+		emit_null(e, "end_ns");
+	exit_emit(e, "exit", p->exit_kind, p->exit_value);
+	emit_int(e, "events", p->events);
+	series_emit(e, "heap", &p->heap, &r->pcfg, pts);
+	series_emit(e, "mapped", &p->mapped, &r->pcfg, pts);
+	gauges_emit(e, "rss", r, p->gauge_s, &r->pcfg, pts, false);
+	gauges_emit(e, "physical", r, p->gauge_s, &r->pcfg, pts, true);
+	totals_emit(e, "totals", &p->tot);
+	leaks_emit(e, "leaks", &p->leaks, false);
+	emit_close(e, false);
 }
 
 static json_t *histogram_json(const struct mt_recon *r)
@@ -1599,6 +1832,7 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 			   const char *error)
 {
 	json_t *doc = json_object(), *in, *tree;
+	struct emit e = emit_into(doc);
 	struct totals sum = {0};
 	uint64_t end_t;
 	bool trailer = meta && meta->has_trailer;
@@ -1642,10 +1876,10 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 				: json_null());
 	json_object_set_new(doc, "start_monotonic_ns", JI(r->origin));
 	json_object_set_new(doc, "duration_ns", JI(end_t));
-	json_object_set_new(
-	    doc, "exit",
-	    trailer ? exit_json((int)meta->exit_kind, meta->exit_value)
-		    : json_null());
+	if (trailer)
+		exit_emit(&e, "exit", (int)meta->exit_kind, meta->exit_value);
+	else
+		emit_null(&e, "exit");
 	json_object_set_new(doc, "allocators_tracked",
 			    json_boolean(allocators_tracked(r)));
 	json_object_set_new(doc, "events", JI(r->events));
@@ -1665,15 +1899,13 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 	json_object_set_new(doc, "processes_count", JI(nprocs));
 
 	tree = json_object();
-	json_object_set_new(tree, "heap", series_json(&r->heap, &r->cfg, true));
-	json_object_set_new(tree, "mapped",
-			    series_json(&r->mapped, &r->cfg, true));
-	json_object_set_new(tree, "rss",
-			    gauges_json(r, r->gauge_s, &r->cfg, true, false));
-	json_object_set_new(tree, "physical",
-			    gauges_json(r, r->gauge_s, &r->cfg, true, true));
-	json_object_set_new(tree, "totals", totals_json(&sum));
-	json_object_set_new(tree, "leaks", leaks_json(&r->leaks, true));
+	e = emit_into(tree);
+	series_emit(&e, "heap", &r->heap, &r->cfg, true);
+	series_emit(&e, "mapped", &r->mapped, &r->cfg, true);
+	gauges_emit(&e, "rss", r, r->gauge_s, &r->cfg, true, false);
+	gauges_emit(&e, "physical", r, r->gauge_s, &r->cfg, true, true);
+	totals_emit(&e, "totals", &sum);
+	leaks_emit(&e, "leaks", &r->leaks, true);
 	json_object_set_new(tree, "histogram", histogram_json(r));
 	json_object_set_new(tree, "top_sizes", top_sizes_json(r));
 	json_object_set_new(doc, "tree", tree);
@@ -1697,10 +1929,11 @@ json_t *mt_recon_finish(struct mt_recon *r, const struct mt_meta *meta,
 			const char *error)
 {
 	json_t *doc = finish_head(r, meta, error), *procs = json_array();
+	struct emit e = emit_into(procs);
 
 	for (struct proc *p = r->first; p; p = p->next)
 		if (!r->opts.doc_procs || p->rank < r->opts.doc_procs)
-			json_array_append_new(procs, proc_json(r, p));
+			proc_emit(&e, r, p);
 	json_object_set_new(doc, "processes", procs);
 	return doc;
 }
@@ -1710,11 +1943,15 @@ int mt_recon_write(struct mt_recon *r, const struct mt_meta *meta,
 {
 	json_t *head = finish_head(r, meta, error);
 	char *text = json_dumps(head, flags);
+	struct emit e = {.out = out, .flags = flags, .buf = malloc(EMIT_BUF)};
 	size_t len;
 
 	json_decref(head);
-	if (!text)
+	if (!text || !e.buf) {
+		free(text);
+		free(e.buf);
 		return -1;
+	}
 	/* reopen the object: drop its closing brace */
 	len = strlen(text);
 	while (len > 0 && text[len - 1] != '}')
@@ -1723,13 +1960,12 @@ int mt_recon_write(struct mt_recon *r, const struct mt_meta *meta,
 	free(text);
 	fputs(",\"processes\":[", out);
 	for (struct proc *p = r->first; p; p = p->next) {
-		json_t *o = proc_json(r, p);
-
 		if (p != r->first)
-			fputc(',', out);
-		json_dumpf(o, out, flags);
-		json_decref(o);
+			text_put(&e, ",", 1);
+		proc_emit(&e, r, p);
 	}
+	text_flush(&e);
+	free(e.buf);
 	fputs("]}\n", out);
 	return ferror(out) ? -1 : 0;
 }
