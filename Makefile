@@ -38,7 +38,8 @@ DEB_PACKAGES := build-essential clang llvm bpftool libbpf-dev libelf-dev \
 	util-linux procps chromium jq
 
 LIB_SRCS := $(wildcard lib/*.c)
-LIB_OBJS := $(patsubst lib/%.c,$(OUTPUT)/lib/%.o,$(LIB_SRCS))
+LIB_OBJS := $(patsubst lib/%.c,$(OUTPUT)/lib/%.o,$(LIB_SRCS)) \
+	$(OUTPUT)/lib/mt_trace_btf.o
 LIBMT := $(OUTPUT)/libmt.a
 
 TOOLS := mt-trace mt-encode mt-reconstruct mt-report
@@ -72,6 +73,21 @@ $(OUTPUT)/%.bpf.o: bpf/%.bpf.c bpf/*.h $(OUTPUT)/vmlinux.h | $(OUTPUT)
 	$(Q)$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) \
 		-I$(OUTPUT) -Ibpf -c $< -o $@
 	$(Q)$(LLVM_STRIP) -g $@
+
+# The kernel types the program reads, cut from the build kernel's BTF, and
+# that kernel's notes (build ID): mt-trace carries both (bpf/mt_trace_btf.S)
+# and uses the types on that kernel only, to skip parsing its 5 MB BTF.
+# Without bpftool's min_core_btf the file is empty and the kernel's is read.
+$(OUTPUT)/mt_trace.min.btf: $(OUTPUT)/mt_trace.bpf.o
+	$(call msg,BTF,$@)
+	$(Q)$(BPFTOOL) gen min_core_btf /sys/kernel/btf/vmlinux $@ $< \
+		2>/dev/null || : > $@
+$(OUTPUT)/kernel.notes: $(OUTPUT)/mt_trace.bpf.o
+	$(Q)cat /sys/kernel/notes > $@ 2>/dev/null || : > $@
+$(OUTPUT)/lib/mt_trace_btf.o: bpf/mt_trace_btf.S $(OUTPUT)/mt_trace.min.btf \
+		$(OUTPUT)/kernel.notes | $(OUTPUT)/lib
+	$(call msg,AS,$@)
+	$(Q)$(CC) -c -I$(OUTPUT) $< -o $@
 
 $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)

@@ -6,8 +6,11 @@
  *   - allocator uprobes/uretprobes (one program each, the function told
  *     apart by the attach cookie) -> events ring;
  *   - mmap/munmap/mremap/brk syscall tracepoints -> events ring;
- *   - fork/exec/exit (tp_btf, no tracefs needed) -> lifecycle ring, which a
- *     flood of allocator events cannot fill.
+ *   - fork/exec/exit (raw tracepoints, no tracefs needed) -> lifecycle
+ *     ring, which a flood of allocator events cannot fill.
+ * Raw tracepoints rather than tp_btf: libbpf needs no vmlinux BTF to attach
+ * them, and CO-RE reads against the small BTF mt-trace carries, which
+ * saves parsing the kernel's 5 MB BTF at every start (RSS and time).
  * Only processes in `traced` produce events; fork adds the child, exit
  * removes the process, so a reused pid is never mistaken for a traced one.
  */
@@ -417,7 +420,7 @@ static __always_inline bool syscall_failed(long ret)
 }
 
 /*
- * The syscalls are hooked with tp_btf/sys_enter and sys_exit rather than the
+ * The syscalls are hooked with raw_tp/sys_enter and sys_exit rather than the
  * per-syscall tracepoints: those need tracefs and, worse, each costs ~40 ms
  * to detach, serialised in the kernel (8 of them made `mt-trace -- true`
  * take 0.35 s).  The price is a BPF call on every syscall while tracing; the
@@ -434,7 +437,7 @@ static __always_inline bool is_memory_syscall(long id)
 	       id == NR_MREMAP;
 }
 
-SEC("tp_btf/sys_enter")
+SEC("raw_tp/sys_enter")
 int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 {
 	struct call_state *st;
@@ -447,19 +450,19 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	switch (id) {
 	case NR_MMAP:
-		st->sys_arg0 = regs->si;  /* length */
-		st->sys_arg1 = regs->dx;  /* prot */
-		st->sys_arg2 = regs->r10; /* flags */
-		st->sys_arg3 = regs->r8;  /* fd */
+		st->sys_arg0 = BPF_CORE_READ(regs, si);	 /* length */
+		st->sys_arg1 = BPF_CORE_READ(regs, dx);	 /* prot */
+		st->sys_arg2 = BPF_CORE_READ(regs, r10); /* flags */
+		st->sys_arg3 = BPF_CORE_READ(regs, r8);	 /* fd */
 		break;
 	case NR_MUNMAP:
-		st->sys_arg0 = regs->di; /* address */
-		st->sys_arg1 = regs->si; /* length */
+		st->sys_arg0 = BPF_CORE_READ(regs, di); /* address */
+		st->sys_arg1 = BPF_CORE_READ(regs, si); /* length */
 		break;
 	case NR_MREMAP:
-		st->sys_arg0 = regs->di; /* old address */
-		st->sys_arg1 = regs->si; /* old length */
-		st->sys_arg2 = regs->dx; /* new length */
+		st->sys_arg0 = BPF_CORE_READ(regs, di); /* old address */
+		st->sys_arg1 = BPF_CORE_READ(regs, si); /* old length */
+		st->sys_arg2 = BPF_CORE_READ(regs, dx); /* new length */
 		break;
 	case NR_BRK:
 		/* the break before the call, to tell growth from failure */
@@ -482,11 +485,11 @@ static __always_inline void emit_brk(__u64 pid_tgid, __u64 old_brk,
 	     0);
 }
 
-SEC("tp_btf/sys_exit")
+SEC("raw_tp/sys_exit")
 int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	long id = regs->orig_ax;
+	long id = BPF_CORE_READ(regs, orig_ax);
 	struct call_state *st;
 	struct mt_event *e;
 
@@ -537,9 +540,9 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 /*
  * kmem:rss_stat fires on every change of an mm's RSS counter.  Only the
  * classic tracepoint carries the exact size (it sums the per-CPU counter);
- * only tp_btf carries the mm itself, whose owner says which process the
- * memory belongs to -- also when another task caused the change (reclaim,
- * a parent reading the child's memory).  Both fire for the same update, on
+ * only the raw tracepoint carries the mm itself, whose owner says which
+ * process the memory belongs to -- also when another task caused the change
+ * (reclaim, a parent reading the child's memory).  Both fire for the same update, on
  * the same CPU with preemption off, one right after the other, so the two
  * halves meet in a per-CPU slot; whichever comes second emits the event,
  * so the order the kernel runs them in does not matter.
@@ -594,7 +597,7 @@ static __always_inline void emit_rss(struct rss_slot *slot)
 	bpf_ringbuf_submit(e, flags);
 }
 
-SEC("tp_btf/rss_stat")
+SEC("raw_tp/rss_stat")
 int BPF_PROG(on_rss_owner, struct mm_struct *mm, int member)
 {
 	struct rss_slot *slot = rss_slot();
@@ -644,14 +647,15 @@ int on_rss_size(struct trace_event_raw_rss_stat *ctx)
 
 /* ---- process life -------------------------------------------------------- */
 
-SEC("tp_btf/sched_process_fork")
+SEC("raw_tp/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
-	__u32 parent_tgid = parent->tgid, child_tgid = child->tgid;
+	__u32 parent_tgid = BPF_CORE_READ(parent, tgid);
+	__u32 child_tgid = BPF_CORE_READ(child, tgid);
 	__u32 traced_state = MT_TRACED;
 	struct mt_event *e;
 
-	if (child->pid != child_tgid)
+	if (BPF_CORE_READ(child, pid) != child_tgid)
 		return 0; /* a new thread, not a new process */
 	if (!is_traced(parent_tgid))
 		return 0;
@@ -677,11 +681,11 @@ struct exec_record {
 	char path[MT_PATH_MAX];
 };
 
-SEC("tp_btf/sched_process_exec")
+SEC("raw_tp/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
 	     struct linux_binprm *bprm)
 {
-	__u32 tgid = task->tgid, *state;
+	__u32 tgid = BPF_CORE_READ(task, tgid), *state;
 	struct exec_record *r;
 	long len;
 
@@ -704,10 +708,10 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
 
 #define SIGNAL_GROUP_EXIT 0x00000004 /* include/linux/sched/signal.h */
 
-SEC("tp_btf/sched_process_exit")
+SEC("raw_tp/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
 {
-	__u32 tgid = task->tgid;
+	__u32 tgid = BPF_CORE_READ(task, tgid);
 	struct mt_event *e;
 	__u32 status;
 
@@ -716,7 +720,7 @@ int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
 	if (BPF_CORE_READ(task, signal, flags) & SIGNAL_GROUP_EXIT)
 		status = BPF_CORE_READ(task, signal, group_exit_code);
 	else
-		status = task->exit_code;
+		status = BPF_CORE_READ(task, exit_code);
 	e = reserve_lifecycle(sizeof(*e));
 	if (e) {
 		fill_event(e, MT_EV_EXIT, bpf_get_current_pid_tgid());

@@ -38,6 +38,7 @@
 
 #include "mt_attach.h"
 #include "mt_control.h"
+#include "mt_core_btf.h"
 #include "mt_elf.h"
 #include "mt_probe.h"
 #include "mt_pss.h"
@@ -266,12 +267,22 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt,
 int mt_tracer_load_bpf(struct tracer *t, bool multi)
 {
 	const struct mt_tracer_opts *o = t->opts;
+	char btf_path[64];
+	const char *why = NULL;
+	int btf_fd = mt_core_btf_open(btf_path, sizeof(btf_path), &why);
+	LIBBPF_OPTS(bpf_object_open_opts, open_opts,
+		    .btf_custom_path = btf_fd >= 0 ? btf_path : NULL);
 	struct mt_trace *skel;
 	int err;
 
-	skel = mt_trace__open();
+	if (btf_fd < 0 && o->verbose)
+		fprintf(stderr, "mt-trace: reading the kernel's BTF: %s\n",
+			why);
+	skel = mt_trace__open_opts(&open_opts);
 	if (!skel) {
 		explain_privileges("opening the BPF object", errno);
+		if (btf_fd >= 0)
+			close(btf_fd);
 		return -1;
 	}
 	bpf_map__set_max_entries(skel->maps.events, o->ring_bytes);
@@ -297,6 +308,8 @@ int mt_tracer_load_bpf(struct tracer *t, bool multi)
 						      BPF_TRACE_UPROBE_MULTI_);
 	}
 	err = mt_trace__load(skel);
+	if (btf_fd >= 0)
+		close(btf_fd);
 	if (err) {
 		explain_privileges("loading the BPF programs", -err);
 		mt_trace__destroy(skel);
@@ -336,7 +349,7 @@ static int setup_bpf(struct tracer *t)
 		return -1;
 	if (t->opts->track_allocators && mt_tracer_attach_initial(t))
 		return -1;
-	/* tp_btf and syscall tracepoints: the skeleton attaches them */
+	/* raw tracepoints and kmem:rss_stat: the skeleton attaches them */
 	err = mt_trace__attach(t->skel);
 	if (err) {
 		explain_privileges("attaching tracepoints", -err);

@@ -430,6 +430,22 @@ log_info() {
 	[ "$elapsed_ms" -lt 500 ]
 }
 
+@test "the kernel's 5 MB BTF is not read: the built-in BTF of this kernel serves CO-RE" {
+	require_bpf
+	command -v strace >/dev/null || skip "strace not installed"
+	run strace -f -e trace=openat -o "$T/strace.txt" \
+		mt-trace -v -o "$T/t.raw" -- true
+	assert_success
+	refute_output --partial "reading the kernel's BTF"
+	run grep -c "/sys/kernel/btf/vmlinux" "$T/strace.txt"
+	assert_output 0
+	# and the trace is whole: the root's Exec and Exit are there
+	run mt-encode --jsonl "$T/t.raw"
+	assert_success
+	assert_output --partial '"type":"Exec"'
+	assert_output --partial '"type":"Exit"'
+}
+
 @test "the probes go: just after mt-trace exits by default, before it exits with --wait-detach" {
 	require_bpf
 	command -v bpftool >/dev/null || skip "bpftool not installed"
