@@ -220,7 +220,7 @@ static inline char *mp_uint(char *p, uint64_t u)
 		return p + 1;
 	}
 	if (u < 0x100) {
-		p[0] = MP_UINT8;
+		p[0] = (char)MP_UINT8;
 		p[1] = u;
 		return p + 2;
 	}
@@ -408,7 +408,7 @@ static void put_bool_k(struct map_writer *w, const char *key, size_t klen,
 
 	if (w->msgpack) {
 		p = mp_key(w->p, key, klen);
-		*p++ = b ? MP_TRUE : MP_FALSE;
+		*p++ = (char)(b ? MP_TRUE : MP_FALSE);
 	} else {
 		p = js_key(w, key, klen);
 		memcpy(p, b ? "true" : "false", b ? 4 : 5);
