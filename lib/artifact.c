@@ -137,7 +137,7 @@ static inline bool room(struct map_writer *w, size_t need)
 }
 
 /* false after an error: nothing more is written */
-static bool begin_map(struct mt_artifact *a, struct map_writer *w)
+static inline bool begin_map(struct mt_artifact *a, struct map_writer *w)
 {
 	*w = (struct map_writer){
 	    .a = a,
@@ -151,7 +151,7 @@ static bool begin_map(struct mt_artifact *a, struct map_writer *w)
 	return true;
 }
 
-static int end_map(struct map_writer *w)
+static inline int end_map(struct map_writer *w)
 {
 	struct mt_artifact *a = w->a;
 
