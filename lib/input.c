@@ -69,6 +69,8 @@ struct mt_input {
 	bool have_first;    /* memtrack: first event decoded at detection */
 	struct mt_record first;
 	uint64_t line; /* JSON Lines: current line number */
+	/* MessagePack fast path: the keys of the last map of each kind */
+	struct key_guess *guesses;
 };
 
 /* ---- errors ---------------------------------------------------------- */
@@ -1659,32 +1661,80 @@ static inline bool fast_uint(const unsigned char **p, uint64_t *u)
 	return true;
 }
 
-/* What one event map held: unsigned values by key, the type, the Rss
+/*
+ * The key the last map of a kind had at a position, as encoded (str
+ * header and name, at most 16 bytes).  Maps of a kind repeat their keys
+ * in order, so one masked compare of the bytes usually finds the key: the
+ * header holds the length, so equal bytes are the same key.
+ */
+struct key_guess {
+	struct name_words bytes;
+	uint8_t size; /* 0: no guess yet */
+	uint8_t k;
+};
+
+#define GUESS_POS 16 /* a fixmap has at most 15 pairs */
+
+static inline unsigned fast_key(const unsigned char **p, struct key_guess *g)
+{
+	const unsigned char *start = *p, *key;
+	struct name_words w;
+	unsigned k;
+	int len;
+
+	if (g->size) {
+		w = name_words(start, g->size);
+		if (w.lo == g->bytes.lo && w.hi == g->bytes.hi) {
+			*p += g->size;
+			return g->k;
+		}
+	}
+	len = fast_str(p, &key);
+	if (len < 1 || len > 16)
+		return K_MAX;
+	k = name_find(&fast_keys, key, len, K_MAX);
+	if (k != K_MAX && *p - start <= 16) {
+		g->size = *p - start;
+		g->bytes = name_words(start, g->size);
+		g->k = k;
+	}
+	return k;
+}
+
+/* What one event map held: unsigned values by key, the kind, the Rss
  * member when it is a name. */
 struct fast_map {
 	uint64_t present; /* bit per enum key */
 	uint64_t u[K_MAX];
-	const unsigned char *type, *member;
-	int type_len, member_len;
+	unsigned kind; /* MT_EV_NONE until "type" */
+	const unsigned char *member;
+	int member_len;
 };
 
-/* One key and its value into m: false to decline the map. */
-static inline bool fast_pair(const unsigned char **p, struct fast_map *m)
+/* The type: an event kind, else the general path decides (Header,
+ * Trailer, or an error to report). */
+static inline bool fast_type(const unsigned char **p, struct fast_map *m)
 {
-	const unsigned char *key;
-	int len = fast_str(p, &key);
-	unsigned k;
+	const unsigned char *s;
+	int len = fast_str(p, &s);
 
-	if (len < 1 || len > 16)
+	if (len < 0 || len > 16)
 		return false;
-	k = name_find(&fast_keys, key, len, K_MAX);
+	m->kind = name_find(&fast_kinds, s, len, MT_EV_NONE);
+	return m->kind != MT_EV_NONE;
+}
+
+/* Pair i of a map: its key and value into m; false to decline the map. */
+static inline bool fast_pair(const unsigned char **p, struct fast_map *m,
+			     unsigned i, struct key_guess *guesses)
+{
+	unsigned k = fast_key(p, &guesses[m->kind * GUESS_POS + i]);
+
 	if (k == K_MAX)
 		return false;
 	m->present |= 1ull << k;
-	if (k == K_TYPE) {
-		m->type_len = fast_str(p, &m->type);
-		return m->type_len >= 0;
-	}
+	if (k == K_TYPE)
+		return fast_type(p, m);
 	if (k == K_MEMBER) {
 		m->member_len = fast_str(p, &m->member);
 		if (m->member_len >= 0)
@@ -1750,38 +1800,32 @@ static bool fast_kind_values(const struct fast_map *m, struct mt_event *ev)
 	}
 }
 
-static uint64_t fast_get(const struct fast_map *m, enum key k)
-{
-	return fast_has(m, k) ? m->u[k] : 0;
-}
-
-/* The fields every event has, as fields_to_record reads them. */
+/* The fields every event has, as fields_to_record reads them (the keys
+ * up to K_OLD_SIZE start at 0, absent or not). */
 static bool fast_to_record(const struct fast_map *m, struct mt_record *rec)
 {
 	struct mt_event *ev = &rec->ev;
 
-	if (!fast_has(m, K_TYPE) || !fast_has(m, K_PID) ||
-	    !fast_has(m, K_TIMESTAMP) || m->type_len > 16 ||
-	    m->u[K_PID] > UINT32_MAX || fast_get(m, K_TID) > UINT32_MAX)
+	if (m->kind == MT_EV_NONE || !fast_has(m, K_PID) ||
+	    !fast_has(m, K_TIMESTAMP) || m->u[K_PID] > UINT32_MAX ||
+	    m->u[K_TID] > UINT32_MAX)
 		return false;
 	memset(rec, 0, sizeof(*rec));
-	ev->kind = name_find(&fast_kinds, m->type, m->type_len, MT_EV_NONE);
-	if (ev->kind == MT_EV_NONE)
-		return false; /* Header, Trailer, or an error to report */
+	ev->kind = m->kind;
 	ev->pid = m->u[K_PID];
-	ev->tid = fast_get(m, K_TID);
+	ev->tid = m->u[K_TID];
 	ev->timestamp = m->u[K_TIMESTAMP];
-	ev->addr = fast_get(m, K_ADDR);
-	ev->size = fast_get(m, K_SIZE);
-	ev->old_addr = fast_get(m, K_OLD_ADDR);
-	ev->old_size = fast_get(m, K_OLD_SIZE);
+	ev->addr = m->u[K_ADDR];
+	ev->size = m->u[K_SIZE];
+	ev->old_addr = m->u[K_OLD_ADDR];
+	ev->old_size = m->u[K_OLD_SIZE];
 	return fast_kind_values(m, ev);
 }
 
 /* The event map at p into rec, *size bytes long: true, or false to leave
  * it to the general path.  FAST_SLACK bytes at p must be readable. */
 static bool mp_fast_event(const unsigned char *p, struct mt_record *rec,
-			  size_t *size)
+			  size_t *size, struct key_guess *guesses)
 {
 	const unsigned char *start = p;
 	struct fast_map m;
@@ -1791,10 +1835,12 @@ static bool mp_fast_event(const unsigned char *p, struct mt_record *rec,
 		return false;
 	n = *p++ & 0x0f;
 	m.present = 0;
-	m.type = m.member = NULL;
-	m.type_len = m.member_len = 0;
-	while (n--)
-		if (!fast_pair(&p, &m))
+	memset(m.u, 0, (K_OLD_SIZE + 1) * sizeof(*m.u));
+	m.kind = MT_EV_NONE;
+	m.member = NULL;
+	m.member_len = 0;
+	for (unsigned i = 0; i < n; i++)
+		if (!fast_pair(&p, &m, i, guesses))
 			return false;
 	if (!fast_to_record(&m, rec))
 		return false;
@@ -1831,7 +1877,8 @@ static int mp_fast_next(struct mt_input *in, struct mt_record *rec)
 	if (avail(in) < FAST_SLACK && !in->eof && !fill(in, FAST_SLACK) &&
 	    in->state < 0)
 		return -1;
-	if (avail(in) < FAST_SLACK || !mp_fast_event(cur(in), rec, &size))
+	if (avail(in) < FAST_SLACK ||
+	    !mp_fast_event(cur(in), rec, &size, in->guesses))
 		return 0;
 #ifdef MT_FUZZ_DIFF
 	mp_check_fast_event(in, size, rec);
@@ -2012,8 +2059,9 @@ static int mp_open(struct mt_input *in)
 	unsigned kind = MT_EV_NONE;
 	int ret;
 
-	if (!grow(in, MP_BUF))
-		return -1;
+	in->guesses = calloc(MT_EV_KIND_MAX * GUESS_POS, sizeof(*in->guesses));
+	if (!in->guesses || !grow(in, MP_BUF))
+		return fail(in, 0, "out of memory");
 	ret = mp_next_fields(in, &f, &off);
 	if (ret <= 0)
 		return -1;
@@ -2221,6 +2269,7 @@ void mt_input_close(struct mt_input *in)
 		msgpack_zone_destroy(&in->zone);
 	mt_meta_free(&in->meta);
 	free(in->str);
+	free(in->guesses);
 	free(in->buf);
 	free(in->name);
 	free(in);
