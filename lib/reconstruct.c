@@ -67,30 +67,57 @@ struct series_cfg {
 	size_t max_points;
 };
 
-/* Double the bucket width until at most half the cap is used, merging
- * neighbours; keeping each maximum is what keeps every peak visible. */
+/* Widen the buckets 2^k times, merging neighbours; keeping each maximum
+ * is what keeps every peak visible. */
+static void series_widen(struct series *s, unsigned k)
+{
+	size_t o = 0;
+
+	s->shift += k;
+	for (size_t i = 0; i < s->n; i++) {
+		struct point p = s->pts[i];
+
+		p.idx >>= k;
+		if (o > 0 && s->pts[o - 1].idx == p.idx) {
+			struct point *q = &s->pts[o - 1];
+
+			if (p.max > q->max)
+				q->max = p.max;
+			q->last = p.last;
+		} else {
+			s->pts[o++] = p;
+		}
+	}
+	s->n = o;
+}
+
+/*
+ * Double the bucket width until at most target points are left (or the
+ * width is 2^63).  Doubling k times merges exactly what widening 2^k
+ * times at once does, and two neighbours share a bucket once k reaches the
+ * bit length of idx ^ the previous idx: so one pass counts neighbours by
+ * that length, which tells the fewest doublings, and one pass merges.
+ */
 static void series_coarsen(struct series *s, size_t target)
 {
-	while (s->n > target && s->shift < 63) {
-		size_t o = 0;
+	size_t by_len[65] = {0}, left;
+	unsigned k, k_max;
 
-		s->shift++;
-		for (size_t i = 0; i < s->n; i++) {
-			struct point p = s->pts[i];
+	if (s->n <= target || s->shift >= 63)
+		return;
+	for (size_t i = 1; i < s->n; i++) {
+		uint64_t diff = s->pts[i].idx ^ s->pts[i - 1].idx;
 
-			p.idx >>= 1;
-			if (o > 0 && s->pts[o - 1].idx == p.idx) {
-				struct point *q = &s->pts[o - 1];
-
-				if (p.max > q->max)
-					q->max = p.max;
-				q->last = p.last;
-			} else {
-				s->pts[o++] = p;
-			}
-		}
-		s->n = o;
+		by_len[diff ? 64 - __builtin_clzll(diff) : 0]++;
 	}
+	k_max = 63 - s->shift;
+	left = s->n - by_len[0];
+	for (k = 1;; k++) {
+		left -= by_len[k];
+		if (left <= target || k == k_max)
+			break;
+	}
+	series_widen(s, k);
 }
 
 static int series_grow(struct series *s)
