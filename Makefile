@@ -22,7 +22,7 @@ CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-missing-field-initializers \
 	  -I$(OUTPUT) -Ilib -Ibpf -D_GNU_SOURCE
 LDLIBS_COMMON := -lmsgpackc -ljansson -lm
-LDLIBS_BPF := -lbpf -lelf -lz -lpthread
+LDLIBS_BPF := -lbpf -lelf -lz -lpthread -lZydis
 
 ifeq ($(V),1)
 Q =
@@ -33,7 +33,7 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 DEB_PACKAGES := build-essential clang llvm bpftool libbpf-dev libelf-dev \
-	zlib1g-dev libmsgpack-dev libjansson-dev pkg-config bats bats-support \
+	zlib1g-dev libzydis-dev libmsgpack-dev libjansson-dev pkg-config bats bats-support \
 	bats-assert bats-file python3-msgpack valgrind hyperfine zstd time \
 	util-linux procps chromium jq
 
@@ -132,6 +132,8 @@ fixtures: $(FIXTURES) $(OUTPUT)/preload/mtcount.so
 $(OUTPUT)/unit/%: tests/unit/%.c $(LIBMT) | $(OUTPUT)/unit
 	$(call msg,CCLD,$@)
 	$(Q)$(CC) $(CFLAGS) $< $(LIBMT) $(LDLIBS_COMMON) -o $@
+# test_elf checks where uprobes go: the ELF and x86 decoding of the tracer
+$(OUTPUT)/unit/test_elf: LDLIBS_COMMON += $(LDLIBS_BPF)
 
 # The README's test command.  Runs every suite and ends with
 # "N passed, N failed"; exits non-zero on any failure.

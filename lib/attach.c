@@ -144,11 +144,16 @@ static bool seen_offset(const uint64_t *seen, size_t n, uint64_t off)
 /* Entry-only probes may sit past a first instruction the kernel would
  * single-step (glibc's free starts with test %rdi,%rdi). */
 static uint64_t entry_offset(struct mt_attach *a, const char *path,
-			     const char *name, uint64_t off)
+			     const char *name, uint64_t off, uint64_t size)
 {
 	uint8_t code[32];
-	int got = mt_elf_read_code(path, off, code, sizeof(code));
-	size_t skip = got > 0 ? mt_probe_skip(code, got) : 0;
+	int got;
+	size_t skip = mt_probe_skip_null(path, off, size);
+
+	if (!skip) {
+		got = mt_elf_read_code(path, off, code, sizeof(code));
+		skip = got > 0 ? mt_probe_skip(code, got) : 0;
+	}
 
 	if (skip && a->verbose > 1)
 		fprintf(stderr, "mt-trace: %s: %s probe at +%zu\n", path, name,
@@ -192,8 +197,10 @@ int mt_attach_file_as(struct mt_attach *a, const char *path,
 		seen[nseen++] = off;
 		per_family[table[i].family]++;
 		if (fn == MT_FN_FREE) {
-			enter[nenter++] = (struct probe){
-			    entry_offset(a, path, funcs[i].name, off), fn};
+			enter[nenter++] =
+			    (struct probe){entry_offset(a, path, funcs[i].name,
+							off, funcs[i].size),
+					   fn};
 			continue;
 		}
 		/* a return probe must be at the entry, where the return

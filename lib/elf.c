@@ -5,10 +5,13 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <link.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <Zydis/Zydis.h>
 
 #include "mt_elf.h"
 
@@ -247,6 +250,208 @@ size_t mt_probe_skip(const uint8_t *code, size_t len)
 		skip += n;
 	}
 	return is_emulated(code + skip, len - skip) ? skip : 0;
+}
+
+/* ---- probing free() past its NULL test ----------------------------------- */
+
+/* The relative branches and calls of x86-64 (jmp, jcc, call, loop, jrcxz):
+ * where the one at c[0] lands, relative to c, or 0 if c[0] starts none. */
+static int64_t branch_target(const uint8_t *c, size_t len)
+{
+	if (len >= 2 && (c[0] == 0xeb || (c[0] >= 0x70 && c[0] <= 0x7f) ||
+			 (c[0] >= 0xe0 && c[0] <= 0xe3)))
+		return 2 + (int8_t)c[1];
+	if (len >= 5 && (c[0] == 0xe8 || c[0] == 0xe9)) {
+		int32_t d;
+
+		memcpy(&d, c + 1, 4);
+		return 5 + (int64_t)d;
+	}
+	if (len >= 6 && c[0] == 0x0f && c[1] >= 0x80 && c[1] <= 0x8f) {
+		int32_t d;
+
+		memcpy(&d, c + 2, 4);
+		return 6 + (int64_t)d;
+	}
+	return 0;
+}
+
+/*
+ * Might any direct branch in the executable segment ph of fd land on the
+ * virtual address target?  Every byte is read as the start of a branch, so
+ * a yes may be a coincidence of bytes (the caller then keeps its safe
+ * placement), and a no is certain.
+ */
+static int segment_branches_to(int fd, const GElf_Phdr *ph, uint64_t target)
+{
+	enum { CHUNK = 1 << 16, TAIL = 5 }; /* a branch is at most 6 bytes */
+	static uint8_t buf[CHUNK + TAIL];
+	uint64_t done = 0;
+
+	while (done < ph->p_filesz) {
+		size_t want = ph->p_filesz - done > CHUNK + TAIL
+				  ? CHUNK + TAIL
+				  : ph->p_filesz - done;
+		ssize_t got = pread(fd, buf, want, ph->p_offset + done);
+		size_t starts;
+
+		if (got <= 0)
+			return -EIO;
+		/* a branch starting in the tail is read with the next chunk */
+		starts = (size_t)got == CHUNK + TAIL ? CHUNK : (size_t)got;
+		for (size_t i = 0; i < starts; i++) {
+			int64_t rel = branch_target(buf + i, got - i);
+
+			if (rel && ph->p_vaddr + done + i + rel == target)
+				return 1;
+		}
+		done += starts;
+	}
+	return 0;
+}
+
+static int branches_to(Elf *elf, int fd, uint64_t target)
+{
+	size_t nphdr;
+	GElf_Phdr ph;
+	int rc;
+
+	if (elf_getphdrnum(elf, &nphdr))
+		return -EINVAL;
+	for (size_t i = 0; i < nphdr; i++) {
+		if (!gelf_getphdr(elf, i, &ph) || ph.p_type != PT_LOAD ||
+		    !(ph.p_flags & PF_X))
+			continue;
+		rc = segment_branches_to(fd, &ph, target);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Where a branch or call goes: its absolute target when it is direct, 0
+ * when indirect, 1 (no address) when it is no branch at all. */
+static uint64_t branch_goes(const ZydisDecodedInstruction *insn,
+			    const ZydisDecodedOperand *ops, uint64_t at)
+{
+	ZyanU64 target;
+
+	if (insn->meta.category != ZYDIS_CATEGORY_COND_BR &&
+	    insn->meta.category != ZYDIS_CATEGORY_UNCOND_BR &&
+	    insn->meta.category != ZYDIS_CATEGORY_CALL)
+		return 1;
+	if (insn->operand_count_visible >= 1 &&
+	    ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
+	    ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(insn, &ops[0], at, &target)))
+		return target;
+	return insn->meta.category == ZYDIS_CATEGORY_CALL ? 1 : 0;
+}
+
+/*
+ * Decode the whole function (Zydis, a real x86 decoder): is vaddr + past
+ * an instruction boundary, and does nothing in the function branch there
+ * or jump indirectly (a jump table could reach it)?  Bytes that do not
+ * decode are a no.
+ */
+static bool body_avoids(const uint8_t *code, size_t size, uint64_t vaddr,
+			size_t past)
+{
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	ZydisDecodedInstruction insn;
+	ZydisDecoder decoder;
+	bool boundary = false;
+	size_t at = 0;
+
+	if (!ZYAN_SUCCESS(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64,
+					   ZYDIS_STACK_WIDTH_64)))
+		return false;
+	while (at < size) {
+		uint64_t goes;
+
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(
+			&decoder, code + at, size - at, &insn, ops)))
+			return false;
+		boundary |= at == past;
+		goes = branch_goes(&insn, ops, vaddr + at);
+		if (goes == 0 || goes == vaddr + past)
+			return false;
+		at += insn.length;
+	}
+	return boundary;
+}
+
+/* The start of code is [endbr64] test %rdi,%rdi; je: the length up to
+ * the je's end, else 0. */
+static size_t null_test_len(const uint8_t *c, size_t len)
+{
+	static const uint8_t endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+	size_t at = len >= 4 && memcmp(c, endbr64, 4) == 0 ? 4 : 0;
+
+	if (len < at + 5 || c[at] != 0x48 || c[at + 1] != 0x85 ||
+	    c[at + 2] != 0xff)
+		return 0;
+	at += 3;
+	if (c[at] == 0x74)
+		return at + 2;
+	if (len >= at + 6 && c[at] == 0x0f && c[at + 1] == 0x84)
+		return at + 6;
+	return 0;
+}
+
+static uint64_t offset_to_vaddr(Elf *elf, uint64_t off)
+{
+	size_t nphdr;
+	GElf_Phdr ph;
+
+	if (elf_getphdrnum(elf, &nphdr))
+		return 0;
+	for (size_t i = 0; i < nphdr; i++) {
+		if (gelf_getphdr(elf, i, &ph) && ph.p_type == PT_LOAD &&
+		    (ph.p_flags & PF_X) && off >= ph.p_offset &&
+		    off < ph.p_offset + ph.p_filesz)
+			return off - ph.p_offset + ph.p_vaddr;
+	}
+	return 0;
+}
+
+static size_t skip_null_test(Elf *elf, int fd, uint64_t off, uint64_t size)
+{
+	uint8_t code[4096];
+	size_t past;
+	uint64_t vaddr;
+
+	if (size == 0 || size > sizeof(code) ||
+	    pread(fd, code, size, off) != (ssize_t)size)
+		return 0;
+	past = null_test_len(code, size);
+	if (!past || !is_emulated(code + past, size - past))
+		return 0;
+	vaddr = offset_to_vaddr(elf, off);
+	/* inside the function, decoded; from anywhere else in the file's
+	 * code, any byte that could be a branch there */
+	if (!vaddr || !body_avoids(code, size, vaddr, past) ||
+	    branches_to(elf, fd, vaddr + past) != 0)
+		return 0;
+	return past;
+}
+
+size_t mt_probe_skip_null(const char *path, uint64_t off, uint64_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t past = 0;
+	Elf *elf;
+
+	if (fd < 0)
+		return 0;
+	elf = elf_version(EV_CURRENT) != EV_NONE
+		  ? elf_begin(fd, ELF_C_READ_MMAP, NULL)
+		  : NULL;
+	if (elf && elf_kind(elf) == ELF_K_ELF)
+		past = skip_null_test(elf, fd, off, size);
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return past;
 }
 
 static int find_libc(struct dl_phdr_info *info, size_t size, void *data)
