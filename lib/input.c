@@ -13,6 +13,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 #include <msgpack.h>
@@ -41,6 +43,7 @@ struct mt_input {
 	size_t cap, start, end;
 	uint64_t buf_off;
 	bool eof;
+	bool mapped; /* buf is the whole file, mapped: nothing to read */
 
 	/* raw stream */
 	uint32_t event_size;
@@ -109,7 +112,7 @@ static bool grow(struct mt_input *in, size_t size)
 	size_t cap = in->cap;
 	unsigned char *buf;
 
-	if (size <= cap)
+	if (size <= cap || in->mapped) /* mapped: every byte is there */
 		return true;
 	while (cap < size)
 		cap *= 2;
@@ -127,8 +130,8 @@ static bool grow(struct mt_input *in, size_t size)
  * Returns false at end of input or on a read error (in->err set then). */
 static bool fill(struct mt_input *in, size_t need)
 {
-	if (avail(in) >= need)
-		return true;
+	if (avail(in) >= need || in->mapped)
+		return avail(in) >= need;
 	if (in->start > 0) {
 		memmove(in->buf, in->buf + in->start, avail(in));
 		in->buf_off += in->start;
@@ -2158,6 +2161,30 @@ static int detect(struct mt_input *in)
 
 /* ---- API ------------------------------------------------------------- */
 
+/* A regular file read from its start is mapped whole: its bytes are not
+ * copied into the buffer, and the buffer never moves.  Anything else
+ * (pipes, terminals, a stream already read into) is read with fread. */
+static void map_file(struct mt_input *in)
+{
+	int fd = fileno(in->f);
+	struct stat st;
+	void *m;
+
+	if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    st.st_size <= 0 || (uint64_t)st.st_size > SIZE_MAX ||
+	    ftello(in->f) != 0)
+		return;
+	m = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (m == MAP_FAILED)
+		return;
+	madvise(m, st.st_size, MADV_SEQUENTIAL);
+	free(in->buf);
+	in->buf = m;
+	in->cap = in->end = st.st_size;
+	in->eof = true;
+	in->mapped = true;
+}
+
 static struct mt_input *input_new(FILE *f, const char *name)
 {
 	struct mt_input *in = calloc(1, sizeof(*in));
@@ -2173,6 +2200,7 @@ static struct mt_input *input_new(FILE *f, const char *name)
 		mt_input_close(in);
 		return NULL;
 	}
+	map_file(in);
 	return in;
 }
 
@@ -2270,7 +2298,10 @@ void mt_input_close(struct mt_input *in)
 	mt_meta_free(&in->meta);
 	free(in->str);
 	free(in->guesses);
-	free(in->buf);
+	if (in->mapped)
+		munmap(in->buf, in->cap);
+	else
+		free(in->buf);
 	free(in->name);
 	free(in);
 }
