@@ -38,6 +38,27 @@
 #define ENTRY_MAX	64
 #define MAP_ROOM	((MAP_ENTRIES_MAX + 1) * ENTRY_MAX)
 
+/* The MessagePack type bytes the writer uses. */
+enum {
+	MP_FIXMAP = 0x80,
+	MP_FIXARRAY = 0x90,
+	MP_FIXSTR = 0xa0,
+	MP_FALSE = 0xc2,
+	MP_TRUE = 0xc3,
+	MP_BIN8 = 0xc4,
+	MP_BIN16 = 0xc5,
+	MP_BIN32 = 0xc6,
+	MP_UINT8 = 0xcc,
+	MP_UINT16 = 0xcd,
+	MP_UINT32 = 0xce,
+	MP_UINT64 = 0xcf,
+	MP_STR8 = 0xd9,
+	MP_STR16 = 0xda,
+	MP_STR32 = 0xdb,
+	MP_ARRAY16 = 0xdc,
+	MP_ARRAY32 = 0xdd,
+};
+
 /* A value picked at run time from a few (an event's type, an Rss member)
  * as MessagePack writes it, a fixstr header then the text: copied as one
  * fixed-size block, without a length-dependent memcpy. */
@@ -45,11 +66,6 @@ struct name {
 	unsigned char fixstr; /* 0xa0 | length */
 	char text[23];
 };
-
-#define NAME(s)                                                                \
-	{                                                                      \
-		0xa0 | (sizeof(s) - 1), s                                      \
-	}
 
 struct mt_artifact {
 	int fd;
@@ -61,6 +77,7 @@ struct mt_artifact {
 	uint64_t events;
 	uint64_t lost;
 	struct name type_names[MT_EV_KIND_MAX]; /* fixstr 0: not a record */
+	struct name rss_members[4];
 };
 
 /* One map, written straight into the output buffer.  The buffer holds the
@@ -157,7 +174,7 @@ static inline int end_map(struct map_writer *w)
 
 	assert(w->n <= MAP_ENTRIES_MAX);
 	if (w->msgpack) {
-		*w->start = 0x80 | w->n; /* fixmap */
+		*w->start = MP_FIXMAP | w->n;
 	} else {
 		*w->p++ = '}';
 		*w->p++ = '\n';
@@ -167,26 +184,6 @@ static inline int end_map(struct map_writer *w)
 }
 
 /* ---- MessagePack ----------------------------------------------------- */
-
-enum {
-	MP_FIXMAP = 0x80,
-	MP_FIXARRAY = 0x90,
-	MP_FIXSTR = 0xa0,
-	MP_FALSE = 0xc2,
-	MP_TRUE = 0xc3,
-	MP_BIN8 = 0xc4,
-	MP_BIN16 = 0xc5,
-	MP_BIN32 = 0xc6,
-	MP_UINT8 = 0xcc,
-	MP_UINT16 = 0xcd,
-	MP_UINT32 = 0xce,
-	MP_UINT64 = 0xcf,
-	MP_STR8 = 0xd9,
-	MP_STR16 = 0xda,
-	MP_STR32 = 0xdb,
-	MP_ARRAY16 = 0xdc,
-	MP_ARRAY32 = 0xdd,
-};
 
 static inline char *mp_tag16(char *p, unsigned char tag, uint16_t v)
 {
@@ -487,13 +484,6 @@ static void put_argv_k(struct map_writer *w, const char *key, size_t klen,
 
 /* ---- the maps -------------------------------------------------------- */
 
-static const struct name rss_members[] = {
-    NAME("file"),
-    NAME("anon"),
-    NAME("swap"),
-    NAME("shmem"),
-};
-
 static void put_exit_status(struct map_writer *w, uint32_t status)
 {
 	if (WIFEXITED(status))
@@ -567,7 +557,7 @@ static inline void event_kind_keys(struct map_writer *w,
 		break;
 	case MT_EV_RSS:
 		if (ev->aux < 4)
-			put_name(w, "member", &rss_members[ev->aux]);
+			put_name(w, "member", &w->a->rss_members[ev->aux]);
 		else
 			put_u64(w, "member", ev->aux);
 		put_u64(w, "size", ev->size);
@@ -588,19 +578,27 @@ static inline void event_kind_keys(struct map_writer *w,
 
 /* ---- API ------------------------------------------------------------- */
 
-/* The type of each kind of record, made once. */
-static void make_type_names(struct mt_artifact *a)
+/* text is ASCII, plain JSON text, at most 22 bytes */
+static void make_name(struct name *name, const char *text)
 {
-	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++) {
-		const char *text = mt_kind_name(kind);
-		struct name *name = &a->type_names[kind];
-		size_t len = text ? strlen(text) : 0;
+	size_t len = strlen(text);
 
-		if (len && len < sizeof(name->text)) {
-			name->fixstr = MP_FIXSTR | len;
-			memcpy(name->text, text, len);
-		}
-	}
+	assert(len < sizeof(name->text));
+	name->fixstr = MP_FIXSTR | len;
+	memcpy(name->text, text, len);
+}
+
+/* The names records take, made once. */
+static void make_names(struct mt_artifact *a)
+{
+	static const char *const rss_members[] = {"file", "anon", "swap",
+						  "shmem"};
+
+	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++)
+		if (mt_kind_name(kind))
+			make_name(&a->type_names[kind], mt_kind_name(kind));
+	for (unsigned i = 0; i < 4; i++)
+		make_name(&a->rss_members[i], rss_members[i]);
 }
 
 struct mt_artifact *mt_artifact_new(int fd, enum mt_artifact_style style)
@@ -617,7 +615,7 @@ struct mt_artifact *mt_artifact_new(int fd, enum mt_artifact_style style)
 	a->cap = OUT_BUF;
 	a->fd = fd;
 	a->style = style;
-	make_type_names(a);
+	make_names(a);
 	return a;
 }
 
