@@ -24,6 +24,7 @@
 
 #define BUF_START   (64 * 1024)	  /* grows for long headers and objects */
 #define RAW_BUF	    (256u * 1024) /* the raw stream: big reads */
+#define DROP_STEP   (4u << 20)	  /* mapped input: pages let go at a time */
 #define MP_BUF	    (1u << 20)	  /* MessagePack: big reads, rare moves */
 #define MAX_HEADER  (16u << 20)	  /* raw stream header incl. strings */
 #define MAX_OBJECT  (4u << 20)	  /* one MessagePack map or JSON line */
@@ -43,7 +44,8 @@ struct mt_input {
 	size_t cap, start, end;
 	uint64_t buf_off;
 	bool eof;
-	bool mapped; /* buf is the whole file, mapped: nothing to read */
+	bool mapped;	/* buf is the whole file, mapped: nothing to read */
+	size_t dropped; /* mapped: bytes before this are out of memory */
 
 	/* raw stream */
 	uint32_t event_size;
@@ -2268,10 +2270,24 @@ const struct mt_meta *mt_input_meta(const struct mt_input *in)
 	return &in->meta;
 }
 
+/* A mapped file's pages count in the reader's memory once touched: let
+ * go of those read, so that memory stays a few MiB whatever the length
+ * of the trace (they stay in the page cache; a later touch reads them
+ * again). */
+static void drop_read(struct mt_input *in)
+{
+	size_t upto = in->start & ~(DROP_STEP - 1);
+
+	madvise(in->buf + in->dropped, upto - in->dropped, MADV_DONTNEED);
+	in->dropped = upto;
+}
+
 int mt_input_next(struct mt_input *in, struct mt_record *rec)
 {
 	if (in->state)
 		return in->state > 0 ? 0 : -1;
+	if (in->mapped && in->start >= in->dropped + DROP_STEP)
+		drop_read(in);
 	if (in->fmt == MT_FMT_RAW)
 		return raw_next(in, rec);
 	return objects_next(in, rec);
