@@ -249,6 +249,7 @@ $(OUTPUT)/bench/trace-%.msgpack: $(OUTPUT)/bench/trace-%.raw \
 bench-data: $(OUTPUT)/bench/trace-$(BENCH_EVENTS).msgpack
 
 bench: all $(OUTPUT)/fixtures/allocheavy $(OUTPUT)/fixtures/bystander \
+		$(OUTPUT)/fixtures/storm_threads \
 		$(OUTPUT)/bench/peakrss $(OUTPUT)/bench/trace-span bench-data
 	$(Q)OUTPUT=$(OUTPUT) BENCH_EVENTS=$(BENCH_EVENTS) \
 		BENCH_QUICK=$(BENCH_QUICK) \

@@ -170,17 +170,6 @@ class Table:
             self.target("mt-trace -- %s" % row["label"],
                         "<= 1.1x + 0.1 s = %s" % secs(limit),
                         secs(row["traced"]), row["traced"] <= limit)
-        elif name == "allocheavy":
-            events_s = row["events"] / row["run_s"]
-            self.target("lost events at 1 M events/s sustained", "0",
-                        "%s lost at %s (allocheavy)" % (
-                            count(row["lost"]), rate(events_s)),
-                        row["lost"] == 0 if events_s >= 1e6 else None)
-            if events_s < 1e6:
-                self.notes.append(
-                    "lost events: the fastest workload here, allocheavy, "
-                    "makes %s with the tracer on; 1 M/s is not reached, so "
-                    "the target is not tested" % rate(events_s))
 
     def percall(self):
         for row in self.of_kind("percall"):
@@ -207,6 +196,36 @@ class Table:
             self.target("allocation-heavy: added per allocator call",
                         "<= %.0f ns" % PER_CALL_MAX_NS, "%.0f ns" % wall_ns,
                         wall_ns <= PER_CALL_MAX_NS)
+
+    def storm(self):
+        """Lost events at a sustained rate: the storm's runs, each rate
+        from its own trace (events over the storm's exec-to-exit span)."""
+        rows = self.of_kind("storm")
+        if not rows:
+            return
+        print("lost events under a storm: storm_threads, %d threads of "
+              "malloc(48)+free, traced" % rows[0]["threads"])
+        worst = None
+        for row in rows:
+            t = load(self.results, row["trace"])
+            events_s = t["events"] / (t["run_ns"] / 1e9)
+            print("  run %d: %s events in %s: %s sustained, %s lost%s" % (
+                row["run"], count(t["events"]), secs(t["run_ns"] / 1e9),
+                rate(events_s), count(t["lost"]),
+                "" if t["complete"] else " (trace INCOMPLETE)"))
+            if worst is None or events_s < worst[0]:
+                worst = (events_s, t["lost"], t["complete"])
+        lost = sum(load(self.results, r["trace"])["lost"] for r in rows)
+        print()
+        self.target("lost events at 1 M events/s sustained", "0",
+                    "%s lost, slowest run %s" % (count(lost),
+                                                  rate(worst[0])),
+                    lost == 0 if worst[0] >= 1e6 else None)
+        if worst[0] < 1e6:
+            self.notes.append(
+                "lost events: the slowest storm run made %s with the "
+                "tracer on; below 1 M/s the target is not tested"
+                % rate(worst[0]))
 
     def bystander(self):
         for row in self.of_kind("bystander"):
@@ -270,6 +289,7 @@ def main():
     table.header()
     table.tracer()
     table.percall()
+    table.storm()
     table.bystander()
     table.offline()
     table.target_table()

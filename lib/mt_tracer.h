@@ -39,7 +39,8 @@ struct mt_tracer_opts {
  */
 int mt_trace_run(const struct mt_tracer_opts *opts);
 
-/* How --physical is measured on this kernel, in words, for stderr. */
-const char *mt_physical_method_note(void);
+/* How --physical is measured, in words, for stderr; with probe, also
+ * whether this kernel would allow the exact method (costly: -v only). */
+const char *mt_physical_method_note(bool probe);
 
 #endif /* MT_TRACER_H */

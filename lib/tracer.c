@@ -977,6 +977,7 @@ static _Noreturn void background_detach(struct tracer *t)
 	if (t->pidfd >= 0)
 		close(t->pidfd);
 	setsid(); /* a ^C meant for the command's group is not for us */
+	prctl(PR_SET_NAME, "mt-trace-detach"); /* what ps(1) shows it doing */
 	detach_all(t);
 	release_stopped(t);
 	_exit(0);
@@ -1051,7 +1052,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	live_add(&t, t.child);
 	if (opts->physical)
 		fprintf(stderr, "mt-trace: physical memory: %s\n",
-			mt_physical_method_note());
+			mt_physical_method_note(opts->verbose > 0));
 	if (open_control(&t) || setup_bpf(&t) || start_sampling(&t) ||
 	    write_header(&t) || release_child(&t)) {
 		/* closing the door makes the waiting child exit */

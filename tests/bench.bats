@@ -95,12 +95,13 @@ for b in config["benchmarks"]:
     assert set(b) <= {"name", "exec", "options"}, b
     print(b["exec"].replace("trace-10000000", "trace-100000")
                    .replace("allocheavy 2000000", "allocheavy 2000")
+                   .replace("storm_threads 2 1000000", "storm_threads 2 2000")
                    .replace("count=2000", "count=20"))
 ' "$TOP/codspeed.yml"
 	assert_success
 	local commands="$output" cmd n=0
 	for name in "ls -la /usr/lib" "dd if=/dev/zero" "tar -cf -" allocheavy \
-		mt-encode mt-reconstruct mt-report; do
+		storm_threads mt-encode mt-reconstruct mt-report; do
 		assert_output --partial "$name"
 	done
 	[ "$(grep -c -- '--track-allocators=false' <<<"$commands")" -eq 3 ]
@@ -116,7 +117,7 @@ for b in config["benchmarks"]:
 		}
 		n=$((n + 1))
 	done <<<"$(sed "s|build/|${MT_BUILD#"$TOP"/}/|g" <<<"$commands")"
-	[ "$n" -eq 13 ]
+	[ "$n" -eq 14 ]
 }
 
 @test "make bench (BENCH_QUICK=1) prints the table with every benchmark" {
@@ -140,6 +141,9 @@ for b in config["benchmarks"]:
 	assert_line --regexp "^allocation-heavy fixture: 20,000 malloc\+free pairs, 40,256 allocator calls"
 	assert_line --regexp "wall clock: +-?[0-9]+ ns"
 	assert_line --regexp "^  during an mt-trace default session: +[0-9.]+ ns"
+	# the storm: 2 threads x 20,000 pairs, each run's events and rate
+	assert_line --regexp "^  run 1: [0-9,]+ events in $num: [0-9.]+ M/s sustained, [0-9,]+ lost"
+	assert_line --regexp "^lost events at 1 M events/s sustained +0 +[0-9,]+ lost, slowest run"
 	for stage in mt-encode mt-reconstruct mt-report; do
 		assert_line --regexp "^$stage +[0-9]+ MB +$num +$num +[0-9.]+ M/s"
 	done
