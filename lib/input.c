@@ -75,7 +75,7 @@ struct mt_input {
 	struct mt_record first;
 	uint64_t line; /* JSON Lines: current line number */
 	/* MessagePack fast path: the keys of the last map of each kind */
-	struct key_guess *guesses;
+	struct guesses *guesses;
 };
 
 /* ---- errors ---------------------------------------------------------- */
@@ -1667,43 +1667,69 @@ static inline bool fast_uint(const unsigned char **p, uint64_t *u)
 }
 
 /*
- * The key the last map of a kind had at a position, as encoded (str
- * header and name, at most 16 bytes).  Maps of a kind repeat their keys
- * in order, so one masked compare of the bytes usually finds the key: the
- * header holds the length, so equal bytes are the same key.
+ * A guess at the str at some place of a map, as encoded (header and name,
+ * at most 16 bytes): what the last map of the same kind had there.  Maps
+ * of a kind repeat their keys in order and types repeat, so one masked
+ * compare usually tells the key or kind without hashing; the header holds
+ * the length, so equal bytes are the same str.
  */
-struct key_guess {
-	struct name_words bytes;
+struct guess {
+	struct name_words bytes, mask;
 	uint8_t size; /* 0: no guess yet */
-	uint8_t k;
+	uint8_t value;
 };
 
-#define GUESS_POS 16 /* a fixmap has at most 15 pairs */
+#define GUESS_POS   16 /* a fixmap has at most 15 pairs */
+#define GUESS_TYPES 32 /* types, by their first two bytes */
 
-static inline unsigned fast_key(const unsigned char **p, struct key_guess *g)
+struct guesses {
+	struct guess key[MT_EV_KIND_MAX][GUESS_POS]; /* by kind, position */
+	struct guess type[GUESS_TYPES];
+};
+
+/* The size of the guessed str if it is at p, else 0. */
+static inline size_t guess_hit(const struct guess *g, const unsigned char *p)
 {
-	const unsigned char *start = *p, *key;
 	struct name_words w;
-	unsigned k;
+
+	memcpy(&w, p, sizeof(w));
+	return g->size && (w.lo & g->mask.lo) == g->bytes.lo &&
+		       (w.hi & g->mask.hi) == g->bytes.hi
+		   ? g->size
+		   : 0;
+}
+
+static void guess_set(struct guess *g, const unsigned char *p, size_t size,
+		      unsigned value)
+{
+	if (size > 16)
+		return;
+	g->mask = name_mask[size];
+	g->bytes = name_words(p, size);
+	g->size = size;
+	g->value = value;
+}
+
+/* The str at *p looked up in t, through guess g: its value, or none. */
+static inline unsigned fast_name(const unsigned char **p, struct guess *g,
+				 const struct name_table *t, unsigned none)
+{
+	const unsigned char *start = *p, *s;
+	size_t size = guess_hit(g, start);
+	unsigned value;
 	int len;
 
-	if (g->size) {
-		w = name_words(start, g->size);
-		if (w.lo == g->bytes.lo && w.hi == g->bytes.hi) {
-			*p += g->size;
-			return g->k;
-		}
+	if (size) {
+		*p += size;
+		return g->value;
 	}
-	len = fast_str(p, &key);
-	if (len < 1 || len > 16)
-		return K_MAX;
-	k = name_find(&fast_keys, key, len, K_MAX);
-	if (k != K_MAX && *p - start <= 16) {
-		g->size = *p - start;
-		g->bytes = name_words(start, g->size);
-		g->k = k;
-	}
-	return k;
+	len = fast_str(p, &s);
+	if (len < 0 || len > 16)
+		return none;
+	value = name_find(t, s, len, none);
+	if (value != none)
+		guess_set(g, start, *p - start, value);
+	return value;
 }
 
 /* What one event map held: unsigned values by key, the kind, the Rss
@@ -1718,28 +1744,26 @@ struct fast_map {
 
 /* The type: an event kind, else the general path decides (Header,
  * Trailer, or an error to report). */
-static inline bool fast_type(const unsigned char **p, struct fast_map *m)
+static inline bool fast_type(const unsigned char **p, struct fast_map *m,
+			     struct guesses *gs)
 {
-	const unsigned char *s;
-	int len = fast_str(p, &s);
+	struct guess *g = &gs->type[((*p)[0] + (*p)[1]) % GUESS_TYPES];
 
-	if (len < 0 || len > 16)
-		return false;
-	m->kind = name_find(&fast_kinds, s, len, MT_EV_NONE);
+	m->kind = fast_name(p, g, &fast_kinds, MT_EV_NONE);
 	return m->kind != MT_EV_NONE;
 }
 
 /* Pair i of a map: its key and value into m; false to decline the map. */
 static inline bool fast_pair(const unsigned char **p, struct fast_map *m,
-			     unsigned i, struct key_guess *guesses)
+			     unsigned i, struct guesses *gs)
 {
-	unsigned k = fast_key(p, &guesses[m->kind * GUESS_POS + i]);
+	unsigned k = fast_name(p, &gs->key[m->kind][i], &fast_keys, K_MAX);
 
 	if (k == K_MAX)
 		return false;
 	m->present |= 1ull << k;
 	if (k == K_TYPE)
-		return fast_type(p, m);
+		return fast_type(p, m, gs);
 	if (k == K_MEMBER) {
 		m->member_len = fast_str(p, &m->member);
 		if (m->member_len >= 0)
@@ -1830,7 +1854,7 @@ static bool fast_to_record(const struct fast_map *m, struct mt_record *rec)
 /* The event map at p into rec, *size bytes long: true, or false to leave
  * it to the general path.  FAST_SLACK bytes at p must be readable. */
 static bool mp_fast_event(const unsigned char *p, struct mt_record *rec,
-			  size_t *size, struct key_guess *guesses)
+			  size_t *size, struct guesses *gs)
 {
 	const unsigned char *start = p;
 	struct fast_map m;
@@ -1845,7 +1869,7 @@ static bool mp_fast_event(const unsigned char *p, struct mt_record *rec,
 	m.member = NULL;
 	m.member_len = 0;
 	for (unsigned i = 0; i < n; i++)
-		if (!fast_pair(&p, &m, i, guesses))
+		if (!fast_pair(&p, &m, i, gs))
 			return false;
 	if (!fast_to_record(&m, rec))
 		return false;
@@ -2021,11 +2045,6 @@ static int objects_next(struct mt_input *in, struct mt_record *rec)
 		in->have_first = false;
 		return 1;
 	}
-	if (in->fmt != MT_FMT_JSONL) {
-		ret = mp_fast_next(in, rec);
-		if (ret)
-			return ret;
-	}
 	ret = next_fields(in, &f, &off, &root);
 	if (ret == 0) {
 		if (in->fmt == MT_FMT_MEMTRACK) {
@@ -2064,7 +2083,7 @@ static int mp_open(struct mt_input *in)
 	unsigned kind = MT_EV_NONE;
 	int ret;
 
-	in->guesses = calloc(MT_EV_KIND_MAX * GUESS_POS, sizeof(*in->guesses));
+	in->guesses = calloc(1, sizeof(*in->guesses));
 	if (!in->guesses || !grow(in, MP_BUF))
 		return fail(in, 0, "out of memory");
 	ret = mp_next_fields(in, &f, &off);
@@ -2290,6 +2309,12 @@ int mt_input_next(struct mt_input *in, struct mt_record *rec)
 		drop_read(in);
 	if (in->fmt == MT_FMT_RAW)
 		return raw_next(in, rec);
+	if (in->fmt != MT_FMT_JSONL && !in->have_first) {
+		int ret = mp_fast_next(in, rec);
+
+		if (ret)
+			return ret;
+	}
 	return objects_next(in, rec);
 }
 

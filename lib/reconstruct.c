@@ -26,6 +26,7 @@
 #define SIZE_MASK      (~NOT_OWN)
 #define SIZE_TABLE_MAX 65536 /* slots; half hold sizes counted exactly */
 #define HIST_BUCKETS   65
+#define RECENT	       64 /* recently seen processes, by pid */
 
 /* Absolute per-process values (RSS from kmem:rss_stat, PSS samples): each
  * process keeps its current value, the tree their sum. */
@@ -455,7 +456,10 @@ struct mt_recon {
 	/* processes */
 	struct pid_slot *pids;
 	size_t pid_mask, pid_used;
-	struct proc *first, **tail, *cached;
+	struct proc *first, **tail;
+	/* the live process last seen with each pid modulo RECENT: events of
+	 * a few processes interleave, and this spares the pid hash */
+	struct proc *recent[RECENT];
 	size_t nprocs;
 	/* tree */
 	uint64_t tree_heap, tree_mapped;
@@ -602,15 +606,12 @@ static struct pid_slot *pid_slot(struct mt_recon *r, uint32_t pid)
 	return &r->pids[i];
 }
 
-/* The live process with this pid; a new one if it never was seen or its
- * last incarnation ended (pid reuse). */
-static struct proc *proc_get(struct mt_recon *r, uint32_t pid, uint64_t t)
+/* proc_get past the recent processes: the pid hash, or a new process. */
+static struct proc *proc_lookup(struct mt_recon *r, uint32_t pid, uint64_t t)
 {
-	struct pid_slot *s;
+	struct proc **recent = &r->recent[pid % RECENT];
+	struct pid_slot *s = pid_slot(r, pid);
 
-	if (r->cached && r->cached->pid == pid && !r->cached->ended)
-		return r->cached;
-	s = pid_slot(r, pid);
 	if (!s)
 		return NULL;
 	if (!s->pid || s->p->ended) {
@@ -623,8 +624,20 @@ static struct proc *proc_get(struct mt_recon *r, uint32_t pid, uint64_t t)
 		s->pid = pid;
 		s->p = p;
 	}
-	r->cached = s->p;
+	*recent = s->p;
 	return s->p;
+}
+
+/* The live process with this pid; a new one if it never was seen or its
+ * last incarnation ended (pid reuse). */
+static inline struct proc *proc_get(struct mt_recon *r, uint32_t pid,
+				    uint64_t t)
+{
+	struct proc *p = r->recent[pid % RECENT];
+
+	if (p && p->pid == pid && !p->ended)
+		return p;
+	return proc_lookup(r, pid, t);
 }
 
 /* A series takes points and peaks only inside the section (always when
@@ -917,7 +930,7 @@ static void on_process_fork(struct mt_recon *r, const struct mt_event *ev,
 	struct proc *parent = ps && ps->pid && !ps->p->ended ? ps->p : NULL;
 	struct proc *child;
 
-	r->cached = NULL;
+	r->recent[ev->pid % RECENT] = NULL;
 	child = proc_get(r, ev->pid, t);
 	if (!child)
 		return;
@@ -1081,8 +1094,8 @@ static void on_process_exit(struct mt_recon *r, struct proc *p, uint32_t status,
 		p->exit_kind = MT_EXIT_SIGNAL;
 		p->exit_value = WTERMSIG(status);
 	}
-	if (r->cached == p)
-		r->cached = NULL;
+	if (r->recent[p->pid % RECENT] == p)
+		r->recent[p->pid % RECENT] = NULL;
 }
 
 static bool name_is(const char *s, size_t len, const char *name,
