@@ -209,9 +209,15 @@ static inline char *mp_tag64(char *p, unsigned char tag, uint64_t v)
 	return p + 1 + sizeof(v);
 }
 
-/* The smallest form, as msgpack_pack_uint64() picks it. */
+/* The smallest form, as msgpack_pack_uint64() picks it.  Addresses and
+ * timestamps take 64 bits: they are sorted out by the first two tests. */
 static inline char *mp_uint(char *p, uint64_t u)
 {
+	if (u >= 0x10000) {
+		if (u < 0x100000000)
+			return mp_tag32(p, MP_UINT32, u);
+		return mp_tag64(p, MP_UINT64, u);
+	}
 	if (u < 0x80) {
 		*p = u;
 		return p + 1;
@@ -221,11 +227,7 @@ static inline char *mp_uint(char *p, uint64_t u)
 		p[1] = u;
 		return p + 2;
 	}
-	if (u < 0x10000)
-		return mp_tag16(p, MP_UINT16, u);
-	if (u < 0x100000000)
-		return mp_tag32(p, MP_UINT32, u);
-	return mp_tag64(p, MP_UINT64, u);
+	return mp_tag16(p, MP_UINT16, u);
 }
 
 /* A str, bin or array header beyond the fix forms: the 8-bit form if the

@@ -5,7 +5,8 @@
  * same maps as JSON Lines.  man/mt-format.5 lists every key; the reader is
  * mt_input.h.
  *
- * Output is buffered in large blocks and written to a file descriptor.
+ * Output is buffered in large blocks and written to a file descriptor; a
+ * map bigger than the buffer (a long command line or path) grows it.
  * Every function returns 0 or the first write error as -errno; after an
  * error the writer stays failed and writes nothing more.
  */
