@@ -113,3 +113,15 @@ for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False):
 print(peak.get(parent, 0) >= 64 << 20, peak.get(child, 0) < 64 << 20)' "$T/out.msgpack" "$parent" "$child"
 	assert_output "True True"
 }
+
+@test "a fault storm (1 GiB touched, 262,144 RSS updates): none lost with the default rings" {
+	require_bpf
+	trace_ok -- "$MT_FIXTURES/touch_storm" 1024
+	run report_json '.lost_events'
+	assert_output 0
+	# one update a page, each with the exact size: the peak is the GiB
+	peak=$(report_json '.tree.peak_rss')
+	echo "peak RSS $peak"
+	[ "$peak" -ge $((1024 * MIB)) ]
+	[ "$peak" -lt $((1040 * MIB)) ]
+}
