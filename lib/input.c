@@ -1526,7 +1526,8 @@ static int mp_next_fields(struct mt_input *in, struct fields *f, uint64_t *off)
  * must agree with the general path on every map it accepts (MT_FUZZ_DIFF
  * checks that).
  *
- * It runs only while FAST_SLACK bytes are buffered: a fixmap of at most 15
+ * It runs only while FAST_SLACK bytes are buffered (at the end of the
+ * input, zeros make up the rest: pad_tail): a fixmap of at most 15
  * pairs whose keys and values are str8 or shorter, or integers, cannot
  * reach further (15 * (2 + 255 + 2 + 255) + 1 = 7711 bytes, plus 16 bytes
  * read past a name or 8 past an integer), so no byte needs its own bounds
@@ -1897,6 +1898,18 @@ static void mp_check_fast_event(struct mt_input *in, size_t size,
 }
 #endif
 
+/* At the end of the input, FAST_SLACK bytes of zeros after it in the
+ * buffer, so that the fast path can read as far as it may (maps that run
+ * past the end are declined by size).  A mapped file cannot be padded:
+ * its last maps go the general path. */
+static bool pad_tail(struct mt_input *in)
+{
+	if (in->mapped || !in->eof || !grow(in, in->end + FAST_SLACK))
+		return false;
+	memset(in->buf + in->end, 0, FAST_SLACK);
+	return true;
+}
+
 /* The next object if it is an event map the fast path takes: 1, 0 to
  * leave it to the general path, -1 on a read error. */
 static int mp_fast_next(struct mt_input *in, struct mt_record *rec)
@@ -1906,8 +1919,10 @@ static int mp_fast_next(struct mt_input *in, struct mt_record *rec)
 	if (avail(in) < FAST_SLACK && !in->eof && !fill(in, FAST_SLACK) &&
 	    in->state < 0)
 		return -1;
-	if (avail(in) < FAST_SLACK ||
-	    !mp_fast_event(cur(in), rec, &size, in->guesses))
+	if (avail(in) < FAST_SLACK && !pad_tail(in))
+		return 0;
+	if (!mp_fast_event(cur(in), rec, &size, in->guesses) ||
+	    size > avail(in))
 		return 0;
 #ifdef MT_FUZZ_DIFF
 	mp_check_fast_event(in, size, rec);

@@ -1373,6 +1373,7 @@ struct emit {
 	char *buf;    /* text not yet written */
 	size_t len;
 	int depth;		   /* containers open */
+	bool foreign_keys;	   /* keys of a json_t: not this file's */
 	bool items[EMIT_DEPTH];	   /* text: the container has items */
 	json_t *stack[EMIT_DEPTH]; /* tree: the containers */
 };
@@ -1389,7 +1390,7 @@ static void text_flush(struct emit *e)
 	e->len = 0;
 }
 
-static void text_put(struct emit *e, const char *s, size_t n)
+static inline void text_put(struct emit *e, const char *s, size_t n)
 {
 	if (e->len + n > EMIT_BUF) {
 		text_flush(e);
@@ -1446,6 +1447,31 @@ static void text_indent(struct emit *e, int depth, bool space)
 	}
 }
 
+/* A key and its separator.  The keys of the shapes below are this file's
+ * literals, plain ASCII: copied as they are (plain false: checked). */
+static void text_key(struct emit *e, const char *key, bool plain)
+{
+	size_t n = strlen(key);
+	char *b;
+
+	if (!plain || n > 64) {
+		text_string(e, key, n);
+		text_put(e, ": ", e->flags & JSON_COMPACT ? 1 : 2);
+		return;
+	}
+	if (e->len + n + 4 > EMIT_BUF)
+		text_flush(e);
+	b = e->buf + e->len;
+	*b++ = '"';
+	memcpy(b, key, n);
+	b += n;
+	*b++ = '"';
+	*b++ = ':';
+	if (!(e->flags & JSON_COMPACT))
+		*b++ = ' ';
+	e->len = b - e->buf;
+}
+
 /* Before a value: its separator and, in an object, its key. */
 static void text_item(struct emit *e, const char *key)
 {
@@ -1455,13 +1481,8 @@ static void text_item(struct emit *e, const char *key)
 		text_indent(e, e->depth, e->items[e->depth - 1]);
 		e->items[e->depth - 1] = true;
 	}
-	if (key) {
-		text_string(e, key, strlen(key));
-		if (e->flags & JSON_COMPACT)
-			text_put(e, ":", 1);
-		else
-			text_put(e, ": ", 2);
-	}
+	if (key)
+		text_key(e, key, !e->foreign_keys);
 }
 
 /* Tree: v under key in the open object, or appended to the open array
@@ -1557,7 +1578,14 @@ static void emit_json(struct emit *e, const char *key, json_t *v)
 	switch (json_typeof(v)) {
 	case JSON_OBJECT:
 		emit_open(e, key, false);
-		json_object_foreach(v, k, x) emit_json(e, k, x);
+		json_object_foreach(v, k, x)
+		{
+			bool foreign = e->foreign_keys;
+
+			e->foreign_keys = true;
+			emit_json(e, k, x);
+			e->foreign_keys = foreign;
+		}
 		emit_close(e, false);
 		break;
 	case JSON_ARRAY:
