@@ -93,7 +93,6 @@ struct {
  */
 struct call_state {
 	__u64 sp;
-	__u64 ret_addr; /* the outermost call's return address */
 	__u64 arg0, arg1, arg2;
 	__u32 fn;
 	__u32 active;
@@ -199,14 +198,22 @@ static __always_inline struct call_state *call_state(bool create)
 
 /* ---- allocator calls ---------------------------------------------------- */
 
+/* Where this process's uretprobes return to ([uprobes] page), or 0. */
+static __always_inline __u64 uretprobe_trampoline(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
+}
+
 /*
  * Is a call entering at sp made by the outermost traced call in flight (and
  * so not the program's own)?  Nested calls enter below its sp.  A tail call
  * (glibc's realloc(NULL, n) jumps to malloc) enters at the same sp, and its
- * return address slot then holds the uretprobe trampoline, not the outer
- * call's return address; a new call made from the same call site after a
- * return we never saw (an exception out of operator new) finds the same
- * return address there, and is the program's.
+ * return address slot then holds the uretprobe trampoline the outer call's
+ * return probe put there; a new call after a return we never saw (an
+ * exception out of operator new) finds a real return address there, and
+ * is the program's.  Only that rare case reads user memory.
  */
 static __always_inline bool nested_call(struct call_state *st, __u64 sp)
 {
@@ -217,7 +224,23 @@ static __always_inline bool nested_call(struct call_state *st, __u64 sp)
 	if (sp < st->sp)
 		return true;
 	bpf_probe_read_user(&ret_addr, sizeof(ret_addr), (void *)sp);
-	return ret_addr != st->ret_addr;
+	return ret_addr == uretprobe_trampoline();
+}
+
+/*
+ * The call state of a thread of a traced process.  A thread has one only
+ * once its process was found traced, and a process stops being traced only
+ * by exiting, so having one answers "traced?" without the pid table:
+ * every allocator return and every call after a thread's first.
+ */
+static __always_inline struct call_state *traced_call_state(__u32 tgid)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct call_state *st = bpf_task_storage_get(&calls, task, 0, 0);
+
+	if (st || !is_traced(tgid))
+		return st;
+	return call_state(true);
 }
 
 /* An entry-only free-like call (no return probe): report it unless it is
@@ -244,11 +267,11 @@ int alloc_enter(struct pt_regs *ctx)
 	__u64 sp = PT_REGS_SP(ctx);
 	struct call_state *st;
 
-	if (!allocs_enabled || !is_traced(pid_tgid >> 32))
+	if (!allocs_enabled)
 		return 0;
 	if (fn == MT_FN_FREE && PT_REGS_PARM1(ctx) == 0)
 		return 0; /* free(NULL) is no event */
-	st = call_state(true);
+	st = traced_call_state(pid_tgid >> 32);
 	if (!st)
 		return 0;
 	if (fn == MT_FN_FREE) {
@@ -260,8 +283,6 @@ int alloc_enter(struct pt_regs *ctx)
 		return 0;
 	st->active = 1;
 	st->sp = sp;
-	st->ret_addr = 0;
-	bpf_probe_read_user(&st->ret_addr, sizeof(st->ret_addr), (void *)sp);
 	st->fn = fn;
 	st->arg0 = PT_REGS_PARM1(ctx);
 	st->arg1 = PT_REGS_PARM2(ctx);
@@ -338,11 +359,9 @@ SEC("uretprobe")
 int alloc_return(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct call_state *st;
+	struct call_state *st = call_state(false);
 
-	if (!is_traced(pid_tgid >> 32))
-		return 0;
-	st = call_state(false);
+	/* a state is only made for a traced thread (traced_call_state) */
 	if (!st || !st->active || PT_REGS_SP(ctx) <= st->sp)
 		return 0; /* not the outermost call's return */
 	st->active = 0;
