@@ -1563,6 +1563,7 @@ struct name_table {
 };
 
 static struct name_table fast_keys, fast_kinds;
+static struct name_words type_key; /* "type" as encoded */
 
 static unsigned name_hash(struct name_words w)
 {
@@ -1620,6 +1621,9 @@ __attribute__((constructor)) static void fast_tables(void)
 	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++)
 		if (mt_kind_name(kind) && strlen(mt_kind_name(kind)) <= 16)
 			name_add(&fast_kinds, mt_kind_name(kind), kind);
+	type_key = name_words((const unsigned char *)"\xa4type\0\0\0\0\0\0\0\0"
+						     "\0\0\0",
+			      5);
 }
 
 /* A str of up to 255 bytes at *p (the names of event maps): its length,
@@ -1672,11 +1676,13 @@ static inline bool fast_uint(const unsigned char **p, uint64_t *u)
  * at most 16 bytes): what the last map of the same kind had there.  Maps
  * of a kind repeat their keys in order and types repeat, so one masked
  * compare usually tells the key or kind without hashing; the header holds
- * the length, so equal bytes are the same str.
+ * the length, so equal bytes are the same str.  An empty guess masks
+ * nothing out and expects zeros, which no str starts with, and its value
+ * declines the map should it ever match.
  */
 struct guess {
 	struct name_words bytes, mask;
-	uint8_t size; /* 0: no guess yet */
+	uint8_t size;
 	uint8_t value;
 };
 
@@ -1688,16 +1694,20 @@ struct guesses {
 	struct guess type[GUESS_TYPES];
 };
 
-/* The size of the guessed str if it is at p, else 0. */
-static inline size_t guess_hit(const struct guess *g, const unsigned char *p)
+static struct guesses *guesses_new(void)
 {
-	struct name_words w;
+	struct guesses *gs = malloc(sizeof(*gs));
+	const struct guess key = {.mask = {~0ull, ~0ull}, .value = K_MAX},
+			   type = {.mask = {~0ull, ~0ull}, .value = MT_EV_NONE};
 
-	memcpy(&w, p, sizeof(w));
-	return g->size && (w.lo & g->mask.lo) == g->bytes.lo &&
-		       (w.hi & g->mask.hi) == g->bytes.hi
-		   ? g->size
-		   : 0;
+	if (!gs)
+		return NULL;
+	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++)
+		for (unsigned i = 0; i < GUESS_POS; i++)
+			gs->key[kind][i] = key;
+	for (unsigned i = 0; i < GUESS_TYPES; i++)
+		gs->type[i] = type;
+	return gs;
 }
 
 static void guess_set(struct guess *g, const unsigned char *p, size_t size,
@@ -1711,19 +1721,14 @@ static void guess_set(struct guess *g, const unsigned char *p, size_t size,
 	g->value = value;
 }
 
-/* The str at *p looked up in t, through guess g: its value, or none. */
-static inline unsigned fast_name(const unsigned char **p, struct guess *g,
+/* fast_name when the guess was wrong: the table, and a new guess. */
+static unsigned fast_name_lookup(const unsigned char **p, struct guess *g,
 				 const struct name_table *t, unsigned none)
 {
 	const unsigned char *start = *p, *s;
-	size_t size = guess_hit(g, start);
 	unsigned value;
 	int len;
 
-	if (size) {
-		*p += size;
-		return g->value;
-	}
 	len = fast_str(p, &s);
 	if (len < 0 || len > 16)
 		return none;
@@ -1733,45 +1738,76 @@ static inline unsigned fast_name(const unsigned char **p, struct guess *g,
 	return value;
 }
 
+/* The str at *p looked up in t, through guess g: its value, or none. */
+static inline __attribute__((always_inline)) unsigned
+fast_name(const unsigned char **p, struct guess *g, const struct name_table *t,
+	  unsigned none)
+{
+	struct name_words w;
+
+	memcpy(&w, *p, sizeof(w));
+	if ((w.lo & g->mask.lo) == g->bytes.lo &&
+	    (w.hi & g->mask.hi) == g->bytes.hi) {
+		*p += g->size;
+		return g->value;
+	}
+	return fast_name_lookup(p, g, t, none);
+}
+
 /* What one event map held: unsigned values by key, the kind, the Rss
  * member when it is a name. */
 struct fast_map {
 	uint64_t present; /* bit per enum key */
 	uint64_t u[K_MAX];
-	unsigned kind; /* MT_EV_NONE until "type" */
+	unsigned kind;
 	const unsigned char *member;
 	int member_len;
 };
 
-/* The type: an event kind, else the general path decides (Header,
- * Trailer, or an error to report). */
+/* The map's first pair, its type: an event kind, else the general path
+ * decides (Header, Trailer, an error to report, or a map in another key
+ * order). */
 static inline bool fast_type(const unsigned char **p, struct fast_map *m,
 			     struct guesses *gs)
 {
-	struct guess *g = &gs->type[((*p)[0] + (*p)[1]) % GUESS_TYPES];
+	struct name_words w = name_words(*p, 5);
+	struct guess *g;
 
+	if (w.lo != type_key.lo || w.hi != type_key.hi)
+		return false;
+	*p += 5;
+	g = &gs->type[((*p)[0] + (*p)[1]) % GUESS_TYPES];
 	m->kind = fast_name(p, g, &fast_kinds, MT_EV_NONE);
+	m->present = 1ull << K_TYPE;
 	return m->kind != MT_EV_NONE;
 }
 
-/* Pair i of a map: its key and value into m; false to decline the map. */
-static inline bool fast_pair(const unsigned char **p, struct fast_map *m,
-			     unsigned i, struct guesses *gs)
+/* An Rss member: a name or a number. */
+static inline bool fast_member(const unsigned char **p, struct fast_map *m)
 {
-	unsigned k = fast_name(p, &gs->key[m->kind][i], &fast_keys, K_MAX);
+	m->member_len = fast_str(p, &m->member);
+	if (m->member_len >= 0)
+		return true;
+	m->member = NULL;
+	return fast_uint(p, &m->u[K_MEMBER]);
+}
 
-	if (k == K_MAX)
-		return false;
-	m->present |= 1ull << k;
-	if (k == K_TYPE)
-		return fast_type(p, m, gs);
-	if (k == K_MEMBER) {
-		m->member_len = fast_str(p, &m->member);
-		if (m->member_len >= 0)
-			return true;
-		m->member = NULL;
+/* The pairs after the type, keys guessed from the last map of the kind:
+ * false to decline the map. */
+static inline bool fast_pairs(const unsigned char **p, struct fast_map *m,
+			      unsigned n, struct guess *row)
+{
+	for (struct guess *g = row + 1; g < row + n; g++) {
+		unsigned k = fast_name(p, g, &fast_keys, K_MAX);
+
+		if (k == K_MAX || k == K_TYPE)
+			return false;
+		m->present |= 1ull << k;
+		if (k == K_MEMBER ? !fast_member(p, m)
+				  : !fast_uint(p, &m->u[k]))
+			return false;
 	}
-	return fast_uint(p, &m->u[k]);
+	return true;
 }
 
 static bool fast_has(const struct fast_map *m, enum key k)
@@ -1861,17 +1897,14 @@ static bool mp_fast_event(const unsigned char *p, struct mt_record *rec,
 	struct fast_map m;
 	unsigned n;
 
-	if (*p < 0x80 || *p > 0x8f)
+	if (*p < 0x81 || *p > 0x8f)
 		return false;
 	n = *p++ & 0x0f;
-	m.present = 0;
 	memset(m.u, 0, (K_OLD_SIZE + 1) * sizeof(*m.u));
-	m.kind = MT_EV_NONE;
 	m.member = NULL;
 	m.member_len = 0;
-	for (unsigned i = 0; i < n; i++)
-		if (!fast_pair(&p, &m, i, gs))
-			return false;
+	if (!fast_type(&p, &m, gs) || !fast_pairs(&p, &m, n, gs->key[m.kind]))
+		return false;
 	if (!fast_to_record(&m, rec))
 		return false;
 	*size = p - start;
@@ -2098,7 +2131,7 @@ static int mp_open(struct mt_input *in)
 	unsigned kind = MT_EV_NONE;
 	int ret;
 
-	in->guesses = calloc(1, sizeof(*in->guesses));
+	in->guesses = guesses_new();
 	if (!in->guesses || !grow(in, MP_BUF))
 		return fail(in, 0, "out of memory");
 	ret = mp_next_fields(in, &f, &off);
