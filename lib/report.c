@@ -148,42 +148,13 @@ static json_t *check_section(json_t *doc, const struct mt_recon_opts *opts,
 	return doc;
 }
 
-json_t *mt_report_load(const char *path, const struct mt_recon_opts *opts,
-		       char *err, size_t errlen)
+/* An event stream (or timelines not starting with "format") from s. */
+static json_t *load_stream(FILE *s, const char *path, const char *name,
+			   const struct mt_recon_opts *opts, char *err,
+			   size_t errlen)
 {
-	const char *name = !path || !strcmp(path, "-") ? "<stdin>" : path;
-	FILE *f = name == path ? fopen(path, "rb") : stdin;
-	struct replay *r;
-	FILE *s;
-	json_t *doc;
-
-	if (!f) {
-		snprintf(err, errlen, "%s: %s", name, strerror(errno));
-		return NULL;
-	}
-	r = calloc(1, sizeof(*r));
-	if (!r || !(r->head = malloc(4096))) {
-		free(r);
-		snprintf(err, errlen, "%s: out of memory", name);
-		return NULL;
-	}
-	r->f = f;
-	r->len = fread(r->head, 1, 4096, f);
-	s = fopencookie(r, "rb",
-			(cookie_io_functions_t){.read = replay_read,
-						.close = replay_close});
-	if (!s) {
-		replay_close(r);
-		snprintf(err, errlen, "%s: %s", name, strerror(errno));
-		return NULL;
-	}
-	if (looks_like_timelines(r->head, r->len)) {
-		doc = load_timelines(s, name, err, errlen);
-		fclose(s);
-		return check_section(doc, opts, name, err, errlen);
-	}
-
 	struct mt_input *in = mt_input_fopen(s, name, err, errlen);
+	json_t *doc;
 
 	if (!in)
 		return NULL;
@@ -210,6 +181,54 @@ json_t *mt_report_load(const char *path, const struct mt_recon_opts *opts,
 	if (!doc)
 		snprintf(err, errlen, "%s: out of memory", name);
 	return check_section(doc, opts, name, err, errlen);
+}
+
+json_t *mt_report_load(const char *path, const struct mt_recon_opts *opts,
+		       char *err, size_t errlen)
+{
+	const char *name = !path || !strcmp(path, "-") ? "<stdin>" : path;
+	FILE *f = name == path ? fopen(path, "rb") : stdin;
+	struct replay *r;
+	off_t start;
+	FILE *s;
+	json_t *doc;
+
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", name, strerror(errno));
+		return NULL;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r || !(r->head = malloc(4096))) {
+		free(r);
+		snprintf(err, errlen, "%s: out of memory", name);
+		return NULL;
+	}
+	r->f = f;
+	start = ftello(f);
+	r->len = fread(r->head, 1, 4096, f);
+	/* An event stream that can be read again from where it started is
+	 * handed to the reader as is (which maps a regular file whole): the
+	 * replay of the head, a copy more, is for pipes. */
+	if (!looks_like_timelines(r->head, r->len) && start >= 0 &&
+	    fseeko(f, start, SEEK_SET) == 0) {
+		free(r->head);
+		free(r);
+		return load_stream(f, path, name, opts, err, errlen);
+	}
+	s = fopencookie(r, "rb",
+			(cookie_io_functions_t){.read = replay_read,
+						.close = replay_close});
+	if (!s) {
+		replay_close(r);
+		snprintf(err, errlen, "%s: %s", name, strerror(errno));
+		return NULL;
+	}
+	if (looks_like_timelines(r->head, r->len)) {
+		doc = load_timelines(s, name, err, errlen);
+		fclose(s);
+		return check_section(doc, opts, name, err, errlen);
+	}
+	return load_stream(s, path, name, opts, err, errlen);
 }
 
 /* ------------------------------------------------------------------ */
