@@ -44,8 +44,9 @@ struct mt_input {
 	size_t cap, start, end;
 	uint64_t buf_off;
 	bool eof;
-	bool mapped;	/* buf is the whole file, mapped: nothing to read */
-	size_t dropped; /* mapped: bytes before this are out of memory */
+	bool mapped;	   /* buf is the whole file, mapped: nothing to read */
+	size_t dropped;	   /* mapped: bytes before this are out of memory */
+	size_t fast_until; /* the fast path may run while start is below */
 
 	/* raw stream */
 	uint32_t event_size;
@@ -1931,6 +1932,19 @@ static void mp_check_fast_event(struct mt_input *in, size_t size,
 }
 #endif
 
+/* The fast path decoded the map at the reader's position into rec. */
+static void fast_took(struct mt_input *in, const struct mt_record *rec,
+		      size_t size)
+{
+#ifdef MT_FUZZ_DIFF
+	mp_check_fast_event(in, size, rec);
+#endif
+	consume(in, size);
+	in->maps_seen++;
+	if (rec->ev.kind == MT_EV_LOST)
+		in->map_lost += rec->ev.size;
+}
+
 /* At the end of the input, FAST_SLACK bytes of zeros after it in the
  * buffer, so that the fast path can read as far as it may (maps that run
  * past the end are declined by size).  A mapped file cannot be padded:
@@ -1957,13 +1971,7 @@ static int mp_fast_next(struct mt_input *in, struct mt_record *rec)
 	if (!mp_fast_event(cur(in), rec, &size, in->guesses) ||
 	    size > avail(in))
 		return 0;
-#ifdef MT_FUZZ_DIFF
-	mp_check_fast_event(in, size, rec);
-#endif
-	consume(in, size);
-	in->maps_seen++;
-	if (rec->ev.kind == MT_EV_LOST)
-		in->map_lost += rec->ev.size;
+	fast_took(in, rec, size);
 	return 1;
 }
 
@@ -2349,7 +2357,25 @@ static void drop_read(struct mt_input *in)
 	in->dropped = upto;
 }
 
-int mt_input_next(struct mt_input *in, struct mt_record *rec)
+/* Where the fast path may run with no other check: while start is below
+ * fast_until, the stream is an artifact or memtrack stream in good state,
+ * FAST_SLACK bytes are buffered and no mapped pages are due to be let go.
+ * 0 sends every record the long way (next_record). */
+static void fast_window(struct mt_input *in)
+{
+	size_t until = 0;
+
+	if (!in->state && !in->have_first &&
+	    (in->fmt == MT_FMT_ARTIFACT || in->fmt == MT_FMT_MEMTRACK) &&
+	    in->end >= FAST_SLACK) {
+		until = in->end - FAST_SLACK + 1;
+		if (in->mapped && in->dropped + DROP_STEP < until)
+			until = in->dropped + DROP_STEP;
+	}
+	in->fast_until = until;
+}
+
+static int next_record(struct mt_input *in, struct mt_record *rec)
 {
 	if (in->state)
 		return in->state > 0 ? 0 : -1;
@@ -2364,6 +2390,21 @@ int mt_input_next(struct mt_input *in, struct mt_record *rec)
 			return ret;
 	}
 	return objects_next(in, rec);
+}
+
+int mt_input_next(struct mt_input *in, struct mt_record *rec)
+{
+	size_t size;
+	int ret;
+
+	if (in->start < in->fast_until &&
+	    mp_fast_event(cur(in), rec, &size, in->guesses)) {
+		fast_took(in, rec, size);
+		return 1;
+	}
+	ret = next_record(in, rec);
+	fast_window(in);
+	return ret;
 }
 
 const char *mt_input_error(const struct mt_input *in)
