@@ -519,6 +519,111 @@ static void test_random_anything(void)
 	}
 }
 
+/* Random events of many processes: forks, execs with names jansson must
+ * escape, exits, RSS and PSS, heap and mappings. */
+static void feed_random(unsigned seed)
+{
+	static const char *const paths[] = {
+	    "/usr/bin/cc",	 "a \"quoted\" \\ name", "tab\there\nnewline",
+	    "\xc3\xa9t\xc3\xa9", "\x01control",		 ""};
+	static const unsigned kinds[] = {
+	    MT_EV_MALLOC,  MT_EV_MALLOC, MT_EV_FREE,   MT_EV_CALLOC,
+	    MT_EV_REALLOC, MT_EV_MMAP,	 MT_EV_MUNMAP, MT_EV_FORK,
+	    MT_EV_EXEC,	   MT_EV_EXIT,	 MT_EV_RSS,    MT_EV_PSS,
+	};
+
+	for (int i = 0; i < 20000; i++) {
+		unsigned k = kinds[rand_r(&seed) % 12];
+		uint32_t pid = 1 + (uint32_t)(rand_r(&seed) % 40);
+		uint64_t a = 0x1000 * (uint64_t)(rand_r(&seed) % 4096);
+		uint64_t n = (uint64_t)(rand_r(&seed) % 100000);
+
+		if (k == MT_EV_EXEC)
+			ev_str(k, pid, 0, paths[rand_r(&seed) % 6]);
+		else if (k == MT_EV_EXIT)
+			ev_str(k, pid, (uint32_t)rand_r(&seed) % 512, NULL);
+		else if (k == MT_EV_FORK)
+			ev(k, 1 + (uint32_t)(rand_r(&seed) % 40), 0, 0, pid, 0);
+		else if (k == MT_EV_RSS)
+			ev_str(k, pid, (uint32_t)rand_r(&seed) % 4, NULL);
+		else
+			ev(k, pid, a, n, a / 2, n / 3);
+	}
+}
+
+/* What mt_recon_write must write, from jansson's own dump of the finished
+ * document: the head without "processes", reopened, then each process
+ * dumped on its own. */
+static char *expected_write(json_t *doc, size_t flags)
+{
+	json_t *procs = json_incref(json_object_get(doc, "processes"));
+	char *head, *text = NULL;
+	size_t len = 0, cut;
+	FILE *f = open_memstream(&text, &len);
+
+	json_object_del(doc, "processes");
+	head = json_dumps(doc, flags);
+	for (cut = strlen(head); cut > 0 && head[cut - 1] != '}'; cut--)
+		;
+	fwrite(head, 1, cut - 1, f);
+	fputs(",\"processes\":[", f);
+	for (size_t i = 0; i < json_array_size(procs); i++) {
+		char *p = json_dumps(json_array_get(procs, i), flags);
+
+		fprintf(f, "%s%s", i ? "," : "", p);
+		free(p);
+	}
+	fputs("]}\n", f);
+	fclose(f);
+	free(head);
+	json_decref(procs);
+	return text;
+}
+
+/* mt_recon_write streams the processes as text without jansson: it must
+ * still write exactly what jansson writes, in every layout. */
+static void test_write_is_jansson(void)
+{
+	static const size_t layouts[] = {
+	    JSON_COMPACT | JSON_REAL_PRECISION(12),
+	    JSON_INDENT(1) | JSON_REAL_PRECISION(12),
+	    JSON_INDENT(3),
+	    0,
+	};
+	struct mt_meta meta = {.has_trailer = true,
+			       .exit_kind = MT_EXIT_CODE,
+			       .end_monotonic_ns = 1};
+	struct mt_recon_opts o;
+
+	mt_recon_opts_default(&o);
+	o.series_procs = 7; /* some processes with points, some without */
+	o.proc_points = 16;
+	for (size_t i = 0; i < sizeof(layouts) / sizeof(*layouts); i++) {
+		char *text = NULL, *want;
+		size_t len = 0;
+		FILE *f = open_memstream(&text, &len);
+		json_t *doc;
+
+		start(&o);
+		feed_random(77);
+		CHECK_EQ(mt_recon_write(rc, &meta, NULL, f, layouts[i]), 0);
+		fclose(f);
+		mt_recon_free(rc);
+		start(&o);
+		feed_random(77);
+		doc = mt_recon_finish(rc, &meta, NULL);
+		mt_recon_free(rc);
+		rc = NULL;
+		CHECK_EQ(
+		    json_array_size(json_object_get(doc, "processes")) > 30, 1);
+		want = expected_write(doc, layouts[i]);
+		CHECK(strcmp(text, want) == 0);
+		free(want);
+		free(text);
+		json_decref(doc);
+	}
+}
+
 static void test_human(void)
 {
 	uint64_t v;
@@ -624,6 +729,7 @@ int main(int argc, char **argv)
 	test_random_heap();
 	test_random_ranges();
 	test_random_anything();
+	test_write_is_jansson();
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;
