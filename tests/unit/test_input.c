@@ -1,0 +1,524 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_input.c - MessagePack artifacts written byte by byte, in the
+ * encodings mt-encode uses and in every other one a writer may choose
+ * (wider integers, str8 keys, other key orders, duplicate and unknown
+ * keys), read back through lib/mt_input.h from a file (mapped) and from
+ * a stream (read in blocks): the records must hold exactly the values
+ * written, whichever decoder path took them, and bad maps must be named.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mt_input.h"
+
+static int failures;
+
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
+				__LINE__, #cond);                              \
+			failures++;                                            \
+		}                                                              \
+	} while (0)
+
+#define CHECK_EQ(a, b)                                                         \
+	do {                                                                   \
+		unsigned long long a_ = (unsigned long long)(a),               \
+				   b_ = (unsigned long long)(b);               \
+		if (a_ != b_) {                                                \
+			fprintf(stderr, "%s:%d: %s == %llu, expected %llu\n",  \
+				__FILE__, __LINE__, #a, a_, b_);               \
+			failures++;                                            \
+		}                                                              \
+	} while (0)
+
+/* ---- a byte writer --------------------------------------------------- */
+
+static unsigned char buf[1 << 20];
+static size_t len;
+
+static void byte(unsigned v)
+{
+	buf[len++] = (unsigned char)v;
+}
+
+static void be(uint64_t v, unsigned width)
+{
+	for (unsigned i = width; i-- > 0;)
+		byte((unsigned)(v >> (8 * i)) & 0xff);
+}
+
+static void map(unsigned n)
+{
+	byte(0x80 | n);
+}
+
+static void str(const char *s)
+{
+	byte(0xa0 | (unsigned)strlen(s));
+	memcpy(buf + len, s, strlen(s));
+	len += strlen(s);
+}
+
+/* the same str as str8, a longer header than needed */
+static void str8(const char *s)
+{
+	byte(0xd9);
+	byte((unsigned)strlen(s));
+	memcpy(buf + len, s, strlen(s));
+	len += strlen(s);
+}
+
+/* an unsigned integer: fixint (width 0) or uint 8, 16, 32, 64 */
+static void uint_w(uint64_t v, unsigned width)
+{
+	if (width == 0) {
+		byte((unsigned)v);
+		return;
+	}
+	byte(width == 1 ? 0xcc : width == 2 ? 0xcd : width == 4 ? 0xce : 0xcf);
+	be(v, width);
+}
+
+/* the smallest encoding, as mt-encode writes */
+static void uint_min(uint64_t v)
+{
+	uint_w(v, v < 128 ? 0 : v < 256 ? 1 : v < 65536 ? 2 : v >> 32 ? 8 : 4);
+}
+
+static void kv(const char *k, uint64_t v)
+{
+	str(k);
+	uint_min(v);
+}
+
+static void header(void)
+{
+	map(5);
+	str("type");
+	str("Header");
+	str("format");
+	str("mt");
+	kv("version", 1);
+	kv("start_monotonic", 1000);
+	str("allocators_tracked");
+	byte(0xc3);
+}
+
+static void trailer(uint64_t events, uint64_t lost)
+{
+	map(4);
+	str("type");
+	str("Trailer");
+	str("complete");
+	byte(0xc3);
+	kv("events", events);
+	kv("lost_events", lost);
+}
+
+/* ---- reading --------------------------------------------------------- */
+
+#define MAX_RECORDS 64
+
+struct got {
+	struct mt_record rec[MAX_RECORDS];
+	char str[MAX_RECORDS][32];
+	int n, ret;
+	char err[512];
+};
+
+/* Every record of buf, from a file (mapped) or from a stream. */
+static void read_all(bool from_file, struct got *g)
+{
+	char path[] = "/tmp/test_input.XXXXXX", err[512];
+	struct mt_input *in;
+	FILE *f;
+	int fd;
+
+	memset(g, 0, sizeof(*g));
+	if (from_file) {
+		fd = mkstemp(path);
+		CHECK(fd >= 0 && write(fd, buf, len) == (ssize_t)len);
+		close(fd);
+		in = mt_input_open(path, err, sizeof(err));
+		unlink(path);
+	} else {
+		f = fmemopen(buf, len, "r");
+		in = f ? mt_input_fopen(f, "stream", err, sizeof(err)) : NULL;
+	}
+	if (!in) {
+		snprintf(g->err, sizeof(g->err), "%s", err);
+		g->ret = -2;
+		return;
+	}
+	while (g->n < MAX_RECORDS &&
+	       (g->ret = mt_input_next(in, &g->rec[g->n])) > 0) {
+		if (g->rec[g->n].str)
+			snprintf(g->str[g->n], sizeof(g->str[0]), "%s",
+				 g->rec[g->n].str);
+		g->n++;
+	}
+	snprintf(g->err, sizeof(g->err), "%s", mt_input_error(in));
+	mt_input_close(in);
+}
+
+/* Both ways, the same records. */
+static void read_both(struct got *g)
+{
+	static struct got other;
+
+	read_all(true, g);
+	read_all(false, &other);
+	CHECK_EQ(g->n, other.n);
+	CHECK_EQ(g->ret, other.ret);
+	CHECK(!strcmp(g->err, other.err) ||
+	      (strstr(g->err, "byte") && strstr(other.err, "byte")));
+	for (int i = 0; i < g->n && i < other.n; i++)
+		CHECK(!memcmp(&g->rec[i].ev, &other.rec[i].ev,
+			      sizeof(g->rec[i].ev)) &&
+		      !strcmp(g->str[i], other.str[i]));
+}
+
+/* ---- the tests ------------------------------------------------------- */
+
+/* One Malloc in each integer width, and the widths mixed. */
+static void test_widths(void)
+{
+	static const uint64_t addr[] = {0x7f, 0xff, 0xffff, 0xffffffff,
+					0x123456789abcdef0ull};
+	static struct got g;
+
+	len = 0;
+	header();
+	for (unsigned w = 0; w < 5; w++) {
+		unsigned width = w ? 1u << (w - 1) : 0;
+
+		map(6);
+		str("type");
+		str("Malloc");
+		str("pid");
+		uint_w(42, width);
+		str("tid");
+		uint_w(43, width);
+		str("timestamp");
+		uint_w(addr[w], w == 4 ? 8 : width);
+		str("addr");
+		uint_w(addr[w], w == 4 ? 8 : width);
+		str("size");
+		uint_w(w, 8); /* a small value written wide */
+	}
+	trailer(5, 0);
+	read_both(&g);
+	CHECK_EQ(g.ret, 0);
+	CHECK_EQ(g.n, 5);
+	for (int i = 0; i < g.n; i++) {
+		CHECK_EQ(g.rec[i].ev.kind, MT_EV_MALLOC);
+		CHECK_EQ(g.rec[i].ev.pid, 42);
+		CHECK_EQ(g.rec[i].ev.tid, 43);
+		CHECK_EQ(g.rec[i].ev.timestamp, addr[i]);
+		CHECK_EQ(g.rec[i].ev.addr, addr[i]);
+		CHECK_EQ(g.rec[i].ev.size, (uint64_t)i);
+		CHECK_EQ(g.rec[i].ev.old_addr, 0);
+		CHECK(g.rec[i].str == NULL);
+	}
+}
+
+/* The same Free in other shapes: type last, str8 keys, signed integers,
+ * an unknown key with an array, a duplicate key (the last one counts). */
+static void test_shapes(void)
+{
+	static struct got g;
+
+	len = 0;
+	header();
+	/* 0: as mt-encode writes it */
+	map(5);
+	str("type");
+	str("Free");
+	kv("pid", 7);
+	kv("tid", 8);
+	kv("timestamp", 5000);
+	kv("addr", 0x1000);
+	/* 1: type last */
+	map(5);
+	kv("pid", 7);
+	kv("tid", 8);
+	kv("timestamp", 5000);
+	kv("addr", 0x1000);
+	str("type");
+	str("Free");
+	/* 2: str8 keys and type value */
+	map(5);
+	str8("type");
+	str8("Free");
+	str8("pid");
+	uint_min(7);
+	str8("tid");
+	uint_min(8);
+	str8("timestamp");
+	uint_min(5000);
+	str8("addr");
+	uint_min(0x1000);
+	/* 3: signed integers (int8, int16) that are >= 0 */
+	map(5);
+	str("type");
+	str("Free");
+	str("pid");
+	byte(0xd0), byte(7);
+	str("tid");
+	byte(0xd0), byte(8);
+	str("timestamp");
+	byte(0xd1), be(5000, 2);
+	str("addr");
+	byte(0xd1), be(0x1000, 2);
+	/* 4: an unknown key holding an array */
+	map(6);
+	str("type");
+	str("Free");
+	str("pid");
+	uint_min(7);
+	str("stack");
+	byte(0x92), uint_min(1), uint_min(2);
+	kv("tid", 8);
+	kv("timestamp", 5000);
+	kv("addr", 0x1000);
+	/* 5: addr twice: the last one counts */
+	map(6);
+	str("type");
+	str("Free");
+	kv("pid", 7);
+	kv("tid", 8);
+	kv("timestamp", 5000);
+	kv("addr", 0x2000);
+	kv("addr", 0x1000);
+	trailer(6, 0);
+	read_both(&g);
+	CHECK_EQ(g.ret, 0);
+	CHECK_EQ(g.n, 6);
+	for (int i = 0; i < g.n; i++) {
+		CHECK_EQ(g.rec[i].ev.kind, MT_EV_FREE);
+		CHECK_EQ(g.rec[i].ev.pid, 7);
+		CHECK_EQ(g.rec[i].ev.tid, 8);
+		CHECK_EQ(g.rec[i].ev.timestamp, 5000);
+		CHECK_EQ(g.rec[i].ev.addr, 0x1000);
+		CHECK_EQ(g.rec[i].ev.size, 0);
+	}
+}
+
+/* The keys of one kind on another kind's map: each kind reads its own. */
+static void test_kind_keys(void)
+{
+	static struct got g;
+
+	len = 0;
+	header();
+	map(8); /* Mmap: prot into flags, flags into aux */
+	str("type");
+	str("Mmap");
+	kv("pid", 1), kv("timestamp", 10), kv("addr", 0x10000);
+	kv("size", 8192), kv("prot", 3), kv("flags", 0x22);
+	kv("alignment", 64); /* not an Mmap key */
+	map(6);		     /* AlignedAlloc: alignment into old_size */
+	str("type");
+	str("AlignedAlloc");
+	kv("pid", 1), kv("timestamp", 11), kv("addr", 0x20000);
+	kv("size", 100), kv("alignment", 64);
+	map(4); /* Fork: ppid into old_addr */
+	str("type");
+	str("Fork");
+	kv("pid", 2), kv("timestamp", 12), kv("ppid", 1);
+	map(5); /* Rss: the member by name */
+	str("type");
+	str("Rss");
+	kv("pid", 2), kv("timestamp", 13), kv("size", 4096);
+	str("member");
+	str("anon");
+	map(5); /* Rss: the member by number */
+	str("type");
+	str("Rss");
+	kv("pid", 2), kv("timestamp", 14), kv("size", 8192);
+	kv("member", 3);
+	map(4); /* Lost: count into size */
+	str("type");
+	str("Lost");
+	kv("pid", 0), kv("timestamp", 15), kv("count", 9);
+	map(4); /* Exec: the path */
+	str("type");
+	str("Exec");
+	kv("pid", 2), kv("timestamp", 16);
+	str("path");
+	str("/bin/true");
+	trailer(7, 9);
+	read_both(&g);
+	CHECK_EQ(g.ret, 0);
+	CHECK_EQ(g.n, 7);
+	CHECK_EQ(g.rec[0].ev.kind, MT_EV_MMAP);
+	CHECK_EQ(g.rec[0].ev.flags, 3);
+	CHECK_EQ(g.rec[0].ev.aux, 0x22);
+	CHECK_EQ(g.rec[0].ev.old_size, 0);
+	CHECK_EQ(g.rec[1].ev.kind, MT_EV_ALIGNED_ALLOC);
+	CHECK_EQ(g.rec[1].ev.old_size, 64);
+	CHECK_EQ(g.rec[2].ev.kind, MT_EV_FORK);
+	CHECK_EQ(g.rec[2].ev.old_addr, 1);
+	CHECK_EQ(g.rec[3].ev.aux, 1); /* file, anon, swap, shmem */
+	CHECK_EQ(g.rec[3].ev.size, 4096);
+	CHECK_EQ(g.rec[4].ev.aux, 3);
+	CHECK_EQ(g.rec[5].ev.kind, MT_EV_LOST);
+	CHECK_EQ(g.rec[5].ev.size, 9);
+	CHECK_EQ(g.rec[6].ev.kind, MT_EV_EXEC);
+	CHECK(!strcmp(g.str[6], "/bin/true"));
+}
+
+/* Bad maps are named with their byte offset, and a cut stream is never
+ * complete: at the end of a file and of a stream alike. */
+static void test_errors(void)
+{
+	static struct got g;
+	size_t bad;
+
+	len = 0;
+	header();
+	bad = len;
+	map(3);
+	str("type");
+	str("Malloc");
+	kv("pid", 1ull << 32);
+	kv("timestamp", 1);
+	read_both(&g);
+	CHECK_EQ(g.n, 0);
+	CHECK_EQ(g.ret, -1);
+	CHECK(strstr(g.err, "\"pid\"") && strstr(g.err, "out of range"));
+	CHECK_EQ(strtoull(strstr(g.err, "byte ") + 5, NULL, 10), bad);
+
+	len = 0;
+	header();
+	bad = len;
+	map(2);
+	str("type");
+	str("Malloc");
+	kv("timestamp", 1);
+	read_both(&g);
+	CHECK_EQ(g.ret, -1);
+	CHECK(strstr(g.err, "missing \"pid\""));
+	CHECK_EQ(strtoull(strstr(g.err, "byte ") + 5, NULL, 10), bad);
+
+	len = 0;
+	header();
+	map(3);
+	str("type");
+	str("Free");
+	kv("pid", 1);
+	kv("timestamp", 1);
+	bad = len;
+	map(3);
+	str("type");
+	str("Free");
+	kv("pid", 1);
+	len -= 1; /* the last map cut short */
+	read_both(&g);
+	CHECK_EQ(g.n, 1);
+	CHECK_EQ(g.ret, -1);
+	CHECK(strstr(g.err, "truncated"));
+	CHECK_EQ(strtoull(strstr(g.err, "byte ") + 5, NULL, 10), bad);
+
+	len = 0;
+	header();
+	map(3);
+	str("type");
+	str("Free");
+	kv("pid", 1);
+	kv("timestamp", 1);
+	read_both(&g); /* no trailer */
+	CHECK_EQ(g.n, 1);
+	CHECK_EQ(g.ret, -1);
+	CHECK(strstr(g.err, "no trailer"));
+}
+
+/* Many maps, so that both readers cross their buffer and window edges;
+ * kinds alternate so that every guess of the fast path is wrong now and
+ * then. */
+static void test_many(void)
+{
+	static const char *const kinds[] = {"Malloc", "Free", "Calloc", "Brk"};
+	struct mt_record rec;
+	struct mt_input *in;
+	char path[] = "/tmp/test_input.XXXXXX", err[512];
+	static unsigned char big[4 << 20];
+	size_t n = 0, total = 0;
+	int fd, ret;
+
+	for (int pass = 0; pass < 2; pass++) {
+		len = 0;
+		header();
+		memcpy(big, buf, len);
+		n = len;
+		for (uint64_t i = 0; n + 128 < sizeof(big); i++) {
+			len = 0;
+			map(i % 7 == 0 ? 6 : 5);
+			str("type");
+			str(kinds[i % 4]);
+			kv("pid", i % 100 + 1);
+			kv("timestamp", i * 1000);
+			if (i % 7 == 0)
+				kv("size", i * 3);
+			kv("addr", i * 16);
+			kv("tid", i);
+			memcpy(big + n, buf, len);
+			n += len;
+			total = i + 1;
+		}
+		len = 0;
+		trailer(total, 0);
+		memcpy(big + n, buf, len);
+		n += len;
+		if (pass == 0) {
+			fd = mkstemp(path);
+			CHECK(fd >= 0 && write(fd, big, n) == (ssize_t)n);
+			close(fd);
+			in = mt_input_open(path, err, sizeof(err));
+			unlink(path);
+		} else {
+			FILE *f = fmemopen(big, n, "r");
+
+			in = mt_input_fopen(f, "stream", err, sizeof(err));
+		}
+		CHECK(in != NULL);
+		if (!in)
+			return;
+		uint64_t i = 0;
+
+		while ((ret = mt_input_next(in, &rec)) > 0) {
+			if (rec.ev.timestamp != i * 1000 ||
+			    rec.ev.addr != i * 16 || rec.ev.tid != i ||
+			    rec.ev.pid != i % 100 + 1 ||
+			    rec.ev.size != (i % 7 == 0 ? i * 3 : 0) ||
+			    strcmp(mt_kind_name(rec.ev.kind), kinds[i % 4])) {
+				CHECK(!"record as written");
+				break;
+			}
+			i++;
+		}
+		CHECK_EQ(ret, 0);
+		CHECK_EQ(i, total);
+		mt_input_close(in);
+	}
+}
+
+int main(void)
+{
+	test_widths();
+	test_shapes();
+	test_kind_keys();
+	test_errors();
+	test_many();
+	if (failures) {
+		fprintf(stderr, "%d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("test_input: all checks passed\n");
+	return 0;
+}
