@@ -1390,7 +1390,9 @@ static void text_flush(struct emit *e)
 	e->len = 0;
 }
 
-static inline void text_put(struct emit *e, const char *s, size_t n)
+/* Inline, so that the many puts of a byte or two are a store or two. */
+static inline __attribute__((always_inline)) void
+text_put(struct emit *e, const char *s, size_t n)
 {
 	if (e->len + n > EMIT_BUF) {
 		text_flush(e);
@@ -1413,15 +1415,31 @@ static void text_json(struct emit *e, const json_t *v)
 	free(s);
 }
 
-/* Plain ASCII is copied; anything jansson would escape, it writes. */
+/* A string jansson writes as it is: no quote, backslash or control
+ * character, no slash or non-ASCII byte when the flags escape those.  The
+ * strings here are valid UTF-8 (jansson checked them when they became
+ * json_t values; keys are literals). */
+static bool text_plain(const struct emit *e, const char *s, size_t n)
+{
+	bool slash = e->flags & JSON_ESCAPE_SLASH;
+	bool ascii = e->flags & JSON_ENSURE_ASCII;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = s[i];
+
+		if (c < 0x20 || c == '"' || c == '\\' || (slash && c == '/') ||
+		    (ascii && c >= 0x80))
+			return false;
+	}
+	return true;
+}
+
+/* Plain strings are copied; anything jansson would escape, it writes. */
 static void text_string(struct emit *e, const char *s, size_t n)
 {
 	json_t *j;
 
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' &&
-		    s[i] != '\\' && s[i] != '/')
-			continue;
+	if (!text_plain(e, s, n)) {
 		j = json_stringn(s, n);
 		text_json(e, j);
 		json_decref(j);
@@ -1533,6 +1551,24 @@ static void emit_int(struct emit *e, const char *key, json_int_t v)
 		tree_add(e, key, json_integer(v));
 		return;
 	}
+	/* two digits at a time: a number is a dozen digits, often */
+	while (u >= 100) {
+		static const char pairs[] = "00010203040506070809"
+					    "10111213141516171819"
+					    "20212223242526272829"
+					    "30313233343536373839"
+					    "40414243444546474849"
+					    "50515253545556575859"
+					    "60616263646566676869"
+					    "70717273747576777879"
+					    "80818283848586878889"
+					    "90919293949596979899";
+		unsigned pair = u % 100;
+
+		u /= 100;
+		p -= 2;
+		memcpy(p, pairs + 2 * pair, 2);
+	}
 	do
 		*--p = '0' + u % 10;
 	while (u /= 10);
@@ -1595,6 +1631,10 @@ static void emit_json(struct emit *e, const char *key, json_t *v)
 		break;
 	case JSON_INTEGER:
 		emit_int(e, key, json_integer_value(v));
+		break;
+	case JSON_STRING:
+		text_item(e, key);
+		text_string(e, json_string_value(v), json_string_length(v));
 		break;
 	default:
 		text_item(e, key);

@@ -589,6 +589,7 @@ static void test_write_is_jansson(void)
 	    JSON_INDENT(1) | JSON_REAL_PRECISION(12),
 	    JSON_INDENT(3),
 	    0,
+	    JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ESCAPE_SLASH,
 	};
 	struct mt_meta meta = {.has_trailer = true,
 			       .exit_kind = MT_EXIT_CODE,
