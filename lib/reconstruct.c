@@ -419,22 +419,27 @@ struct leak_top {
 };
 
 struct proc {
+	/* first what every allocator event touches, in a few cache lines:
+	 * a trace has thousands of processes, and their events interleave */
 	uint32_t pid, ppid;
 	bool ended, has_ppid;
 	bool with_series; /* among the heaviest: its series are written */
-	size_t rank;	  /* 0 = the heaviest, set at the end */
-	int exit_kind;	  /* MT_EXIT_* */
-	int exit_value;
-	uint64_t start_t, end_t, events;
-	json_t *execs; /* [{"path", "t_ns"}] */
+	uint64_t events;
 	struct blocks blocks;
 	uint64_t heap_own, inherited_bytes;
+	struct series heap;
+	struct totals tot;
+	/* the rest */
+	size_t rank;   /* 0 = the heaviest, set at the end */
+	int exit_kind; /* MT_EXIT_* */
+	int exit_value;
+	uint64_t start_t, end_t;
+	json_t *execs; /* [{"path", "t_ns"}] */
 	struct ranges maps;
 	uint64_t brk_cur;
-	struct series heap, mapped;
+	struct series mapped;
 	uint64_t gauge[NGAUGES];
 	struct series gauge_s[NGAUGES];
-	struct totals tot;
 	struct leak_top leaks;
 	struct proc *next; /* creation order */
 };
