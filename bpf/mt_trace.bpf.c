@@ -259,8 +259,12 @@ static __always_inline void enter_free(struct call_state *st, __u64 pid_tgid,
 	emit(MT_EV_FREE, pid_tgid, ptr, 0, 0, 0);
 }
 
-SEC("uprobe")
-int alloc_enter(struct pt_regs *ctx)
+/*
+ * An allocator call enters.  True when its return must be seen: the
+ * outermost call of a traced thread, recorded in its call state; free-like
+ * calls, nested calls and everyone else's need none.
+ */
+static __always_inline bool enter_call(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 fn = MT_COOKIE_FN(bpf_get_attach_cookie(ctx));
@@ -268,25 +272,32 @@ int alloc_enter(struct pt_regs *ctx)
 	struct call_state *st;
 
 	if (!allocs_enabled)
-		return 0;
+		return false;
 	if (fn == MT_FN_FREE && PT_REGS_PARM1(ctx) == 0)
-		return 0; /* free(NULL) is no event */
+		return false; /* free(NULL) is no event */
 	st = traced_call_state(pid_tgid >> 32);
 	if (!st)
-		return 0;
+		return false;
 	if (fn == MT_FN_FREE) {
 		enter_free(st, pid_tgid, PT_REGS_PARM1(ctx), sp);
-		return 0;
+		return false;
 	}
 	st->freed_ptr = 0;
 	if (nested_call(st, sp))
-		return 0;
+		return false;
 	st->active = 1;
 	st->sp = sp;
 	st->fn = fn;
 	st->arg0 = PT_REGS_PARM1(ctx);
 	st->arg1 = PT_REGS_PARM2(ctx);
 	st->arg2 = PT_REGS_PARM3(ctx);
+	return true;
+}
+
+SEC("uprobe")
+int alloc_enter(struct pt_regs *ctx)
+{
+	enter_call(ctx);
 	return 0;
 }
 
@@ -355,19 +366,43 @@ static __always_inline void emit_return(struct call_state *st, __u64 pid_tgid,
 	}
 }
 
-SEC("uretprobe")
-int alloc_return(struct pt_regs *ctx)
+static __always_inline void return_call(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct call_state *st = call_state(false);
 
 	/* a state is only made for a traced thread (traced_call_state) */
 	if (!st || !st->active || PT_REGS_SP(ctx) <= st->sp)
-		return 0; /* not the outermost call's return */
+		return; /* not the outermost call's return */
 	st->active = 0;
 	if (allocs_enabled)
 		emit_return(st, pid_tgid, PT_REGS_RC(ctx));
+}
+
+SEC("uretprobe")
+int alloc_return(struct pt_regs *ctx)
+{
+	return_call(ctx);
 	return 0;
+}
+
+/*
+ * Both ends of a call in one program, for a uprobe session link (Linux
+ * 6.10): the entry's answer says whether the kernel should catch the
+ * return at all, so a process nobody traces, a nested call or a free pays
+ * one trap instead of two.  Entry or return?  At the entry the registers'
+ * ip is the probed address (bpf_get_func_ip); at the return it is the
+ * caller's return address.  (bpf_session_is_return() says the same, but a
+ * kfunc would make libbpf load the kernel's whole BTF.)
+ */
+SEC("uprobe")
+int alloc_session(struct pt_regs *ctx)
+{
+	if (PT_REGS_IP(ctx) != bpf_get_func_ip(ctx)) {
+		return_call(ctx);
+		return 0;
+	}
+	return enter_call(ctx) ? 0 : 1; /* 1: no return probe this time */
 }
 
 /* ---- code mapped by traced processes ------------------------------------ */

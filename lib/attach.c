@@ -2,11 +2,13 @@
 /*
  * attach.c - place the allocator uprobes.
  *
- * All entry probes of one ELF file go into one uprobe_multi link, and all
- * return probes into a second: a classic uprobe link costs ~110 ms to
- * detach, one multi link for everything 50-90 ms (FACTS.md).  libbpf 1.1
- * predates uprobe_multi, so the link is created with the raw bpf(2) call.
- * Kernels without it get classic links, one per probe.
+ * All probes of one ELF file go into one uprobe session link (Linux 6.10):
+ * one program sees both ends of a call, and its answer at the entry says
+ * whether the return is wanted, so an untraced process pays one trap a
+ * call, not two.  Before 6.10, one uprobe_multi link takes the entries and
+ * a second the returns; before 6.6, classic links, one per probe (a classic
+ * link costs ~110 ms to detach, FACTS.md).  libbpf 1.1 predates both, so
+ * multi and session links are made with the raw bpf(2) call.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -24,6 +26,7 @@
 #include "mt_probe.h"
 
 #define BPF_TRACE_UPROBE_MULTI_	   48 /* enum bpf_attach_type, Linux 6.6 */
+#define BPF_TRACE_UPROBE_SESSION_  57 /* and Linux 6.10 */
 #define BPF_F_UPROBE_MULTI_RETURN_ 1u /* link_create.uprobe_multi.flags */
 
 /* union bpf_attr's link_create member as Linux 6.6 has it for uprobe_multi;
@@ -48,14 +51,28 @@ struct probe {
 	uint64_t cookie;
 };
 
-void mt_attach_init(struct mt_attach *a, struct bpf_program *enter,
-		    struct bpf_program *ret, int verbose)
+void mt_attach_init(struct mt_attach *a, enum mt_probe_mode mode,
+		    struct bpf_program *enter, struct bpf_program *ret,
+		    int verbose)
 {
 	memset(a, 0, sizeof(*a));
+	a->mode = mode;
 	a->enter = enter;
-	a->ret = ret;
+	a->ret = mode == MT_PROBES_SESSION ? NULL : ret;
 	a->verbose = verbose;
-	a->use_multi = true;
+}
+
+const char *mt_probe_mode_name(enum mt_probe_mode mode)
+{
+	switch (mode) {
+	case MT_PROBES_SESSION:
+		return "uprobe session links";
+	case MT_PROBES_MULTI:
+		return "uprobe_multi links";
+	case MT_PROBES_CLASSIC:
+		return "classic uprobes";
+	}
+	return "?";
 }
 
 static int keep_link(struct mt_attach *a, struct bpf_link *link, int fd)
@@ -83,7 +100,9 @@ static int attach_multi(struct mt_attach *a, struct bpf_program *prog,
 	}
 	memset(&attr, 0, sizeof(attr));
 	attr.prog_fd = bpf_program__fd(prog);
-	attr.attach_type = BPF_TRACE_UPROBE_MULTI_;
+	attr.attach_type = a->mode == MT_PROBES_SESSION
+			       ? BPF_TRACE_UPROBE_SESSION_
+			       : BPF_TRACE_UPROBE_MULTI_;
 	attr.path = (uintptr_t)path;
 	attr.offsets = (uintptr_t)offsets;
 	attr.cookies = (uintptr_t)cookies;
@@ -128,7 +147,7 @@ static int attach_set(struct mt_attach *a, struct bpf_program *prog,
 {
 	if (n == 0)
 		return 0;
-	if (a->use_multi)
+	if (a->mode != MT_PROBES_CLASSIC)
 		return attach_multi(a, prog, path, p, n, retprobe);
 	return attach_classic(a, prog, path, p, n, retprobe);
 }
@@ -204,12 +223,13 @@ int mt_attach_file_as(struct mt_attach *a, const char *path,
 			continue;
 		}
 		/* a return probe must be at the entry, where the return
-		 * address is on top of the stack */
+		 * address is on top of the stack (a session's too) */
 		enter[nenter++] = (struct probe){off, fn};
-		ret[nret++] = (struct probe){off, fn};
+		if (a->ret)
+			ret[nret++] = (struct probe){off, fn};
 	}
 	rc = attach_set(a, a->enter, path, enter, nenter, false);
-	if (rc == 0)
+	if (rc == 0 && a->ret)
 		rc = attach_set(a, a->ret, path, ret, nret, true);
 	if (rc) {
 		snprintf(err, errlen, "%s: attaching %zu uprobes: %s", path,

@@ -13,10 +13,19 @@ struct bpf_link;
 
 #define MT_MAX_LINKS 256
 
+/* How allocator probes are attached, best first: each needs the
+ * programs loaded for it (expected attach type). */
+enum mt_probe_mode {
+	MT_PROBES_SESSION, /* one uprobe session link per file (Linux 6.10) */
+	MT_PROBES_MULTI,   /* uprobe_multi: entry and return links (6.6) */
+	MT_PROBES_CLASSIC, /* one classic link per probe */
+};
+
 struct mt_attach {
-	struct bpf_program *enter; /* entry program (cookie = mt_probe_fn) */
-	struct bpf_program *ret;   /* return program */
-	bool use_multi;		   /* one uprobe_multi link per file and kind */
+	struct bpf_program *enter; /* entry program, or the session program
+				      (cookie = mt_probe_fn) */
+	struct bpf_program *ret;   /* return program; NULL with a session */
+	enum mt_probe_mode mode;
 	int verbose;
 	size_t nprobes;
 	size_t nlinks;
@@ -24,8 +33,12 @@ struct mt_attach {
 	int link_fds[MT_MAX_LINKS];	      /* raw uprobe_multi link fds */
 };
 
-void mt_attach_init(struct mt_attach *a, struct bpf_program *enter,
-		    struct bpf_program *ret, int verbose);
+void mt_attach_init(struct mt_attach *a, enum mt_probe_mode mode,
+		    struct bpf_program *enter, struct bpf_program *ret,
+		    int verbose);
+
+/* The mode's name, for messages. */
+const char *mt_probe_mode_name(enum mt_probe_mode mode);
 
 /*
  * Probe every allocator function (mt_allocators.h) defined in the ELF file

@@ -47,7 +47,8 @@
 #include "mt_trace.skel.h"
 #include "tracer_int.h"
 
-#define BPF_TRACE_UPROBE_MULTI_ 48
+#define BPF_TRACE_UPROBE_MULTI_	  48
+#define BPF_TRACE_UPROBE_SESSION_ 57
 
 /* A batch is written when it holds this many records (about 3.5 MiB), and
  * at every drain. */
@@ -264,7 +265,30 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt,
 	return vfprintf(stderr, fmt, args);
 }
 
-int mt_tracer_load_bpf(struct tracer *t, bool multi)
+/* Load only the allocator programs the probe mode attaches, each with the
+ * attach type it needs (the kernel checks it at load). */
+static void choose_alloc_programs(struct mt_trace *skel,
+				  enum mt_probe_mode mode, bool track)
+{
+	struct bpf_program *session = skel->progs.alloc_session;
+	struct bpf_program *enter = skel->progs.alloc_enter;
+	struct bpf_program *ret = skel->progs.alloc_return;
+
+	bpf_program__set_autoload(session, track && mode == MT_PROBES_SESSION);
+	bpf_program__set_autoload(enter, track && mode != MT_PROBES_SESSION);
+	bpf_program__set_autoload(ret, track && mode != MT_PROBES_SESSION);
+	if (mode == MT_PROBES_SESSION)
+		bpf_program__set_expected_attach_type(
+		    session, BPF_TRACE_UPROBE_SESSION_);
+	if (mode == MT_PROBES_MULTI) {
+		bpf_program__set_expected_attach_type(enter,
+						      BPF_TRACE_UPROBE_MULTI_);
+		bpf_program__set_expected_attach_type(ret,
+						      BPF_TRACE_UPROBE_MULTI_);
+	}
+}
+
+int mt_tracer_load_bpf(struct tracer *t, enum mt_probe_mode mode)
 {
 	const struct mt_tracer_opts *o = t->opts;
 	char btf_path[64];
@@ -298,20 +322,22 @@ int mt_tracer_load_bpf(struct tracer *t, bool multi)
 		bpf_program__set_autoload(skel->progs.on_rss_owner, false);
 		bpf_program__set_autoload(skel->progs.on_rss_size, false);
 	}
-	if (!o->track_allocators) {
-		bpf_program__set_autoload(skel->progs.alloc_enter, false);
-		bpf_program__set_autoload(skel->progs.alloc_return, false);
-	} else if (multi) {
-		bpf_program__set_expected_attach_type(skel->progs.alloc_enter,
-						      BPF_TRACE_UPROBE_MULTI_);
-		bpf_program__set_expected_attach_type(skel->progs.alloc_return,
-						      BPF_TRACE_UPROBE_MULTI_);
-	}
+	choose_alloc_programs(skel, mode, o->track_allocators);
+	t->probe_mode = mode;
 	err = mt_trace__load(skel);
 	if (btf_fd >= 0)
 		close(btf_fd);
 	if (err) {
-		explain_privileges("loading the BPF programs", -err);
+		/* a kernel without sessions refuses their attach type: the
+		 * caller tries the next mode, which says what failed */
+		if (mode == MT_PROBES_SESSION && o->track_allocators) {
+			if (o->verbose)
+				fprintf(stderr,
+					"mt-trace: no uprobe sessions (%s)\n",
+					strerror(-err));
+		} else {
+			explain_privileges("loading the BPF programs", -err);
+		}
 		mt_trace__destroy(skel);
 		return -1;
 	}
@@ -337,6 +363,30 @@ int mt_tracer_make_rings(struct tracer *t)
 	return 0;
 }
 
+/* The first probe mode to try: the best there is, or MT_PROBES's (session,
+ * multi, classic), which tests use to run the fallbacks too. */
+static enum mt_probe_mode first_probe_mode(void)
+{
+	const char *want = getenv("MT_PROBES");
+
+	if (want && strcmp(want, "classic") == 0)
+		return MT_PROBES_CLASSIC;
+	if (want && strcmp(want, "multi") == 0)
+		return MT_PROBES_MULTI;
+	return MT_PROBES_SESSION;
+}
+
+static int load_best(struct tracer *t)
+{
+	enum mt_probe_mode mode = first_probe_mode();
+
+	if (mode == MT_PROBES_SESSION &&
+	    mt_tracer_load_bpf(t, MT_PROBES_SESSION) == 0)
+		return 0;
+	return mt_tracer_load_bpf(t, mode == MT_PROBES_SESSION ? MT_PROBES_MULTI
+							       : mode);
+}
+
 static int setup_bpf(struct tracer *t)
 {
 	__u32 pid = t->child, state = MT_AWAITING_EXEC;
@@ -345,7 +395,7 @@ static int setup_bpf(struct tracer *t)
 	libbpf_set_print(libbpf_print);
 	mt_tracer_verbose = t->opts->verbose;
 	t->ncpus = libbpf_num_possible_cpus();
-	if (mt_tracer_load_bpf(t, true) || mt_tracer_make_rings(t))
+	if (load_best(t) || mt_tracer_make_rings(t))
 		return -1;
 	if (t->opts->track_allocators && mt_tracer_attach_initial(t))
 		return -1;

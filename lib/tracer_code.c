@@ -128,9 +128,10 @@ static int inspect_file(struct tracer *t, int fd, const char *path, pid_t pid)
 	n = mt_attach_file(&t->attach, via, &family, err, sizeof(err));
 	if (n == 0 && t->ndonors)
 		n = attach_with_donor(t, via, &family, err, sizeof(err));
-	if (n < 0 && t->attach.nprobes == 0 && t->attach.use_multi &&
+	if (n < 0 && t->attach.nprobes == 0 &&
+	    t->attach.mode != MT_PROBES_CLASSIC &&
 	    (n == -EINVAL || n == -EOPNOTSUPP || n == -ENOSYS))
-		return n; /* maybe no uprobe_multi: the caller retries */
+		return n; /* maybe no such links: the caller retries */
 	mark_inspected(t, &key);
 	if (n < 0) {
 		fprintf(stderr,
@@ -261,23 +262,37 @@ static int inspect_extra(struct tracer *t)
 	return rc;
 }
 
-/* A kernel without uprobe_multi (before 6.6): classic uprobes, which need
- * the programs loaded for them, so load again. */
-static int fall_back_to_classic(struct tracer *t, int why)
+static void init_attach(struct tracer *t)
 {
+	struct mt_trace *skel = t->skel;
+
+	mt_attach_init(&t->attach, t->probe_mode,
+		       t->probe_mode == MT_PROBES_SESSION
+			   ? skel->progs.alloc_session
+			   : skel->progs.alloc_enter,
+		       skel->progs.alloc_return, t->opts->verbose);
 	if (t->opts->verbose)
-		fprintf(stderr,
-			"mt-trace: no uprobe_multi (%s); using classic "
-			"uprobes\n",
-			strerror(-why));
+		fprintf(stderr, "mt-trace: allocator probes: %s\n",
+			mt_probe_mode_name(t->probe_mode));
+}
+
+/* The kernel refused the links of the current mode (no uprobe sessions
+ * before 6.10, no uprobe_multi before 6.6): the next mode needs the
+ * programs loaded for it, so load again. */
+static int fall_back(struct tracer *t, int why)
+{
+	enum mt_probe_mode next = t->probe_mode + 1;
+
+	if (t->opts->verbose)
+		fprintf(stderr, "mt-trace: no %s (%s); using %s\n",
+			mt_probe_mode_name(t->probe_mode), strerror(-why),
+			mt_probe_mode_name(next));
 	mt_attach_destroy(&t->attach);
 	mt_trace__destroy(t->skel);
 	t->skel = NULL;
-	if (mt_tracer_load_bpf(t, false) || mt_tracer_make_rings(t))
+	if (mt_tracer_load_bpf(t, next) || mt_tracer_make_rings(t))
 		return -1;
-	mt_attach_init(&t->attach, t->skel->progs.alloc_enter,
-		       t->skel->progs.alloc_return, t->opts->verbose);
-	t->attach.use_multi = false;
+	init_attach(t);
 	return 0;
 }
 
@@ -287,8 +302,7 @@ int mt_tracer_attach_initial(struct tracer *t)
 	    t->opts->libc_path ? t->opts->libc_path : mt_self_libc();
 	int fd, rc;
 
-	mt_attach_init(&t->attach, t->skel->progs.alloc_enter,
-		       t->skel->progs.alloc_return, t->opts->verbose);
+	init_attach(t);
 	if (libc[0]) {
 		fd = open(libc, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
@@ -298,7 +312,8 @@ int mt_tracer_attach_initial(struct tracer *t)
 		}
 		/* probed before the command starts: reported as its own */
 		rc = inspect_file(t, fd, libc, t->child);
-		if (rc < 0 && fall_back_to_classic(t, rc) == 0)
+		while (rc < 0 && t->probe_mode != MT_PROBES_CLASSIC &&
+		       fall_back(t, rc) == 0)
 			rc = inspect_file(t, fd, libc, t->child);
 		close(fd);
 		if (rc < 0)

@@ -38,6 +38,7 @@ struct tracer {
 	const struct mt_tracer_opts *opts;
 	struct mt_trace *skel;
 	struct mt_attach attach;
+	enum mt_probe_mode probe_mode; /* what the loaded programs are for */
 	struct ring_buffer *rings;
 	pid_t child;
 	int pidfd;
@@ -90,8 +91,8 @@ int mt_tracer_own_event(struct tracer *t, uint16_t kind, pid_t pid,
 			const void *payload, size_t len,
 			const struct mt_event *fields);
 
-/* (Re)load the BPF object; multi: for uprobe_multi links. */
-int mt_tracer_load_bpf(struct tracer *t, bool multi);
+/* (Re)load the BPF object, its allocator programs for mode. */
+int mt_tracer_load_bpf(struct tracer *t, enum mt_probe_mode mode);
 
 /* (Re)create the ring buffer consumers for the loaded object. */
 int mt_tracer_make_rings(struct tracer *t);

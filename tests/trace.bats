@@ -106,16 +106,17 @@ log_info() {
 	mt-trace --child-stdout "$T/out" -o "$T/t.raw" -- \
 		"$MT_FIXTURES/free_null" 200000 2>"$T/err" &
 	read -r line <"$T/out"
-	# (one object, or a list when several sessions' programs are loaded)
-	runs=$(bpftool -j prog show name alloc_enter | "$PY" -c '
+	# the newest allocator entry program (alloc_session, or alloc_enter
+	# where the kernel has no uprobe sessions)
+	runs=$(bpftool -j prog show | "$PY" -c '
 import json, sys
-progs = json.load(sys.stdin)
-progs = progs if isinstance(progs, list) else [progs]
+progs = [p for p in json.load(sys.stdin)
+         if p.get("name") in ("alloc_session", "alloc_enter")]
 print(max(progs, key=lambda p: p["id"]).get("run_cnt", -1))')
 	wait
 	sysctl -qw kernel.bpf_stats_enabled="$old"
 	[ "$line" = done ]
-	echo "alloc_enter ran $runs times for 200,000 free(NULL) + 2 calls" >&3
+	echo "the allocator program ran $runs times for 200,000 free(NULL) + 2 calls" >&3
 	# this process's 2 calls, and whatever else the machine allocates meanwhile
 	[ "$runs" -ge 2 ]
 	[ "$runs" -lt 50000 ]
@@ -124,6 +125,25 @@ print(max(progs, key=lambda p: p["id"]).get("run_cnt", -1))')
 	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG" --kinds alloc
 	echo "$output"
 	assert_success
+}
+
+@test "each way of attaching the probes (session, uprobe_multi, classic) gives the same exact events" {
+	require_bpf
+	for mode in session multi classic; do
+		# nested and tail calls (realloc(NULL, n) jumps to malloc), and
+		# failures, are where the ways differ inside
+		for fixture in realloc_edges memalign_family hundred; do
+			: >"$MT_FIXTURE_LOG"
+			MT_PROBES=$mode check_fixture "$fixture"
+		done
+		MT_PROBES=$mode trace_ok -v -- true
+		case $mode in
+		session) want="uprobe session links" ;;
+		multi) want="uprobe_multi links" ;;
+		classic) want="classic uprobes" ;;
+		esac
+		assert_file_contains "$T/trace.err" "allocator probes: $want"
+	done
 }
 
 @test "calloc(10, 100): one Calloc of 1000 bytes" {

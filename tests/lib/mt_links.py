@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-MT_PROGS = {"alloc_enter", "alloc_return", "on_sys_enter", "on_sys_exit",
+MT_PROGS = {"alloc_session", "alloc_enter", "alloc_return", "on_sys_enter", "on_sys_exit",
             "on_fork", "on_exec", "on_exit", "on_rss_owner", "on_rss_size"}
 
 
