@@ -201,8 +201,9 @@ print(off)' "$T/run.raw" "$T/bad.raw")
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.execvp(sys.argv[1], sys.argv[1:])' mt-encode < "$T/fifo" > "$T/hand.msgpack" &
 	pid=$!
-	# wait until mt-encode runs and has set SIGINT aside (bit 2 of SigIgn)
-	for _ in $(seq 100); do
+	# wait until mt-encode runs and has set SIGINT aside (bit 2 of SigIgn);
+	# up to 30 s: under ASan on a loaded machine 5 s was once too short
+	for _ in $(seq 600); do
 		ign=$(awk '/^SigIgn:/ { print $2 }' "/proc/$pid/status")
 		[ "$(cat "/proc/$pid/comm")" = mt-encode ] &&
 			(( 0x$ign & 2 )) && break
