@@ -599,10 +599,10 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
  * classic tracepoint carries the exact size (it sums the per-CPU counter);
  * only the raw tracepoint carries the mm itself, whose owner says which
  * process the memory belongs to -- also when another task caused the change
- * (reclaim, a parent reading the child's memory).  Both fire for the same update, on
- * the same CPU with preemption off, one right after the other, so the two
- * halves meet in a per-CPU slot; whichever comes second emits the event,
- * so the order the kernel runs them in does not matter.
+ * (reclaim, a parent reading the child's memory).  Both fire for the same
+ * update, on the same CPU with preemption off, one right after the other,
+ * so the two halves meet in a per-CPU slot; whichever comes second emits
+ * the event, so the order the kernel runs them in does not matter.
  */
 enum rss_half { RSS_EMPTY = 0, RSS_HAVE_OWNER, RSS_HAVE_SIZE };
 
