@@ -1607,6 +1607,8 @@ static const enum key fast_key_list[] = {
     K_OLD_SIZE, K_ALIGNMENT, K_PROT, K_FLAGS,	  K_PPID, K_MEMBER, K_COUNT,
 };
 
+static void fixed_tables(void);
+
 __attribute__((constructor)) static void fast_tables(void)
 {
 	for (size_t len = 0; len <= 16; len++) {
@@ -1622,6 +1624,7 @@ __attribute__((constructor)) static void fast_tables(void)
 	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++)
 		if (mt_kind_name(kind) && strlen(mt_kind_name(kind)) <= 16)
 			name_add(&fast_kinds, mt_kind_name(kind), kind);
+	fixed_tables();
 	type_key = name_words((const unsigned char *)"\xa4type\0\0\0\0\0\0\0\0"
 						     "\0\0\0",
 			      5);
@@ -1685,6 +1688,11 @@ struct guess {
 	struct name_words bytes, mask;
 	uint8_t size;
 	uint8_t value;
+	/* a key's guess may take in its value's type byte too (the widths
+	 * of a kind's values repeat as well): then the value is the
+	 * big-endian word at val_at shifted right by val_shift, and the pair
+	 * ends pair_size bytes on; pair_size 0: the key alone */
+	uint8_t val_at, val_shift, pair_size;
 };
 
 #define GUESS_POS   16 /* a fixmap has at most 15 pairs */
@@ -1720,6 +1728,57 @@ static void guess_set(struct guess *g, const unsigned char *p, size_t size,
 	g->bytes = name_words(p, size);
 	g->size = size;
 	g->value = value;
+	g->pair_size = 0;
+}
+
+/* The key guess g (just matched at key) takes in the type byte of the
+ * unsigned value after it: a positive fixint (any, so the type byte's top
+ * bit is masked in) or uint 8..64 (this exact width). */
+static void guess_value(struct guess *g, const unsigned char *key)
+{
+	const unsigned char *q = key + g->size;
+	unsigned char mask[16], bytes[16];
+	unsigned width;
+
+	struct name_words w, km;
+
+	if (g->size >= 16)
+		return;
+	km = name_mask[g->size];
+	w = name_words(key, g->size);
+	if (w.lo != (g->bytes.lo & km.lo) || w.hi != (g->bytes.hi & km.hi) ||
+	    (*q > 0x7f && (*q < 0xcc || *q > 0xcf)))
+		return; /* the guess is not this key's, or no such value */
+	memcpy(mask, &km, sizeof(mask));
+	memcpy(bytes, &w, sizeof(bytes));
+	if (*q <= 0x7f) {
+		mask[g->size] = 0x80;
+		bytes[g->size] = 0;
+		g->val_at = g->size;
+		width = 1;
+	} else {
+		mask[g->size] = 0xff;
+		bytes[g->size] = *q;
+		g->val_at = g->size + 1;
+		width = 1u << (*q - 0xcc);
+	}
+	memcpy(&g->mask, mask, sizeof(mask));
+	memcpy(&g->bytes, bytes, sizeof(bytes));
+	g->val_shift = 64 - 8 * width;
+	g->pair_size = g->val_at + width;
+}
+
+/* The value at p + g->val_at, as guess_value found it. */
+static inline uint64_t guessed_value(const unsigned char *p,
+				     const struct guess *g)
+{
+	uint64_t word;
+
+	memcpy(&word, p + g->val_at, sizeof(word)); /* big-endian */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	word = __builtin_bswap64(word);
+#endif
+	return word >> g->val_shift;
 }
 
 /* fast_name when the guess was wrong: the table, and a new guess. */
@@ -1799,14 +1858,39 @@ static inline bool fast_pairs(const unsigned char **p, struct fast_map *m,
 			      unsigned n, struct guess *row)
 {
 	for (struct guess *g = row + 1; g < row + n; g++) {
-		unsigned k = fast_name(p, g, &fast_keys, K_MAX);
+		struct name_words w;
+		const unsigned char *key = *p;
+		unsigned k;
 
+		memcpy(&w, key, sizeof(w));
+		if ((w.lo & g->mask.lo) == g->bytes.lo &&
+		    (w.hi & g->mask.hi) == g->bytes.hi && g->pair_size) {
+			/* key and value type as guessed: one compare */
+			m->u[g->value] = guessed_value(key, g);
+			m->present |= 1ull << g->value;
+			*p = key + g->pair_size;
+			continue;
+		}
+		if (g->pair_size &&
+		    ((w.lo ^ g->bytes.lo) & name_mask[g->size].lo) == 0 &&
+		    ((w.hi ^ g->bytes.hi) & name_mask[g->size].hi) == 0) {
+			/* the key as guessed, its value of another width */
+			k = g->value;
+			*p = key + g->size;
+		} else {
+			k = fast_name(p, g, &fast_keys, K_MAX);
+		}
 		if (k == K_MAX || k == K_TYPE)
 			return false;
 		m->present |= 1ull << k;
-		if (k == K_MEMBER ? !fast_member(p, m)
-				  : !fast_uint(p, &m->u[k]))
-			return false;
+		if (k == K_MEMBER)
+			if (!fast_member(p, m))
+				return false;
+		if (k != K_MEMBER) {
+			if (!fast_uint(p, &m->u[k]))
+				return false;
+			guess_value(g, key);
+		}
 	}
 	return true;
 }
@@ -1889,6 +1973,183 @@ static bool fast_to_record(const struct fast_map *m, struct mt_record *rec)
 	return fast_kind_values(m, ev);
 }
 
+/*
+ * The maps of the commonest kinds, in the key order lib/artifact.c writes
+ * them (man/mt-format.5): every key and every value's type checked at a
+ * fixed place, without a branch per pair; any difference (another order,
+ * another key, a value not an unsigned integer) declines the map, and the
+ * guessing path above takes it.  What is accepted reads as there.
+ */
+struct fixed_key {
+	struct name_words bytes, mask; /* the key as encoded: a fixstr */
+	uint8_t size;
+};
+
+/* How an unsigned integer is laid out, by its first byte: the value is
+ * the big-endian word at at, shifted right by shift; bad if it is no
+ * positive fixint or uint 8..64. */
+struct uint_form {
+	uint8_t at, shift, size, bad;
+};
+
+static struct fixed_key fixed_keys[K_MAX];
+static struct uint_form uint_forms[256];
+static struct name_words rss_member_words[4]; /* as encoded, fixstr */
+
+static void fixed_tables(void)
+{
+	for (unsigned k = 0; k < K_MAX; k++) {
+		unsigned char bytes[16] = {0};
+		size_t len = strlen(key_names[k]);
+
+		if (len > 14)
+			continue;
+		bytes[0] = 0xa0 | len;
+		memcpy(bytes + 1, key_names[k], len);
+		fixed_keys[k].bytes = name_words(bytes, len + 1);
+		fixed_keys[k].mask = name_mask[len + 1];
+		fixed_keys[k].size = len + 1;
+	}
+	for (unsigned b = 0; b < 256; b++) {
+		struct uint_form f = {0, 56, 1, 1};
+
+		if (b <= 0x7f)
+			f.bad = 0;
+		else if (b >= 0xcc && b <= 0xcf)
+			f = (struct uint_form){1, 64 - (8u << (b - 0xcc)),
+					       1 + (1u << (b - 0xcc)), 0};
+		uint_forms[b] = f;
+	}
+	for (unsigned i = 0; i < 4; i++) {
+		unsigned char bytes[16] = {0};
+		size_t len = strlen(rss_members[i]);
+
+		bytes[0] = 0xa0 | len;
+		memcpy(bytes + 1, rss_members[i], len);
+		rss_member_words[i] = name_words(bytes, len + 1);
+	}
+}
+
+/* The pair at *p, key k and an unsigned value: the value; *bad gets
+ * non-zero bits if the pair is anything else. */
+static inline __attribute__((always_inline)) uint64_t
+fixed_uint(const unsigned char **p, enum key k, uint64_t *bad)
+{
+	const struct fixed_key *fk = &fixed_keys[k];
+	const unsigned char *q = *p;
+	const struct uint_form *f;
+	struct name_words w;
+	uint64_t word;
+
+	memcpy(&w, q, sizeof(w));
+	*bad |= ((w.lo & fk->mask.lo) ^ fk->bytes.lo) |
+		((w.hi & fk->mask.hi) ^ fk->bytes.hi);
+	q += fk->size;
+	f = &uint_forms[*q];
+	*bad |= f->bad;
+	memcpy(&word, q + f->at, sizeof(word)); /* big-endian */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	word = __builtin_bswap64(word);
+#endif
+	*p = q + f->size;
+	return word >> f->shift;
+}
+
+/* The Rss member pair at *p, by name: its number, *bad set otherwise. */
+static inline uint32_t fixed_rss_member(const unsigned char **p, uint64_t *bad)
+{
+	const struct fixed_key *fk = &fixed_keys[K_MEMBER];
+	const unsigned char *q = *p;
+	struct name_words w;
+
+	memcpy(&w, q, sizeof(w));
+	*bad |= ((w.lo & fk->mask.lo) ^ fk->bytes.lo) |
+		((w.hi & fk->mask.hi) ^ fk->bytes.hi);
+	q += fk->size;
+	if (*q >= 0xa0 && *q <= 0xaf) {
+		w = name_words(q, 1 + (*q & 0x0f));
+		for (uint32_t i = 0; i < 4; i++) {
+			if (w.lo == rss_member_words[i].lo &&
+			    w.hi == rss_member_words[i].hi) {
+				*p = q + 1 + (*q & 0x0f);
+				return i;
+			}
+		}
+	}
+	*bad |= 1;
+	return 0;
+}
+
+/* The map at p (after its type, n pairs in all) into rec if it has the
+ * shape its kind is written in; *end: where it ends. */
+static inline bool fixed_event(const unsigned char *p, unsigned n,
+			       unsigned kind, struct mt_record *rec,
+			       const unsigned char **end)
+{
+	struct mt_event *ev = &rec->ev;
+	uint64_t bad = 0, pid, tid, ts;
+
+	if (kind > MT_EV_RSS) /* switch below: only kinds up to Rss */
+		return false;
+	memset(rec, 0, sizeof(*rec));
+	pid = fixed_uint(&p, K_PID, &bad);
+	tid = fixed_uint(&p, K_TID, &bad);
+	ts = fixed_uint(&p, K_TIMESTAMP, &bad);
+	switch (kind) {
+	case MT_EV_MALLOC:
+	case MT_EV_CALLOC:
+	case MT_EV_MUNMAP:
+		bad |= n ^ 6;
+		ev->addr = fixed_uint(&p, K_ADDR, &bad);
+		ev->size = fixed_uint(&p, K_SIZE, &bad);
+		break;
+	case MT_EV_FREE:
+		bad |= n ^ 5;
+		ev->addr = fixed_uint(&p, K_ADDR, &bad);
+		break;
+	case MT_EV_REALLOC:
+		bad |= n ^ 7;
+		ev->addr = fixed_uint(&p, K_ADDR, &bad);
+		ev->size = fixed_uint(&p, K_SIZE, &bad);
+		ev->old_addr = fixed_uint(&p, K_OLD_ADDR, &bad);
+		break;
+	case MT_EV_ALIGNED_ALLOC:
+		bad |= n ^ 7;
+		ev->addr = fixed_uint(&p, K_ADDR, &bad);
+		ev->size = fixed_uint(&p, K_SIZE, &bad);
+		ev->old_size = fixed_uint(&p, K_ALIGNMENT, &bad);
+		break;
+	case MT_EV_MREMAP:
+		bad |= n ^ 8;
+		ev->addr = fixed_uint(&p, K_ADDR, &bad);
+		ev->size = fixed_uint(&p, K_SIZE, &bad);
+		ev->old_addr = fixed_uint(&p, K_OLD_ADDR, &bad);
+		ev->old_size = fixed_uint(&p, K_OLD_SIZE, &bad);
+		break;
+	case MT_EV_BRK:
+		bad |= n ^ 7;
+		ev->addr = fixed_uint(&p, K_ADDR, &bad);
+		ev->old_addr = fixed_uint(&p, K_OLD_ADDR, &bad);
+		ev->size = fixed_uint(&p, K_SIZE, &bad);
+		break;
+	case MT_EV_RSS:
+		bad |= n ^ 6;
+		ev->aux = fixed_rss_member(&p, &bad);
+		ev->size = fixed_uint(&p, K_SIZE, &bad);
+		break;
+	default:
+		return false;
+	}
+	if (bad || pid > UINT32_MAX || tid > UINT32_MAX)
+		return false;
+	ev->kind = kind;
+	ev->pid = pid;
+	ev->tid = tid;
+	ev->timestamp = ts;
+	*end = p;
+	return true;
+}
+
 /* The event map at p into rec, *size bytes long: true, or false to leave
  * it to the general path.  FAST_SLACK bytes at p must be readable. */
 static bool mp_fast_event(const unsigned char *p, struct mt_record *rec,
@@ -1901,10 +2162,16 @@ static bool mp_fast_event(const unsigned char *p, struct mt_record *rec,
 	if (*p < 0x81 || *p > 0x8f)
 		return false;
 	n = *p++ & 0x0f;
+	if (!fast_type(&p, &m, gs))
+		return false;
+	if (fixed_event(p, n, m.kind, rec, &p)) {
+		*size = p - start;
+		return true;
+	}
 	memset(m.u, 0, (K_OLD_SIZE + 1) * sizeof(*m.u));
 	m.member = NULL;
 	m.member_len = 0;
-	if (!fast_type(&p, &m, gs) || !fast_pairs(&p, &m, n, gs->key[m.kind]))
+	if (!fast_pairs(&p, &m, n, gs->key[m.kind]))
 		return false;
 	if (!fast_to_record(&m, rec))
 		return false;

@@ -55,6 +55,10 @@ struct point {
 struct series {
 	struct point *pts;
 	size_t n, alloc;
+	/* the last point, pts[n - 1] (which is stale: only a new point
+	 * writes it back): the events of thousands of processes interleave,
+	 * and their series' points would cost a cache miss per event */
+	struct point tail;
 	unsigned shift; /* adaptive/exact: bucket = t >> shift */
 	uint64_t width; /* fixed: bucket = t / width */
 	uint64_t peak;	/* exact, never bucketed */
@@ -145,19 +149,22 @@ static inline void series_set(struct series *s, const struct series_cfg *cfg,
 		s->peak_t = t;
 	}
 	/* events slightly out of order fall into the latest bucket */
-	if (s->n > 0 && idx <= s->pts[s->n - 1].idx) {
-		struct point *q = &s->pts[s->n - 1];
-
-		if (v > q->max)
-			q->max = v;
-		q->last = v;
+	if (s->n > 0 && idx <= s->tail.idx) {
+		if (v > s->tail.max)
+			s->tail.max = v;
+		s->tail.last = v;
 		return;
 	}
 	if (s->n == s->alloc && series_grow(s) < 0)
 		return; /* out of memory: the exact peak is still kept */
-	s->pts[s->n++] = (struct point){idx, v, v};
-	if (cfg->mode == MT_RES_ADAPTIVE && s->n > cfg->max_points)
+	if (s->n > 0)
+		s->pts[s->n - 1] = s->tail;
+	s->tail = (struct point){idx, v, v};
+	s->pts[s->n++] = s->tail;
+	if (cfg->mode == MT_RES_ADAPTIVE && s->n > cfg->max_points) {
 		series_coarsen(s, cfg->max_points / 2);
+		s->tail = s->pts[s->n - 1];
+	}
 }
 
 /* An ended process's series no longer grows: give back the slack. */
@@ -1672,10 +1679,13 @@ static void series_emit(struct emit *e, const char *key, const struct series *s,
 		emit_int(e, "bucket_ns", width);
 		emit_open(e, "points", true);
 		for (size_t i = 0; i < s->n; i++) {
+			const struct point *q =
+			    i + 1 < s->n ? &s->pts[i] : &s->tail;
+
 			emit_open(e, NULL, true);
-			emit_int(e, NULL, s->pts[i].idx * width);
-			emit_int(e, NULL, s->pts[i].max);
-			emit_int(e, NULL, s->pts[i].last);
+			emit_int(e, NULL, q->idx * width);
+			emit_int(e, NULL, q->max);
+			emit_int(e, NULL, q->last);
 			emit_close(e, true);
 		}
 		emit_close(e, true);

@@ -14,6 +14,26 @@
 
 enum { EXIT_TRUNCATED = 1, EXIT_UNUSABLE = 2 };
 
+/*
+ * Freeing the reconstruction walks every process's tables and series just
+ * before exit gives all of it back anyway (0.05 s of 1.2 s on 10 M
+ * events), so a normal build leaves that to exit.  Sanitizer builds still
+ * free, so LeakSanitizer keeps checking that everything can be freed; the
+ * static pointer keeps it reachable for valgrind's leak check.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_LEAK__)
+#define FREE_AT_EXIT 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
+#define FREE_AT_EXIT 1
+#endif
+#endif
+#ifndef FREE_AT_EXIT
+#define FREE_AT_EXIT 0
+#endif
+
+static struct mt_recon *recon;
+
 static void usage(FILE *to, int status)
 {
 	fprintf(to, "usage: mt-reconstruct [-o FILE] [--resolution DURATION] "
@@ -52,7 +72,6 @@ int main(int argc, char **argv)
 	size_t flags = JSON_COMPACT;
 	char errbuf[1024];
 	struct mt_input *in;
-	struct mt_recon *recon;
 	struct mt_record rec;
 	bool complete;
 	int rc;
@@ -135,7 +154,8 @@ int main(int argc, char **argv)
 			   flags | JSON_REAL_PRECISION(12)) < 0 ||
 	    fflush(stdout) == EOF)
 		err(EXIT_UNUSABLE, "%s", output ? output : "<stdout>");
-	mt_recon_free(recon);
+	if (FREE_AT_EXIT)
+		mt_recon_free(recon);
 	mt_input_close(in);
 	return complete ? 0 : EXIT_TRUNCATED;
 }
