@@ -72,7 +72,6 @@ int main(int argc, char **argv)
 	size_t flags = JSON_COMPACT;
 	char errbuf[1024];
 	struct mt_input *in;
-	struct mt_record rec;
 	bool complete;
 	int rc;
 	int c;
@@ -140,8 +139,7 @@ int main(int argc, char **argv)
 	recon = mt_recon_new(&opts, mt_input_meta(in), mt_input_format(in));
 	if (!recon)
 		errx(EXIT_UNUSABLE, "out of memory");
-	while ((rc = mt_input_next(in, &rec)) > 0)
-		mt_recon_event(recon, &rec);
+	rc = mt_recon_read(recon, in);
 	complete = rc == 0;
 	if (opts.section && !mt_recon_section_seen(recon))
 		errx(EXIT_UNUSABLE, "--section %s: no marker \"%s\" in %s",
