@@ -2030,21 +2030,42 @@ static void fixed_tables(void)
 	}
 }
 
-/* The pair at *p, key k and an unsigned value: the value; *bad gets
- * non-zero bits if the pair is anything else. */
+/* Byte i of a key literal of fewer than 16 bytes, at its place in a
+ * little-endian word (i % 8), 0 past its end: constants the compiler
+ * folds. */
+#define KEY_BYTE(key, i)                                                       \
+	((i) < sizeof(key) - 1                                                 \
+	     ? (uint64_t)(unsigned char)(key)[(i) < sizeof(key) - 1 ? (i) : 0] \
+		   << 8 * ((i) % 8)                                            \
+	     : 0)
+#define KEY_WORD(key, i)                                                       \
+	(KEY_BYTE(key, i) | KEY_BYTE(key, i + 1) | KEY_BYTE(key, i + 2) |      \
+	 KEY_BYTE(key, i + 3) | KEY_BYTE(key, i + 4) | KEY_BYTE(key, i + 5) |  \
+	 KEY_BYTE(key, i + 6) | KEY_BYTE(key, i + 7))
+
+/* The pair at *p, key (a fixstr as encoded, a literal) and an unsigned
+ * value: the value; *bad gets non-zero bits if the pair is anything
+ * else. */
+#define FIXED_UINT(p, key, bad)                                                \
+	fixed_uint(p, KEY_WORD(key, 0), KEY_WORD(key, 8), sizeof(key) - 1, bad)
+
 static inline __attribute__((always_inline)) uint64_t
-fixed_uint(const unsigned char **p, enum key k, uint64_t *bad)
+fixed_uint(const unsigned char **p, uint64_t key_lo, uint64_t key_hi,
+	   unsigned size, uint64_t *bad)
 {
-	const struct fixed_key *fk = &fixed_keys[k];
 	const unsigned char *q = *p;
 	const struct uint_form *f;
-	struct name_words w;
 	uint64_t word;
 
-	memcpy(&w, q, sizeof(w));
-	*bad |= ((w.lo & fk->mask.lo) ^ fk->bytes.lo) |
-		((w.hi & fk->mask.hi) ^ fk->bytes.hi);
-	q += fk->size;
+	memcpy(&word, q, sizeof(word));
+	if (size < 8)
+		word &= (1ull << 8 * size) - 1;
+	*bad |= word ^ key_lo;
+	if (size > 8) {
+		memcpy(&word, q + 8, sizeof(word));
+		*bad |= (word & ((1ull << 8 * (size - 8)) - 1)) ^ key_hi;
+	}
+	q += size;
 	f = &uint_forms[*q];
 	*bad |= f->bad;
 	memcpy(&word, q + f->at, sizeof(word)); /* big-endian */
@@ -2082,9 +2103,9 @@ static inline uint32_t fixed_rss_member(const unsigned char **p, uint64_t *bad)
 
 /* The map at p (after its type, n pairs in all) into rec if it has the
  * shape its kind is written in; *end: where it ends. */
-static inline bool fixed_event(const unsigned char *p, unsigned n,
-			       unsigned kind, struct mt_record *rec,
-			       const unsigned char **end)
+static inline __attribute__((always_inline)) bool
+fixed_event(const unsigned char *p, unsigned n, unsigned kind,
+	    struct mt_record *rec, const unsigned char **end)
 {
 	struct mt_event *ev = &rec->ev;
 	uint64_t bad = 0, pid, tid, ts;
@@ -2092,50 +2113,110 @@ static inline bool fixed_event(const unsigned char *p, unsigned n,
 	if (kind > MT_EV_RSS) /* switch below: only kinds up to Rss */
 		return false;
 	memset(rec, 0, sizeof(*rec));
-	pid = fixed_uint(&p, K_PID, &bad);
-	tid = fixed_uint(&p, K_TID, &bad);
-	ts = fixed_uint(&p, K_TIMESTAMP, &bad);
+	pid = FIXED_UINT(&p,
+			 "\xa3"
+			 "pid",
+			 &bad);
+	tid = FIXED_UINT(&p,
+			 "\xa3"
+			 "tid",
+			 &bad);
+	ts = FIXED_UINT(&p,
+			"\xa9"
+			"timestamp",
+			&bad);
 	switch (kind) {
 	case MT_EV_MALLOC:
 	case MT_EV_CALLOC:
 	case MT_EV_MUNMAP:
 		bad |= n ^ 6;
-		ev->addr = fixed_uint(&p, K_ADDR, &bad);
-		ev->size = fixed_uint(&p, K_SIZE, &bad);
+		ev->addr = FIXED_UINT(&p,
+				      "\xa4"
+				      "addr",
+				      &bad);
+		ev->size = FIXED_UINT(&p,
+				      "\xa4"
+				      "size",
+				      &bad);
 		break;
 	case MT_EV_FREE:
 		bad |= n ^ 5;
-		ev->addr = fixed_uint(&p, K_ADDR, &bad);
+		ev->addr = FIXED_UINT(&p,
+				      "\xa4"
+				      "addr",
+				      &bad);
 		break;
 	case MT_EV_REALLOC:
 		bad |= n ^ 7;
-		ev->addr = fixed_uint(&p, K_ADDR, &bad);
-		ev->size = fixed_uint(&p, K_SIZE, &bad);
-		ev->old_addr = fixed_uint(&p, K_OLD_ADDR, &bad);
+		ev->addr = FIXED_UINT(&p,
+				      "\xa4"
+				      "addr",
+				      &bad);
+		ev->size = FIXED_UINT(&p,
+				      "\xa4"
+				      "size",
+				      &bad);
+		ev->old_addr = FIXED_UINT(&p,
+					  "\xa8"
+					  "old_addr",
+					  &bad);
 		break;
 	case MT_EV_ALIGNED_ALLOC:
 		bad |= n ^ 7;
-		ev->addr = fixed_uint(&p, K_ADDR, &bad);
-		ev->size = fixed_uint(&p, K_SIZE, &bad);
-		ev->old_size = fixed_uint(&p, K_ALIGNMENT, &bad);
+		ev->addr = FIXED_UINT(&p,
+				      "\xa4"
+				      "addr",
+				      &bad);
+		ev->size = FIXED_UINT(&p,
+				      "\xa4"
+				      "size",
+				      &bad);
+		ev->old_size = FIXED_UINT(&p,
+					  "\xa9"
+					  "alignment",
+					  &bad);
 		break;
 	case MT_EV_MREMAP:
 		bad |= n ^ 8;
-		ev->addr = fixed_uint(&p, K_ADDR, &bad);
-		ev->size = fixed_uint(&p, K_SIZE, &bad);
-		ev->old_addr = fixed_uint(&p, K_OLD_ADDR, &bad);
-		ev->old_size = fixed_uint(&p, K_OLD_SIZE, &bad);
+		ev->addr = FIXED_UINT(&p,
+				      "\xa4"
+				      "addr",
+				      &bad);
+		ev->size = FIXED_UINT(&p,
+				      "\xa4"
+				      "size",
+				      &bad);
+		ev->old_addr = FIXED_UINT(&p,
+					  "\xa8"
+					  "old_addr",
+					  &bad);
+		ev->old_size = FIXED_UINT(&p,
+					  "\xa8"
+					  "old_size",
+					  &bad);
 		break;
 	case MT_EV_BRK:
 		bad |= n ^ 7;
-		ev->addr = fixed_uint(&p, K_ADDR, &bad);
-		ev->old_addr = fixed_uint(&p, K_OLD_ADDR, &bad);
-		ev->size = fixed_uint(&p, K_SIZE, &bad);
+		ev->addr = FIXED_UINT(&p,
+				      "\xa4"
+				      "addr",
+				      &bad);
+		ev->old_addr = FIXED_UINT(&p,
+					  "\xa8"
+					  "old_addr",
+					  &bad);
+		ev->size = FIXED_UINT(&p,
+				      "\xa4"
+				      "size",
+				      &bad);
 		break;
 	case MT_EV_RSS:
 		bad |= n ^ 6;
 		ev->aux = fixed_rss_member(&p, &bad);
-		ev->size = fixed_uint(&p, K_SIZE, &bad);
+		ev->size = FIXED_UINT(&p,
+				      "\xa4"
+				      "size",
+				      &bad);
 		break;
 	default:
 		return false;
@@ -2152,8 +2233,9 @@ static inline bool fixed_event(const unsigned char *p, unsigned n,
 
 /* The event map at p into rec, *size bytes long: true, or false to leave
  * it to the general path.  FAST_SLACK bytes at p must be readable. */
-static bool mp_fast_event(const unsigned char *p, struct mt_record *rec,
-			  size_t *size, struct guesses *gs)
+static inline __attribute__((always_inline)) bool
+mp_fast_event(const unsigned char *p, struct mt_record *rec, size_t *size,
+	      struct guesses *gs)
 {
 	const unsigned char *start = p;
 	struct fast_map m;
