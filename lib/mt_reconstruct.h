@@ -59,8 +59,8 @@ struct mt_recon *mt_recon_new(const struct mt_recon_opts *opts,
 void mt_recon_event(struct mt_recon *r, const struct mt_record *rec);
 
 /*
- * Apply every record of in, reading one ahead so that what it will touch
- * is fetched while the one before is applied.  Returns what the last
+ * Apply every record of in, reading two ahead so that what they will touch
+ * is fetched while the ones before are applied.  Returns what the last
  * mt_input_next() did: 0 at a clean end, -1 on a truncated or corrupt
  * stream (mt_input_error()).
  */

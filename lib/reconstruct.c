@@ -1266,23 +1266,36 @@ void mt_recon_event(struct mt_recon *r, const struct mt_record *rec)
 }
 
 /*
- * Ask for the memory the event will touch while the one before it is
- * applied: its process (as the recent table has it) and the home slot of
- * its block.  Events of thousands of processes interleave, so both are
- * mostly cache misses otherwise.  Only loads that cannot fault.
+ * Reading ahead, ask for the memory an event will touch before it is
+ * applied: first its process (as the recent table has it), and one event
+ * later, with the process at hand, the home slot of its block.  Events of
+ * thousands of processes interleave, so both are mostly cache misses
+ * otherwise.  A prefetch never faults, and a stale one only wastes it.
  */
-static inline void prefetch_event(const struct mt_recon *r,
-				  const struct mt_event *ev)
+static inline void prefetch_proc(const struct mt_recon *r,
+				 const struct mt_event *ev)
 {
 	const struct proc *p = r->recent[ev->pid % RECENT];
-	const struct block *slot;
 
 	if (!p)
 		return;
 	__builtin_prefetch(p);
 	__builtin_prefetch((const char *)p + 64);
 	__builtin_prefetch((const char *)p + 128);
-	if (p->pid != ev->pid || !(slot = p->blocks.slot))
+	if (ev->kind == MT_EV_RSS && ev->aux < NGAUGES) {
+		__builtin_prefetch(&p->gauge[ev->aux]);
+		__builtin_prefetch(&p->gauge_s[ev->aux]);
+		__builtin_prefetch(&p->gauge_s[G_RSS_TOTAL]);
+	}
+}
+
+static inline void prefetch_block(const struct mt_recon *r,
+				  const struct mt_event *ev)
+{
+	const struct proc *p = r->recent[ev->pid % RECENT];
+	const struct block *slot;
+
+	if (!p || p->pid != ev->pid || !(slot = p->blocks.slot))
 		return;
 	if (ev->kind >= MT_EV_MALLOC && ev->kind <= MT_EV_ALIGNED_ALLOC)
 		__builtin_prefetch(&slot[block_home(&p->blocks, ev->addr)]);
@@ -1290,26 +1303,36 @@ static inline void prefetch_event(const struct mt_recon *r,
 		__builtin_prefetch(&slot[block_home(&p->blocks, ev->old_addr)]);
 }
 
+#define AHEAD 3 /* records held: the one applied next and two read ahead */
+
 int mt_recon_read(struct mt_recon *r, struct mt_input *in)
 {
-	struct mt_record rec[2];
-	struct mt_record *cur = &rec[0], *ahead = &rec[1], *tmp;
-	int rc = mt_input_next(in, cur);
+	struct mt_record ring[AHEAD];
+	unsigned head = 0, n = 0; /* held: ring[head], ... n of them */
+	int rc;
 
-	while (rc > 0) {
-		if (cur->str) { /* valid only until the next read */
-			mt_recon_event(r, cur);
-			rc = mt_input_next(in, cur);
+	for (;;) {
+		struct mt_record *x = &ring[(head + n) % AHEAD];
+
+		rc = mt_input_next(in, x);
+		if (rc <= 0)
+			break;
+		if (x->str) { /* valid only until the next read: apply now */
+			for (; n; n--, head = (head + 1) % AHEAD)
+				mt_recon_event(r, &ring[head]);
+			mt_recon_event(r, x);
 			continue;
 		}
-		rc = mt_input_next(in, ahead);
-		if (rc > 0)
-			prefetch_event(r, &ahead->ev);
-		mt_recon_event(r, cur);
-		tmp = cur;
-		cur = ahead;
-		ahead = tmp;
+		prefetch_proc(r, &x->ev);
+		if (++n < AHEAD)
+			continue;
+		prefetch_block(r, &ring[(head + 1) % AHEAD].ev);
+		mt_recon_event(r, &ring[head]);
+		head = (head + 1) % AHEAD;
+		n--;
 	}
+	for (; n; n--, head = (head + 1) % AHEAD)
+		mt_recon_event(r, &ring[head]);
 	return rc;
 }
 
