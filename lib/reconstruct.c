@@ -1304,21 +1304,22 @@ static inline void prefetch_block(const struct mt_recon *r,
 }
 
 #define AHEAD 3 /* records held: the one applied next and two read ahead */
+#define RING  4 /* a power of two: positions by a mask */
 
 int mt_recon_read(struct mt_recon *r, struct mt_input *in)
 {
-	struct mt_record ring[AHEAD];
+	struct mt_record ring[RING];
 	unsigned head = 0, n = 0; /* held: ring[head], ... n of them */
 	int rc;
 
 	for (;;) {
-		struct mt_record *x = &ring[(head + n) % AHEAD];
+		struct mt_record *x = &ring[(head + n) & (RING - 1)];
 
 		rc = mt_input_next(in, x);
 		if (rc <= 0)
 			break;
 		if (x->str) { /* valid only until the next read: apply now */
-			for (; n; n--, head = (head + 1) % AHEAD)
+			for (; n; n--, head = (head + 1) & (RING - 1))
 				mt_recon_event(r, &ring[head]);
 			mt_recon_event(r, x);
 			continue;
@@ -1326,12 +1327,12 @@ int mt_recon_read(struct mt_recon *r, struct mt_input *in)
 		prefetch_proc(r, &x->ev);
 		if (++n < AHEAD)
 			continue;
-		prefetch_block(r, &ring[(head + 1) % AHEAD].ev);
+		prefetch_block(r, &ring[(head + 1) & (RING - 1)].ev);
 		mt_recon_event(r, &ring[head]);
-		head = (head + 1) % AHEAD;
+		head = (head + 1) & (RING - 1);
 		n--;
 	}
-	for (; n; n--, head = (head + 1) % AHEAD)
+	for (; n; n--, head = (head + 1) & (RING - 1))
 		mt_recon_event(r, &ring[head]);
 	return rc;
 }
