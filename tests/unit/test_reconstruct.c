@@ -13,6 +13,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "mt_artifact.h"
 #include "mt_human.h"
 #include "mt_reconstruct.h"
 
@@ -715,6 +719,111 @@ static int bench(uint64_t n)
 	return 0;
 }
 
+/* Random events of many processes, exec paths and markers among them,
+ * written as an artifact of n events (cut short after cut bytes if cut). */
+static void write_artifact(const char *path, unsigned seed, int n, off_t cut)
+{
+	static const char *const paths[] = {"/usr/bin/cc", "a \"q\" name", "",
+					    "/bin/sh"};
+	static const unsigned kinds[] = {
+	    MT_EV_MALLOC,  MT_EV_MALLOC, MT_EV_FREE,   MT_EV_CALLOC,
+	    MT_EV_REALLOC, MT_EV_MMAP,	 MT_EV_FORK,   MT_EV_EXEC,
+	    MT_EV_EXIT,	   MT_EV_RSS,	 MT_EV_MARKER,
+	};
+	struct mt_meta meta = {.page_size = 4096,
+			       .start_monotonic_ns = 1000,
+			       .flags = MT_HDR_ALLOCATORS};
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	struct mt_artifact *a = fd >= 0 ? mt_artifact_new(fd, 0) : NULL;
+
+	CHECK(a != NULL);
+	if (!a)
+		return;
+	CHECK_EQ(mt_artifact_header(a, &meta), 0);
+	for (int i = 0; i < n; i++) {
+		unsigned k = kinds[rand_r(&seed) % 11];
+		const char *str = k == MT_EV_EXEC     ? paths[rand_r(&seed) % 4]
+				  : k == MT_EV_MARKER ? paths[rand_r(&seed) % 4]
+						      : NULL;
+		struct mt_record rec = {
+		    .ev = {.timestamp = 2000 + 10 * (uint64_t)i,
+			   .pid = 1 + (uint32_t)(rand_r(&seed) % 30),
+			   .kind = (uint16_t)k,
+			   .aux =
+			       k == MT_EV_RSS ? (uint32_t)rand_r(&seed) % 4 : 0,
+			   .addr = 0x1000 * (uint64_t)(rand_r(&seed) % 512),
+			   .size = (uint64_t)(rand_r(&seed) % 5000),
+			   .old_addr =
+			       k == MT_EV_FORK ? 1 + rand_r(&seed) % 30 : 0},
+		    .str = str,
+		    .str_len = str ? (uint32_t)strlen(str) : 0};
+
+		rec.ev.tid = rec.ev.pid;
+		CHECK_EQ(mt_artifact_record(a, &rec), 0);
+	}
+	CHECK_EQ(mt_artifact_trailer(a, &meta, true, NULL), 0);
+	CHECK_EQ(mt_artifact_close(a), 0);
+	if (cut)
+		CHECK_EQ(truncate(path, cut), 0);
+}
+
+/* The document of path, read record by record (read_ahead false) or by
+ * mt_recon_read; *ret: what the last read returned. */
+static char *doc_of(const char *path, bool read_ahead, int *ret)
+{
+	char err[512], *text;
+	struct mt_input *in = mt_input_open(path, err, sizeof(err));
+	struct mt_record rec;
+	json_t *doc;
+
+	CHECK(in != NULL);
+	if (!in)
+		return NULL;
+	rc = mt_recon_new(NULL, mt_input_meta(in), mt_input_format(in));
+	if (read_ahead) {
+		*ret = mt_recon_read(rc, in);
+	} else {
+		while ((*ret = mt_input_next(in, &rec)) > 0)
+			mt_recon_event(rc, &rec);
+	}
+	doc = mt_recon_finish(rc, mt_input_meta(in),
+			      *ret < 0 ? mt_input_error(in) : NULL);
+	mt_recon_free(rc);
+	rc = NULL;
+	mt_input_close(in);
+	text = json_dumps(doc, JSON_SORT_KEYS);
+	json_decref(doc);
+	return text;
+}
+
+/* mt_recon_read holds records read ahead: the same document as applying
+ * each as it is read, exec paths and marker names included (they are
+ * valid only until the next read), whole and cut short. */
+static void test_read_ahead(void)
+{
+	char path[] = "/tmp/test_reconstruct.XXXXXX";
+	int fd = mkstemp(path);
+
+	CHECK(fd >= 0);
+	close(fd);
+	for (int round = 0; round < 4; round++) {
+		char *one, *ahead;
+		int ret_one = 9, ret_ahead = 9;
+
+		write_artifact(path, 7 + round, 3000 + round,
+			       round >= 2 ? 20000 + 5001 * round : 0);
+		one = doc_of(path, false, &ret_one);
+		ahead = doc_of(path, true, &ret_ahead);
+		CHECK(one && ahead && !strcmp(one, ahead));
+		CHECK(one && strstr(one, "a \\\"q\\\" name"));
+		CHECK_EQ(ret_one, round >= 2 ? -1 : 0);
+		CHECK_EQ(ret_ahead, ret_one);
+		free(one);
+		free(ahead);
+	}
+	unlink(path);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--bench"))
@@ -731,6 +840,7 @@ int main(int argc, char **argv)
 	test_random_ranges();
 	test_random_anything();
 	test_write_is_jansson();
+	test_read_ahead();
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;
