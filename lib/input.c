@@ -2043,9 +2043,9 @@ static void fixed_tables(void)
 	 KEY_BYTE(key, i + 3) | KEY_BYTE(key, i + 4) | KEY_BYTE(key, i + 5) |  \
 	 KEY_BYTE(key, i + 6) | KEY_BYTE(key, i + 7))
 
-/* The pair at *p, key (a fixstr as encoded, a literal) and an unsigned
- * value: the value; *bad gets non-zero bits if the pair is anything
- * else. */
+/* The pair at *p, key (a literal: the fixstr as encoded, its header byte
+ * in octal, e.g. "\243pid") and an unsigned value: the value; *bad gets
+ * non-zero bits if the pair is anything else. */
 #define FIXED_UINT(p, key, bad)                                                \
 	fixed_uint(p, KEY_WORD(key, 0), KEY_WORD(key, 8), sizeof(key) - 1, bad)
 
@@ -2113,110 +2113,63 @@ fixed_event(const unsigned char *p, unsigned n, unsigned kind,
 	if (kind > MT_EV_RSS) /* switch below: only kinds up to Rss */
 		return false;
 	memset(rec, 0, sizeof(*rec));
-	pid = FIXED_UINT(&p,
-			 "\xa3"
-			 "pid",
-			 &bad);
-	tid = FIXED_UINT(&p,
-			 "\xa3"
-			 "tid",
-			 &bad);
-	ts = FIXED_UINT(&p,
-			"\xa9"
-			"timestamp",
-			&bad);
+	pid = FIXED_UINT(&p, "\243pid", &bad);
+	tid = FIXED_UINT(&p, "\243tid", &bad);
+	ts = FIXED_UINT(&p, "\251timestamp", &bad);
 	switch (kind) {
 	case MT_EV_MALLOC:
 	case MT_EV_CALLOC:
 	case MT_EV_MUNMAP:
 		bad |= n ^ 6;
-		ev->addr = FIXED_UINT(&p,
-				      "\xa4"
-				      "addr",
-				      &bad);
-		ev->size = FIXED_UINT(&p,
-				      "\xa4"
-				      "size",
-				      &bad);
+		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
+		ev->size = FIXED_UINT(&p, "\244size", &bad);
 		break;
 	case MT_EV_FREE:
 		bad |= n ^ 5;
-		ev->addr = FIXED_UINT(&p,
-				      "\xa4"
-				      "addr",
-				      &bad);
+		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
 		break;
 	case MT_EV_REALLOC:
 		bad |= n ^ 7;
-		ev->addr = FIXED_UINT(&p,
-				      "\xa4"
-				      "addr",
-				      &bad);
-		ev->size = FIXED_UINT(&p,
-				      "\xa4"
-				      "size",
-				      &bad);
-		ev->old_addr = FIXED_UINT(&p,
-					  "\xa8"
-					  "old_addr",
-					  &bad);
+		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
+		ev->size = FIXED_UINT(&p, "\244size", &bad);
+		ev->old_addr = FIXED_UINT(&p, "\250old_addr", &bad);
 		break;
 	case MT_EV_ALIGNED_ALLOC:
 		bad |= n ^ 7;
-		ev->addr = FIXED_UINT(&p,
-				      "\xa4"
-				      "addr",
-				      &bad);
-		ev->size = FIXED_UINT(&p,
-				      "\xa4"
-				      "size",
-				      &bad);
-		ev->old_size = FIXED_UINT(&p,
-					  "\xa9"
-					  "alignment",
-					  &bad);
+		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
+		ev->size = FIXED_UINT(&p, "\244size", &bad);
+		ev->old_size = FIXED_UINT(&p, "\251alignment", &bad);
 		break;
+	case MT_EV_MMAP: {
+		uint64_t flags;
+
+		bad |= n ^ 8;
+		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
+		ev->size = FIXED_UINT(&p, "\244size", &bad);
+		/* prot cut to the 16 bits of flags, as the other paths do */
+		ev->flags = FIXED_UINT(&p, "\244prot", &bad);
+		flags = FIXED_UINT(&p, "\245flags", &bad);
+		bad |= flags >> 32;
+		ev->aux = flags;
+		break;
+	}
 	case MT_EV_MREMAP:
 		bad |= n ^ 8;
-		ev->addr = FIXED_UINT(&p,
-				      "\xa4"
-				      "addr",
-				      &bad);
-		ev->size = FIXED_UINT(&p,
-				      "\xa4"
-				      "size",
-				      &bad);
-		ev->old_addr = FIXED_UINT(&p,
-					  "\xa8"
-					  "old_addr",
-					  &bad);
-		ev->old_size = FIXED_UINT(&p,
-					  "\xa8"
-					  "old_size",
-					  &bad);
+		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
+		ev->size = FIXED_UINT(&p, "\244size", &bad);
+		ev->old_addr = FIXED_UINT(&p, "\250old_addr", &bad);
+		ev->old_size = FIXED_UINT(&p, "\250old_size", &bad);
 		break;
 	case MT_EV_BRK:
 		bad |= n ^ 7;
-		ev->addr = FIXED_UINT(&p,
-				      "\xa4"
-				      "addr",
-				      &bad);
-		ev->old_addr = FIXED_UINT(&p,
-					  "\xa8"
-					  "old_addr",
-					  &bad);
-		ev->size = FIXED_UINT(&p,
-				      "\xa4"
-				      "size",
-				      &bad);
+		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
+		ev->old_addr = FIXED_UINT(&p, "\250old_addr", &bad);
+		ev->size = FIXED_UINT(&p, "\244size", &bad);
 		break;
 	case MT_EV_RSS:
 		bad |= n ^ 6;
 		ev->aux = fixed_rss_member(&p, &bad);
-		ev->size = FIXED_UINT(&p,
-				      "\xa4"
-				      "size",
-				      &bad);
+		ev->size = FIXED_UINT(&p, "\244size", &bad);
 		break;
 	default:
 		return false;
