@@ -26,7 +26,7 @@
 #define SIZE_MASK      (~NOT_OWN)
 #define SIZE_TABLE_MAX 65536 /* slots; half hold sizes counted exactly */
 #define HIST_BUCKETS   65
-#define RECENT	       64 /* recently seen processes, by pid */
+#define RECENT	       1024 /* recently seen processes, by pid */
 
 /* Absolute per-process values (RSS from kmem:rss_stat, PSS samples): each
  * process keeps its current value, the tree their sum. */
@@ -1267,10 +1267,12 @@ void mt_recon_event(struct mt_recon *r, const struct mt_record *rec)
 
 /*
  * Reading ahead, ask for the memory an event will touch before it is
- * applied: first its process (as the recent table has it), and one event
- * later, with the process at hand, the home slot of its block.  Events of
- * thousands of processes interleave, so both are mostly cache misses
- * otherwise.  A prefetch never faults, and a stale one only wastes it.
+ * applied: first its process (as the recent table has it) when it is read,
+ * and two records later, with the process at hand, the home slot of its
+ * block.  Events of thousands of processes interleave, so both are mostly
+ * cache misses otherwise (the recent table is large enough that a process
+ * seldom falls out of it between two of its events; then neither would be
+ * asked for).  A prefetch never faults, and a stale one only wastes it.
  */
 static inline void prefetch_proc(const struct mt_recon *r,
 				 const struct mt_event *ev)
@@ -1289,6 +1291,13 @@ static inline void prefetch_proc(const struct mt_recon *r,
 	}
 }
 
+/* a 24-byte slot can straddle two cache lines: ask for both */
+static inline void prefetch_slot(const struct block *b)
+{
+	__builtin_prefetch(b);
+	__builtin_prefetch((const char *)(b + 1) - 1);
+}
+
 static inline void prefetch_block(const struct mt_recon *r,
 				  const struct mt_event *ev)
 {
@@ -1298,13 +1307,14 @@ static inline void prefetch_block(const struct mt_recon *r,
 	if (!p || p->pid != ev->pid || !(slot = p->blocks.slot))
 		return;
 	if (ev->kind >= MT_EV_MALLOC && ev->kind <= MT_EV_ALIGNED_ALLOC)
-		__builtin_prefetch(&slot[block_home(&p->blocks, ev->addr)]);
+		prefetch_slot(&slot[block_home(&p->blocks, ev->addr)]);
 	if (ev->kind == MT_EV_REALLOC && ev->old_addr)
-		__builtin_prefetch(&slot[block_home(&p->blocks, ev->old_addr)]);
+		prefetch_slot(&slot[block_home(&p->blocks, ev->old_addr)]);
 }
 
-#define AHEAD 3 /* records held: the one applied next and two read ahead */
-#define RING  4 /* a power of two: positions by a mask */
+#define AHEAD	    6 /* records held: the one applied next and five read ahead */
+#define RING	    8 /* a power of two: positions by a mask */
+#define BLOCK_AHEAD 3 /* block slots asked for this many records ahead */
 
 int mt_recon_read(struct mt_recon *r, struct mt_input *in)
 {
@@ -1327,7 +1337,7 @@ int mt_recon_read(struct mt_recon *r, struct mt_input *in)
 		prefetch_proc(r, &x->ev);
 		if (++n < AHEAD)
 			continue;
-		prefetch_block(r, &ring[(head + 1) & (RING - 1)].ev);
+		prefetch_block(r, &ring[(head + BLOCK_AHEAD) & (RING - 1)].ev);
 		mt_recon_event(r, &ring[head]);
 		head = (head + 1) & (RING - 1);
 		n--;
