@@ -10,11 +10,13 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <msgpack.h>
@@ -2538,6 +2540,102 @@ static int detect(struct mt_input *in)
 		    c);
 }
 
+/* ---- a mapped file that shrinks ---------------------------------------- */
+
+/*
+ * A mapped file cut shorter while it is read (another process truncating
+ * it) makes the next touch of a page past its new end raise SIGBUS.  That
+ * must be an error naming the file and the byte, like any other bad
+ * input, not a crash: the handler finds the mapping the address is in,
+ * says so with write(2) (all it may call) and exits 2.
+ */
+#define MAPPED_MAX 8
+
+static struct {
+	const unsigned char *base;
+	size_t len;
+	const char *name;
+} mapped_files[MAPPED_MAX];
+
+static size_t put_text(char *p, const char *s)
+{
+	size_t n = strlen(s);
+
+	memcpy(p, s, n);
+	return n;
+}
+
+static size_t put_u64(char *p, uint64_t v)
+{
+	char digits[20];
+	size_t n = 0, i;
+
+	do
+		digits[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	for (i = 0; i < n; i++)
+		p[i] = digits[n - 1 - i];
+	return n;
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *uctx)
+{
+	const unsigned char *at = si->si_addr;
+	char msg[512];
+	size_t n = 0;
+
+	(void)uctx;
+	for (int i = 0; i < MAPPED_MAX; i++) {
+		if (!mapped_files[i].base || at < mapped_files[i].base ||
+		    at >= mapped_files[i].base + mapped_files[i].len)
+			continue;
+		n += put_text(msg + n, program_invocation_short_name);
+		n += put_text(msg + n, ": ");
+		if (strlen(mapped_files[i].name) < 256)
+			n += put_text(msg + n, mapped_files[i].name);
+		n += put_text(msg + n, ": byte ");
+		n += put_u64(msg + n, (uint64_t)(at - mapped_files[i].base));
+		n += put_text(msg + n, ": the file was cut shorter while "
+				       "being read\n");
+		if (write(STDERR_FILENO, msg, n) < 0)
+			_exit(2);
+		_exit(2);
+	}
+	/* not ours: the default action, as if no handler were there */
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static bool guard_mapping(const void *base, size_t len, const char *name)
+{
+	static bool installed;
+	struct sigaction sa = {.sa_sigaction = on_sigbus,
+			       .sa_flags = SA_SIGINFO};
+
+	if (!installed) {
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(SIGBUS, &sa, NULL))
+			return false;
+		installed = true;
+	}
+	for (int i = 0; i < MAPPED_MAX; i++) {
+		if (!mapped_files[i].base) {
+			mapped_files[i].name = name;
+			mapped_files[i].len = len;
+			mapped_files[i].base = base;
+			return true;
+		}
+	}
+	return false; /* too many at once: read this one instead */
+}
+
+static void unguard_mapping(const void *base)
+{
+	for (int i = 0; i < MAPPED_MAX; i++)
+		if (mapped_files[i].base == base)
+			mapped_files[i].base = NULL;
+}
+
 /* ---- API ------------------------------------------------------------- */
 
 /* A regular file read from its start is mapped whole: its bytes are not
@@ -2556,6 +2654,10 @@ static void map_file(struct mt_input *in)
 	m = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (m == MAP_FAILED)
 		return;
+	if (!guard_mapping(m, st.st_size, in->name)) {
+		munmap(m, st.st_size);
+		return;
+	}
 	madvise(m, st.st_size, MADV_SEQUENTIAL);
 	free(in->buf);
 	in->buf = m;
@@ -2730,9 +2832,10 @@ void mt_input_close(struct mt_input *in)
 	mt_meta_free(&in->meta);
 	free(in->str);
 	free(in->guesses);
-	if (in->mapped)
+	if (in->mapped) {
+		unguard_mapping(in->buf);
 		munmap(in->buf, in->cap);
-	else
+	} else
 		free(in->buf);
 	free(in->name);
 	free(in);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mt_input.h"
@@ -508,8 +509,73 @@ static void test_many(void)
 	}
 }
 
+/*
+ * A mapped file cut shorter while it is read (SIGBUS on the pages past its
+ * new end): exit 2 with a message naming the file and the byte, not a
+ * crash.  Run in a child, whose exit status and stderr are checked.
+ */
+static void test_shrink(void)
+{
+	static unsigned char big[1 << 20];
+	char path[] = "/tmp/test_input.XXXXXX",
+	     errpath[] = "/tmp/test_input_err.XXXXXX", err[512], msg[512] = "";
+	struct mt_record rec;
+	struct mt_input *in;
+	size_t n;
+	int fd, errfd, status = 0;
+	pid_t pid;
+
+	len = 0;
+	header();
+	memcpy(big, buf, len);
+	n = len;
+	for (uint64_t i = 0; n + 64 < sizeof(big); i++) {
+		len = 0;
+		map(5);
+		str("type");
+		str("Malloc");
+		kv("pid", 1);
+		kv("timestamp", i);
+		kv("addr", i * 16);
+		kv("tid", 1);
+		memcpy(big + n, buf, len);
+		n += len;
+	}
+	fd = mkstemp(path);
+	errfd = mkstemp(errpath);
+	CHECK(fd >= 0 && errfd >= 0 && write(fd, big, n) == (ssize_t)n);
+	in = mt_input_open(path, err, sizeof(err));
+	CHECK(in != NULL);
+	if (!in)
+		return;
+	CHECK(mt_input_next(in, &rec) > 0);
+	/* another process cuts the file: everything past 4 KiB is gone */
+	CHECK(ftruncate(fd, 4096) == 0);
+	pid = fork();
+	if (pid == 0) {
+		dup2(errfd, STDERR_FILENO);
+		while (mt_input_next(in, &rec) > 0)
+			;
+		_exit(0); /* not reached: the pages past 4 KiB raise SIGBUS */
+	}
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+	CHECK(pread(errfd, msg, sizeof(msg) - 1, 0) > 0);
+	CHECK(strstr(msg, path) != NULL);
+	CHECK(strstr(msg, ": byte 4096: the file was cut shorter while "
+			  "being read") != NULL);
+	if (!strstr(msg, "cut shorter"))
+		fprintf(stderr, "test_shrink: stderr was: %s\n", msg);
+	mt_input_close(in);
+	close(fd);
+	close(errfd);
+	unlink(path);
+	unlink(errpath);
+}
+
 int main(void)
 {
+	test_shrink();
 	test_widths();
 	test_shapes();
 	test_kind_keys();
