@@ -71,6 +71,11 @@ static void usage(FILE *f)
 	      "libbpf's debug output\n"
 	      "  -h, --help                this text\n"
 	      "\n"
+	      "Environment: MT_TRACK_ALLOCATORS and MT_SCAN (above); MT_PROBES "
+	      "(session,\n"
+	      "multi or classic): the first way of attaching allocator probes "
+	      "to try.\n"
+	      "\n"
 	      "Exit status: CMD's (128+N if killed by signal N); 125 if "
 	      "mt-trace failed,\n126 if CMD cannot be run, 127 if it was not "
 	      "found.\n",
