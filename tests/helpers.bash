@@ -54,3 +54,17 @@ trace_ok() {
 	fi
 	[ "$encode_status" = 0 ]
 }
+
+# jq_events FILTER...: the events of $T/out.msgpack, decoded by
+# tests/lib/trace_check.py (python3-msgpack), as one JSON array through jq.
+jq_events() {
+	# decode once per artifact: a test asks many questions of one trace
+	local key
+	key=$(cksum <"$T/out.msgpack")
+	if [ "$key" != "$(cat "$T/events.key" 2>/dev/null)" ]; then
+		"$PY" "$TOP/tests/lib/trace_check.py" dump "$T/out.msgpack" |
+			jq -s -c . >"$T/events.json"
+		echo "$key" >"$T/events.key"
+	fi
+	jq -c "$@" "$T/events.json"
+}

@@ -58,17 +58,6 @@ compare_counts() {
 	assert_success
 }
 
-jq_events() {
-	# decode once per artifact: a test asks many questions of one trace
-	local key
-	key=$(cksum <"$T/out.msgpack")
-	if [ "$key" != "$(cat "$T/events.key" 2>/dev/null)" ]; then
-		"$PY" "$CHECK" dump "$T/out.msgpack" | jq -s -c . >"$T/events.json"
-		echo "$key" >"$T/events.key"
-	fi
-	jq -c "$@" "$T/events.json"
-}
-
 @test "fixtures, whole processes (ld.so and libc included): counts equal the counter's" {
 	require_bpf
 	export MT_FIXTURE_LOG=/dev/null

@@ -23,18 +23,6 @@ check_fixture() {
 	assert_success
 }
 
-# jq_events FILTER: the trace's events (JSON lines) through jq -s FILTER.
-jq_events() {
-	# decode once per artifact: a test asks many questions of one trace
-	local key
-	key=$(cksum <"$T/out.msgpack")
-	if [ "$key" != "$(cat "$T/events.key" 2>/dev/null)" ]; then
-		"$PY" "$CHECK" dump "$T/out.msgpack" | jq -s -c . >"$T/events.json"
-		echo "$key" >"$T/events.key"
-	fi
-	jq -c "$@" "$T/events.json"
-}
-
 meta() {
 	"$PY" "$CHECK" meta "$T/out.msgpack" | jq -c "$@"
 }
