@@ -14,28 +14,7 @@
 #include <unistd.h>
 
 #include "mt_input.h"
-
-static int failures;
-
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
-				__LINE__, #cond);                              \
-			failures++;                                            \
-		}                                                              \
-	} while (0)
-
-#define CHECK_EQ(a, b)                                                         \
-	do {                                                                   \
-		unsigned long long a_ = (unsigned long long)(a),               \
-				   b_ = (unsigned long long)(b);               \
-		if (a_ != b_) {                                                \
-			fprintf(stderr, "%s:%d: %s == %llu, expected %llu\n",  \
-				__FILE__, __LINE__, #a, a_, b_);               \
-			failures++;                                            \
-		}                                                              \
-	} while (0)
+#include "formats_test.h"
 
 /* ---- a byte writer --------------------------------------------------- */
 
@@ -174,8 +153,8 @@ static void read_both(struct got *g)
 
 	read_all(true, g);
 	read_all(false, &other);
-	CHECK_EQ(g->n, other.n);
-	CHECK_EQ(g->ret, other.ret);
+	CHECK_INT(g->n, other.n);
+	CHECK_INT(g->ret, other.ret);
 	CHECK(!strcmp(g->err, other.err) ||
 	      (strstr(g->err, "byte") && strstr(other.err, "byte")));
 	for (int i = 0; i < g->n && i < other.n; i++)
@@ -214,16 +193,16 @@ static void test_widths(void)
 	}
 	trailer(5, 0);
 	read_both(&g);
-	CHECK_EQ(g.ret, 0);
-	CHECK_EQ(g.n, 5);
+	CHECK_INT(g.ret, 0);
+	CHECK_INT(g.n, 5);
 	for (int i = 0; i < g.n; i++) {
-		CHECK_EQ(g.rec[i].ev.kind, MT_EV_MALLOC);
-		CHECK_EQ(g.rec[i].ev.pid, 42);
-		CHECK_EQ(g.rec[i].ev.tid, 43);
-		CHECK_EQ(g.rec[i].ev.timestamp, addr[i]);
-		CHECK_EQ(g.rec[i].ev.addr, addr[i]);
-		CHECK_EQ(g.rec[i].ev.size, (uint64_t)i);
-		CHECK_EQ(g.rec[i].ev.old_addr, 0);
+		CHECK_INT(g.rec[i].ev.kind, MT_EV_MALLOC);
+		CHECK_INT(g.rec[i].ev.pid, 42);
+		CHECK_INT(g.rec[i].ev.tid, 43);
+		CHECK_INT(g.rec[i].ev.timestamp, addr[i]);
+		CHECK_INT(g.rec[i].ev.addr, addr[i]);
+		CHECK_INT(g.rec[i].ev.size, (uint64_t)i);
+		CHECK_INT(g.rec[i].ev.old_addr, 0);
 		CHECK(g.rec[i].str == NULL);
 	}
 }
@@ -298,15 +277,15 @@ static void test_shapes(void)
 	kv("addr", 0x1000);
 	trailer(6, 0);
 	read_both(&g);
-	CHECK_EQ(g.ret, 0);
-	CHECK_EQ(g.n, 6);
+	CHECK_INT(g.ret, 0);
+	CHECK_INT(g.n, 6);
 	for (int i = 0; i < g.n; i++) {
-		CHECK_EQ(g.rec[i].ev.kind, MT_EV_FREE);
-		CHECK_EQ(g.rec[i].ev.pid, 7);
-		CHECK_EQ(g.rec[i].ev.tid, 8);
-		CHECK_EQ(g.rec[i].ev.timestamp, 5000);
-		CHECK_EQ(g.rec[i].ev.addr, 0x1000);
-		CHECK_EQ(g.rec[i].ev.size, 0);
+		CHECK_INT(g.rec[i].ev.kind, MT_EV_FREE);
+		CHECK_INT(g.rec[i].ev.pid, 7);
+		CHECK_INT(g.rec[i].ev.tid, 8);
+		CHECK_INT(g.rec[i].ev.timestamp, 5000);
+		CHECK_INT(g.rec[i].ev.addr, 0x1000);
+		CHECK_INT(g.rec[i].ev.size, 0);
 	}
 }
 
@@ -355,22 +334,22 @@ static void test_kind_keys(void)
 	str("/bin/true");
 	trailer(7, 9);
 	read_both(&g);
-	CHECK_EQ(g.ret, 0);
-	CHECK_EQ(g.n, 7);
-	CHECK_EQ(g.rec[0].ev.kind, MT_EV_MMAP);
-	CHECK_EQ(g.rec[0].ev.flags, 3);
-	CHECK_EQ(g.rec[0].ev.aux, 0x22);
-	CHECK_EQ(g.rec[0].ev.old_size, 0);
-	CHECK_EQ(g.rec[1].ev.kind, MT_EV_ALIGNED_ALLOC);
-	CHECK_EQ(g.rec[1].ev.old_size, 64);
-	CHECK_EQ(g.rec[2].ev.kind, MT_EV_FORK);
-	CHECK_EQ(g.rec[2].ev.old_addr, 1);
-	CHECK_EQ(g.rec[3].ev.aux, 1); /* file, anon, swap, shmem */
-	CHECK_EQ(g.rec[3].ev.size, 4096);
-	CHECK_EQ(g.rec[4].ev.aux, 3);
-	CHECK_EQ(g.rec[5].ev.kind, MT_EV_LOST);
-	CHECK_EQ(g.rec[5].ev.size, 9);
-	CHECK_EQ(g.rec[6].ev.kind, MT_EV_EXEC);
+	CHECK_INT(g.ret, 0);
+	CHECK_INT(g.n, 7);
+	CHECK_INT(g.rec[0].ev.kind, MT_EV_MMAP);
+	CHECK_INT(g.rec[0].ev.flags, 3);
+	CHECK_INT(g.rec[0].ev.aux, 0x22);
+	CHECK_INT(g.rec[0].ev.old_size, 0);
+	CHECK_INT(g.rec[1].ev.kind, MT_EV_ALIGNED_ALLOC);
+	CHECK_INT(g.rec[1].ev.old_size, 64);
+	CHECK_INT(g.rec[2].ev.kind, MT_EV_FORK);
+	CHECK_INT(g.rec[2].ev.old_addr, 1);
+	CHECK_INT(g.rec[3].ev.aux, 1); /* file, anon, swap, shmem */
+	CHECK_INT(g.rec[3].ev.size, 4096);
+	CHECK_INT(g.rec[4].ev.aux, 3);
+	CHECK_INT(g.rec[5].ev.kind, MT_EV_LOST);
+	CHECK_INT(g.rec[5].ev.size, 9);
+	CHECK_INT(g.rec[6].ev.kind, MT_EV_EXEC);
 	CHECK(!strcmp(g.str[6], "/bin/true"));
 }
 
@@ -390,10 +369,10 @@ static void test_errors(void)
 	kv("pid", 1ull << 32);
 	kv("timestamp", 1);
 	read_both(&g);
-	CHECK_EQ(g.n, 0);
-	CHECK_EQ(g.ret, -1);
+	CHECK_INT(g.n, 0);
+	CHECK_INT(g.ret, -1);
 	CHECK(strstr(g.err, "\"pid\"") && strstr(g.err, "out of range"));
-	CHECK_EQ(strtoull(strstr(g.err, "byte ") + 5, NULL, 10), bad);
+	CHECK_INT(strtoull(strstr(g.err, "byte ") + 5, NULL, 10), bad);
 
 	len = 0;
 	header();
@@ -403,9 +382,9 @@ static void test_errors(void)
 	str("Malloc");
 	kv("timestamp", 1);
 	read_both(&g);
-	CHECK_EQ(g.ret, -1);
+	CHECK_INT(g.ret, -1);
 	CHECK(strstr(g.err, "missing \"pid\""));
-	CHECK_EQ(strtoull(strstr(g.err, "byte ") + 5, NULL, 10), bad);
+	CHECK_INT(strtoull(strstr(g.err, "byte ") + 5, NULL, 10), bad);
 
 	len = 0;
 	header();
@@ -421,10 +400,10 @@ static void test_errors(void)
 	kv("pid", 1);
 	len -= 1; /* the last map cut short */
 	read_both(&g);
-	CHECK_EQ(g.n, 1);
-	CHECK_EQ(g.ret, -1);
+	CHECK_INT(g.n, 1);
+	CHECK_INT(g.ret, -1);
 	CHECK(strstr(g.err, "truncated"));
-	CHECK_EQ(strtoull(strstr(g.err, "byte ") + 5, NULL, 10), bad);
+	CHECK_INT(strtoull(strstr(g.err, "byte ") + 5, NULL, 10), bad);
 
 	len = 0;
 	header();
@@ -434,8 +413,8 @@ static void test_errors(void)
 	kv("pid", 1);
 	kv("timestamp", 1);
 	read_both(&g); /* no trailer */
-	CHECK_EQ(g.n, 1);
-	CHECK_EQ(g.ret, -1);
+	CHECK_INT(g.n, 1);
+	CHECK_INT(g.ret, -1);
 	CHECK(strstr(g.err, "no trailer"));
 }
 
@@ -503,8 +482,8 @@ static void test_many(void)
 			}
 			i++;
 		}
-		CHECK_EQ(ret, 0);
-		CHECK_EQ(i, total);
+		CHECK_INT(ret, 0);
+		CHECK_INT(i, total);
 		mt_input_close(in);
 	}
 }
@@ -581,10 +560,5 @@ int main(void)
 	test_kind_keys();
 	test_errors();
 	test_many();
-	if (failures) {
-		fprintf(stderr, "%d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("test_input: all checks passed\n");
-	return 0;
+	return test_summary("test_input");
 }

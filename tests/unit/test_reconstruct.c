@@ -19,27 +19,7 @@
 #include "mt_artifact.h"
 #include "mt_human.h"
 #include "mt_reconstruct.h"
-
-static int failures;
-
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
-				__LINE__, #cond);                              \
-			failures++;                                            \
-		}                                                              \
-	} while (0)
-
-#define CHECK_EQ(a, b)                                                         \
-	do {                                                                   \
-		long long a_ = (long long)(a), b_ = (long long)(b);            \
-		if (a_ != b_) {                                                \
-			fprintf(stderr, "%s:%d: %s == %lld, expected %lld\n",  \
-				__FILE__, __LINE__, #a, a_, b_);               \
-			failures++;                                            \
-		}                                                              \
-	} while (0)
+#include "formats_test.h"
 
 #define MiB (1ull << 20)
 
@@ -123,29 +103,29 @@ static void test_peak_and_leaks(void)
 	ev_str(MT_EV_EXIT, 100, 0, NULL);
 	json_t *doc = finish();
 
-	CHECK_EQ(get(doc, -1, "heap", "peak"), 10 * MiB);
-	CHECK_EQ(get(doc, -1, "heap", "peak_t_ns"), 100);
-	CHECK_EQ(get(doc, -1, "heap", "final"), 0);
-	CHECK_EQ(get(doc, 0, "heap", "peak"), 10 * MiB);
-	CHECK_EQ(get(doc, -1, "totals", "allocated_bytes"), 12 * MiB);
-	CHECK_EQ(get(doc, -1, "totals", "allocations"), 11);
-	CHECK_EQ(get(doc, -1, "totals", "frees"), 5);
-	CHECK_EQ(get(doc, -1, "leaks", "bytes"), 7 * MiB);
-	CHECK_EQ(get(doc, -1, "leaks", "count"), 6);
+	CHECK_INT(get(doc, -1, "heap", "peak"), 10 * MiB);
+	CHECK_INT(get(doc, -1, "heap", "peak_t_ns"), 100);
+	CHECK_INT(get(doc, -1, "heap", "final"), 0);
+	CHECK_INT(get(doc, 0, "heap", "peak"), 10 * MiB);
+	CHECK_INT(get(doc, -1, "totals", "allocated_bytes"), 12 * MiB);
+	CHECK_INT(get(doc, -1, "totals", "allocations"), 11);
+	CHECK_INT(get(doc, -1, "totals", "frees"), 5);
+	CHECK_INT(get(doc, -1, "leaks", "bytes"), 7 * MiB);
+	CHECK_INT(get(doc, -1, "leaks", "count"), 6);
 	json_t *blocks = json_object_get(
 	    json_object_get(json_object_get(doc, "tree"), "leaks"), "blocks");
-	CHECK_EQ(json_integer_value(
-		     json_object_get(json_array_get(blocks, 0), "size")),
-		 2 * MiB);
+	CHECK_INT(json_integer_value(
+		      json_object_get(json_array_get(blocks, 0), "size")),
+		  2 * MiB);
 	CHECK(!strcmp(
 	    json_string_value(json_object_get(json_array_get(blocks, 0), "at")),
 	    "exit"));
-	CHECK_EQ(json_integer_value(json_object_get(
-		     json_object_get(
-			 json_array_get(json_object_get(doc, "processes"), 0),
-			 "exit"),
-		     "code")),
-		 0);
+	CHECK_INT(json_integer_value(json_object_get(
+		      json_object_get(
+			  json_array_get(json_object_get(doc, "processes"), 0),
+			  "exit"),
+		      "code")),
+		  0);
 	json_decref(doc);
 }
 
@@ -164,19 +144,19 @@ static void test_fork(void)
 	ev_str(MT_EV_EXIT, 200, 1 << 8, NULL);
 	json_t *doc = finish();
 
-	CHECK_EQ(get(doc, -1, "totals", "unknown_frees"), 0);
-	CHECK_EQ(get(doc, -1, "heap", "peak"), 180);
-	CHECK_EQ(get(doc, 1, "heap", "peak"), 30);
-	CHECK_EQ(get(doc, 1, "ppid", NULL), 100);
-	CHECK_EQ(get(doc, 1, "leaks", "bytes"), 30);
-	CHECK_EQ(get(doc, 1, "leaks", "count"), 1);
+	CHECK_INT(get(doc, -1, "totals", "unknown_frees"), 0);
+	CHECK_INT(get(doc, -1, "heap", "peak"), 180);
+	CHECK_INT(get(doc, 1, "heap", "peak"), 30);
+	CHECK_INT(get(doc, 1, "ppid", NULL), 100);
+	CHECK_INT(get(doc, 1, "leaks", "bytes"), 30);
+	CHECK_INT(get(doc, 1, "leaks", "count"), 1);
 	/* the parent never exited: 0xb000 is live at the end */
-	CHECK_EQ(get(doc, 0, "leaks", "bytes"), 50);
-	CHECK_EQ(get(doc, 0, "heap", "final"), 0);
-	CHECK_EQ(get(doc, -1, "leaks", "bytes"), 80);
+	CHECK_INT(get(doc, 0, "leaks", "bytes"), 50);
+	CHECK_INT(get(doc, 0, "heap", "final"), 0);
+	CHECK_INT(get(doc, -1, "leaks", "bytes"), 80);
 	json_t *ex = json_object_get(
 	    json_array_get(json_object_get(doc, "processes"), 1), "exit");
-	CHECK_EQ(json_integer_value(json_object_get(ex, "code")), 1);
+	CHECK_INT(json_integer_value(json_object_get(ex, "code")), 1);
 	json_decref(doc);
 }
 
@@ -192,11 +172,11 @@ static void test_exec_and_unknown_free(void)
 	ev(MT_EV_MALLOC, 100, 0xa000, 8, 0, 0);
 	json_t *doc = finish();
 
-	CHECK_EQ(get(doc, 0, "totals", "unknown_frees"), 2);
-	CHECK_EQ(get(doc, 0, "totals", "frees"), 0);
-	CHECK_EQ(get(doc, -1, "heap", "peak"), 64);
-	CHECK_EQ(get(doc, 0, "leaks", "count"), 2);
-	CHECK_EQ(get(doc, 0, "leaks", "bytes"), 72);
+	CHECK_INT(get(doc, 0, "totals", "unknown_frees"), 2);
+	CHECK_INT(get(doc, 0, "totals", "frees"), 0);
+	CHECK_INT(get(doc, -1, "heap", "peak"), 64);
+	CHECK_INT(get(doc, 0, "leaks", "count"), 2);
+	CHECK_INT(get(doc, 0, "leaks", "bytes"), 72);
 	json_t *p = json_array_get(json_object_get(doc, "processes"), 0);
 	json_t *e = json_array_get(json_object_get(p, "execs"), 0);
 	CHECK(!strcmp(json_string_value(json_object_get(e, "path")),
@@ -221,12 +201,12 @@ static void test_realloc(void)
 	ev(MT_EV_REALLOC, 100, 0, 0, 0xc000, 0);	/* realloc(p, 0) */
 	json_t *doc = finish();
 
-	CHECK_EQ(get(doc, -1, "heap", "peak"), 300);
-	CHECK_EQ(get(doc, -1, "totals", "reallocs"), 5);
-	CHECK_EQ(get(doc, -1, "totals", "allocations"), 4);
-	CHECK_EQ(get(doc, -1, "totals", "allocated_bytes"), 610);
-	CHECK_EQ(get(doc, -1, "totals", "unknown_reallocs"), 1);
-	CHECK_EQ(get(doc, -1, "leaks", "bytes"), 200);
+	CHECK_INT(get(doc, -1, "heap", "peak"), 300);
+	CHECK_INT(get(doc, -1, "totals", "reallocs"), 5);
+	CHECK_INT(get(doc, -1, "totals", "allocations"), 4);
+	CHECK_INT(get(doc, -1, "totals", "allocated_bytes"), 610);
+	CHECK_INT(get(doc, -1, "totals", "unknown_reallocs"), 1);
+	CHECK_INT(get(doc, -1, "leaks", "bytes"), 200);
 	json_decref(doc);
 }
 
@@ -255,9 +235,9 @@ static void test_resolution_keeps_peak(void)
 		if (v > maxv)
 			maxv = v;
 	}
-	CHECK_EQ(maxv, 12345);
-	CHECK_EQ(get(doc, -1, "heap", "peak"), 12345);
-	CHECK_EQ(get(doc, -1, "heap", "peak_t_ns"), 2500 * 20 + 10);
+	CHECK_INT(maxv, 12345);
+	CHECK_INT(get(doc, -1, "heap", "peak"), 12345);
+	CHECK_INT(get(doc, -1, "heap", "peak_t_ns"), 2500 * 20 + 10);
 	json_decref(doc);
 
 	/* fixed 1 us buckets: 10 events of 10 ns each per bucket */
@@ -273,15 +253,15 @@ static void test_resolution_keeps_peak(void)
 	heap = json_object_get(json_object_get(doc, "tree"), "heap");
 	pts = json_object_get(heap, "points");
 	/* 10 buckets of events, and the end of the trace (heap 0) */
-	CHECK_EQ(json_array_size(pts), 11);
-	CHECK_EQ(json_integer_value(json_object_get(heap, "bucket_ns")), 1000);
+	CHECK_INT(json_array_size(pts), 11);
+	CHECK_INT(json_integer_value(json_object_get(heap, "bucket_ns")), 1000);
 	/* the spike at t = 321 * 20 + 10 ns lands in bucket 6 */
-	CHECK_EQ(json_integer_value(json_array_get(json_array_get(pts, 6), 1)),
-		 999);
-	CHECK_EQ(json_integer_value(json_array_get(json_array_get(pts, 6), 0)),
-		 6000);
-	CHECK_EQ(json_integer_value(json_array_get(json_array_get(pts, 5), 1)),
-		 10);
+	CHECK_INT(json_integer_value(json_array_get(json_array_get(pts, 6), 1)),
+		  999);
+	CHECK_INT(json_integer_value(json_array_get(json_array_get(pts, 6), 0)),
+		  6000);
+	CHECK_INT(json_integer_value(json_array_get(json_array_get(pts, 5), 1)),
+		  10);
 	json_decref(doc);
 
 	/* exact: a point per event */
@@ -292,7 +272,7 @@ static void test_resolution_keeps_peak(void)
 		ev(MT_EV_MALLOC, 100, 0x1000 + (uint64_t)i * 16, 1, 0, 0);
 	doc = finish();
 	heap = json_object_get(json_object_get(doc, "tree"), "heap");
-	CHECK_EQ(json_array_size(json_object_get(heap, "points")), 3000 + 1);
+	CHECK_INT(json_array_size(json_object_get(heap, "points")), 3000 + 1);
 	json_decref(doc);
 }
 
@@ -313,17 +293,17 @@ static void test_mapped(void)
 	json_t *doc = finish();
 
 	/* peak: 2 + 16 + 4 pages */
-	CHECK_EQ(get(doc, -1, "mapped", "peak"), 22 * P);
-	CHECK_EQ(get(doc, 0, "mapped", "final"), 0);
+	CHECK_INT(get(doc, -1, "mapped", "peak"), 22 * P);
+	CHECK_INT(get(doc, 0, "mapped", "final"), 0);
 	json_t *pts = json_object_get(
 	    json_object_get(json_object_get(doc, "tree"), "mapped"), "points");
 	/* MAP_FIXED over a mapped page changes nothing: no point */
 	long long want[] = {3, 2, 10, 18, 22, 19, 0};
-	CHECK_EQ(json_array_size(pts), 7);
+	CHECK_INT(json_array_size(pts), 7);
 	for (size_t i = 0; i < 7 && i < json_array_size(pts); i++)
-		CHECK_EQ(json_integer_value(
-			     json_array_get(json_array_get(pts, i), 2)),
-			 want[i] * (long long)P);
+		CHECK_INT(json_integer_value(
+			      json_array_get(json_array_get(pts, i), 2)),
+			  want[i] * (long long)P);
 	json_decref(doc);
 }
 
@@ -335,7 +315,7 @@ static void test_lost(void)
 	json_t *doc = mt_recon_finish(rc, NULL, "x: byte 9: truncated");
 
 	mt_recon_free(rc);
-	CHECK_EQ(json_integer_value(json_object_get(doc, "lost_events")), 7);
+	CHECK_INT(json_integer_value(json_object_get(doc, "lost_events")), 7);
 	CHECK(json_is_false(
 	    json_object_get(json_object_get(doc, "input"), "complete")));
 	json_decref(doc);
@@ -369,9 +349,9 @@ static void test_random_heap(void)
 	}
 	json_t *doc = finish();
 
-	CHECK_EQ(get(doc, -1, "heap", "peak"), peak);
-	CHECK_EQ(get(doc, -1, "leaks", "bytes"), live);
-	CHECK_EQ(get(doc, -1, "totals", "unknown_frees"), 0);
+	CHECK_INT(get(doc, -1, "heap", "peak"), peak);
+	CHECK_INT(get(doc, -1, "leaks", "bytes"), live);
+	CHECK_INT(get(doc, -1, "totals", "unknown_frees"), 0);
 	json_decref(doc);
 }
 
@@ -407,7 +387,7 @@ static void test_random_ranges(void)
 	json_t *pts = json_object_get(
 	    json_object_get(json_object_get(doc, "tree"), "mapped"), "points");
 	(void)pts;
-	CHECK_EQ(get(doc, -1, "mapped", "peak"), peak * 4096);
+	CHECK_INT(get(doc, -1, "mapped", "peak"), peak * 4096);
 	/* final is 0 after the end; the value before it is in the series */
 	json_t *heapless = json_object_get(
 	    json_object_get(json_object_get(doc, "tree"), "mapped"), "points");
@@ -488,8 +468,8 @@ static void test_random_anything(void)
 		json_t *tree = json_object_get(doc, "tree");
 		bool wrapped = false;
 
-		CHECK_EQ(get(doc, -1, "heap", "final"), 0);
-		CHECK_EQ(get(doc, -1, "mapped", "final"), 0);
+		CHECK_INT(get(doc, -1, "heap", "final"), 0);
+		CHECK_INT(get(doc, -1, "mapped", "final"), 0);
 		CHECK(points_max(json_object_get(tree, "heap"), &wrapped) ==
 		      get(doc, -1, "heap", "peak"));
 		CHECK(points_max(json_object_get(tree, "mapped"), &wrapped) ==
@@ -501,7 +481,7 @@ static void test_random_anything(void)
 			CHECK(
 			    points_max(total, &wrapped) ==
 			    json_integer_value(json_object_get(total, "peak")));
-			CHECK_EQ(
+			CHECK_INT(
 			    json_integer_value(json_object_get(total, "final")),
 			    0);
 		}
@@ -611,7 +591,7 @@ static void test_write_is_jansson(void)
 
 		start(&o);
 		feed_random(77);
-		CHECK_EQ(mt_recon_write(rc, &meta, NULL, f, layouts[i]), 0);
+		CHECK_INT(mt_recon_write(rc, &meta, NULL, f, layouts[i]), 0);
 		fclose(f);
 		mt_recon_free(rc);
 		start(&o);
@@ -619,7 +599,7 @@ static void test_write_is_jansson(void)
 		doc = mt_recon_finish(rc, &meta, NULL);
 		mt_recon_free(rc);
 		rc = NULL;
-		CHECK_EQ(
+		CHECK_INT(
 		    json_array_size(json_object_get(doc, "processes")) > 30, 1);
 		want = expected_write(doc, layouts[i]);
 		CHECK(strcmp(text, want) == 0);
@@ -739,7 +719,7 @@ static void write_artifact(const char *path, unsigned seed, int n, off_t cut)
 	CHECK(a != NULL);
 	if (!a)
 		return;
-	CHECK_EQ(mt_artifact_header(a, &meta), 0);
+	CHECK_INT(mt_artifact_header(a, &meta), 0);
 	for (int i = 0; i < n; i++) {
 		unsigned k = kinds[rand_r(&seed) % 11];
 		const char *str = k == MT_EV_EXEC     ? paths[rand_r(&seed) % 4]
@@ -759,12 +739,12 @@ static void write_artifact(const char *path, unsigned seed, int n, off_t cut)
 		    .str_len = str ? (uint32_t)strlen(str) : 0};
 
 		rec.ev.tid = rec.ev.pid;
-		CHECK_EQ(mt_artifact_record(a, &rec), 0);
+		CHECK_INT(mt_artifact_record(a, &rec), 0);
 	}
-	CHECK_EQ(mt_artifact_trailer(a, &meta, true, NULL), 0);
-	CHECK_EQ(mt_artifact_close(a), 0);
+	CHECK_INT(mt_artifact_trailer(a, &meta, true, NULL), 0);
+	CHECK_INT(mt_artifact_close(a), 0);
 	if (cut)
-		CHECK_EQ(truncate(path, cut), 0);
+		CHECK_INT(truncate(path, cut), 0);
 }
 
 /* The document of path, read record by record (read_ahead false) or by
@@ -816,8 +796,8 @@ static void test_read_ahead(void)
 		ahead = doc_of(path, true, &ret_ahead);
 		CHECK(one && ahead && !strcmp(one, ahead));
 		CHECK(one && strstr(one, "a \\\"q\\\" name"));
-		CHECK_EQ(ret_one, round >= 2 ? -1 : 0);
-		CHECK_EQ(ret_ahead, ret_one);
+		CHECK_INT(ret_one, round >= 2 ? -1 : 0);
+		CHECK_INT(ret_ahead, ret_one);
 		free(one);
 		free(ahead);
 	}
@@ -841,10 +821,5 @@ int main(int argc, char **argv)
 	test_random_anything();
 	test_write_is_jansson();
 	test_read_ahead();
-	if (failures) {
-		fprintf(stderr, "%d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("test_reconstruct: all checks passed\n");
-	return 0;
+	return test_summary("test_reconstruct");
 }
