@@ -62,6 +62,12 @@ void mt_attach_init(struct mt_attach *a, enum mt_probe_mode mode,
 	a->verbose = verbose;
 }
 
+int mt_probe_attach_type(enum mt_probe_mode mode)
+{
+	return mode == MT_PROBES_SESSION ? BPF_TRACE_UPROBE_SESSION_
+					 : BPF_TRACE_UPROBE_MULTI_;
+}
+
 const char *mt_probe_mode_name(enum mt_probe_mode mode)
 {
 	switch (mode) {
@@ -100,9 +106,7 @@ static int attach_multi(struct mt_attach *a, struct bpf_program *prog,
 	}
 	memset(&attr, 0, sizeof(attr));
 	attr.prog_fd = bpf_program__fd(prog);
-	attr.attach_type = a->mode == MT_PROBES_SESSION
-			       ? BPF_TRACE_UPROBE_SESSION_
-			       : BPF_TRACE_UPROBE_MULTI_;
+	attr.attach_type = mt_probe_attach_type(a->mode);
 	attr.path = (uintptr_t)path;
 	attr.offsets = (uintptr_t)offsets;
 	attr.cookies = (uintptr_t)cookies;
@@ -173,7 +177,6 @@ static uint64_t entry_offset(struct mt_attach *a, const char *path,
 		got = mt_elf_read_code(path, off, code, sizeof(code));
 		skip = got > 0 ? mt_probe_skip(code, got) : 0;
 	}
-
 	if (skip && a->verbose > 1)
 		fprintf(stderr, "mt-trace: %s: %s probe at +%zu\n", path, name,
 			skip);

@@ -15,21 +15,44 @@
 
 #include "mt_elf.h"
 
-static uint64_t vaddr_to_offset(Elf *elf, uint64_t vaddr)
+/* The executable PT_LOAD segment holding at: a virtual address, or a file
+ * offset when at_is_offset. */
+static bool exec_segment(Elf *elf, uint64_t at, bool at_is_offset,
+			 GElf_Phdr *ph)
 {
-	size_t nphdr, i;
-	GElf_Phdr ph;
+	size_t nphdr;
 
 	if (elf_getphdrnum(elf, &nphdr))
-		return 0;
-	for (i = 0; i < nphdr; i++) {
-		if (!gelf_getphdr(elf, i, &ph) || ph.p_type != PT_LOAD ||
-		    !(ph.p_flags & PF_X))
+		return false;
+	for (size_t i = 0; i < nphdr; i++) {
+		uint64_t start;
+
+		if (!gelf_getphdr(elf, i, ph) || ph->p_type != PT_LOAD ||
+		    !(ph->p_flags & PF_X))
 			continue;
-		if (vaddr >= ph.p_vaddr && vaddr < ph.p_vaddr + ph.p_filesz)
-			return vaddr - ph.p_vaddr + ph.p_offset;
+		start = at_is_offset ? ph->p_offset : ph->p_vaddr;
+		if (at >= start && at < start + ph->p_filesz)
+			return true;
 	}
-	return 0;
+	return false;
+}
+
+static uint64_t vaddr_to_offset(Elf *elf, uint64_t vaddr)
+{
+	GElf_Phdr ph;
+
+	return exec_segment(elf, vaddr, false, &ph)
+		   ? vaddr - ph.p_vaddr + ph.p_offset
+		   : 0;
+}
+
+static uint64_t offset_to_vaddr(Elf *elf, uint64_t off)
+{
+	GElf_Phdr ph;
+
+	return exec_segment(elf, off, true, &ph)
+		   ? off - ph.p_offset + ph.p_vaddr
+		   : 0;
 }
 
 /* funcs sorted by name, for bsearch: a library has up to ~10^5 symbols */
@@ -395,22 +418,6 @@ static size_t null_test_len(const uint8_t *c, size_t len)
 		return at + 2;
 	if (len >= at + 6 && c[at] == 0x0f && c[at + 1] == 0x84)
 		return at + 6;
-	return 0;
-}
-
-static uint64_t offset_to_vaddr(Elf *elf, uint64_t off)
-{
-	size_t nphdr;
-	GElf_Phdr ph;
-
-	if (elf_getphdrnum(elf, &nphdr))
-		return 0;
-	for (size_t i = 0; i < nphdr; i++) {
-		if (gelf_getphdr(elf, i, &ph) && ph.p_type == PT_LOAD &&
-		    (ph.p_flags & PF_X) && off >= ph.p_offset &&
-		    off < ph.p_offset + ph.p_filesz)
-			return off - ph.p_offset + ph.p_vaddr;
-	}
 	return 0;
 }
 

@@ -37,6 +37,10 @@ void mt_attach_init(struct mt_attach *a, enum mt_probe_mode mode,
 		    struct bpf_program *enter, struct bpf_program *ret,
 		    int verbose);
 
+/* The attach type the allocator programs are loaded with for a session or
+ * multi mode, and their links made with (classic: the default). */
+int mt_probe_attach_type(enum mt_probe_mode mode);
+
 /* The mode's name, for messages. */
 const char *mt_probe_mode_name(enum mt_probe_mode mode);
 

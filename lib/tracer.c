@@ -47,9 +47,6 @@
 #include "mt_trace.skel.h"
 #include "tracer_int.h"
 
-#define BPF_TRACE_UPROBE_MULTI_	  48
-#define BPF_TRACE_UPROBE_SESSION_ 57
-
 /* A batch is written when it holds this many records (about 3.5 MiB), and
  * at every drain. */
 #define BATCH_MAX_RECORDS 65536
@@ -277,15 +274,13 @@ static void choose_alloc_programs(struct mt_trace *skel,
 	bpf_program__set_autoload(session, track && mode == MT_PROBES_SESSION);
 	bpf_program__set_autoload(enter, track && mode != MT_PROBES_SESSION);
 	bpf_program__set_autoload(ret, track && mode != MT_PROBES_SESSION);
-	if (mode == MT_PROBES_SESSION)
-		bpf_program__set_expected_attach_type(
-		    session, BPF_TRACE_UPROBE_SESSION_);
-	if (mode == MT_PROBES_MULTI) {
-		bpf_program__set_expected_attach_type(enter,
-						      BPF_TRACE_UPROBE_MULTI_);
-		bpf_program__set_expected_attach_type(ret,
-						      BPF_TRACE_UPROBE_MULTI_);
-	}
+	if (mode == MT_PROBES_CLASSIC)
+		return; /* the uprobe programs' default attach type */
+	bpf_program__set_expected_attach_type(session,
+					      mt_probe_attach_type(mode));
+	bpf_program__set_expected_attach_type(enter,
+					      mt_probe_attach_type(mode));
+	bpf_program__set_expected_attach_type(ret, mt_probe_attach_type(mode));
 }
 
 int mt_tracer_load_bpf(struct tracer *t, enum mt_probe_mode mode)
