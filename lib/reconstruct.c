@@ -14,6 +14,7 @@
  * counted).
  */
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -425,6 +426,13 @@ struct leak_top {
 	uint64_t count, bytes;
 };
 
+/* An exec: its path (valid UTF-8, see exec_path) and when. */
+struct exec {
+	char *path;
+	size_t len;
+	uint64_t t;
+};
+
 struct proc {
 	/* first what every allocator event touches, in a few cache lines:
 	 * a trace has thousands of processes, and their events interleave */
@@ -441,7 +449,8 @@ struct proc {
 	int exit_kind; /* MT_EXIT_* */
 	int exit_value;
 	uint64_t start_t, end_t;
-	json_t *execs; /* [{"path", "t_ns"}] */
+	struct exec *execs;
+	size_t nexecs;
 	struct ranges maps;
 	uint64_t brk_cur;
 	struct series mapped;
@@ -583,7 +592,6 @@ static struct proc *proc_new(struct mt_recon *r, uint32_t pid, uint64_t t)
 	}
 	p->pid = pid;
 	p->start_t = t;
-	p->execs = json_array();
 	*r->tail = p;
 	r->tail = &p->next;
 	r->nprocs++;
@@ -981,17 +989,78 @@ static void on_process_fork(struct mt_recon *r, const struct mt_event *ev,
 			gauge_set(r, child, (enum gauge)g, parent->gauge[g], t);
 }
 
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if none:
+ * no overlong form, surrogate or code point past U+10FFFF (RFC 3629). */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	size_t len = s[0] < 0x80   ? 1
+		     : s[0] < 0xc2 ? 0
+		     : s[0] < 0xe0 ? 2
+		     : s[0] < 0xf0 ? 3
+		     : s[0] < 0xf5 ? 4
+				   : 0;
+	unsigned char lo = 0x80, hi = 0xbf;
+
+	if (!len || len > n)
+		return 0;
+	if (s[0] == 0xe0)
+		lo = 0xa0;
+	else if (s[0] == 0xed)
+		hi = 0x9f;
+	else if (s[0] == 0xf0)
+		lo = 0x90;
+	else if (s[0] == 0xf4)
+		hi = 0x8f;
+	for (size_t i = 1; i < len; i++, lo = 0x80, hi = 0xbf)
+		if (s[i] < lo || s[i] > hi)
+			return 0;
+	return len;
+}
+
+/*
+ * A path as JSON can hold it: a copy, with each byte that does not start
+ * a valid UTF-8 sequence replaced by U+FFFD (a Linux path is any bytes;
+ * dropping the exec would lose it).  NULL when out of memory.
+ */
+static char *exec_path(const char *s, size_t n, size_t *len)
+{
+	char *out = malloc(3 * n + 1), *o = out;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n;) {
+		size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+
+		if (k) {
+			memcpy(o, s + i, k);
+			o += k;
+			i += k;
+		} else {
+			memcpy(o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+		}
+	}
+	*o = 0;
+	*len = o - out;
+	return out;
+}
+
 static void on_process_exec(struct mt_recon *r, struct proc *p,
 			    const struct mt_record *rec, uint64_t t)
 {
-	json_t *e;
+	struct exec *v, x = {.t = t};
 
 	end_address_space(r, p, t, "exec");
-	e = json_pack("{s:s%, s:I}", "path", rec->str ? rec->str : "",
-		      (size_t)(rec->str ? rec->str_len : 0), "t_ns",
-		      (json_int_t)t);
-	if (e)
-		json_array_append_new(p->execs, e);
+	x.path = exec_path(rec->str ? rec->str : "",
+			   rec->str ? rec->str_len : 0, &x.len);
+	v = realloc(p->execs, (p->nexecs + 1) * sizeof(*v));
+	if (!x.path || !v) {
+		free(x.path);
+		return; /* out of memory: the exec goes unlisted */
+	}
+	p->execs = v;
+	v[p->nexecs++] = x;
 }
 
 /* Heavier first: by peak heap, then peak RSS, then peak mapped; a total
@@ -1420,7 +1489,9 @@ static void proc_free(struct proc *p)
 	for (int g = 0; g < NGAUGES; g++)
 		free(p->gauge_s[g].pts);
 	free(p->leaks.v);
-	json_decref(p->execs);
+	for (size_t i = 0; i < p->nexecs; i++)
+		free(p->execs[i].path);
+	free(p->execs);
 	free(p);
 }
 
@@ -1461,16 +1532,36 @@ void mt_recon_free(struct mt_recon *r)
 #define EMIT_DEPTH 16
 #define EMIT_BUF   (64 * 1024)
 
+#define KEY_MAX 64 /* longer keys (none here) take the general path */
+
 struct emit {
 	FILE *out;    /* text to out; NULL: a json_t tree */
 	size_t flags; /* jansson's dump flags */
 	char *buf;    /* text not yet written */
 	size_t len;
-	int depth;		   /* containers open */
-	bool foreign_keys;	   /* keys of a json_t: not this file's */
+	int depth;	       /* containers open */
+	bool flat;	       /* text with no indentation: see text_room */
+	char sep[2], colon[2]; /* flat: "," or ", ", ":" or ": " */
+	unsigned sep_len, colon_len;
 	bool items[EMIT_DEPTH];	   /* text: the container has items */
 	json_t *stack[EMIT_DEPTH]; /* tree: the containers */
 };
+
+/* A text emitter writing to out in jansson's format for flags. */
+static struct emit emit_text(FILE *out, size_t flags)
+{
+	bool compact = flags & JSON_COMPACT;
+	struct emit e = {.out = out,
+			 .flags = flags,
+			 .buf = malloc(EMIT_BUF),
+			 .flat = !(flags & JSON_MAX_INDENT),
+			 .sep = {',', ' '},
+			 .colon = {':', ' '},
+			 .sep_len = compact ? 1 : 2,
+			 .colon_len = compact ? 1 : 2};
+
+	return e;
+}
 
 /* A tree emitter adding to an existing object or array. */
 static struct emit emit_into(json_t *container)
@@ -1560,13 +1651,13 @@ static void text_indent(struct emit *e, int depth, bool space)
 }
 
 /* A key and its separator.  The keys of the shapes below are this file's
- * literals, plain ASCII: copied as they are (plain false: checked). */
-static void text_key(struct emit *e, const char *key, bool plain)
+ * literals, plain ASCII: copied as they are. */
+static void text_key(struct emit *e, const char *key)
 {
 	size_t n = strlen(key);
 	char *b;
 
-	if (!plain || n > 64) {
+	if (n > KEY_MAX) {
 		text_string(e, key, n);
 		text_put(e, ": ", e->flags & JSON_COMPACT ? 1 : 2);
 		return;
@@ -1594,7 +1685,7 @@ static void text_item(struct emit *e, const char *key)
 		e->items[e->depth - 1] = true;
 	}
 	if (key)
-		text_key(e, key, !e->foreign_keys);
+		text_key(e, key);
 }
 
 /* Tree: v under key in the open object, or appended to the open array
@@ -1609,13 +1700,69 @@ static void tree_add(struct emit *e, const char *key, json_t *v)
 		json_array_append_new(top, v);
 }
 
-static void emit_open(struct emit *e, const char *key, bool array)
+/* n bytes of key (n <= KEY_MAX) to dst: a few wide moves, not a call */
+static inline void copy_key(char *dst, const char *key, size_t n)
+{
+	if (n >= 8) {
+		for (size_t i = 0; i + 8 < n; i += 8)
+			memcpy(dst + i, key + i, 8);
+		memcpy(dst + n - 8, key + n - 8, 8); /* the tail, overlapping */
+	} else if (n >= 4) {
+		memcpy(dst, key, 4);
+		memcpy(dst + n - 4, key + n - 4, 4);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			dst[i] = key[i];
+	}
+}
+
+/*
+ * Text: the separator and key of an item, and room for size more bytes
+ * after them; returns where its value goes (the caller moves e->len past
+ * it).  Flat output, where the document is most of its bytes, takes one
+ * check for room and a few stores; indented output and the top level go
+ * through text_item.
+ */
+static inline char *text_room(struct emit *e, const char *key, size_t klen,
+			      size_t size)
+{
+	char *b;
+
+	if (!e->flat || !e->depth || klen > KEY_MAX) {
+		text_item(e, key);
+		if (e->len + size > EMIT_BUF)
+			text_flush(e);
+		return e->buf + e->len;
+	}
+	if (e->len + 2 + KEY_MAX + 4 + size > EMIT_BUF)
+		text_flush(e);
+	b = e->buf + e->len;
+	if (e->items[e->depth - 1]) {
+		memcpy(b, e->sep, 2);
+		b += e->sep_len;
+	}
+	e->items[e->depth - 1] = true;
+	if (key) {
+		*b++ = '"';
+		copy_key(b, key, klen);
+		b += klen;
+		*b++ = '"';
+		memcpy(b, e->colon, 2);
+		b += e->colon_len;
+	}
+	return b;
+}
+
+static void emit_open_k(struct emit *e, const char *key, size_t klen,
+			bool array)
 {
 	if (e->depth == EMIT_DEPTH)
 		abort(); /* the shapes below are a few levels deep */
 	if (e->out) {
-		text_item(e, key);
-		text_put(e, array ? "[" : "{", 1);
+		char *b = text_room(e, key, klen, 1);
+
+		*b++ = array ? '[' : '{';
+		e->len = b - e->buf;
 		e->items[e->depth++] = false;
 		return;
 	}
@@ -1631,118 +1778,203 @@ static void emit_close(struct emit *e, bool array)
 	e->depth--;
 	if (!e->out)
 		return;
-	if (e->items[e->depth])
+	if (e->items[e->depth] && !e->flat)
 		text_indent(e, e->depth, false);
 	text_put(e, array ? "]" : "}", 1);
 }
 
-static void emit_int(struct emit *e, const char *key, json_int_t v)
+/* Decimal digits of u (1 for 0). */
+static inline unsigned decimal_len(uint64_t u)
 {
-	char digits[24], *p = digits + sizeof(digits);
-	uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
+	static const uint64_t pow10[20] = {1ull,
+					   10ull,
+					   100ull,
+					   1000ull,
+					   10000ull,
+					   100000ull,
+					   1000000ull,
+					   10000000ull,
+					   100000000ull,
+					   1000000000ull,
+					   10000000000ull,
+					   100000000000ull,
+					   1000000000000ull,
+					   10000000000000ull,
+					   100000000000000ull,
+					   1000000000000000ull,
+					   10000000000000000ull,
+					   100000000000000000ull,
+					   1000000000000000000ull,
+					   10000000000000000000ull};
+	/* bits * log10(2), rounded down, is the digits of 2^(bits-1) less
+	 * one: the number has that many or one more */
+	unsigned n = (64 - __builtin_clzll(u | 1)) * 1233 >> 12;
 
-	if (!e->out) {
-		tree_add(e, key, json_integer(v));
-		return;
-	}
-	/* two digits at a time: a number is a dozen digits, often */
+	return n + (u >= pow10[n]) + !u;
+}
+
+/* u in n decimal digits at b, two at a time from the end. */
+static inline void put_decimal(char *b, uint64_t u, unsigned n)
+{
+	static const char pairs[] = "00010203040506070809"
+				    "10111213141516171819"
+				    "20212223242526272829"
+				    "30313233343536373839"
+				    "40414243444546474849"
+				    "50515253545556575859"
+				    "60616263646566676869"
+				    "70717273747576777879"
+				    "80818283848586878889"
+				    "90919293949596979899";
+	char *p = b + n;
+
 	while (u >= 100) {
-		static const char pairs[] = "00010203040506070809"
-					    "10111213141516171819"
-					    "20212223242526272829"
-					    "30313233343536373839"
-					    "40414243444546474849"
-					    "50515253545556575859"
-					    "60616263646566676869"
-					    "70717273747576777879"
-					    "80818283848586878889"
-					    "90919293949596979899";
 		unsigned pair = u % 100;
 
 		u /= 100;
 		p -= 2;
 		memcpy(p, pairs + 2 * pair, 2);
 	}
-	do
-		*--p = '0' + u % 10;
-	while (u /= 10);
-	if (v < 0)
-		*--p = '-';
-	text_item(e, key);
-	text_put(e, p, digits + sizeof(digits) - p);
+	if (u >= 10)
+		memcpy(p - 2, pairs + 2 * u, 2);
+	else
+		p[-1] = '0' + u;
 }
 
-static void emit_null(struct emit *e, const char *key)
+static void emit_int_k(struct emit *e, const char *key, size_t klen,
+		       json_int_t v)
 {
+	uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
+	unsigned n = decimal_len(u);
+	char *b;
+
+	if (!e->out) {
+		tree_add(e, key, json_integer(v));
+		return;
+	}
+	b = text_room(e, key, klen, n + 1);
+	if (v < 0)
+		*b++ = '-';
+	put_decimal(b, u, n);
+	e->len = b + n - e->buf;
+}
+
+static void emit_null_k(struct emit *e, const char *key, size_t klen)
+{
+	char *b;
+
 	if (!e->out) {
 		tree_add(e, key, json_null());
 		return;
 	}
-	text_item(e, key);
-	text_put(e, "null", 4);
+	b = text_room(e, key, klen, 4);
+	memcpy(b, "null", 4);
+	e->len = b + 4 - e->buf;
 }
 
-static void emit_str(struct emit *e, const char *key, const char *s)
+/* A string of n bytes, valid UTF-8 (NUL bytes included). */
+static void emit_strn_k(struct emit *e, const char *key, size_t klen,
+			const char *s, size_t n)
 {
 	if (!e->out) {
-		tree_add(e, key, json_string(s));
+		tree_add(e, key, json_stringn(s, n));
 		return;
 	}
-	text_item(e, key);
-	text_string(e, s, strlen(s));
+	e->len = text_room(e, key, klen, 0) - e->buf;
+	text_string(e, s, n);
 }
 
-/* Any json_t value (NULL: nothing, as json_object_set_new does). */
-static void emit_json(struct emit *e, const char *key, json_t *v)
+/*
+ * The keys below are literals: these wrappers, inlined, measure them when
+ * compiling (strlen of a literal is a constant), so that writing a key
+ * is a copy of known length.
+ */
+#define KEY_LEN(key) ((key) ? strlen(key) : 0)
+
+static inline __attribute__((always_inline)) void
+emit_open(struct emit *e, const char *key, bool array)
 {
-	const char *k;
-	json_t *x;
-	size_t i;
+	emit_open_k(e, key, KEY_LEN(key), array);
+}
 
-	if (!v)
-		return;
-	if (!e->out) {
-		tree_add(e, key, json_incref(v));
-		return;
-	}
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
-		emit_open(e, key, false);
-		json_object_foreach(v, k, x)
-		{
-			bool foreign = e->foreign_keys;
+static inline __attribute__((always_inline)) void
+emit_int(struct emit *e, const char *key, json_int_t v)
+{
+	emit_int_k(e, key, KEY_LEN(key), v);
+}
 
-			e->foreign_keys = true;
-			emit_json(e, k, x);
-			e->foreign_keys = foreign;
-		}
-		emit_close(e, false);
-		break;
-	case JSON_ARRAY:
-		emit_open(e, key, true);
-		json_array_foreach(v, i, x) emit_json(e, NULL, x);
-		emit_close(e, true);
-		break;
-	case JSON_INTEGER:
-		emit_int(e, key, json_integer_value(v));
-		break;
-	case JSON_STRING:
-		text_item(e, key);
-		text_string(e, json_string_value(v), json_string_length(v));
-		break;
-	default:
-		text_item(e, key);
-		text_json(e, v);
+static inline __attribute__((always_inline)) void emit_null(struct emit *e,
+							    const char *key)
+{
+	emit_null_k(e, key, KEY_LEN(key));
+}
+
+static inline __attribute__((always_inline)) void
+emit_strn(struct emit *e, const char *key, const char *s, size_t n)
+{
+	emit_strn_k(e, key, KEY_LEN(key), s, n);
+}
+
+static inline __attribute__((always_inline)) void
+emit_str(struct emit *e, const char *key, const char *s)
+{
+	emit_strn_k(e, key, KEY_LEN(key), s, strlen(s));
+}
+
+/*
+ * A real as jansson writes it: "%.*g" at the flags' precision (17 when
+ * none), ".0" added when that reads as an integer, and the exponent
+ * without "+" or leading zeros.  Formatting it here saves a json_t and a
+ * json_dumps per process; test_write_is_jansson holds it to jansson's.
+ */
+static size_t real_text(char *out, size_t size, double x, size_t flags)
+{
+	int precision = (int)((flags >> 11) & 0x1F);
+	int n = snprintf(out, size, "%.*g", precision ? precision : 17, x);
+	char *exp, *digits;
+	size_t len;
+
+	if (n < 0 || (size_t)n + 3 > size)
+		return 0;
+	len = (size_t)n;
+	if (!memchr(out, '.', len) && !memchr(out, 'e', len)) {
+		memcpy(out + len, ".0", 3);
+		len += 2;
 	}
+	exp = memchr(out, 'e', len);
+	if (exp) {
+		char *sign = exp + 1;
+
+		digits = sign + (*sign == '-' || *sign == '+');
+		if (*sign == '-')
+			sign++; /* keep the minus */
+		while (*digits == '0' && digits[1])
+			digits++;
+		memmove(sign, digits, out + len + 1 - digits);
+		len -= digits - sign;
+	}
+	return len;
 }
 
 /* A real, or nothing when json_real refuses it (NaN, infinity). */
 static void emit_real(struct emit *e, const char *key, double x)
 {
-	json_t *v = json_real(x);
+	char text[40];
+	size_t n;
+	char *b;
 
-	emit_json(e, key, v);
-	json_decref(v);
+	if (!isfinite(x))
+		return;
+	if (!e->out) {
+		tree_add(e, key, json_real(x));
+		return;
+	}
+	n = real_text(text, sizeof(text), x, e->flags);
+	if (!n)
+		return;
+	b = text_room(e, key, KEY_LEN(key), n);
+	memcpy(b, text, n);
+	e->len = b + n - e->buf;
 }
 
 static void series_emit(struct emit *e, const char *key, const struct series *s,
@@ -1890,6 +2122,18 @@ static void gauges_emit(struct emit *e, const char *key,
 	emit_close(e, false);
 }
 
+static void execs_emit(struct emit *e, const char *key, const struct proc *p)
+{
+	emit_open(e, key, true);
+	for (size_t i = 0; i < p->nexecs; i++) {
+		emit_open(e, NULL, false);
+		emit_strn(e, "path", p->execs[i].path, p->execs[i].len);
+		emit_int(e, "t_ns", p->execs[i].t);
+		emit_close(e, false);
+	}
+	emit_close(e, true);
+}
+
 static void proc_emit(struct emit *e, struct mt_recon *r, struct proc *p)
 {
 	bool pts = p->with_series;
@@ -1900,7 +2144,7 @@ static void proc_emit(struct emit *e, struct mt_recon *r, struct proc *p)
 		emit_int(e, "ppid", p->ppid);
 	else
 		emit_null(e, "ppid");
-	emit_json(e, "execs", p->execs);
+	execs_emit(e, "execs", p);
 	emit_int(e, "start_ns", p->start_t);
 	if (p->ended)
 		emit_int(e, "end_ns", p->end_t);
@@ -2148,7 +2392,7 @@ int mt_recon_write(struct mt_recon *r, const struct mt_meta *meta,
 {
 	json_t *head = finish_head(r, meta, error);
 	char *text = json_dumps(head, flags);
-	struct emit e = {.out = out, .flags = flags, .buf = malloc(EMIT_BUF)};
+	struct emit e = emit_text(out, flags);
 	size_t len;
 
 	json_decref(head);

@@ -163,6 +163,7 @@ static void test_fork(void)
 static void test_exec_and_unknown_free(void)
 {
 	start(NULL);
+	ev_str(MT_EV_EXEC, 100, 0, "a\xc3(b\xe9\xc3\xa9");
 	ev(MT_EV_MALLOC, 100, 0xa000, 64, 0, 0);
 	ev(MT_EV_FREE, 100, 0xdead0, 0, 0, 0);
 	ev(MT_EV_FREE, 100, 0, 0, 0, 0); /* free(NULL): nothing */
@@ -178,9 +179,13 @@ static void test_exec_and_unknown_free(void)
 	CHECK_INT(get(doc, 0, "leaks", "count"), 2);
 	CHECK_INT(get(doc, 0, "leaks", "bytes"), 72);
 	json_t *p = json_array_get(json_object_get(doc, "processes"), 0);
-	json_t *e = json_array_get(json_object_get(p, "execs"), 0);
+	json_t *e = json_array_get(json_object_get(p, "execs"), 1);
 	CHECK(!strcmp(json_string_value(json_object_get(e, "path")),
 		      "/bin/true"));
+	/* a path is any bytes: those not UTF-8 become U+FFFD, kept */
+	e = json_array_get(json_object_get(p, "execs"), 0);
+	CHECK(e && !strcmp(json_string_value(json_object_get(e, "path")),
+			   "a\xef\xbf\xbd(b\xef\xbf\xbd\xc3\xa9"));
 	json_t *b = json_object_get(json_object_get(p, "leaks"), "blocks");
 	CHECK(!strcmp(
 	    json_string_value(json_object_get(json_array_get(b, 0), "at")),
@@ -508,8 +513,11 @@ static void test_random_anything(void)
 static void feed_random(unsigned seed)
 {
 	static const char *const paths[] = {
-	    "/usr/bin/cc",	 "a \"quoted\" \\ name", "tab\there\nnewline",
-	    "\xc3\xa9t\xc3\xa9", "\x01control",		 ""};
+	    "/usr/bin/cc",	  "a \"quoted\" \\ name",
+	    "tab\there\nnewline", "\xc3\xa9t\xc3\xa9",
+	    "\x01control",	  "",
+	    "bad \xff byte",	  "\xed\xa0\x80 surrogate",
+	    "cut \xe2\x82"};
 	static const unsigned kinds[] = {
 	    MT_EV_MALLOC,  MT_EV_MALLOC, MT_EV_FREE,   MT_EV_CALLOC,
 	    MT_EV_REALLOC, MT_EV_MMAP,	 MT_EV_MUNMAP, MT_EV_FORK,
@@ -523,7 +531,7 @@ static void feed_random(unsigned seed)
 		uint64_t n = (uint64_t)(rand_r(&seed) % 100000);
 
 		if (k == MT_EV_EXEC)
-			ev_str(k, pid, 0, paths[rand_r(&seed) % 6]);
+			ev_str(k, pid, 0, paths[rand_r(&seed) % 9]);
 		else if (k == MT_EV_EXIT)
 			ev_str(k, pid, (uint32_t)rand_r(&seed) % 512, NULL);
 		else if (k == MT_EV_FORK)
@@ -532,6 +540,15 @@ static void feed_random(unsigned seed)
 			ev_str(k, pid, (uint32_t)rand_r(&seed) % 4, NULL);
 		else
 			ev(k, pid, a, n, a / 2, n / 3);
+	}
+	/* average sizes whose text takes each of jansson's rules: ".0"
+	 * added (0, 3), a plain fraction, an exponent with "+" dropped */
+	static const uint64_t sizes[][2] = {
+	    {0, 0}, {3, 3}, {1, 2}, {1ull << 62, 1ull << 62}, {1, 1000000}};
+
+	for (uint32_t i = 0; i < 5; i++) {
+		ev(MT_EV_MALLOC, 901 + i, 0x10, sizes[i][0], 0, 0);
+		ev(MT_EV_MALLOC, 901 + i, 0x20, sizes[i][1], 0, 0);
 	}
 }
 
