@@ -419,7 +419,7 @@ struct leak {
 	const char *at; /* "exec", "exit", "end" */
 };
 
-/* The biggest max_leaks leaks: a min-heap on size. */
+/* The heaviest max_leaks leaks (leak_before's order): a min-heap. */
 struct leak_top {
 	struct leak *v;
 	size_t n, cap;
@@ -531,14 +531,30 @@ static inline uint64_t rel_time(struct mt_recon *r, uint64_t ts)
 	return ts > r->origin ? ts - r->origin : 0;
 }
 
+/*
+ * Whether leak x is listed before y: the bigger first, then the older,
+ * then by address and pid.  A total order, so which leaks make the list
+ * does not depend on the order they were found in (a hash table's).
+ */
+static bool leak_before(const struct leak *x, const struct leak *y)
+{
+	if (x->size != y->size)
+		return x->size > y->size;
+	if (x->first_t != y->first_t)
+		return x->first_t < y->first_t;
+	if (x->addr != y->addr)
+		return x->addr < y->addr;
+	return x->pid < y->pid;
+}
+
 static void leak_sift_down(struct leak_top *lt, size_t i)
 {
 	for (;;) {
 		size_t l = 2 * i + 1, m = i;
 
-		if (l < lt->n && lt->v[l].size < lt->v[m].size)
+		if (l < lt->n && leak_before(&lt->v[m], &lt->v[l]))
 			m = l;
-		if (l + 1 < lt->n && lt->v[l + 1].size < lt->v[m].size)
+		if (l + 1 < lt->n && leak_before(&lt->v[m], &lt->v[l + 1]))
 			m = l + 1;
 		if (m == i)
 			return;
@@ -560,14 +576,14 @@ static void leak_add(struct leak_top *lt, const struct leak *lk)
 		size_t i = lt->n++;
 
 		lt->v[i] = *lk;
-		while (i > 0 && lt->v[(i - 1) / 2].size > lt->v[i].size) {
+		while (i > 0 && leak_before(&lt->v[(i - 1) / 2], &lt->v[i])) {
 			struct leak tmp = lt->v[i];
 
 			lt->v[i] = lt->v[(i - 1) / 2];
 			lt->v[(i - 1) / 2] = tmp;
 			i = (i - 1) / 2;
 		}
-	} else if (lk->size > lt->v[0].size) {
+	} else if (leak_before(lk, &lt->v[0])) {
 		lt->v[0] = *lk;
 		leak_sift_down(lt, 0);
 	}
@@ -942,6 +958,46 @@ static void end_address_space(struct mt_recon *r, struct proc *p, uint64_t t,
 	gauges_reset(r, p, t);
 }
 
+/* The parent's live blocks, marked inherited, into the child's table.
+ * A child with none of its own yet (the usual case: the fork event comes
+ * first) takes a copy of the parent's table as it is, slots in place:
+ * same size, same hash, so the same probe sequences hold. */
+static void inherit_blocks(struct proc *child, const struct proc *parent)
+{
+	const struct blocks *pb = &parent->blocks;
+	struct blocks *cb = &child->blocks;
+	struct block *copy;
+
+	if (!pb->used)
+		return;
+	if (!cb->used &&
+	    (copy = malloc((pb->mask + 1) * sizeof(*copy))) != NULL) {
+		memcpy(copy, pb->slot, (pb->mask + 1) * sizeof(*copy));
+		free(cb->slot);
+		*cb = *pb;
+		cb->slot = copy;
+		for (size_t i = 0; i <= cb->mask; i++) {
+			if (!copy[i].addr)
+				continue;
+			child->inherited_bytes += copy[i].size & SIZE_MASK;
+			copy[i].size |= INHERITED;
+		}
+		return;
+	}
+	for (size_t i = 0; i <= pb->mask; i++) {
+		const struct block *b = &pb->slot[i];
+		struct block *c;
+
+		if (!b->addr || !(c = blocks_slot(cb, b->addr)))
+			continue;
+		if (c->addr) /* the child's own event came first: keep it */
+			continue;
+		*c = (struct block){b->addr, b->size | INHERITED, b->t};
+		cb->used++;
+		child->inherited_bytes += b->size & SIZE_MASK;
+	}
+}
+
 static void on_process_fork(struct mt_recon *r, const struct mt_event *ev,
 			    uint64_t t)
 {
@@ -959,19 +1015,7 @@ static void on_process_fork(struct mt_recon *r, const struct mt_event *ev,
 	if (!parent || parent == child)
 		return;
 	/* the child's address space is a copy of the parent's */
-	for (size_t i = 0; parent->blocks.slot && i <= parent->blocks.mask;
-	     i++) {
-		const struct block *b = &parent->blocks.slot[i];
-		struct block *c;
-
-		if (!b->addr || !(c = blocks_slot(&child->blocks, b->addr)))
-			continue;
-		if (c->addr) /* the child's own event came first: keep it */
-			continue;
-		*c = (struct block){b->addr, b->size | INHERITED, b->t};
-		child->blocks.used++;
-		child->inherited_bytes += b->size & SIZE_MASK;
-	}
+	inherit_blocks(child, parent);
 	for (size_t i = 0; i < parent->maps.n; i++) {
 		const struct range *x = &parent->maps.v[i];
 		size_t at = ranges_search(&child->maps, x->start);
@@ -2047,9 +2091,7 @@ static int leak_cmp(const void *a, const void *b)
 {
 	const struct leak *x = a, *y = b;
 
-	if (x->size != y->size)
-		return x->size < y->size ? 1 : -1;
-	return x->first_t < y->first_t ? -1 : x->first_t > y->first_t;
+	return leak_before(x, y) ? -1 : leak_before(y, x);
 }
 
 static void leaks_emit(struct emit *e, const char *key, struct leak_top *lt,

@@ -129,6 +129,46 @@ static void test_peak_and_leaks(void)
 	json_decref(doc);
 }
 
+/* Leaks of one size seen at one instant (events of two CPUs can share a
+ * timestamp): which are listed follows from the blocks, not from the
+ * order a hash table gives them in: the lowest addresses, in order. */
+static void test_leak_ties(void)
+{
+	static const uint64_t addrs[] = {0x7000, 0x3000, 0x9000, 0x1000,
+					 0x5000, 0x8000, 0x2000, 0x6000};
+	struct mt_recon_opts o;
+
+	mt_recon_opts_default(&o);
+	o.max_proc_leaks = 3;
+	for (int order = 0; order < 2; order++) {
+		start(&o);
+		now += 10;
+		for (int i = 0; i < 8; i++) {
+			struct mt_record rec = {
+			    .ev = {.timestamp = now,
+				   .pid = 100,
+				   .tid = 100,
+				   .kind = MT_EV_MALLOC,
+				   .addr = addrs[order ? 7 - i : i],
+				   .size = 64}};
+
+			mt_recon_event(rc, &rec);
+		}
+		json_t *doc = finish();
+		json_t *p =
+		    json_array_get(json_object_get(doc, "processes"), 0);
+		json_t *b =
+		    json_object_get(json_object_get(p, "leaks"), "blocks");
+
+		CHECK_INT(json_array_size(b), 3);
+		for (size_t i = 0; i < 3; i++)
+			CHECK_INT(json_integer_value(json_object_get(
+				      json_array_get(b, i), "addr")),
+				  0x1000 * (i + 1));
+		json_decref(doc);
+	}
+}
+
 static void test_fork(void)
 {
 	start(NULL);
@@ -179,13 +219,17 @@ static void test_exec_and_unknown_free(void)
 	CHECK_INT(get(doc, 0, "leaks", "count"), 2);
 	CHECK_INT(get(doc, 0, "leaks", "bytes"), 72);
 	json_t *p = json_array_get(json_object_get(doc, "processes"), 0);
-	json_t *e = json_array_get(json_object_get(p, "execs"), 1);
-	CHECK(!strcmp(json_string_value(json_object_get(e, "path")),
-		      "/bin/true"));
+	json_t *execs = json_object_get(p, "execs");
+	const char *path;
+
+	CHECK_INT(json_array_size(execs), 2);
+	path = json_string_value(
+	    json_object_get(json_array_get(execs, 1), "path"));
+	CHECK(path && !strcmp(path, "/bin/true"));
 	/* a path is any bytes: those not UTF-8 become U+FFFD, kept */
-	e = json_array_get(json_object_get(p, "execs"), 0);
-	CHECK(e && !strcmp(json_string_value(json_object_get(e, "path")),
-			   "a\xef\xbf\xbd(b\xef\xbf\xbd\xc3\xa9"));
+	path = json_string_value(
+	    json_object_get(json_array_get(execs, 0), "path"));
+	CHECK(path && !strcmp(path, "a\xef\xbf\xbd(b\xef\xbf\xbd\xc3\xa9"));
 	json_t *b = json_object_get(json_object_get(p, "leaks"), "blocks");
 	CHECK(!strcmp(
 	    json_string_value(json_object_get(json_array_get(b, 0), "at")),
@@ -837,6 +881,7 @@ int main(int argc, char **argv)
 	test_random_ranges();
 	test_random_anything();
 	test_write_is_jansson();
+	test_leak_ties();
 	test_read_ahead();
 	return test_summary("test_reconstruct");
 }
