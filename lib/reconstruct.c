@@ -26,6 +26,7 @@
 #define NOT_OWN	       (INHERITED | OUTSIDE) /* not counted in the heap */
 #define SIZE_MASK      (~NOT_OWN)
 #define SIZE_TABLE_MAX 65536 /* slots; half hold sizes counted exactly */
+#define SMALL_SIZES    4096  /* sizes below: counted in a dense array */
 #define HIST_BUCKETS   65
 #define RECENT	       1024 /* recently seen processes, by pid */
 
@@ -501,7 +502,8 @@ struct mt_recon {
 		uint64_t size; /* stored + 1 so 0 means empty */
 		uint64_t count;
 	} * sizes;
-	size_t sizes_used;
+	uint64_t *small_sizes; /* [size] = count, for sizes < SMALL_SIZES */
+	size_t sizes_used;     /* distinct sizes counted, in either */
 	uint64_t sizes_untracked;
 	struct leak_top leaks;
 	uint64_t events, lost_events, by_kind[MT_EV_KIND_MAX + 1];
@@ -714,6 +716,22 @@ static inline void count_size(struct mt_recon *r, uint64_t size)
 
 	r->hist_count[b]++;
 	r->hist_bytes[b] += size;
+
+	/* most sizes are small: a dense array keeps their counts in a few
+	 * cache lines, where the hash table would spread them over 1 MiB */
+	if (size < SMALL_SIZES) {
+		uint64_t *c = &r->small_sizes[size];
+
+		if (*c) {
+			++*c;
+		} else if (r->sizes_used < SIZE_TABLE_MAX / 2) {
+			*c = 1;
+			r->sizes_used++;
+		} else {
+			r->sizes_untracked++;
+		}
+		return;
+	}
 
 	size_t mask = SIZE_TABLE_MAX - 1;
 	size_t i = (size_t)((size * 0x9E3779B97F4A7C15ull) >> 48) & mask;
@@ -1517,7 +1535,9 @@ struct mt_recon *mt_recon_new(const struct mt_recon_opts *opts,
 	r->sections = json_array();
 	r->in_section = !r->opts.section;
 	r->sizes = calloc(SIZE_TABLE_MAX, sizeof(*r->sizes));
-	if (!r->sizes || leak_top_init(&r->leaks, r->opts.max_leaks) < 0) {
+	r->small_sizes = calloc(SMALL_SIZES, sizeof(*r->small_sizes));
+	if (!r->sizes || !r->small_sizes ||
+	    leak_top_init(&r->leaks, r->opts.max_leaks) < 0) {
 		mt_recon_free(r);
 		return NULL;
 	}
@@ -1554,6 +1574,7 @@ void mt_recon_free(struct mt_recon *r)
 	for (int g = 0; g < NGAUGES; g++)
 		free(r->gauge_s[g].pts);
 	free(r->sizes);
+	free(r->small_sizes);
 	free(r->leaks.v);
 	json_decref(r->header);
 	json_decref(r->markers);
@@ -2236,11 +2257,16 @@ static json_t *top_sizes_json(struct mt_recon *r)
 	json_t *o = json_object(), *a = json_array();
 	size_t n = 0;
 
-	/* compact the table in place: finish runs once, nothing counts
-	 * sizes after it */
+	/* compact the table in place and add the small sizes after (at most
+	 * SIZE_TABLE_MAX / 2 in all): finish runs once, nothing counts sizes
+	 * after it */
 	for (size_t i = 0; i < SIZE_TABLE_MAX; i++)
 		if (r->sizes[i].size)
 			r->sizes[n++] = r->sizes[i];
+	for (uint64_t size = 0; size < SMALL_SIZES; size++)
+		if (r->small_sizes[size])
+			r->sizes[n++] =
+			    (struct size_slot){size + 1, r->small_sizes[size]};
 	qsort(r->sizes, n, sizeof(*r->sizes), size_cmp);
 	for (size_t i = 0; i < n && i < r->opts.top_sizes; i++)
 		json_array_append_new(

@@ -169,6 +169,53 @@ static void test_leak_ties(void)
 	}
 }
 
+/* The most frequent sizes, small ones (a dense array) and big ones (a
+ * hash table) alike; once 32768 distinct sizes are counted, the sizes
+ * first seen after are counted only as untracked. */
+static void test_size_counts(void)
+{
+	struct mt_recon_opts o;
+	uint64_t addr = 0x100000;
+
+	mt_recon_opts_default(&o);
+	o.top_sizes = 5;
+	start(&o);
+	for (int i = 0; i < 6; i++)
+		ev(MT_EV_MALLOC, 100, addr += 16, 100, 0, 0);
+	for (int i = 0; i < 5; i++)
+		ev(MT_EV_MALLOC, 100, addr += 16, 5000, 0, 0);
+	for (int i = 0; i < 4; i++)
+		ev(MT_EV_MALLOC, 100, addr += 16, 7, 0, 0);
+	for (uint64_t size = 1; size <= 40000; size++)
+		ev(MT_EV_MALLOC, 100, addr += 16, size, 0, 0);
+	json_t *doc = finish();
+	json_t *top =
+	    json_object_get(json_object_get(doc, "tree"), "top_sizes");
+	json_t *sizes = json_object_get(top, "sizes");
+	static const long long want[5][2] = {
+	    {100, 7}, {5000, 6}, {7, 5}, {1, 1}, {2, 1}};
+
+	CHECK_INT(json_array_size(sizes), 5);
+	for (size_t i = 0; i < 5; i++) {
+		json_t *e = json_array_get(sizes, i);
+
+		CHECK_INT(json_integer_value(json_object_get(e, "size")),
+			  want[i][0]);
+		CHECK_INT(json_integer_value(json_object_get(e, "count")),
+			  want[i][1]);
+	}
+	CHECK_INT(json_integer_value(json_object_get(top, "distinct_tracked")),
+		  32768);
+	CHECK_INT(json_integer_value(json_object_get(top, "distinct_max")),
+		  32768);
+	/* 1..40000 brings 39997 new sizes (7, 100 and 5000 were counted);
+	 * 32765 fit, each of the other 7232 once untracked */
+	CHECK_INT(
+	    json_integer_value(json_object_get(top, "untracked_allocations")),
+	    7232);
+	json_decref(doc);
+}
+
 static void test_fork(void)
 {
 	start(NULL);
@@ -882,6 +929,7 @@ int main(int argc, char **argv)
 	test_random_anything();
 	test_write_is_jansson();
 	test_leak_ties();
+	test_size_counts();
 	test_read_ahead();
 	return test_summary("test_reconstruct");
 }
