@@ -1327,14 +1327,40 @@ static inline bool of_a_process(unsigned kind)
 	       kind == MT_EV_PSS;
 }
 
-void mt_recon_event(struct mt_recon *r, const struct mt_record *rec)
+/* The events of a process's heap and address space, the most of any
+ * trace, on the shortest path. */
+static inline void on_memory(struct mt_recon *r, struct proc *p,
+			     const struct mt_event *ev, uint64_t t)
+{
+	switch (ev->kind) {
+	case MT_EV_MALLOC:
+	case MT_EV_CALLOC:
+	case MT_EV_ALIGNED_ALLOC:
+		count_call(r, p, ev->kind);
+		if (ev->addr)
+			heap_alloc(r, p, ev->addr, ev->size, t);
+		else
+			p->tot.failed_allocations += r->in_section;
+		break;
+	case MT_EV_FREE:
+		on_free(r, p, ev->addr, t);
+		break;
+	case MT_EV_REALLOC:
+		on_realloc(r, p, ev, t);
+		break;
+	default: /* MMAP, MUNMAP, MREMAP, BRK */
+		on_mapping(r, p, ev, t);
+		break;
+	}
+}
+
+/* Every other kind: process life, RSS, markers, lost counts. */
+static void on_other(struct mt_recon *r, const struct mt_record *rec)
 {
 	const struct mt_event *ev = &rec->ev;
 	uint64_t t;
 	struct proc *p;
 
-	r->events++;
-	r->by_kind[ev->kind <= MT_EV_KIND_MAX ? ev->kind : MT_EV_KIND_MAX]++;
 	if (ev->kind == MT_EV_LOST) {
 		r->lost_events += ev->size;
 		return;
@@ -1358,27 +1384,6 @@ void mt_recon_event(struct mt_recon *r, const struct mt_record *rec)
 		return;
 	p->events++;
 	switch (ev->kind) {
-	case MT_EV_MALLOC:
-	case MT_EV_CALLOC:
-	case MT_EV_ALIGNED_ALLOC:
-		count_call(r, p, ev->kind);
-		if (ev->addr)
-			heap_alloc(r, p, ev->addr, ev->size, t);
-		else
-			p->tot.failed_allocations += r->in_section;
-		break;
-	case MT_EV_FREE:
-		on_free(r, p, ev->addr, t);
-		break;
-	case MT_EV_REALLOC:
-		on_realloc(r, p, ev, t);
-		break;
-	case MT_EV_MMAP:
-	case MT_EV_MUNMAP:
-	case MT_EV_MREMAP:
-	case MT_EV_BRK:
-		on_mapping(r, p, ev, t);
-		break;
 	case MT_EV_EXEC:
 		on_process_exec(r, p, rec, t);
 		break;
@@ -1391,9 +1396,30 @@ void mt_recon_event(struct mt_recon *r, const struct mt_record *rec)
 	case MT_EV_PSS:
 		on_pss(r, p, ev, t);
 		break;
-	default:
+	default: /* memory kinds: mt_recon_event took them */
 		break;
 	}
+}
+
+void mt_recon_event(struct mt_recon *r, const struct mt_record *rec)
+{
+	const struct mt_event *ev = &rec->ev;
+	unsigned kind = ev->kind;
+	uint64_t t;
+	struct proc *p;
+
+	r->events++;
+	r->by_kind[kind <= MT_EV_KIND_MAX ? kind : MT_EV_KIND_MAX]++;
+	if (kind < MT_EV_MALLOC || kind > MT_EV_BRK || !ev->pid) {
+		on_other(r, rec);
+		return;
+	}
+	t = rel_time(r, ev->timestamp);
+	p = proc_get(r, ev->pid, t);
+	if (!p)
+		return;
+	p->events++;
+	on_memory(r, p, ev, t);
 }
 
 /*
