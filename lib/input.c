@@ -1700,19 +1700,48 @@ struct guess {
 #define GUESS_POS   16 /* a fixmap has at most 15 pairs */
 #define GUESS_TYPES 32 /* types, by their first two bytes */
 
+/*
+ * The head of a map of a common kind (its count, type, pid, tid,
+ * timestamp and addr) as the last map of that kind had it: a template of
+ * its bytes, and a mask of those that must match (not the values; of a
+ * positive fixint, the top bit), so that one masked compare of a few
+ * vectors checks every key and value type of the head, and the values
+ * are read at known places.  Within a trace, the widths of these values
+ * rarely change.
+ */
+#define SHAPE_CHUNKS 5 /* AlignedAlloc's head: 66 bytes, 70 with wide pids */
+#define SHAPE_BYTES  (16 * SHAPE_CHUNKS)
+#define SHAPE_SLOTS  16 /* by a hash of the kind's first bytes */
+#define SHAPE_FIELDS 4	/* pid, tid, timestamp, addr */
+
+typedef unsigned char bytes16 __attribute__((vector_size(16)));
+
+struct shape {
+	bytes16 bytes[SHAPE_CHUNKS], mask[SHAPE_CHUNKS];
+	/* each value is the big-endian word at at, shifted right by shift */
+	uint8_t at[SHAPE_FIELDS], shift[SHAPE_FIELDS];
+	uint8_t size; /* of the head */
+	uint8_t kind;
+};
+
 struct guesses {
+	struct shape shape[SHAPE_SLOTS];
 	struct guess key[MT_EV_KIND_MAX][GUESS_POS]; /* by kind, position */
 	struct guess type[GUESS_TYPES];
 };
 
 static struct guesses *guesses_new(void)
 {
-	struct guesses *gs = malloc(sizeof(*gs));
+	struct guesses *gs = aligned_alloc(16, sizeof(*gs));
 	const struct guess key = {.mask = {~0ull, ~0ull}, .value = K_MAX},
 			   type = {.mask = {~0ull, ~0ull}, .value = MT_EV_NONE};
+	/* no map starts with 0xc1 (never used in MessagePack) */
+	const struct shape none = {.bytes = {{0xc1}}, .mask = {{0xff}}};
 
 	if (!gs)
 		return NULL;
+	for (unsigned i = 0; i < SHAPE_SLOTS; i++)
+		gs->shape[i] = none;
 	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++)
 		for (unsigned i = 0; i < GUESS_POS; i++)
 			gs->key[kind][i] = key;
@@ -2103,6 +2132,81 @@ static inline uint32_t fixed_rss_member(const unsigned char **p, uint64_t *bad)
 	return 0;
 }
 
+/* Whether the head of a map of the kind ends with addr. */
+static inline bool head_has_addr(unsigned kind)
+{
+	return kind != MT_EV_RSS && kind != MT_EV_FORK && kind != MT_EV_EXIT;
+}
+
+/* The pairs after a map's head (pid, tid, timestamp and addr if
+ * head_has_addr; n pairs in all) into ev, as its kind writes them; *bad gets
+ * non-zero bits if they are anything else. */
+static inline __attribute__((always_inline)) void
+fixed_tail(const unsigned char **p, unsigned n, unsigned kind,
+	   struct mt_event *ev, uint64_t *bad)
+{
+	switch (kind) {
+	case MT_EV_MALLOC:
+	case MT_EV_CALLOC:
+	case MT_EV_MUNMAP:
+		*bad |= n ^ 6;
+		ev->size = FIXED_UINT(p, "\244size", bad);
+		break;
+	case MT_EV_FREE:
+		*bad |= n ^ 5;
+		break;
+	case MT_EV_REALLOC:
+		*bad |= n ^ 7;
+		ev->size = FIXED_UINT(p, "\244size", bad);
+		ev->old_addr = FIXED_UINT(p, "\250old_addr", bad);
+		break;
+	case MT_EV_ALIGNED_ALLOC:
+		*bad |= n ^ 7;
+		ev->size = FIXED_UINT(p, "\244size", bad);
+		ev->old_size = FIXED_UINT(p, "\251alignment", bad);
+		break;
+	case MT_EV_MMAP: {
+		uint64_t flags;
+
+		*bad |= n ^ 8;
+		ev->size = FIXED_UINT(p, "\244size", bad);
+		/* prot cut to the 16 bits of flags, as the other paths do */
+		ev->flags = FIXED_UINT(p, "\244prot", bad);
+		flags = FIXED_UINT(p, "\245flags", bad);
+		*bad |= flags >> 32;
+		ev->aux = flags;
+		break;
+	}
+	case MT_EV_MREMAP:
+		*bad |= n ^ 8;
+		ev->size = FIXED_UINT(p, "\244size", bad);
+		ev->old_addr = FIXED_UINT(p, "\250old_addr", bad);
+		ev->old_size = FIXED_UINT(p, "\250old_size", bad);
+		break;
+	case MT_EV_BRK:
+		*bad |= n ^ 7;
+		ev->old_addr = FIXED_UINT(p, "\250old_addr", bad);
+		ev->size = FIXED_UINT(p, "\244size", bad);
+		break;
+	case MT_EV_RSS:
+		*bad |= n ^ 6;
+		ev->aux = fixed_rss_member(p, bad);
+		ev->size = FIXED_UINT(p, "\244size", bad);
+		break;
+	case MT_EV_FORK:
+		*bad |= n ^ 5;
+		ev->old_addr = FIXED_UINT(p, "\244ppid", bad);
+		break;
+	case MT_EV_EXIT: /* as an exit code (a signal or status: not here) */
+		*bad |= n ^ 5;
+		ev->aux = (FIXED_UINT(p, "\251exit_code", bad) & 0xff) << 8;
+		break;
+	default:
+		*bad |= 1;
+		break;
+	}
+}
+
 /* The map at p (after its type, n pairs in all) into rec if it has the
  * shape its kind is written in; *end: where it ends. */
 static inline __attribute__((always_inline)) bool
@@ -2112,70 +2216,15 @@ fixed_event(const unsigned char *p, unsigned n, unsigned kind,
 	struct mt_event *ev = &rec->ev;
 	uint64_t bad = 0, pid, tid, ts;
 
-	if (kind > MT_EV_RSS) /* switch below: only kinds up to Rss */
+	if (kind > MT_EV_RSS) /* fixed_tail: only kinds up to Rss */
 		return false;
 	memset(rec, 0, sizeof(*rec));
 	pid = FIXED_UINT(&p, "\243pid", &bad);
 	tid = FIXED_UINT(&p, "\243tid", &bad);
 	ts = FIXED_UINT(&p, "\251timestamp", &bad);
-	switch (kind) {
-	case MT_EV_MALLOC:
-	case MT_EV_CALLOC:
-	case MT_EV_MUNMAP:
-		bad |= n ^ 6;
+	if (head_has_addr(kind))
 		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
-		ev->size = FIXED_UINT(&p, "\244size", &bad);
-		break;
-	case MT_EV_FREE:
-		bad |= n ^ 5;
-		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
-		break;
-	case MT_EV_REALLOC:
-		bad |= n ^ 7;
-		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
-		ev->size = FIXED_UINT(&p, "\244size", &bad);
-		ev->old_addr = FIXED_UINT(&p, "\250old_addr", &bad);
-		break;
-	case MT_EV_ALIGNED_ALLOC:
-		bad |= n ^ 7;
-		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
-		ev->size = FIXED_UINT(&p, "\244size", &bad);
-		ev->old_size = FIXED_UINT(&p, "\251alignment", &bad);
-		break;
-	case MT_EV_MMAP: {
-		uint64_t flags;
-
-		bad |= n ^ 8;
-		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
-		ev->size = FIXED_UINT(&p, "\244size", &bad);
-		/* prot cut to the 16 bits of flags, as the other paths do */
-		ev->flags = FIXED_UINT(&p, "\244prot", &bad);
-		flags = FIXED_UINT(&p, "\245flags", &bad);
-		bad |= flags >> 32;
-		ev->aux = flags;
-		break;
-	}
-	case MT_EV_MREMAP:
-		bad |= n ^ 8;
-		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
-		ev->size = FIXED_UINT(&p, "\244size", &bad);
-		ev->old_addr = FIXED_UINT(&p, "\250old_addr", &bad);
-		ev->old_size = FIXED_UINT(&p, "\250old_size", &bad);
-		break;
-	case MT_EV_BRK:
-		bad |= n ^ 7;
-		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
-		ev->old_addr = FIXED_UINT(&p, "\250old_addr", &bad);
-		ev->size = FIXED_UINT(&p, "\244size", &bad);
-		break;
-	case MT_EV_RSS:
-		bad |= n ^ 6;
-		ev->aux = fixed_rss_member(&p, &bad);
-		ev->size = FIXED_UINT(&p, "\244size", &bad);
-		break;
-	default:
-		return false;
-	}
+	fixed_tail(&p, n, kind, ev, &bad);
 	if (bad || pid > UINT32_MAX || tid > UINT32_MAX)
 		return false;
 	ev->kind = kind;
@@ -2186,13 +2235,133 @@ fixed_event(const unsigned char *p, unsigned n, unsigned kind,
 	return true;
 }
 
-/* The event map at p into rec, *size bytes long: true, or false to leave
- * it to the general path.  FAST_SLACK bytes at p must be readable. */
-static inline __attribute__((always_inline)) bool
-mp_fast_event(const unsigned char *p, struct mt_record *rec, size_t *size,
-	      struct guesses *gs)
+/* The slot of the shape of the map at p: a hash of its kind's header and
+ * first three letters (every kind has three), which puts the kinds that
+ * have shapes in slots of their own. */
+static inline struct shape *shape_slot(struct guesses *gs,
+				       const unsigned char *p)
 {
-	const unsigned char *start = p;
+	uint32_t word;
+
+	memcpy(&word, p + 6, sizeof(word)); /* after the map and type key */
+	return &gs->shape[(word * 0xbe3edc0bu) >> 28];
+}
+
+/* The big-endian value of field i of the head at p. */
+static inline uint64_t shape_value(const unsigned char *p,
+				   const struct shape *s, unsigned i)
+{
+	uint64_t word;
+
+	memcpy(&word, p + s->at[i], sizeof(word));
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	word = __builtin_bswap64(word);
+#endif
+	return word >> s->shift[i];
+}
+
+/* Whether the SHAPE_BYTES at p match s. */
+static inline bool shape_matches(const unsigned char *p, const struct shape *s)
+{
+	bytes16 diff = {0}, chunk;
+	uint64_t half[2];
+
+#pragma GCC unroll 8
+	for (unsigned i = 0; i < SHAPE_CHUNKS; i++) {
+		memcpy(&chunk, p + 16 * i, sizeof(chunk));
+		diff |= (chunk ^ s->bytes[i]) & s->mask[i];
+	}
+	memcpy(half, &diff, sizeof(half));
+	return !(half[0] | half[1]);
+}
+
+/* The event map at p into rec if its head has the shape of the last map
+ * of its kind and its tail reads as fixed_event reads it; *size: its
+ * length. */
+static inline __attribute__((always_inline)) bool
+shape_event(const unsigned char *p, struct mt_record *rec, size_t *size,
+	    struct guesses *gs)
+{
+	const struct shape *s = shape_slot(gs, p);
+	struct mt_event *ev = &rec->ev;
+	const unsigned char *q;
+	uint64_t bad = 0;
+
+	if (!shape_matches(p, s))
+		return false;
+	memset(rec, 0, sizeof(*rec));
+	ev->kind = s->kind;
+	ev->pid = shape_value(p, s, 0); /* the shape holds no wider pid */
+	ev->tid = shape_value(p, s, 1);
+	ev->timestamp = shape_value(p, s, 2);
+	ev->addr = shape_value(p, s, 3);
+	q = p + s->size;
+	fixed_tail(&q, *p & 0x0f, s->kind, ev, &bad);
+	*size = q - p;
+	return !bad;
+}
+
+/* A value's type byte at t: the shape of field i, whose value has width
+ * bytes (0: a positive fixint, the type byte itself). */
+static void shape_field(struct shape *s, unsigned char *mask, unsigned i,
+			size_t t, unsigned width)
+{
+	if (!width) {
+		mask[t] = 0x80;
+		s->at[i] = t;
+		s->shift[i] = 56;
+		return;
+	}
+	memset(mask + t + 1, 0, width);
+	s->at[i] = t + 1;
+	s->shift[i] = 64 - 8 * width;
+}
+
+/* The shape of the map at map, which fixed_event took (its pairs start
+ * at pairs): none if its head is too long, or its pid or tid could be
+ * wider than 32 bits. */
+static void shape_learn(struct guesses *gs, const unsigned char *map,
+			const unsigned char *pairs, unsigned kind)
+{
+	static const enum key fields[SHAPE_FIELDS] = {K_PID, K_TID, K_TIMESTAMP,
+						      K_ADDR};
+	unsigned char bytes[SHAPE_BYTES], mask[SHAPE_BYTES];
+	unsigned nfields = head_has_addr(kind) ? SHAPE_FIELDS : 3;
+	struct shape s = {.kind = kind};
+	size_t at = pairs - map;
+
+	memset(mask, 0xff, sizeof(mask));
+	for (unsigned i = 0; i < nfields; i++) {
+		size_t t = at + fixed_keys[fields[i]].size;
+		unsigned width = map[t] <= 0x7f ? 0 : 1u << (map[t] - 0xcc);
+
+		at = t + 1 + width;
+		if (at > SHAPE_BYTES || (i < 2 && width > 4))
+			return;
+		shape_field(&s, mask, i, t, width);
+	}
+	if (nfields < SHAPE_FIELDS) {
+		/* no addr: 0, the top bit of the first letter of the
+		 * kind's name (ASCII, and matched by the template) */
+		s.at[3] = 7;
+		s.shift[3] = 63;
+	}
+	memset(mask + at, 0, sizeof(mask) - at);
+	for (size_t i = 0; i < sizeof(bytes); i++)
+		bytes[i] = i < at ? map[i] & mask[i] : 0;
+	memcpy(s.bytes, bytes, sizeof(bytes));
+	memcpy(s.mask, mask, sizeof(mask));
+	s.size = at;
+	*shape_slot(gs, map) = s;
+}
+
+/* mp_fast_event but for the shape of the head: the map read pair by pair
+ * (and the shape of its kind learnt from it). */
+static inline __attribute__((always_inline)) bool
+unshaped_event(const unsigned char *p, struct mt_record *rec, size_t *size,
+	       struct guesses *gs)
+{
+	const unsigned char *start = p, *pairs;
 	struct fast_map m;
 	unsigned n;
 
@@ -2201,7 +2370,9 @@ mp_fast_event(const unsigned char *p, struct mt_record *rec, size_t *size,
 	n = *p++ & 0x0f;
 	if (!fast_type(&p, &m, gs))
 		return false;
+	pairs = p;
 	if (fixed_event(p, n, m.kind, rec, &p)) {
+		shape_learn(gs, start, pairs, m.kind);
 		*size = p - start;
 		return true;
 	}
@@ -2214,6 +2385,16 @@ mp_fast_event(const unsigned char *p, struct mt_record *rec, size_t *size,
 		return false;
 	*size = p - start;
 	return true;
+}
+
+/* The event map at p into rec, *size bytes long: true, or false to leave
+ * it to the general path.  FAST_SLACK bytes at p must be readable. */
+static inline __attribute__((always_inline)) bool
+mp_fast_event(const unsigned char *p, struct mt_record *rec, size_t *size,
+	      struct guesses *gs)
+{
+	return shape_event(p, rec, size, gs) ||
+	       unshaped_event(p, rec, size, gs);
 }
 
 #ifdef MT_FUZZ_DIFF
@@ -2796,19 +2977,35 @@ static int next_record(struct mt_input *in, struct mt_record *rec)
 	return objects_next(in, rec);
 }
 
-int mt_input_next(struct mt_input *in, struct mt_record *rec)
+/* mt_input_next when the map is not of a known shape. */
+static __attribute__((noinline)) int next_unshaped(struct mt_input *in,
+						   struct mt_record *rec)
 {
 	size_t size;
 	int ret;
 
 	if (in->start < in->fast_until &&
-	    mp_fast_event(cur(in), rec, &size, in->guesses)) {
+	    unshaped_event(cur(in), rec, &size, in->guesses)) {
 		fast_took(in, rec, size);
 		return 1;
 	}
 	ret = next_record(in, rec);
 	fast_window(in);
 	return ret;
+}
+
+/* Nearly every record: a map of a known shape, with no call (so no
+ * registers to save). */
+int mt_input_next(struct mt_input *in, struct mt_record *rec)
+{
+	size_t size;
+
+	if (in->start < in->fast_until &&
+	    shape_event(cur(in), rec, &size, in->guesses)) {
+		fast_took(in, rec, size);
+		return 1;
+	}
+	return next_unshaped(in, rec);
 }
 
 const char *mt_input_error(const struct mt_input *in)

@@ -552,6 +552,173 @@ static void test_shrink(void)
 	unlink(errpath);
 }
 
+/* A Malloc as mt-encode writes it, pid, tid and timestamp in the widths
+ * given (-1: the smallest), size as size_width says. */
+static void malloc_map(uint64_t pid, int pid_width, uint64_t ts, int ts_width,
+		       uint64_t size, int size_width)
+{
+	map(6);
+	str("type");
+	str("Malloc");
+	str("pid");
+	pid_width < 0 ? uint_min(pid) : uint_w(pid, pid_width);
+	str("tid");
+	pid_width < 0 ? uint_min(pid + 1) : uint_w(pid + 1, pid_width);
+	str("timestamp");
+	ts_width < 0 ? uint_min(ts) : uint_w(ts, ts_width);
+	kv("addr", ts * 16);
+	str("size");
+	size_width < 0 ? uint_min(size) : uint_w(size, size_width);
+}
+
+/* A map of a kind whose head ends at timestamp: pid, tid, timestamp, then
+ * its own key and value. */
+static void short_map(const char *kind, uint64_t pid, const char *key,
+		      uint64_t value)
+{
+	map(5);
+	str("type");
+	str(kind);
+	kv("pid", pid);
+	kv("tid", pid);
+	kv("timestamp", 9000);
+	kv(key, value);
+}
+
+/* Markers of long names: the maps before them are more than FAST_SLACK
+ * (8 KiB) from the end of the file, where the fast path reads mapped
+ * files too. */
+static void long_markers(unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		map(5);
+		str("type");
+		str("Marker");
+		kv("pid", 1);
+		kv("tid", 1);
+		kv("timestamp", 9000);
+		str("name");
+		byte(0xda);
+		be(3000, 2);
+		memset(buf + len, 'm', 3000);
+		len += 3000;
+	}
+}
+
+/*
+ * Maps of a kind whose heads (type, pid, tid, timestamp, addr) keep their
+ * shape, or change the width of a value, or whose tails differ after a
+ * head seen before; kinds whose head ends at timestamp (Rss, Fork, Exit):
+ * each reads as written, whichever decoder path took it.
+ */
+static void test_head_shapes(void)
+{
+	static const struct {
+		uint64_t pid, ts, size;
+		int pid_width, ts_width, size_width;
+	} mallocs[] = {
+	    {5, 0x100000000ull, 300, 0, 8, 2},	   /* learnt */
+	    {7, 0x100000001ull, 301, 0, 8, 2},	   /* as learnt */
+	    {9, 0x100000002ull, 3, 0, 8, 0},	   /* size a fixint */
+	    {300, 0x100000003ull, 70000, 2, 8, 4}, /* wider pid */
+	    {301, 0x100000004ull, 7, 2, 8, 1},	   /* as learnt, size 8 bits */
+	    {70000, 0x100000005ull, 0, 4, 8, 0},   /* pid 32 bits */
+	    {0x123, 0x100000006ull, 1, 8, 8, 0},   /* pid written 64 bits */
+	    {0x124, 0x100000007ull, 2, 8, 8, 0},   /* again */
+	    {11, 0x42, 3, 0, 0, 0},		   /* timestamp a fixint */
+	    {12, 0x43, 4, 0, 0, 0},		   /* as learnt */
+	    {13, 0x44, 5, 0, 8, 8},		   /* timestamp wide */
+	};
+	static const char *const members[] = {"anon", "shmem", "anon", "file"};
+	static struct got g;
+	int n = sizeof(mallocs) / sizeof(*mallocs), i;
+
+	len = 0;
+	header();
+	for (i = 0; i < n; i++)
+		malloc_map(mallocs[i].pid, mallocs[i].pid_width, mallocs[i].ts,
+			   mallocs[i].ts_width, mallocs[i].size,
+			   mallocs[i].size_width);
+	/* the head of the first Malloc, no size */
+	map(5);
+	str("type");
+	str("Malloc");
+	kv("pid", 5);
+	kv("tid", 6);
+	kv("timestamp", 0x100000000ull);
+	kv("addr", 0x1000000000ull);
+	/* the head of the first Malloc, then old_size and size */
+	map(7);
+	str("type");
+	str("Malloc");
+	kv("pid", 5);
+	kv("tid", 6);
+	kv("timestamp", 0x100000000ull);
+	kv("addr", 0x1000000000ull);
+	kv("old_size", 4);
+	kv("size", 300);
+	for (int m = 0; m < 4; m++) { /* member names of two lengths */
+		map(6);
+		str("type");
+		str("Rss");
+		kv("pid", 20);
+		kv("tid", 20);
+		kv("timestamp", 9000 + m);
+		str("member");
+		str(members[m]);
+		kv("size", 4096 * m);
+	}
+	short_map("Fork", 30, "ppid", 20);
+	short_map("Fork", 31, "ppid", 30);
+	short_map("Exit", 30, "exit_code", 3);
+	short_map("Exit", 31, "exit_code", 300); /* the low 8 bits count */
+	short_map("Exit", 32, "signal", 9);	 /* not an exit code */
+	long_markers(3);
+	trailer(n + 2 + 4 + 5 + 3, 0);
+	read_both(&g);
+	CHECK_INT(g.ret, 0);
+	CHECK_INT(g.n, n + 2 + 4 + 5 + 3);
+	for (i = 0; i < n; i++) {
+		CHECK_INT(g.rec[i].ev.kind, MT_EV_MALLOC);
+		CHECK_INT(g.rec[i].ev.pid, mallocs[i].pid);
+		CHECK_INT(g.rec[i].ev.tid, mallocs[i].pid + 1);
+		CHECK_INT(g.rec[i].ev.timestamp, mallocs[i].ts);
+		CHECK_INT(g.rec[i].ev.addr, mallocs[i].ts * 16);
+		CHECK_INT(g.rec[i].ev.size, mallocs[i].size);
+		CHECK_INT(g.rec[i].ev.old_size, 0);
+	}
+	CHECK_INT(g.rec[n].ev.pid, 5);
+	CHECK_INT(g.rec[n].ev.addr, 0x1000000000ull);
+	CHECK_INT(g.rec[n].ev.size, 0);
+	CHECK_INT(g.rec[n + 1].ev.size, 300);
+	CHECK_INT(g.rec[n + 1].ev.old_size, 4);
+	for (i = n + 2; i < n + 6; i++) {
+		CHECK_INT(g.rec[i].ev.kind, MT_EV_RSS);
+		CHECK_INT(g.rec[i].ev.timestamp, 9000 + i - n - 2);
+		CHECK_INT(g.rec[i].ev.addr, 0);
+		CHECK_INT(g.rec[i].ev.size, 4096 * (i - n - 2));
+	}
+	CHECK_INT(g.rec[n + 2].ev.aux, 1); /* anon */
+	CHECK_INT(g.rec[n + 3].ev.aux, 3); /* shmem */
+	CHECK_INT(g.rec[n + 4].ev.aux, 1);
+	CHECK_INT(g.rec[n + 5].ev.aux, 0); /* file */
+	CHECK_INT(g.rec[n + 6].ev.kind, MT_EV_FORK);
+	CHECK_INT(g.rec[n + 6].ev.old_addr, 20);
+	CHECK_INT(g.rec[n + 7].ev.pid, 31);
+	CHECK_INT(g.rec[n + 7].ev.old_addr, 30);
+	CHECK_INT(g.rec[n + 7].ev.addr, 0);
+	for (i = n + 8; i < n + 11; i++) {
+		CHECK_INT(g.rec[i].ev.kind, MT_EV_EXIT);
+		CHECK_INT(g.rec[i].ev.pid, 30 + i - n - 8);
+		CHECK_INT(g.rec[i].ev.addr, 0);
+	}
+	CHECK_INT(g.rec[n + 8].ev.aux, 3 << 8);
+	CHECK_INT(g.rec[n + 9].ev.aux, (300 & 0xff) << 8);
+	CHECK_INT(g.rec[n + 10].ev.aux, 9);
+	CHECK_INT(g.rec[n + 11].ev.kind, MT_EV_MARKER);
+	CHECK_INT(g.rec[n + 11].ev.aux, 3000);
+}
+
 int main(void)
 {
 	test_shrink();
@@ -560,5 +727,6 @@ int main(void)
 	test_kind_keys();
 	test_errors();
 	test_many();
+	test_head_shapes();
 	return test_summary("test_input");
 }
