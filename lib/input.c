@@ -1722,7 +1722,7 @@ struct shape {
 	uint8_t at[SHAPE_FIELDS], shift[SHAPE_FIELDS];
 	uint8_t size; /* of the head */
 	uint8_t kind;
-};
+} __attribute__((aligned(256))); /* a slot's offset: one shift */
 
 struct guesses {
 	struct shape shape[SHAPE_SLOTS];
@@ -1732,7 +1732,8 @@ struct guesses {
 
 static struct guesses *guesses_new(void)
 {
-	struct guesses *gs = aligned_alloc(16, sizeof(*gs));
+	struct guesses *gs =
+	    aligned_alloc(_Alignof(struct guesses), sizeof(*gs));
 	const struct guess key = {.mask = {~0ull, ~0ull}, .value = K_MAX},
 			   type = {.mask = {~0ull, ~0ull}, .value = MT_EV_NONE};
 	/* no map starts with 0xc1 (never used in MessagePack) */
@@ -2025,7 +2026,6 @@ struct uint_form {
 
 static struct fixed_key fixed_keys[K_MAX];
 static struct uint_form uint_forms[256];
-static struct name_words rss_member_words[4]; /* as encoded, fixstr */
 
 static void fixed_tables(void)
 {
@@ -2051,14 +2051,6 @@ static void fixed_tables(void)
 					       1 + (1u << (b - 0xcc)), 0};
 		uint_forms[b] = f;
 	}
-	for (unsigned i = 0; i < 4; i++) {
-		unsigned char bytes[16] = {0};
-		size_t len = strlen(rss_members[i]);
-
-		bytes[0] = 0xa0 | len;
-		memcpy(bytes + 1, rss_members[i], len);
-		rss_member_words[i] = name_words(bytes, len + 1);
-	}
 }
 
 /* Byte i of a key literal of fewer than 16 bytes, at its place in a
@@ -2080,23 +2072,32 @@ static void fixed_tables(void)
 #define FIXED_UINT(p, key, bad)                                                \
 	fixed_uint(p, KEY_WORD(key, 0), KEY_WORD(key, 8), sizeof(key) - 1, bad)
 
-static inline __attribute__((always_inline)) uint64_t
-fixed_uint(const unsigned char **p, uint64_t key_lo, uint64_t key_hi,
-	   unsigned size, uint64_t *bad)
+/* The key at p, as fixed_uint takes it: where its value starts. */
+static inline __attribute__((always_inline)) const unsigned char *
+fixed_key(const unsigned char *p, uint64_t key_lo, uint64_t key_hi,
+	  unsigned size, uint64_t *bad)
 {
-	const unsigned char *q = *p;
-	const struct uint_form *f;
 	uint64_t word;
 
-	memcpy(&word, q, sizeof(word));
+	memcpy(&word, p, sizeof(word));
 	if (size < 8)
 		word &= (1ull << 8 * size) - 1;
 	*bad |= word ^ key_lo;
 	if (size > 8) {
-		memcpy(&word, q + 8, sizeof(word));
+		memcpy(&word, p + 8, sizeof(word));
 		*bad |= (word & ((1ull << 8 * (size - 8)) - 1)) ^ key_hi;
 	}
-	q += size;
+	return p + size;
+}
+
+static inline __attribute__((always_inline)) uint64_t
+fixed_uint(const unsigned char **p, uint64_t key_lo, uint64_t key_hi,
+	   unsigned size, uint64_t *bad)
+{
+	const unsigned char *q = fixed_key(*p, key_lo, key_hi, size, bad);
+	const struct uint_form *f;
+	uint64_t word;
+
 	f = &uint_forms[*q];
 	*bad |= f->bad;
 	memcpy(&word, q + f->at, sizeof(word)); /* big-endian */
@@ -2107,35 +2108,79 @@ fixed_uint(const unsigned char **p, uint64_t key_lo, uint64_t key_hi,
 	return word >> f->shift;
 }
 
-/* The Rss member pair at *p, by name: its number, *bad set otherwise. */
-static inline uint32_t fixed_rss_member(const unsigned char **p, uint64_t *bad)
-{
-	const struct fixed_key *fk = &fixed_keys[K_MEMBER];
-	const unsigned char *q = *p;
-	struct name_words w;
+/* The pair at *p, key (a literal, as FIXED_UINT takes it) and a str of up
+ * to 255 bytes (the path of an Exec, the name of a Marker): into rec,
+ * which points at it in the input (fast_took_str keeps a copy); *bad set
+ * if the pair is anything else. */
+#define FIXED_STR(p, key, rec, bad)                                            \
+	fixed_str(p, KEY_WORD(key, 0), KEY_WORD(key, 8), sizeof(key) - 1, rec, \
+		  bad)
 
-	memcpy(&w, q, sizeof(w));
-	*bad |= ((w.lo & fk->mask.lo) ^ fk->bytes.lo) |
-		((w.hi & fk->mask.hi) ^ fk->bytes.hi);
-	q += fk->size;
-	if (*q >= 0xa0 && *q <= 0xaf) {
-		w = name_words(q, 1 + (*q & 0x0f));
-		for (uint32_t i = 0; i < 4; i++) {
-			if (w.lo == rss_member_words[i].lo &&
-			    w.hi == rss_member_words[i].hi) {
-				*p = q + 1 + (*q & 0x0f);
-				return i;
-			}
-		}
+static inline __attribute__((always_inline)) void
+fixed_str(const unsigned char **p, uint64_t key_lo, uint64_t key_hi,
+	  unsigned size, struct mt_record *rec, uint64_t *bad)
+{
+	const unsigned char *q = fixed_key(*p, key_lo, key_hi, size, bad), *s;
+	int len = fast_str(&q, &s);
+
+	if (len < 0) {
+		*bad |= 1;
+		return;
 	}
-	*bad |= 1;
-	return 0;
+	rec->str = (const char *)s;
+	rec->str_len = len;
+	rec->ev.aux = len;
+	*p = q;
+}
+
+/* An Exit's status: an exit code, a signal or a status, as
+ * fields_exit_status reads it. */
+static inline __attribute__((always_inline)) uint32_t
+fixed_exit_status(const unsigned char **p, uint64_t *bad)
+{
+	switch ((*p)[1]) { /* the key's first letter (checked below) */
+	case 'e':
+		return (FIXED_UINT(p, "\251exit_code", bad) & 0xff) << 8;
+	case 's':
+		if ((*p)[2] == 'i')
+			return FIXED_UINT(p, "\246signal", bad) & 0x7f;
+		return FIXED_UINT(p, "\246status", bad);
+	default:
+		*bad |= 1;
+		return 0;
+	}
+}
+
+/* The Rss member pair at *p, by name: its number, *bad set otherwise. */
+static inline __attribute__((always_inline)) uint32_t
+fixed_rss_member(const unsigned char **p, uint64_t *bad)
+{
+	const unsigned char *q =
+	    fixed_key(*p, KEY_WORD("\246member", 0), 0, 7, bad);
+	unsigned size = 1 + (*q & 0x1f); /* of a fixstr */
+	uint64_t name, file, anon, swap, shmem;
+
+	if ((*q & 0xe0) != 0xa0 || size > 8) { /* no member's name */
+		*bad |= 1;
+		return 0;
+	}
+	memcpy(&name, q, sizeof(name));
+	name &= ~0ull >> (64 - 8 * size);
+	/* compared with each (no branch on which it is: they take turns) */
+	file = name == KEY_WORD("\244file", 0);
+	anon = name == KEY_WORD("\244anon", 0);
+	swap = name == KEY_WORD("\244swap", 0);
+	shmem = name == KEY_WORD("\245shmem", 0);
+	*bad |= !(file | anon | swap | shmem);
+	*p = q + size;
+	return anon | swap << 1 | shmem * 3; /* as in rss_members */
 }
 
 /* Whether the head of a map of the kind ends with addr. */
 static inline bool head_has_addr(unsigned kind)
 {
-	return kind != MT_EV_RSS && kind != MT_EV_FORK && kind != MT_EV_EXIT;
+	return kind != MT_EV_RSS && kind != MT_EV_FORK && kind != MT_EV_EXIT &&
+	       kind != MT_EV_EXEC && kind != MT_EV_MARKER;
 }
 
 /* The pairs after a map's head (pid, tid, timestamp and addr if
@@ -2143,8 +2188,10 @@ static inline bool head_has_addr(unsigned kind)
  * non-zero bits if they are anything else. */
 static inline __attribute__((always_inline)) void
 fixed_tail(const unsigned char **p, unsigned n, unsigned kind,
-	   struct mt_event *ev, uint64_t *bad)
+	   struct mt_record *rec, uint64_t *bad, bool strings)
 {
+	struct mt_event *ev = &rec->ev;
+
 	switch (kind) {
 	case MT_EV_MALLOC:
 	case MT_EV_CALLOC:
@@ -2197,9 +2244,19 @@ fixed_tail(const unsigned char **p, unsigned n, unsigned kind,
 		*bad |= n ^ 5;
 		ev->old_addr = FIXED_UINT(p, "\244ppid", bad);
 		break;
-	case MT_EV_EXIT: /* as an exit code (a signal or status: not here) */
+	case MT_EV_EXIT:
 		*bad |= n ^ 5;
-		ev->aux = (FIXED_UINT(p, "\251exit_code", bad) & 0xff) << 8;
+		ev->aux = fixed_exit_status(p, bad);
+		break;
+	case MT_EV_EXEC:
+		*bad |= (n ^ 5) | !strings;
+		if (strings)
+			FIXED_STR(p, "\244path", rec, bad);
+		break;
+	case MT_EV_MARKER:
+		*bad |= (n ^ 5) | !strings;
+		if (strings)
+			FIXED_STR(p, "\244name", rec, bad);
 		break;
 	default:
 		*bad |= 1;
@@ -2216,15 +2273,13 @@ fixed_event(const unsigned char *p, unsigned n, unsigned kind,
 	struct mt_event *ev = &rec->ev;
 	uint64_t bad = 0, pid, tid, ts;
 
-	if (kind > MT_EV_RSS) /* fixed_tail: only kinds up to Rss */
-		return false;
 	memset(rec, 0, sizeof(*rec));
 	pid = FIXED_UINT(&p, "\243pid", &bad);
 	tid = FIXED_UINT(&p, "\243tid", &bad);
 	ts = FIXED_UINT(&p, "\251timestamp", &bad);
 	if (head_has_addr(kind))
 		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
-	fixed_tail(&p, n, kind, ev, &bad);
+	fixed_tail(&p, n, kind, rec, &bad, true);
 	if (bad || pid > UINT32_MAX || tid > UINT32_MAX)
 		return false;
 	ev->kind = kind;
@@ -2296,7 +2351,7 @@ shape_event(const unsigned char *p, struct mt_record *rec, size_t *size,
 	ev->timestamp = shape_value(p, s, 2);
 	ev->addr = shape_value(p, s, 3);
 	q = p + s->size;
-	fixed_tail(&q, *p & 0x0f, s->kind, ev, &bad);
+	fixed_tail(&q, *p & 0x0f, s->kind, rec, &bad, false);
 	*size = q - p;
 	return !bad;
 }
@@ -2330,6 +2385,9 @@ static void shape_learn(struct guesses *gs, const unsigned char *map,
 	struct shape s = {.kind = kind};
 	size_t at = pairs - map;
 
+	if (kind == MT_EV_EXEC || kind == MT_EV_MARKER)
+		return; /* their strings are copied: not on mt_input_next's
+			   path without calls */
 	memset(mask, 0xff, sizeof(mask));
 	for (unsigned i = 0; i < nfields; i++) {
 		size_t t = at + fixed_keys[fields[i]].size;
@@ -2411,11 +2469,22 @@ static void mp_check_fast_event(struct mt_input *in, size_t size,
 	if (mp_flat_fields(cur(in), avail(in), &f, &slow_size) != 1 ||
 	    slow_size != size || fields_role(in, 0, &f, &role, &kind) ||
 	    role != OBJ_EVENT || fields_to_record(in, 0, &f, kind, &slow) ||
-	    memcmp(&slow.ev, &fast->ev, sizeof(slow.ev)) || slow.str ||
-	    fast->str || slow.str_len || fast->str_len)
+	    memcmp(&slow.ev, &fast->ev, sizeof(slow.ev)) ||
+	    slow.str_len != fast->str_len || !slow.str != !fast->str ||
+	    (slow.str && memcmp(slow.str, fast->str, slow.str_len)))
 		__builtin_trap();
 }
 #endif
+
+/* The map at the reader's position read: past it, and counted. */
+static void fast_consume(struct mt_input *in, const struct mt_record *rec,
+			 size_t size)
+{
+	consume(in, size);
+	in->maps_seen++;
+	if (rec->ev.kind == MT_EV_LOST)
+		in->map_lost += rec->ev.size;
+}
 
 /* The fast path decoded the map at the reader's position into rec. */
 static void fast_took(struct mt_input *in, const struct mt_record *rec,
@@ -2424,10 +2493,25 @@ static void fast_took(struct mt_input *in, const struct mt_record *rec,
 #ifdef MT_FUZZ_DIFF
 	mp_check_fast_event(in, size, rec);
 #endif
-	consume(in, size);
-	in->maps_seen++;
-	if (rec->ev.kind == MT_EV_LOST)
-		in->map_lost += rec->ev.size;
+	fast_consume(in, rec, size);
+}
+
+/* fast_took for a record whose string (if any) is still in the input:
+ * a copy kept, as the general path keeps one.  1, or -1 if out of
+ * memory. */
+static int fast_took_str(struct mt_input *in, struct mt_record *rec,
+			 size_t size)
+{
+#ifdef MT_FUZZ_DIFF
+	mp_check_fast_event(in, size, rec);
+#endif
+	if (rec->str) {
+		if (!keep_str(in, rec->str, rec->str_len))
+			return fail(in, offset_now(in), "out of memory");
+		rec->str = in->str;
+	}
+	fast_consume(in, rec, size);
+	return 1;
 }
 
 /* At the end of the input, FAST_SLACK bytes of zeros after it in the
@@ -2456,8 +2540,7 @@ static int mp_fast_next(struct mt_input *in, struct mt_record *rec)
 	if (!mp_fast_event(cur(in), rec, &size, in->guesses) ||
 	    size > avail(in))
 		return 0;
-	fast_took(in, rec, size);
-	return 1;
+	return fast_took_str(in, rec, size);
 }
 
 /* ---- JSON Lines ------------------------------------------------------ */
@@ -2985,10 +3068,8 @@ static __attribute__((noinline)) int next_unshaped(struct mt_input *in,
 	int ret;
 
 	if (in->start < in->fast_until &&
-	    unshaped_event(cur(in), rec, &size, in->guesses)) {
-		fast_took(in, rec, size);
-		return 1;
-	}
+	    unshaped_event(cur(in), rec, &size, in->guesses))
+		return fast_took_str(in, rec, size);
 	ret = next_record(in, rec);
 	fast_window(in);
 	return ret;

@@ -630,6 +630,8 @@ static void test_head_shapes(void)
 	    {13, 0x44, 5, 0, 8, 8},		   /* timestamp wide */
 	};
 	static const char *const members[] = {"anon", "shmem", "anon", "file"};
+	static const char *const paths[] = {
+	    "/bin/sh", "", "/usr/lib/a/path/of/forty/bytes/to/run/it"};
 	static struct got g;
 	int n = sizeof(mallocs) / sizeof(*mallocs), i;
 
@@ -671,13 +673,27 @@ static void test_head_shapes(void)
 	short_map("Fork", 30, "ppid", 20);
 	short_map("Fork", 31, "ppid", 30);
 	short_map("Exit", 30, "exit_code", 3);
-	short_map("Exit", 31, "exit_code", 300); /* the low 8 bits count */
-	short_map("Exit", 32, "signal", 9);	 /* not an exit code */
+	short_map("Exit", 31, "exit_code", 300);   /* the low 8 bits count */
+	short_map("Exit", 32, "signal", 9 | 0x80); /* the low 7 bits */
+	short_map("Exit", 33, "status", 0x100000102ull); /* the low 32 */
+	for (int e = 0; e < 3; e++) { /* fixstr, empty, str8 */
+		map(5);
+		str("type");
+		str("Exec");
+		kv("pid", 40);
+		kv("tid", 40);
+		kv("timestamp", 9000);
+		str("path");
+		if (e < 2)
+			str(paths[e]);
+		else
+			str8(paths[e]);
+	}
 	long_markers(3);
-	trailer(n + 2 + 4 + 5 + 3, 0);
+	trailer(n + 2 + 4 + 6 + 3 + 3, 0);
 	read_both(&g);
 	CHECK_INT(g.ret, 0);
-	CHECK_INT(g.n, n + 2 + 4 + 5 + 3);
+	CHECK_INT(g.n, n + 2 + 4 + 6 + 3 + 3);
 	for (i = 0; i < n; i++) {
 		CHECK_INT(g.rec[i].ev.kind, MT_EV_MALLOC);
 		CHECK_INT(g.rec[i].ev.pid, mallocs[i].pid);
@@ -707,7 +723,7 @@ static void test_head_shapes(void)
 	CHECK_INT(g.rec[n + 7].ev.pid, 31);
 	CHECK_INT(g.rec[n + 7].ev.old_addr, 30);
 	CHECK_INT(g.rec[n + 7].ev.addr, 0);
-	for (i = n + 8; i < n + 11; i++) {
+	for (i = n + 8; i < n + 12; i++) {
 		CHECK_INT(g.rec[i].ev.kind, MT_EV_EXIT);
 		CHECK_INT(g.rec[i].ev.pid, 30 + i - n - 8);
 		CHECK_INT(g.rec[i].ev.addr, 0);
@@ -715,8 +731,22 @@ static void test_head_shapes(void)
 	CHECK_INT(g.rec[n + 8].ev.aux, 3 << 8);
 	CHECK_INT(g.rec[n + 9].ev.aux, (300 & 0xff) << 8);
 	CHECK_INT(g.rec[n + 10].ev.aux, 9);
-	CHECK_INT(g.rec[n + 11].ev.kind, MT_EV_MARKER);
-	CHECK_INT(g.rec[n + 11].ev.aux, 3000);
+	CHECK_INT(g.rec[n + 11].ev.aux, 0x102);
+	for (i = n + 12; i < n + 15; i++) {
+		CHECK_INT(g.rec[i].ev.kind, MT_EV_EXEC);
+		CHECK_INT(g.rec[i].ev.pid, 40);
+		CHECK_INT(g.rec[i].ev.aux, g.rec[i].str_len);
+		CHECK(g.rec[i].str != NULL);
+	}
+	CHECK_STR(g.str[n + 12], "/bin/sh");
+	CHECK_INT(g.rec[n + 12].ev.aux, 7);
+	CHECK_STR(g.str[n + 13], "");
+	CHECK_INT(g.rec[n + 13].ev.aux, 0);
+	/* 40 bytes, of which the 31 that g.str holds */
+	CHECK_STR(g.str[n + 14], "/usr/lib/a/path/of/forty/bytes/");
+	CHECK_INT(g.rec[n + 14].ev.aux, 40);
+	CHECK_INT(g.rec[n + 15].ev.kind, MT_EV_MARKER);
+	CHECK_INT(g.rec[n + 15].ev.aux, 3000);
 }
 
 int main(void)
