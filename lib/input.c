@@ -2070,15 +2070,23 @@ static void fixed_tables(void)
  * in octal, e.g. "\243pid") and an unsigned value: the value; *bad gets
  * non-zero bits if the pair is anything else. */
 #define FIXED_UINT(p, key, bad)                                                \
-	fixed_uint(p, KEY_WORD(key, 0), KEY_WORD(key, 8), sizeof(key) - 1, bad)
+	fixed_uint(p, KEY_WORD(key, 0), KEY_WORD(key, 8), sizeof(key) - 1,     \
+		   false, bad)
+/* The same when the key may be known to be there already (shape_learn
+ * takes the first key of a tail into the shape). */
+#define FIRST_UINT(p, key, known, bad)                                         \
+	fixed_uint(p, KEY_WORD(key, 0), KEY_WORD(key, 8), sizeof(key) - 1,     \
+		   known, bad)
 
 /* The key at p, as fixed_uint takes it: where its value starts. */
 static inline __attribute__((always_inline)) const unsigned char *
 fixed_key(const unsigned char *p, uint64_t key_lo, uint64_t key_hi,
-	  unsigned size, uint64_t *bad)
+	  unsigned size, bool known, uint64_t *bad)
 {
 	uint64_t word;
 
+	if (known)
+		return p + size;
 	memcpy(&word, p, sizeof(word));
 	if (size < 8)
 		word &= (1ull << 8 * size) - 1;
@@ -2092,9 +2100,10 @@ fixed_key(const unsigned char *p, uint64_t key_lo, uint64_t key_hi,
 
 static inline __attribute__((always_inline)) uint64_t
 fixed_uint(const unsigned char **p, uint64_t key_lo, uint64_t key_hi,
-	   unsigned size, uint64_t *bad)
+	   unsigned size, bool known, uint64_t *bad)
 {
-	const unsigned char *q = fixed_key(*p, key_lo, key_hi, size, bad);
+	const unsigned char *q =
+	    fixed_key(*p, key_lo, key_hi, size, known, bad);
 	const struct uint_form *f;
 	uint64_t word;
 
@@ -2120,7 +2129,9 @@ static inline __attribute__((always_inline)) void
 fixed_str(const unsigned char **p, uint64_t key_lo, uint64_t key_hi,
 	  unsigned size, struct mt_record *rec, uint64_t *bad)
 {
-	const unsigned char *q = fixed_key(*p, key_lo, key_hi, size, bad), *s;
+	const unsigned char *q =
+				fixed_key(*p, key_lo, key_hi, size, false, bad),
+			    *s;
 	int len = fast_str(&q, &s);
 
 	if (len < 0) {
@@ -2136,15 +2147,15 @@ fixed_str(const unsigned char **p, uint64_t key_lo, uint64_t key_hi,
 /* An Exit's status: an exit code, a signal or a status, as
  * fields_exit_status reads it. */
 static inline __attribute__((always_inline)) uint32_t
-fixed_exit_status(const unsigned char **p, uint64_t *bad)
+fixed_exit_status(const unsigned char **p, bool known, uint64_t *bad)
 {
 	switch ((*p)[1]) { /* the key's first letter (checked below) */
 	case 'e':
-		return (FIXED_UINT(p, "\251exit_code", bad) & 0xff) << 8;
+		return (FIRST_UINT(p, "\251exit_code", known, bad) & 0xff) << 8;
 	case 's':
 		if ((*p)[2] == 'i')
-			return FIXED_UINT(p, "\246signal", bad) & 0x7f;
-		return FIXED_UINT(p, "\246status", bad);
+			return FIRST_UINT(p, "\246signal", known, bad) & 0x7f;
+		return FIRST_UINT(p, "\246status", known, bad);
 	default:
 		*bad |= 1;
 		return 0;
@@ -2153,10 +2164,10 @@ fixed_exit_status(const unsigned char **p, uint64_t *bad)
 
 /* The Rss member pair at *p, by name: its number, *bad set otherwise. */
 static inline __attribute__((always_inline)) uint32_t
-fixed_rss_member(const unsigned char **p, uint64_t *bad)
+fixed_rss_member(const unsigned char **p, bool known, uint64_t *bad)
 {
 	const unsigned char *q =
-	    fixed_key(*p, KEY_WORD("\246member", 0), 0, 7, bad);
+	    fixed_key(*p, KEY_WORD("\246member", 0), 0, 7, known, bad);
 	unsigned size = 1 + (*q & 0x1f); /* of a fixstr */
 	uint64_t name, file, anon, swap, shmem;
 
@@ -2184,11 +2195,13 @@ static inline bool head_has_addr(unsigned kind)
 }
 
 /* The pairs after a map's head (pid, tid, timestamp and addr if
- * head_has_addr; n pairs in all) into ev, as its kind writes them; *bad gets
- * non-zero bits if they are anything else. */
+ * head_has_addr; n pairs in all) into rec, as its kind writes them; *bad
+ * gets non-zero bits if they are anything else.  shaped: the head had the
+ * shape of its kind, which holds the first key of the tail too (and no
+ * strings). */
 static inline __attribute__((always_inline)) void
 fixed_tail(const unsigned char **p, unsigned n, unsigned kind,
-	   struct mt_record *rec, uint64_t *bad, bool strings)
+	   struct mt_record *rec, uint64_t *bad, bool shaped)
 {
 	struct mt_event *ev = &rec->ev;
 
@@ -2197,26 +2210,26 @@ fixed_tail(const unsigned char **p, unsigned n, unsigned kind,
 	case MT_EV_CALLOC:
 	case MT_EV_MUNMAP:
 		*bad |= n ^ 6;
-		ev->size = FIXED_UINT(p, "\244size", bad);
+		ev->size = FIRST_UINT(p, "\244size", shaped, bad);
 		break;
 	case MT_EV_FREE:
 		*bad |= n ^ 5;
 		break;
 	case MT_EV_REALLOC:
 		*bad |= n ^ 7;
-		ev->size = FIXED_UINT(p, "\244size", bad);
+		ev->size = FIRST_UINT(p, "\244size", shaped, bad);
 		ev->old_addr = FIXED_UINT(p, "\250old_addr", bad);
 		break;
 	case MT_EV_ALIGNED_ALLOC:
 		*bad |= n ^ 7;
-		ev->size = FIXED_UINT(p, "\244size", bad);
+		ev->size = FIRST_UINT(p, "\244size", shaped, bad);
 		ev->old_size = FIXED_UINT(p, "\251alignment", bad);
 		break;
 	case MT_EV_MMAP: {
 		uint64_t flags;
 
 		*bad |= n ^ 8;
-		ev->size = FIXED_UINT(p, "\244size", bad);
+		ev->size = FIRST_UINT(p, "\244size", shaped, bad);
 		/* prot cut to the 16 bits of flags, as the other paths do */
 		ev->flags = FIXED_UINT(p, "\244prot", bad);
 		flags = FIXED_UINT(p, "\245flags", bad);
@@ -2226,36 +2239,36 @@ fixed_tail(const unsigned char **p, unsigned n, unsigned kind,
 	}
 	case MT_EV_MREMAP:
 		*bad |= n ^ 8;
-		ev->size = FIXED_UINT(p, "\244size", bad);
+		ev->size = FIRST_UINT(p, "\244size", shaped, bad);
 		ev->old_addr = FIXED_UINT(p, "\250old_addr", bad);
 		ev->old_size = FIXED_UINT(p, "\250old_size", bad);
 		break;
 	case MT_EV_BRK:
 		*bad |= n ^ 7;
-		ev->old_addr = FIXED_UINT(p, "\250old_addr", bad);
+		ev->old_addr = FIRST_UINT(p, "\250old_addr", shaped, bad);
 		ev->size = FIXED_UINT(p, "\244size", bad);
 		break;
 	case MT_EV_RSS:
 		*bad |= n ^ 6;
-		ev->aux = fixed_rss_member(p, bad);
+		ev->aux = fixed_rss_member(p, shaped, bad);
 		ev->size = FIXED_UINT(p, "\244size", bad);
 		break;
 	case MT_EV_FORK:
 		*bad |= n ^ 5;
-		ev->old_addr = FIXED_UINT(p, "\244ppid", bad);
+		ev->old_addr = FIRST_UINT(p, "\244ppid", shaped, bad);
 		break;
 	case MT_EV_EXIT:
 		*bad |= n ^ 5;
-		ev->aux = fixed_exit_status(p, bad);
+		ev->aux = fixed_exit_status(p, shaped, bad);
 		break;
 	case MT_EV_EXEC:
-		*bad |= (n ^ 5) | !strings;
-		if (strings)
+		*bad |= (n ^ 5) | shaped;
+		if (!shaped)
 			FIXED_STR(p, "\244path", rec, bad);
 		break;
 	case MT_EV_MARKER:
-		*bad |= (n ^ 5) | !strings;
-		if (strings)
+		*bad |= (n ^ 5) | shaped;
+		if (!shaped)
 			FIXED_STR(p, "\244name", rec, bad);
 		break;
 	default:
@@ -2279,7 +2292,7 @@ fixed_event(const unsigned char *p, unsigned n, unsigned kind,
 	ts = FIXED_UINT(&p, "\251timestamp", &bad);
 	if (head_has_addr(kind))
 		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
-	fixed_tail(&p, n, kind, rec, &bad, true);
+	fixed_tail(&p, n, kind, rec, &bad, false);
 	if (bad || pid > UINT32_MAX || tid > UINT32_MAX)
 		return false;
 	ev->kind = kind;
@@ -2351,7 +2364,7 @@ shape_event(const unsigned char *p, struct mt_record *rec, size_t *size,
 	ev->timestamp = shape_value(p, s, 2);
 	ev->addr = shape_value(p, s, 3);
 	q = p + s->size;
-	fixed_tail(&q, *p & 0x0f, s->kind, rec, &bad, false);
+	fixed_tail(&q, *p & 0x0f, s->kind, rec, &bad, true);
 	*size = q - p;
 	return !bad;
 }
@@ -2404,12 +2417,19 @@ static void shape_learn(struct guesses *gs, const unsigned char *map,
 		s.at[3] = 7;
 		s.shift[3] = 63;
 	}
+	s.size = at;
+	/* the key after the head too (a fixstr: fixed_event found the
+	 * kind's key there), which fixed_tail then need not check */
+	if ((map[0] & 0x0f) > 1 + nfields) {
+		at += 1 + (map[at] & 0x1f);
+		if (at > SHAPE_BYTES)
+			return;
+	}
 	memset(mask + at, 0, sizeof(mask) - at);
 	for (size_t i = 0; i < sizeof(bytes); i++)
 		bytes[i] = i < at ? map[i] & mask[i] : 0;
 	memcpy(s.bytes, bytes, sizeof(bytes));
 	memcpy(s.mask, mask, sizeof(mask));
-	s.size = at;
 	*shape_slot(gs, map) = s;
 }
 
