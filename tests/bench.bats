@@ -190,3 +190,14 @@ print(300e6 <= s["run_ns"] < 3e9, s["run_ns"] <= s["first_to_last_ns"],
 	run "$MT_BUILD/bench/trace-span" "$T/cut.raw"
 	assert_failure 2
 }
+
+@test "bench/warm: removes the stale output, reads the input, fails on none" {
+	printf 'trace bytes' >"$T/in"
+	printf 'last run' >"$T/out"
+	run "$TOP/bench/warm" "$T/in" "$T/out"
+	assert_success
+	assert_file_not_exists "$T/out"
+	assert_file_exists "$T/in"
+	run "$TOP/bench/warm" "$T/missing"
+	assert_failure
+}
