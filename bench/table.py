@@ -246,6 +246,15 @@ class Table:
                     print("  during an mt-trace %-24s %8.1f ns  (%.1fx)" % (
                         what + " session:", during["ns_per_pair"],
                         during["ns_per_pair"] / alone["ns_per_pair"]))
+            if row.get("trap"):
+                trap = load(self.results, row["trap"])
+                one = trap["ns_per_pair"] - alone["ns_per_pair"]
+                print("  under one bare uprobe on malloc, no BPF:     "
+                      "%8.1f ns  (one trap: %.0f ns)"
+                      % (trap["ns_per_pair"], one))
+                print("  a traced malloc+free pair hits three probes (malloc "
+                      "entry and return, free):\n  %.0f ns a call before any "
+                      "BPF runs, on this machine" % (1.5 * one))
             print()
 
     def offline(self):

@@ -141,6 +141,8 @@ for b in config["benchmarks"]:
 	assert_line --regexp "^allocation-heavy fixture: 20,000 malloc\+free pairs, 40,256 allocator calls"
 	assert_line --regexp "wall clock: +-?[0-9]+ ns"
 	assert_line --regexp "^  during an mt-trace default session: +[0-9.]+ ns"
+	assert_line --regexp "^  under one bare uprobe on malloc, no BPF: +[0-9.]+ ns  \(one trap: -?[0-9]+ ns\)"
+	assert_line --regexp "^  -?[0-9]+ ns a call before any BPF runs, on this machine"
 	# the storm: 2 threads x 20,000 pairs, each run's events and rate
 	assert_line --regexp "^  run 1: [0-9,]+ events in $num: [0-9.]+ M/s sustained, [0-9,]+ lost"
 	assert_line --regexp "^lost events at 1 M events/s sustained +0 +[0-9,]+ lost, slowest run"
