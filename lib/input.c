@@ -1702,14 +1702,14 @@ struct guess {
 
 /*
  * The head of a map of a common kind (its count, type, pid, tid,
- * timestamp and addr) as the last map of that kind had it: a template of
- * its bytes, and a mask of those that must match (not the values; of a
- * positive fixint, the top bit), so that one masked compare of a few
- * vectors checks every key and value type of the head, and the values
- * are read at known places.  Within a trace, the widths of these values
- * rarely change.
+ * timestamp, addr and the key after them) as the last map of that kind
+ * had it: a template of its bytes, and a mask of those that must match
+ * (not the values; of a positive fixint, the top bit), so that one masked
+ * compare of a few vectors checks every key and value type of the head,
+ * and the values are read at known places.  Within a trace, the widths of
+ * these values rarely change.
  */
-#define SHAPE_CHUNKS 5 /* AlignedAlloc's head: 66 bytes, 70 with wide pids */
+#define SHAPE_CHUNKS 5 /* AlignedAlloc's head: 71 bytes, 75 with wide pids */
 #define SHAPE_BYTES  (16 * SHAPE_CHUNKS)
 #define SHAPE_SLOTS  16 /* by a hash of the kind's first bytes */
 #define SHAPE_FIELDS 4	/* pid, tid, timestamp, addr */
@@ -1720,7 +1720,7 @@ struct shape {
 	bytes16 bytes[SHAPE_CHUNKS], mask[SHAPE_CHUNKS];
 	/* each value is the big-endian word at at, shifted right by shift */
 	uint8_t at[SHAPE_FIELDS], shift[SHAPE_FIELDS];
-	uint8_t size; /* of the head */
+	uint8_t size; /* of the head: where its tail starts */
 	uint8_t kind;
 } __attribute__((aligned(256))); /* a slot's offset: one shift */
 
@@ -2197,38 +2197,39 @@ static inline bool head_has_addr(unsigned kind)
 /* The pairs after a map's head (pid, tid, timestamp and addr if
  * head_has_addr; n pairs in all) into rec, as its kind writes them; *bad
  * gets non-zero bits if they are anything else.  shaped: the head had the
- * shape of its kind, which holds the first key of the tail too (and no
- * strings). */
+ * shape of its kind, which holds the count of pairs and the first key of
+ * the tail too (and no strings). */
 static inline __attribute__((always_inline)) void
 fixed_tail(const unsigned char **p, unsigned n, unsigned kind,
 	   struct mt_record *rec, uint64_t *bad, bool shaped)
 {
 	struct mt_event *ev = &rec->ev;
+	unsigned pairs = 0; /* in a map of the kind */
 
 	switch (kind) {
 	case MT_EV_MALLOC:
 	case MT_EV_CALLOC:
 	case MT_EV_MUNMAP:
-		*bad |= n ^ 6;
+		pairs = 6;
 		ev->size = FIRST_UINT(p, "\244size", shaped, bad);
 		break;
 	case MT_EV_FREE:
-		*bad |= n ^ 5;
+		pairs = 5;
 		break;
 	case MT_EV_REALLOC:
-		*bad |= n ^ 7;
+		pairs = 7;
 		ev->size = FIRST_UINT(p, "\244size", shaped, bad);
 		ev->old_addr = FIXED_UINT(p, "\250old_addr", bad);
 		break;
 	case MT_EV_ALIGNED_ALLOC:
-		*bad |= n ^ 7;
+		pairs = 7;
 		ev->size = FIRST_UINT(p, "\244size", shaped, bad);
 		ev->old_size = FIXED_UINT(p, "\251alignment", bad);
 		break;
 	case MT_EV_MMAP: {
 		uint64_t flags;
 
-		*bad |= n ^ 8;
+		pairs = 8;
 		ev->size = FIRST_UINT(p, "\244size", shaped, bad);
 		/* prot cut to the 16 bits of flags, as the other paths do */
 		ev->flags = FIXED_UINT(p, "\244prot", bad);
@@ -2238,36 +2239,38 @@ fixed_tail(const unsigned char **p, unsigned n, unsigned kind,
 		break;
 	}
 	case MT_EV_MREMAP:
-		*bad |= n ^ 8;
+		pairs = 8;
 		ev->size = FIRST_UINT(p, "\244size", shaped, bad);
 		ev->old_addr = FIXED_UINT(p, "\250old_addr", bad);
 		ev->old_size = FIXED_UINT(p, "\250old_size", bad);
 		break;
 	case MT_EV_BRK:
-		*bad |= n ^ 7;
+		pairs = 7;
 		ev->old_addr = FIRST_UINT(p, "\250old_addr", shaped, bad);
 		ev->size = FIXED_UINT(p, "\244size", bad);
 		break;
 	case MT_EV_RSS:
-		*bad |= n ^ 6;
+		pairs = 6;
 		ev->aux = fixed_rss_member(p, shaped, bad);
 		ev->size = FIXED_UINT(p, "\244size", bad);
 		break;
 	case MT_EV_FORK:
-		*bad |= n ^ 5;
+		pairs = 5;
 		ev->old_addr = FIRST_UINT(p, "\244ppid", shaped, bad);
 		break;
 	case MT_EV_EXIT:
-		*bad |= n ^ 5;
+		pairs = 5;
 		ev->aux = fixed_exit_status(p, shaped, bad);
 		break;
 	case MT_EV_EXEC:
-		*bad |= (n ^ 5) | shaped;
+		pairs = 5;
+		*bad |= shaped;
 		if (!shaped)
 			FIXED_STR(p, "\244path", rec, bad);
 		break;
 	case MT_EV_MARKER:
-		*bad |= (n ^ 5) | shaped;
+		pairs = 5;
+		*bad |= shaped;
 		if (!shaped)
 			FIXED_STR(p, "\244name", rec, bad);
 		break;
@@ -2275,6 +2278,8 @@ fixed_tail(const unsigned char **p, unsigned n, unsigned kind,
 		*bad |= 1;
 		break;
 	}
+	if (!shaped) /* else the shape's template held the count */
+		*bad |= n ^ pairs;
 }
 
 /* The map at p (after its type, n pairs in all) into rec if it has the
@@ -2304,8 +2309,8 @@ fixed_event(const unsigned char *p, unsigned n, unsigned kind,
 }
 
 /* The slot of the shape of the map at p: a hash of its kind's header and
- * first three letters (every kind has three), which puts the kinds that
- * have shapes in slots of their own. */
+ * first three letters (every kind has three); the multiplier puts the
+ * twelve kinds that have shapes in slots of their own. */
 static inline struct shape *shape_slot(struct guesses *gs,
 				       const unsigned char *p)
 {
@@ -2398,9 +2403,9 @@ static void shape_learn(struct guesses *gs, const unsigned char *map,
 	struct shape s = {.kind = kind};
 	size_t at = pairs - map;
 
-	if (kind == MT_EV_EXEC || kind == MT_EV_MARKER)
-		return; /* their strings are copied: not on mt_input_next's
-			   path without calls */
+	/* shaped_took copies no strings and counts no lost events */
+	if (kind == MT_EV_EXEC || kind == MT_EV_MARKER || kind == MT_EV_LOST)
+		return;
 	memset(mask, 0xff, sizeof(mask));
 	for (unsigned i = 0; i < nfields; i++) {
 		size_t t = at + fixed_keys[fields[i]].size;
@@ -2412,8 +2417,9 @@ static void shape_learn(struct guesses *gs, const unsigned char *map,
 		shape_field(&s, mask, i, t, width);
 	}
 	if (nfields < SHAPE_FIELDS) {
-		/* no addr: 0, the top bit of the first letter of the
-		 * kind's name (ASCII, and matched by the template) */
+		/* no addr: 0, the top bit of byte 7 (the first letter of
+		 * the kind's name, or its str8 length: clear, and matched
+		 * by the template) */
 		s.at[3] = 7;
 		s.shift[3] = 63;
 	}
@@ -2506,19 +2512,24 @@ static void fast_consume(struct mt_input *in, const struct mt_record *rec,
 		in->map_lost += rec->ev.size;
 }
 
-/* The fast path decoded the map at the reader's position into rec. */
-static void fast_took(struct mt_input *in, const struct mt_record *rec,
-		      size_t size)
+/* shape_event decoded the map at the reader's position into rec: as
+ * fast_took_str, but that it holds no string, and is no Lost (no shape is
+ * learnt of one): no count of lost events to add. */
+static void shaped_took(struct mt_input *in, const struct mt_record *rec,
+			size_t size)
 {
 #ifdef MT_FUZZ_DIFF
 	mp_check_fast_event(in, size, rec);
+#else
+	(void)rec;
 #endif
-	fast_consume(in, rec, size);
+	consume(in, size);
+	in->maps_seen++;
 }
 
-/* fast_took for a record whose string (if any) is still in the input:
- * a copy kept, as the general path keeps one.  1, or -1 if out of
- * memory. */
+/* The map at the reader's position decoded into rec (its string, if any,
+ * still in the input): past it, counted, the string copied as the general
+ * path copies it.  1, or -1 if out of memory. */
 static int fast_took_str(struct mt_input *in, struct mt_record *rec,
 			 size_t size)
 {
@@ -3103,7 +3114,7 @@ int mt_input_next(struct mt_input *in, struct mt_record *rec)
 
 	if (in->start < in->fast_until &&
 	    shape_event(cur(in), rec, &size, in->guesses)) {
-		fast_took(in, rec, size);
+		shaped_took(in, rec, size);
 		return 1;
 	}
 	return next_unshaped(in, rec);

@@ -642,19 +642,22 @@ static void test_head_shapes(void)
 			   mallocs[i].ts_width, mallocs[i].size,
 			   mallocs[i].size_width);
 	/* the first Malloc again, then its head with no size, with old_size
-	 * in the place of size, and with old_size and size */
+	 * in the place of size, with old_size and size, and with size and
+	 * old_size */
 	malloc_map(5, 0, 0x100000000ull, 8, 300, 2);
-	for (unsigned tail = 0; tail < 3; tail++) {
-		map(5 + tail);
+	for (unsigned tail = 0; tail < 4; tail++) {
+		map(tail < 3 ? 5 + tail : 7);
 		str("type");
 		str("Malloc");
 		kv("pid", 5);
 		kv("tid", 6);
 		kv("timestamp", 0x100000000ull);
 		kv("addr", 0x1000000000ull);
+		if (tail == 3)
+			kv("size", 300);
 		if (tail > 0)
 			kv("old_size", 4);
-		if (tail > 1)
+		if (tail == 2)
 			kv("size", 300);
 	}
 	for (int m = 0; m < 4; m++) { /* member names of two lengths */
@@ -688,10 +691,10 @@ static void test_head_shapes(void)
 			str8(paths[e]);
 	}
 	long_markers(3);
-	trailer(n + 4 + 4 + 6 + 3 + 3, 0);
+	trailer(n + 5 + 4 + 6 + 3 + 3, 0);
 	read_both(&g);
 	CHECK_INT(g.ret, 0);
-	CHECK_INT(g.n, n + 4 + 4 + 6 + 3 + 3);
+	CHECK_INT(g.n, n + 5 + 4 + 6 + 3 + 3);
 	for (i = 0; i < n; i++) {
 		CHECK_INT(g.rec[i].ev.kind, MT_EV_MALLOC);
 		CHECK_INT(g.rec[i].ev.pid, mallocs[i].pid);
@@ -701,52 +704,52 @@ static void test_head_shapes(void)
 		CHECK_INT(g.rec[i].ev.size, mallocs[i].size);
 		CHECK_INT(g.rec[i].ev.old_size, 0);
 	}
-	for (i = n; i < n + 4; i++) {
+	for (i = n; i < n + 5; i++) {
 		CHECK_INT(g.rec[i].ev.kind, MT_EV_MALLOC);
 		CHECK_INT(g.rec[i].ev.pid, 5);
 		CHECK_INT(g.rec[i].ev.addr, 0x1000000000ull);
-		CHECK_INT(g.rec[i].ev.size, i == n || i == n + 3 ? 300 : 0);
+		CHECK_INT(g.rec[i].ev.size, i == n || i >= n + 3 ? 300 : 0);
 		CHECK_INT(g.rec[i].ev.old_size, i >= n + 2 ? 4 : 0);
 	}
-	for (i = n + 4; i < n + 8; i++) {
+	for (i = n + 5; i < n + 9; i++) {
 		CHECK_INT(g.rec[i].ev.kind, MT_EV_RSS);
-		CHECK_INT(g.rec[i].ev.timestamp, 9000 + i - n - 4);
+		CHECK_INT(g.rec[i].ev.timestamp, 9000 + i - n - 5);
 		CHECK_INT(g.rec[i].ev.addr, 0);
-		CHECK_INT(g.rec[i].ev.size, 4096 * (i - n - 4));
+		CHECK_INT(g.rec[i].ev.size, 4096 * (i - n - 5));
 	}
-	CHECK_INT(g.rec[n + 4].ev.aux, 1); /* anon */
-	CHECK_INT(g.rec[n + 5].ev.aux, 3); /* shmem */
-	CHECK_INT(g.rec[n + 6].ev.aux, 1);
-	CHECK_INT(g.rec[n + 7].ev.aux, 0); /* file */
-	CHECK_INT(g.rec[n + 8].ev.kind, MT_EV_FORK);
-	CHECK_INT(g.rec[n + 8].ev.old_addr, 20);
-	CHECK_INT(g.rec[n + 9].ev.pid, 31);
-	CHECK_INT(g.rec[n + 9].ev.old_addr, 30);
-	CHECK_INT(g.rec[n + 9].ev.addr, 0);
-	for (i = n + 10; i < n + 14; i++) {
+	CHECK_INT(g.rec[n + 5].ev.aux, 1); /* anon */
+	CHECK_INT(g.rec[n + 6].ev.aux, 3); /* shmem */
+	CHECK_INT(g.rec[n + 7].ev.aux, 1);
+	CHECK_INT(g.rec[n + 8].ev.aux, 0); /* file */
+	CHECK_INT(g.rec[n + 9].ev.kind, MT_EV_FORK);
+	CHECK_INT(g.rec[n + 9].ev.old_addr, 20);
+	CHECK_INT(g.rec[n + 10].ev.pid, 31);
+	CHECK_INT(g.rec[n + 10].ev.old_addr, 30);
+	CHECK_INT(g.rec[n + 10].ev.addr, 0);
+	for (i = n + 11; i < n + 15; i++) {
 		CHECK_INT(g.rec[i].ev.kind, MT_EV_EXIT);
-		CHECK_INT(g.rec[i].ev.pid, 30 + i - n - 10);
+		CHECK_INT(g.rec[i].ev.pid, 30 + i - n - 11);
 		CHECK_INT(g.rec[i].ev.addr, 0);
 	}
-	CHECK_INT(g.rec[n + 10].ev.aux, 3 << 8);
-	CHECK_INT(g.rec[n + 11].ev.aux, (300 & 0xff) << 8);
-	CHECK_INT(g.rec[n + 12].ev.aux, 9);
-	CHECK_INT(g.rec[n + 13].ev.aux, 0x102);
-	for (i = n + 14; i < n + 17; i++) {
+	CHECK_INT(g.rec[n + 11].ev.aux, 3 << 8);
+	CHECK_INT(g.rec[n + 12].ev.aux, (300 & 0xff) << 8);
+	CHECK_INT(g.rec[n + 13].ev.aux, 9);
+	CHECK_INT(g.rec[n + 14].ev.aux, 0x102);
+	for (i = n + 15; i < n + 18; i++) {
 		CHECK_INT(g.rec[i].ev.kind, MT_EV_EXEC);
 		CHECK_INT(g.rec[i].ev.pid, 40);
 		CHECK_INT(g.rec[i].ev.aux, g.rec[i].str_len);
 		CHECK(g.rec[i].str != NULL);
 	}
-	CHECK_STR(g.str[n + 14], "/bin/sh");
-	CHECK_INT(g.rec[n + 14].ev.aux, 7);
-	CHECK_STR(g.str[n + 15], "");
-	CHECK_INT(g.rec[n + 15].ev.aux, 0);
+	CHECK_STR(g.str[n + 15], "/bin/sh");
+	CHECK_INT(g.rec[n + 15].ev.aux, 7);
+	CHECK_STR(g.str[n + 16], "");
+	CHECK_INT(g.rec[n + 16].ev.aux, 0);
 	/* 40 bytes, of which the 31 that g.str holds */
-	CHECK_STR(g.str[n + 16], "/usr/lib/a/path/of/forty/bytes/");
-	CHECK_INT(g.rec[n + 16].ev.aux, 40);
-	CHECK_INT(g.rec[n + 17].ev.kind, MT_EV_MARKER);
-	CHECK_INT(g.rec[n + 17].ev.aux, 3000);
+	CHECK_STR(g.str[n + 17], "/usr/lib/a/path/of/forty/bytes/");
+	CHECK_INT(g.rec[n + 17].ev.aux, 40);
+	CHECK_INT(g.rec[n + 18].ev.kind, MT_EV_MARKER);
+	CHECK_INT(g.rec[n + 18].ev.aux, 3000);
 }
 
 int main(void)
