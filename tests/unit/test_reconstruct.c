@@ -216,6 +216,33 @@ static void test_size_counts(void)
 	json_decref(doc);
 }
 
+/* A pid used again after its process exited is a new process: the old
+ * one's blocks and peaks stay with the old one. */
+static void test_pid_reuse(void)
+{
+	start(NULL);
+	ev(MT_EV_FORK, 100, 0, 0, 1, 0);
+	ev(MT_EV_MALLOC, 100, 0xa000, 64, 0, 0);
+	ev_str(MT_EV_EXIT, 100, 0, NULL);
+	ev(MT_EV_FORK, 100, 0, 0, 7, 0); /* the same pid, another parent */
+	ev(MT_EV_MALLOC, 100, 0xb000, 32, 0, 0);
+	ev(MT_EV_FREE, 100, 0xa000, 0, 0, 0); /* the old process's block */
+	json_t *doc = finish();
+
+	CHECK_INT(json_array_size(json_object_get(doc, "processes")), 2);
+	CHECK_INT(get(doc, 0, "pid", NULL), 100);
+	CHECK_INT(get(doc, 1, "pid", NULL), 100);
+	CHECK_INT(get(doc, 0, "ppid", NULL), 1);
+	CHECK_INT(get(doc, 1, "ppid", NULL), 7);
+	CHECK_INT(get(doc, 0, "heap", "peak"), 64);
+	CHECK_INT(get(doc, 1, "heap", "peak"), 32);
+	CHECK_INT(get(doc, 0, "leaks", "bytes"), 64); /* at its exit */
+	CHECK_INT(get(doc, 1, "leaks", "bytes"), 32); /* live at the end */
+	CHECK_INT(get(doc, 1, "totals", "unknown_frees"), 1);
+	CHECK_INT(get(doc, -1, "leaks", "bytes"), 96);
+	json_decref(doc);
+}
+
 static void test_fork(void)
 {
 	start(NULL);
@@ -930,6 +957,7 @@ int main(int argc, char **argv)
 	test_write_is_jansson();
 	test_leak_ties();
 	test_size_counts();
+	test_pid_reuse();
 	test_read_ahead();
 	return test_summary("test_reconstruct");
 }
