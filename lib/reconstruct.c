@@ -1693,8 +1693,8 @@ static void text_json(struct emit *e, const json_t *v)
 
 /* A string jansson writes as it is: no quote, backslash or control
  * character, no slash or non-ASCII byte when the flags escape those.  The
- * strings here are valid UTF-8 (jansson checked them when they became
- * json_t values; keys are literals). */
+ * strings here are valid UTF-8: exec paths made so by exec_path, the rest
+ * literals. */
 static bool text_plain(const struct emit *e, const char *s, size_t n)
 {
 	bool slash = e->flags & JSON_ESCAPE_SLASH;
