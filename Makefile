@@ -32,7 +32,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-DEB_PACKAGES := build-essential clang llvm bpftool libbpf-dev libelf-dev \
+DEB_PACKAGES := build-essential binutils clang llvm bpftool libbpf-dev libelf-dev \
 	zlib1g-dev libzydis-dev libmsgpack-dev libjansson-dev pkg-config bats bats-support \
 	bats-assert bats-file python3-msgpack valgrind hyperfine zstd time \
 	util-linux procps chromium jq
