@@ -22,6 +22,7 @@
 #include <msgpack.h>
 
 #include "mt_allocators.h"
+#include "mt_decimal.h"
 #include "mt_input.h"
 
 #define BUF_START   (64 * 1024)	  /* grows for long headers and objects */
@@ -2862,14 +2863,9 @@ static size_t put_text(char *p, const char *s)
 
 static size_t put_u64(char *p, uint64_t v)
 {
-	char digits[20];
-	size_t n = 0, i;
+	unsigned n = mt_decimal_len(v);
 
-	do
-		digits[n++] = (char)('0' + v % 10);
-	while ((v /= 10) != 0);
-	for (i = 0; i < n; i++)
-		p[i] = digits[n - 1 - i];
+	mt_put_decimal(p, v, n);
 	return n;
 }
 
