@@ -9,6 +9,9 @@
 # V=1 shows the full commands.
 
 OUTPUT ?= build
+# The one version of mt (every tool's --version); the git revision is added
+# when built from a git checkout.
+MT_VERSION := 0.4.0
 PREFIX ?= /usr/local
 DESTDIR ?=
 
@@ -19,8 +22,12 @@ LLVM_STRIP ?= llvm-strip
 ARCH := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 
 CFLAGS ?= -O2 -g
+# lib/ by stage (lib/README.md): every folder's headers are on the path
+LIB_DIRS := common format capture analysis report
+LIB_INCLUDES := $(addprefix -Ilib/,$(LIB_DIRS))
+LIB_HDRS := $(wildcard $(addsuffix /*.h,$(addprefix lib/,$(LIB_DIRS))))
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-missing-field-initializers \
-	  -I$(OUTPUT) -Ilib -Ibpf -D_GNU_SOURCE
+	  -I$(OUTPUT) $(LIB_INCLUDES) -Ibpf -D_GNU_SOURCE
 LDLIBS_COMMON := -lmsgpackc -ljansson -lm
 LDLIBS_BPF := -lbpf -lelf -lz -lpthread -lZydis
 
@@ -37,7 +44,7 @@ DEB_PACKAGES := build-essential binutils clang llvm bpftool libbpf-dev libelf-de
 	bats-assert bats-file python3-msgpack valgrind hyperfine zstd time \
 	util-linux procps chromium jq
 
-LIB_SRCS := $(wildcard lib/*.c)
+LIB_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix lib/,$(LIB_DIRS))))
 LIB_OBJS := $(patsubst lib/%.c,$(OUTPUT)/lib/%.o,$(LIB_SRCS)) \
 	$(OUTPUT)/lib/mt_trace_btf.o
 LIBMT := $(OUTPUT)/libmt.a
@@ -93,14 +100,26 @@ $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name $* > $@
 
-$(OUTPUT)/lib/%.o: lib/%.c lib/*.h bpf/mt_event.h | $(OUTPUT)/lib
+$(OUTPUT)/lib/%.o: lib/%.c $(LIB_HDRS) bpf/mt_event.h | $(OUTPUT)/lib
 	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
 # The tracer's objects embed the BPF program (the skeleton holds its bytes):
 # they must be rebuilt whenever it changes.
-$(OUTPUT)/lib/tracer.o $(OUTPUT)/lib/tracer_code.o $(OUTPUT)/lib/physical.o: $(BPF_SKELS)
+$(addprefix $(OUTPUT)/lib/capture/,tracer.o tracer_code.o physical.o): $(BPF_SKELS)
 $(LIB_OBJS): | $(BPF_SKELS)
+
+# Rewritten only when the version or the revision changes.
+MT_GIT_REVISION := $(shell git describe --always --dirty --abbrev=7 \
+	2>/dev/null)
+$(OUTPUT)/mt_version_gen.h: FORCE | $(OUTPUT)
+	$(Q)printf '#define MT_VERSION "%s"\n#define MT_GIT_REVISION "%s"\n' \
+		'$(MT_VERSION)' '$(MT_GIT_REVISION)' > $@.tmp
+	$(Q)cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@
+$(OUTPUT)/lib/common/version.o: $(OUTPUT)/mt_version_gen.h
+.PHONY: FORCE
+FORCE:
 
 $(LIBMT): $(LIB_OBJS)
 	$(call msg,AR,$@)
@@ -158,7 +177,7 @@ install: all
 	install -m 644 man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5
 
 format:
-	clang-format -i bpf/*.c bpf/*.h lib/*.c lib/*.h tools/*.c \
+	clang-format -i bpf/*.c bpf/*.h lib/*/*.c lib/*/*.h tools/*.c \
 		$(wildcard tests/fixtures/*.c tests/fixtures/*.h tests/unit/*.c)
 
 clean:
@@ -169,7 +188,7 @@ clean:
 $(OUTPUT)/tests:
 	$(Q)mkdir -p $@
 
-# mt-read reads any stream through lib/mt_input.h (counts, speed, --dump).
+# mt-read reads any stream through lib/format/mt_input.h (counts, speed, --dump).
 $(OUTPUT)/tests/%: tests/gen/%.c $(LIBMT) | $(OUTPUT)/tests
 	$(call msg,CCLD,$@)
 	$(Q)$(CC) $(CFLAGS) $< $(LIBMT) $(LDLIBS_COMMON) -o $@
@@ -189,28 +208,27 @@ check-asan:
 # each for FUZZ_TIME seconds from a corpus seeded with mt-gen output.
 # MT_FUZZ_DIFF: the reader checks its flat-map decoder against msgpack-c.
 FUZZ_TIME ?= 60
-FUZZ_LIB_SRCS := lib/raw.c lib/input.c lib/kinds.c lib/artifact.c \
-	$(wildcard lib/allocators.c)
+FUZZ_LIB_SRCS := $(wildcard lib/format/*.c) lib/common/allocators.c
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build-fuzz/%,\
 	$(wildcard tests/fuzz/fuzz_*.c))
-build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRCS) lib/*.h bpf/mt_event.h
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRCS) $(LIB_HDRS) bpf/mt_event.h
 	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p build-fuzz
 	$(Q)$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined \
-		-fno-sanitize-recover=all -std=gnu11 -Ilib -Ibpf -D_GNU_SOURCE \
+		-fno-sanitize-recover=all -std=gnu11 $(LIB_INCLUDES) -Ibpf -D_GNU_SOURCE \
 		-DMT_FUZZ_DIFF \
 		$< $(FUZZ_LIB_SRCS) $(FUZZ_EXTRA_SRCS) $(LDLIBS_COMMON) -o $@
 # fuzz_report runs the analysis stages too
-FUZZ_REPORT_SRCS := lib/reconstruct.c lib/report.c lib/svg.c lib/human.c
+FUZZ_REPORT_SRCS := $(wildcard lib/analysis/*.c lib/report/*.c) lib/common/human.c
 build-fuzz/fuzz_report: FUZZ_EXTRA_SRCS := $(FUZZ_REPORT_SRCS)
 build-fuzz/fuzz_report: $(FUZZ_REPORT_SRCS)
 
 # the seed makers, from the format sources alone (not all of libmt)
-build-fuzz/mt-gen: tests/gen/mt-gen.c $(FUZZ_LIB_SRCS) lib/*.h bpf/mt_event.h
+build-fuzz/mt-gen: tests/gen/mt-gen.c $(FUZZ_LIB_SRCS) $(LIB_HDRS) bpf/mt_event.h
 	$(call msg,CCLD,$@)
 	$(Q)mkdir -p build-fuzz
 	$(Q)$(CC) $(CFLAGS) $< $(FUZZ_LIB_SRCS) $(LDLIBS_COMMON) -o $@
-build-fuzz/mt-encode: tools/mt-encode.c $(FUZZ_LIB_SRCS) lib/*.h bpf/mt_event.h
+build-fuzz/mt-encode: tools/mt-encode.c $(FUZZ_LIB_SRCS) $(LIB_HDRS) bpf/mt_event.h
 	$(call msg,CCLD,$@)
 	$(Q)mkdir -p build-fuzz
 	$(Q)$(CC) $(CFLAGS) $< $(FUZZ_LIB_SRCS) $(LDLIBS_COMMON) -o $@

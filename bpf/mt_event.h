@@ -54,7 +54,7 @@ enum mt_event_kind {
 	 * LOST record (size = events lost) placed before the batch's events */
 	MT_EV_LOST = 19,
 	/* an allocator was found and traced in an ELF file: flags = family
-	 * (lib/mt_allocators.h), aux = path length, the path follows in DATA
+	 * (lib/common/mt_allocators.h), aux = path length, the path follows in DATA
 	 * slots; pid = the process that mapped it (0: before the start) */
 	MT_EV_ALLOCATOR = 20,
 	/* never in a stream: the BPF side tells mt-trace that a traced

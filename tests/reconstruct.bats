@@ -199,7 +199,7 @@ ten_mib() {
 }
 
 @test "the CodSpeed memtrack vector (zstd -dc) reconstructs" {
-	zstd -dc "$TOP/../shared/vectors/codspeed-realloc.MemtrackArtifact.msgpack" \
+	zstd -dc "$TOP/tests/data/codspeed-realloc.MemtrackArtifact.msgpack" \
 		>"$T/m.msgpack"
 	recon m
 	[ "$(j m .input.format)" = '"memtrack"' ]

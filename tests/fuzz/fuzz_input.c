@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz_input - libFuzzer entry: any bytes through the reader of every
- * format (lib/mt_input.h), drained to the end.  The reader must answer
+ * format (lib/format/mt_input.h), drained to the end.  The reader must answer
  * each input with records and a clean end or an error message, and never
  * crash, hang, leak or read out of bounds.
  */

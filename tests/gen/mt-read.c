@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mt-read - read any stream through lib/mt_input.h.  For tests and
+ * mt-read - read any stream through lib/format/mt_input.h.  For tests and
  * benchmarks of the reader:
  *
  *   mt-read FILE           counts records; prints format, records, lost,

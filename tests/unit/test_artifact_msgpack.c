@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_artifact_msgpack - the artifact writer encodes MessagePack itself
- * (lib/artifact.c, for speed); msgpack-c is the outside truth.  Each map
+ * (lib/format/artifact.c, for speed); msgpack-c is the outside truth.  Each map
  * is packed again here by msgpack-c's packer, from man/mt-format.5's key
  * lists, and the two byte streams must be equal: at every size boundary of
  * ints, str, bin and arrays, for every kind, header and trailer, across
@@ -128,7 +128,7 @@ static void pk_text(msgpack_packer *pk, const char *k, const char *v)
 	pk_bytes(pk, v, strlen(v), true);
 }
 
-/* man/mt-format.5's types, not lib/kinds.c's table */
+/* man/mt-format.5's types, not lib/format/kinds.c's table */
 static const char *const type_of[] = {
     [MT_EV_MALLOC] = "Malloc",
     [MT_EV_FREE] = "Free",

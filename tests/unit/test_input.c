@@ -3,7 +3,7 @@
  * test_input.c - MessagePack artifacts written byte by byte, in the
  * encodings mt-encode uses and in every other one a writer may choose
  * (wider integers, str8 keys, other key orders, duplicate and unknown
- * keys), read back through lib/mt_input.h from a file (mapped) and from
+ * keys), read back through lib/format/mt_input.h from a file (mapped) and from
  * a stream (read in blocks): the records must hold exactly the values
  * written, whichever decoder path took them, and bad maps must be named.
  */

@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../bpf/mt_event.h"
+#include "mt_event.h"
 
 #define MT_RAW_MAGIC "\x89MTRAW\r\n" /* 8 bytes, no NUL */
 #define MT_RAW_MAGIC_LEN 8
