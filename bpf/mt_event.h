@@ -54,15 +54,60 @@ enum mt_event_kind {
 	 * LOST record (size = events lost) placed before the batch's events */
 	MT_EV_LOST = 19,
 	/* an allocator was found and traced in an ELF file: flags = family
-	 * (lib/common/mt_allocators.h), aux = path length, the path follows in DATA
-	 * slots; pid = the process that mapped it (0: before the start) */
+	 * (lib/common/mt_allocators.h), aux = path length, the path follows in
+	 * DATA slots; pid = the process that mapped it (0: before the start) */
 	MT_EV_ALLOCATOR = 20,
 	/* never in a stream: the BPF side tells mt-trace that a traced
 	 * process mapped code from a file not yet inspected (and stopped it):
 	 * addr = where (0 for an exec), old_addr = device, old_size = inode */
 	MT_EV_NEW_CODE = 21,
+	/* Call stacks (man/mt-format.5, "Call stacks").  A STACK_REF
+	 * record stands right before the allocation or address-space event
+	 * it belongs to (same pid, tid and timestamp): addr = the stack id.
+	 * It is never an event of its own: readers hand its id over with
+	 * the next record (struct mt_record.stack). */
+	MT_EV_STACK_REF = 22,
+	/* A distinct call stack, once, before the first STACK_REF to it:
+	 * addr = stack id (1, 2, ...), size = number of frames, flags =
+	 * MT_STACK_*, aux = payload length (8 bytes a frame); the payload
+	 * holds the frames, innermost first, as MT_FRAME() values. */
+	MT_EV_STACK = 23,
+	/* A file whose code traced processes map, once, before the first
+	 * frame in it: addr = file id (1..MT_FRAME_FILE_MAX), old_addr =
+	 * device (major << 20 | minor), old_size = inode, flags = build-id
+	 * length in bytes (0: none), aux = payload length; the payload holds
+	 * the build-id bytes, then the path (aux - flags bytes, no NUL). */
+	MT_EV_CODE_FILE = 24,
+	/* A process mapped code of a file: addr = start, size = length,
+	 * old_addr = offset in the file, old_size = file id. */
+	MT_EV_CODE_MAP = 25,
 	MT_EV_KIND_MAX
 };
+
+/* MT_EV_STACK flags.  Truncated: the stack stops short of the thread's
+ * first frame (the depth limit, or code the unwinder has no rules for). */
+#define MT_STACK_TRUNCATED 0x1
+
+/*
+ * A stack frame: a file id (MT_EV_CODE_FILE) in the top 16 bits, the
+ * frame's address in that file in the low 48: the ELF virtual address
+ * (what addr2line -e FILE and gdb's "info symbol" take; for most shared
+ * libraries the same as the file offset).  File 0: code in no known file
+ * (the vDSO, JIT code), the address is the process's own.  Every frame is
+ * a return address (the instruction after a call, also for the innermost
+ * frame: the allocator has returned), so symbolizers look up address - 1.
+ */
+#define MT_FRAME_FILE_BITS 16
+#define MT_FRAME_ADDR_BITS 48
+#define MT_FRAME_FILE_MAX  ((1u << MT_FRAME_FILE_BITS) - 1)
+#define MT_FRAME_ADDR_MASK ((1ull << MT_FRAME_ADDR_BITS) - 1)
+#define MT_FRAME(file, addr)                                                   \
+	(((__u64)(file) << MT_FRAME_ADDR_BITS) | ((addr)&MT_FRAME_ADDR_MASK))
+#define MT_FRAME_FILE(frame) ((unsigned)((frame) >> MT_FRAME_ADDR_BITS))
+#define MT_FRAME_ADDR(frame) ((frame)&MT_FRAME_ADDR_MASK)
+
+/* Deepest stack recorded (mt-trace --stack-depth). */
+#define MT_STACK_DEPTH_MAX 127
 
 struct mt_event {
 	__u64 timestamp; /* CLOCK_MONOTONIC, ns (bpf_ktime_get_ns) */

@@ -35,8 +35,18 @@ enum mt_format {
  * until the next mt_input_next(). */
 struct mt_record {
 	struct mt_event ev; /* kind is enum mt_event_kind, incl. MT_EV_LOST */
-	const char *str;    /* EXEC path, MARKER name; NULL otherwise */
+	const char *str;    /* EXEC path, MARKER name, CODE_FILE path; NULL
+			     * otherwise */
 	uint32_t str_len;
+	/* call stacks (readers never return a STACK_REF record: its id
+	 * comes here, with the event it belongs to) */
+	uint64_t stack;		/* the event's call stack id, 0: none */
+	const uint64_t *frames; /* STACK (id in ev.addr, MT_STACK_* in
+				 * ev.flags): MT_FRAME() values, innermost
+				 * first */
+	uint32_t nframes;
+	uint32_t build_id_len;	 /* CODE_FILE (id in ev.addr) */
+	const uint8_t *build_id; /* its build-id bytes, NULL when none */
 };
 
 struct mt_input;

@@ -36,6 +36,7 @@
 #define MT_HDR_SYSCALLS 0x2   /* mmap/munmap/mremap/brk were traced */
 #define MT_HDR_RSS 0x4	      /* RSS events were traced */
 #define MT_HDR_PHYSICAL 0x8   /* physical (PSS) events were traced */
+#define MT_HDR_STACKS 0x10    /* call stacks were captured */
 
 /* mt_raw_trailer.exit_kind / mt_meta.exit_kind */
 enum mt_exit_kind {
