@@ -40,6 +40,7 @@
 #include "mt_control.h"
 #include "mt_core_btf.h"
 #include "mt_elf.h"
+#include "mt_grow.h"
 #include "mt_probe.h"
 #include "mt_pss.h"
 #include "mt_raw.h"
@@ -57,21 +58,12 @@
 /* libbpf's print callback has no context pointer */
 static int mt_tracer_verbose;
 
-void *mt_tracer_grow(void *p, size_t *cap, size_t need, size_t elem)
+static uint64_t clock_ns(clockid_t id)
 {
-	size_t ncap = *cap ? *cap : 1024;
+	struct timespec ts;
 
-	if (need <= *cap)
-		return p;
-	while (ncap < need)
-		ncap *= 2;
-	p = realloc(p, ncap * elem);
-	if (!p) {
-		fprintf(stderr, "mt-trace: out of memory\n");
-		exit(MT_EXIT_TRACER_FAILED);
-	}
-	*cap = ncap;
-	return p;
+	clock_gettime(id, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
 /* ---- the child ---------------------------------------------------------- */
@@ -283,7 +275,7 @@ static void choose_alloc_programs(struct mt_trace *skel,
 	bpf_program__set_expected_attach_type(ret, mt_probe_attach_type(mode));
 }
 
-int mt_tracer_load_bpf(struct tracer *t, enum mt_probe_mode mode)
+static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 {
 	const struct mt_tracer_opts *o = t->opts;
 	char btf_path[64];
@@ -341,10 +333,13 @@ int mt_tracer_load_bpf(struct tracer *t, enum mt_probe_mode mode)
 }
 
 static int on_event(void *ctx, void *data, size_t size);
+static int own_event(struct tracer *t, uint16_t kind, pid_t pid,
+		     const void *payload, size_t len,
+		     const struct mt_event *fields);
 static int on_lifecycle(void *ctx, void *data, size_t size);
 
 /* Consumers of both rings, the events ring first (see drain()). */
-int mt_tracer_make_rings(struct tracer *t)
+static int make_rings(struct tracer *t)
 {
 	ring_buffer__free(t->rings);
 	t->rings = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_event,
@@ -375,11 +370,86 @@ static int load_best(struct tracer *t)
 {
 	enum mt_probe_mode mode = first_probe_mode();
 
-	if (mode == MT_PROBES_SESSION &&
-	    mt_tracer_load_bpf(t, MT_PROBES_SESSION) == 0)
+	if (mode == MT_PROBES_SESSION && load_bpf(t, MT_PROBES_SESSION) == 0)
 		return 0;
-	return mt_tracer_load_bpf(t, mode == MT_PROBES_SESSION ? MT_PROBES_MULTI
-							       : mode);
+	return load_bpf(t, mode == MT_PROBES_SESSION ? MT_PROBES_MULTI : mode);
+}
+
+/* The inspection reports an allocator it found: an event of the stream. */
+static int allocator_found(void *ctx, pid_t pid, const char *path,
+			   enum mt_alloc_family family)
+{
+	struct mt_event fields = {.flags = family};
+
+	return own_event(ctx, MT_EV_ALLOCATOR, pid, path, strlen(path),
+			 &fields);
+}
+
+static void use_bpf_for_code(struct tracer *t)
+{
+	const struct mt_code_host host = {.ctx = t,
+					  .allocator_found = allocator_found};
+
+	mt_code_use_bpf(&t->code, t->skel, t->probe_mode, &host,
+			!t->opts->no_stop, t->opts->verbose);
+}
+
+/* The kernel refused the links of the current mode (no uprobe sessions
+ * before 6.10, no uprobe_multi before 6.6): the next mode needs the
+ * programs loaded for it, so load again. */
+static int fall_back(struct tracer *t)
+{
+	enum mt_probe_mode next = t->probe_mode + 1;
+
+	if (t->opts->verbose)
+		fprintf(stderr, "mt-trace: no %s (%s); using %s\n",
+			mt_probe_mode_name(t->probe_mode),
+			strerror(t->code.links_refused),
+			mt_probe_mode_name(next));
+	mt_trace__destroy(t->skel);
+	t->skel = NULL;
+	if (load_bpf(t, next) || make_rings(t))
+		return -1;
+	use_bpf_for_code(t);
+	return 0;
+}
+
+/* --scan FILE and MT_SCAN=FILE:FILE... */
+static int scan_extra(struct tracer *t)
+{
+	const char *env = getenv("MT_SCAN");
+	int rc =
+	    mt_code_scan(&t->code, t->opts->scan, t->opts->nscan, t->child);
+
+	if (env && *env) {
+		char *list = strdup(env), *save = NULL, *p;
+
+		for (p = strtok_r(list, ":", &save); p;
+		     p = strtok_r(NULL, ":", &save))
+			rc |= mt_code_scan(&t->code, &p, 1, t->child);
+		free(list);
+	}
+	return rc;
+}
+
+/* mt-trace's own C library (the one most programs share) and --scan's
+ * files are probed before the command starts: reported as its own. */
+static int probe_first_allocators(struct tracer *t)
+{
+	const char *libc =
+	    t->opts->libc_path ? t->opts->libc_path : mt_self_libc();
+	int rc = 0;
+
+	use_bpf_for_code(t);
+	if (libc[0]) {
+		rc = mt_code_probe_first(&t->code, libc, t->child);
+		while (rc == MT_CODE_NO_SUCH_LINKS &&
+		       t->probe_mode != MT_PROBES_CLASSIC && fall_back(t) == 0)
+			rc = mt_code_probe_first(&t->code, libc, t->child);
+		if (rc)
+			return -1;
+	}
+	return scan_extra(t);
 }
 
 static int setup_bpf(struct tracer *t)
@@ -390,9 +460,9 @@ static int setup_bpf(struct tracer *t)
 	libbpf_set_print(libbpf_print);
 	mt_tracer_verbose = t->opts->verbose;
 	t->ncpus = libbpf_num_possible_cpus();
-	if (load_best(t) || mt_tracer_make_rings(t))
+	if (load_best(t) || make_rings(t))
 		return -1;
-	if (t->opts->track_allocators && mt_tracer_attach_initial(t))
+	if (t->opts->track_allocators && probe_first_allocators(t))
 		return -1;
 	/* raw tracepoints and kmem:rss_stat: the skeleton attaches them */
 	err = mt_trace__attach(t->skel);
@@ -417,15 +487,15 @@ static int on_event(void *ctx, void *data, size_t size)
 
 	if (size < sizeof(struct mt_event))
 		return 0;
-	t->ev = mt_tracer_grow(t->ev, &t->cap_ev, t->nev + 1, sizeof(*t->ev));
+	t->ev = mt_grow(t->ev, &t->cap_ev, t->nev + 1, sizeof(*t->ev));
 	memcpy(&t->ev[t->nev++], data, sizeof(struct mt_event));
 	return 0;
 }
 
 static void live_add(struct tracer *t, pid_t pid)
 {
-	t->live = mt_tracer_grow(t->live, &t->cap_live, t->nlive + 1,
-				 sizeof(*t->live));
+	t->live =
+	    mt_grow(t->live, &t->cap_live, t->nlive + 1, sizeof(*t->live));
 	t->live[t->nlive++] = pid;
 }
 
@@ -451,9 +521,7 @@ static int on_lifecycle(void *ctx, void *data, size_t size)
 		return 0;
 	if (e->kind == MT_EV_NEW_CODE) {
 		/* for mt-trace alone: the process waits for its inspection */
-		t->new_code = mt_tracer_grow(t->new_code, &t->cap_new_code,
-					     t->nnew_code + 1, sizeof(*e));
-		t->new_code[t->nnew_code++] = *e;
+		mt_code_queue(&t->code, e);
 		return 0;
 	}
 	if (e->kind == MT_EV_FORK)
@@ -467,10 +535,10 @@ static int on_lifecycle(void *ctx, void *data, size_t size)
 	}
 	nslots = 1 + (payload + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE;
 	t->life_slots =
-	    mt_tracer_grow(t->life_slots, &t->cap_life_slots,
-			   t->nlife_slots + nslots, sizeof(*t->life_slots));
-	t->life = mt_tracer_grow(t->life, &t->cap_life, t->nlife + 1,
-				 sizeof(*t->life));
+	    mt_grow(t->life_slots, &t->cap_life_slots, t->nlife_slots + nslots,
+		    sizeof(*t->life_slots));
+	t->life =
+	    mt_grow(t->life, &t->cap_life, t->nlife + 1, sizeof(*t->life));
 	memset(&t->life_slots[t->nlife_slots], 0, nslots * MT_EVENT_SIZE);
 	memcpy(&t->life_slots[t->nlife_slots], e, sizeof(*e));
 	t->life_slots[t->nlife_slots].aux = payload ? payload : e->aux;
@@ -611,8 +679,8 @@ static int drain(struct tracer *t)
 	if (collect(t))
 		return -1;
 	/* stopped processes wait for this: before anything else */
-	if (t->nnew_code)
-		mt_tracer_inspect_new_code(t);
+	if (t->code.nqueued)
+		mt_code_inspect_queued(&t->code);
 	return write_batch(t);
 }
 
@@ -621,9 +689,9 @@ static int drain(struct tracer *t)
  * stamped now, after everything the rings hold, so it lands after every
  * event that happened before it.
  */
-int mt_tracer_own_event(struct tracer *t, uint16_t kind, pid_t pid,
-			const void *payload, size_t len,
-			const struct mt_event *fields)
+static int own_event(struct tracer *t, uint16_t kind, pid_t pid,
+		     const void *payload, size_t len,
+		     const struct mt_event *fields)
 {
 	struct mt_event
 	    slots[1 + (PATH_MAX + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE];
@@ -636,7 +704,7 @@ int mt_tracer_own_event(struct tracer *t, uint16_t kind, pid_t pid,
 	memset(slots, 0, nslots * MT_EVENT_SIZE);
 	if (fields)
 		slots[0] = *fields;
-	slots[0].timestamp = mt_clock_ns(CLOCK_MONOTONIC);
+	slots[0].timestamp = clock_ns(CLOCK_MONOTONIC);
 	slots[0].pid = slots[0].tid = pid;
 	slots[0].kind = kind;
 	slots[0].aux = len ? len : slots[0].aux;
@@ -696,14 +764,6 @@ static int wait_child_status(struct tracer *t, struct mt_meta *meta)
 	meta->exit_kind = MT_EXIT_SIGNAL;
 	meta->exit_value = si.si_status;
 	return 128 + si.si_status;
-}
-
-uint64_t mt_clock_ns(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
 static int write_header(struct tracer *t)
@@ -780,13 +840,13 @@ static void on_control(void *ctx, enum mt_control_cmd cmd, const char *arg,
 		rc = collect(t);
 		set_enabled(t, cmd == MT_CTL_ENABLE);
 		if (!rc)
-			rc = mt_tracer_own_event(
-			    t,
-			    cmd == MT_CTL_ENABLE ? MT_EV_ENABLE : MT_EV_DISABLE,
-			    0, NULL, 0, NULL);
+			rc = own_event(t,
+				       cmd == MT_CTL_ENABLE ? MT_EV_ENABLE
+							    : MT_EV_DISABLE,
+				       0, NULL, 0, NULL);
 		break;
 	case MT_CTL_MARKER:
-		rc = mt_tracer_own_event(t, MT_EV_MARKER, 0, arg, arglen, NULL);
+		rc = own_event(t, MT_EV_MARKER, 0, arg, arglen, NULL);
 		break;
 	case MT_CTL_INVALID:
 		fprintf(stderr,
@@ -837,8 +897,7 @@ static int sample_pss(struct tracer *t)
 		fields.addr = pss.pss_anon;
 		fields.old_addr = pss.pss_file;
 		fields.old_size = pss.pss_shmem;
-		if (mt_tracer_own_event(t, MT_EV_PSS, t->live[i], NULL, 0,
-					&fields))
+		if (own_event(t, MT_EV_PSS, t->live[i], NULL, 0, &fields))
 			return -1;
 	}
 	return 0;
@@ -970,15 +1029,15 @@ static void detach_all(struct tracer *t)
 		if (*s->progs[i].link && n < sizeof(jobs) / sizeof(jobs[0]))
 			jobs[n++] =
 			    (struct detach_job){.link = s->progs[i].link};
-	for (size_t i = 0; i < t->attach.nlinks; i++) {
+	for (size_t i = 0; i < t->code.attach.nlinks; i++) {
+		struct mt_attach *a = &t->code.attach;
+
 		if (n == sizeof(jobs) / sizeof(jobs[0]))
 			break;
-		if (t->attach.links[i])
-			jobs[n++] =
-			    (struct detach_job){.link = &t->attach.links[i]};
-		else if (t->attach.link_fds[i] >= 0)
-			jobs[n++] =
-			    (struct detach_job){.fd = &t->attach.link_fds[i]};
+		if (a->links[i])
+			jobs[n++] = (struct detach_job){.link = &a->links[i]};
+		else if (a->link_fds[i] >= 0)
+			jobs[n++] = (struct detach_job){.fd = &a->link_fds[i]};
 	}
 	for (size_t i = 0; i < n; i++)
 		jobs[i].started = pthread_create(&jobs[i].thread, NULL,
@@ -1000,9 +1059,7 @@ static void release_stopped(struct tracer *t)
 {
 	if (t->rings)
 		ring_buffer__consume(t->rings);
-	for (size_t i = 0; i < t->nnew_code && !t->opts->no_stop; i++)
-		kill(t->new_code[i].pid, SIGCONT);
-	t->nnew_code = 0;
+	mt_code_resume_queued(&t->code);
 }
 
 /*
@@ -1061,9 +1118,8 @@ static void cleanup(struct tracer *t)
 		detach_all(t);
 	release_stopped(t);
 	free(t->live);
-	mt_tracer_code_free(t);
+	mt_code_free(&t->code);
 	ring_buffer__free(t->rings);
-	mt_attach_destroy(&t->attach);
 	mt_trace__destroy(t->skel);
 	free(t->ev);
 	free(t->life);
@@ -1080,8 +1136,8 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	sigset_t old;
 	int sfd, status, err;
 
-	t.start_monotonic_ns = mt_clock_ns(CLOCK_MONOTONIC);
-	t.start_realtime_ns = mt_clock_ns(CLOCK_REALTIME);
+	t.start_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+	t.start_realtime_ns = clock_ns(CLOCK_REALTIME);
 	signal(SIGPIPE, SIG_IGN);
 	t.batch = malloc(sizeof(struct mt_raw_batch) +
 			 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
@@ -1121,7 +1177,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		cleanup(&t);
 		return MT_EXIT_TRACER_FAILED;
 	}
-	end.end_monotonic_ns = mt_clock_ns(CLOCK_MONOTONIC);
+	end.end_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
 	end.events = t.events_written;
 	end.lost = t.lost_reported;
 	end.batches = t.seq;

@@ -30,8 +30,9 @@
 #include "mt_allocators.h"
 #include "mt_attach.h"
 #include "mt_elf.h"
+#include "mt_grow.h"
 #include "mt_trace.skel.h"
-#include "tracer_int.h"
+#include "tracer_code.h"
 
 /* The kernel's dev_t (major << 20 | minor), as the BPF side reads it. */
 static uint64_t kernel_dev(dev_t dev)
@@ -39,28 +40,27 @@ static uint64_t kernel_dev(dev_t dev)
 	return ((uint64_t)major(dev) << 20) | minor(dev);
 }
 
-static bool inspected(const struct tracer *t, const struct mt_code_key *key)
+static bool inspected(const struct mt_code *c, const struct mt_code_key *key)
 {
-	for (size_t i = 0; i < t->ninspected; i++)
-		if (t->inspected[i].dev == key->dev &&
-		    t->inspected[i].ino == key->ino)
+	for (size_t i = 0; i < c->ninspected; i++)
+		if (c->inspected[i].dev == key->dev &&
+		    c->inspected[i].ino == key->ino)
 			return true;
 	return false;
 }
 
 /* Remember key as inspected, here and in the BPF side's table (so no
  * process is stopped for it again). */
-static void mark_inspected(struct tracer *t, const struct mt_code_key *key)
+static void mark_inspected(struct mt_code *c, const struct mt_code_key *key)
 {
 	__u32 done = MT_CODE_DONE;
 
-	if (inspected(t, key))
+	if (inspected(c, key))
 		return;
-	t->inspected = mt_tracer_grow(t->inspected, &t->cap_inspected,
-				      t->ninspected + 1, sizeof(*key));
-	t->inspected[t->ninspected++] = *key;
-	bpf_map_update_elem(bpf_map__fd(t->skel->maps.code_files), key, &done,
-			    BPF_ANY);
+	c->inspected = mt_grow(c->inspected, &c->cap_inspected,
+			       c->ninspected + 1, sizeof(*key));
+	c->inspected[c->ninspected++] = *key;
+	bpf_map_update_elem(c->code_files_fd, key, &done, BPF_ANY);
 }
 
 static struct mt_code_key stat_key(const struct stat *st)
@@ -74,33 +74,33 @@ static struct mt_code_key stat_key(const struct stat *st)
  * named with --scan: same build ID, same code, so the copy's symbols tell
  * where this file's allocator functions are.
  */
-static int attach_with_donor(struct tracer *t, const char *via,
+static int attach_with_donor(struct mt_code *c, const char *via,
 			     enum mt_alloc_family *family, char *err,
 			     size_t errlen)
 {
 	uint8_t id[64];
 	int len = mt_elf_build_id(via, id, sizeof(id));
 
-	for (size_t i = 0; len > 0 && i < t->ndonors; i++) {
-		const struct symbol_donor *d = &t->donors[i];
+	for (size_t i = 0; len > 0 && i < c->ndonors; i++) {
+		const struct mt_code_donor *d = &c->donors[i];
 
 		if (d->len == len && memcmp(d->build_id, id, len) == 0)
-			return mt_attach_file_as(&t->attach, via, d->path,
+			return mt_attach_file_as(&c->attach, via, d->path,
 						 family, err, errlen);
 	}
 	return 0;
 }
 
-static void add_donor(struct tracer *t, const char *path)
+static void add_donor(struct mt_code *c, const char *path)
 {
-	struct symbol_donor d = {0};
+	struct mt_code_donor d = {0};
 
 	d.len = mt_elf_build_id(path, d.build_id, sizeof(d.build_id));
 	if (d.len <= 0 || !(d.path = strdup(path)))
 		return;
-	t->donors = mt_tracer_grow(t->donors, &t->cap_donors, t->ndonors + 1,
-				   sizeof(d));
-	t->donors[t->ndonors++] = d;
+	c->donors =
+	    mt_grow(c->donors, &c->cap_donors, c->ndonors + 1, sizeof(d));
+	c->donors[c->ndonors++] = d;
 }
 
 /*
@@ -109,11 +109,10 @@ static void add_donor(struct tracer *t, const char *path)
  * overlay and its lower layer) is still probed once, since a second set
  * of probes would report every call twice.
  */
-static int inspect_file(struct tracer *t, int fd, const char *path, pid_t pid)
+static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid)
 {
 	enum mt_alloc_family family;
 	char via[64], err[512];
-	struct mt_event fields = {0};
 	struct mt_code_key key;
 	struct stat st;
 	int n;
@@ -121,18 +120,20 @@ static int inspect_file(struct tracer *t, int fd, const char *path, pid_t pid)
 	if (fstat(fd, &st))
 		return -errno;
 	key = stat_key(&st);
-	if (inspected(t, &key))
+	if (inspected(c, &key))
 		return 0;
 	/* the path of the open file works in any mount namespace */
 	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
-	n = mt_attach_file(&t->attach, via, &family, err, sizeof(err));
-	if (n == 0 && t->ndonors)
-		n = attach_with_donor(t, via, &family, err, sizeof(err));
-	if (n < 0 && t->attach.nprobes == 0 &&
-	    t->attach.mode != MT_PROBES_CLASSIC &&
-	    (n == -EINVAL || n == -EOPNOTSUPP || n == -ENOSYS))
-		return n; /* maybe no such links: the caller retries */
-	mark_inspected(t, &key);
+	n = mt_attach_file(&c->attach, via, &family, err, sizeof(err));
+	if (n == 0 && c->ndonors)
+		n = attach_with_donor(c, via, &family, err, sizeof(err));
+	if (n < 0 && c->attach.nprobes == 0 &&
+	    c->attach.mode != MT_PROBES_CLASSIC &&
+	    (n == -EINVAL || n == -EOPNOTSUPP || n == -ENOSYS)) {
+		c->links_refused = -n;
+		return MT_CODE_NO_SUCH_LINKS; /* maybe: the caller retries */
+	}
+	mark_inspected(c, &key);
 	if (n < 0) {
 		fprintf(stderr,
 			"mt-trace: warning: %s: its allocator cannot be "
@@ -142,16 +143,14 @@ static int inspect_file(struct tracer *t, int fd, const char *path, pid_t pid)
 	}
 	if (n == 0 || family == MT_ALLOC_NONE)
 		return 0;
-	if (t->opts->verbose)
+	if (c->verbose)
 		fprintf(stderr, "mt-trace: %s: %s, %d probes\n", path,
 			mt_alloc_family_name(family), n);
-	fields.flags = family;
-	mt_tracer_own_event(t, MT_EV_ALLOCATOR, pid, path, strlen(path),
-			    &fields);
+	c->host.allocator_found(c->host.ctx, pid, path, family);
 	return 0;
 }
 
-static int inspect_path(struct tracer *t, const char *path)
+static int inspect_path(struct mt_code *c, const char *path, pid_t pid)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
@@ -159,9 +158,9 @@ static int inspect_path(struct tracer *t, const char *path)
 		fprintf(stderr, "mt-trace: %s: %s\n", path, strerror(errno));
 		return -1;
 	}
-	inspect_file(t, fd, path, t->child);
+	inspect_file(c, fd, path, pid);
 	close(fd);
-	add_donor(t, path);
+	add_donor(c, path);
 	return 0;
 }
 
@@ -213,122 +212,101 @@ static int open_new_code(const struct mt_event *e, char *path, size_t plen)
 	return open(proc, O_RDONLY | O_CLOEXEC);
 }
 
-void mt_tracer_inspect_new_code(struct tracer *t)
+void mt_code_queue(struct mt_code *c, const struct mt_event *e)
 {
-	for (size_t i = 0; i < t->nnew_code; i++) {
-		const struct mt_event *e = &t->new_code[i];
-		struct mt_code_key key = {.dev = e->old_addr,
-					  .ino = e->old_size};
+	c->queued =
+	    mt_grow(c->queued, &c->cap_queued, c->nqueued + 1, sizeof(*e));
+	c->queued[c->nqueued++] = *e;
+}
+
+void mt_code_inspect_queued(struct mt_code *c)
+{
+	/* a record at a time, copied: an inspection reports what it found,
+	 * and the core may queue more records meanwhile */
+	for (size_t i = 0; i < c->nqueued; i++) {
+		const struct mt_event e = c->queued[i];
+		struct mt_code_key key = {.dev = e.old_addr, .ino = e.old_size};
 		char path[PATH_MAX];
 		int fd;
 
-		if (!inspected(t, &key)) {
-			fd = open_new_code(e, path, sizeof(path));
+		if (!inspected(c, &key)) {
+			fd = open_new_code(&e, path, sizeof(path));
 			if (fd >= 0) {
-				inspect_file(t, fd, path, e->pid);
+				inspect_file(c, fd, path, e.pid);
 				close(fd);
-			} else if (t->opts->verbose) {
+			} else if (c->verbose) {
 				fprintf(stderr,
 					"mt-trace: pid %u: code at %#llx: "
 					"cannot open its file: %s\n",
-					e->pid, (unsigned long long)e->addr,
+					e.pid, (unsigned long long)e.addr,
 					strerror(errno));
 			}
-			mark_inspected(t, &key);
+			mark_inspected(c, &key);
 		}
 		/* the BPF side stopped it for this; it is traced now */
-		if (!t->opts->no_stop)
-			kill(e->pid, SIGCONT);
+		if (c->stop)
+			kill(e.pid, SIGCONT);
 	}
-	t->nnew_code = 0;
+	c->nqueued = 0;
 }
 
-/* --scan FILE and MT_SCAN=FILE:FILE... */
-static int inspect_extra(struct tracer *t)
+void mt_code_resume_queued(struct mt_code *c)
 {
-	const char *env = getenv("MT_SCAN");
+	for (size_t i = 0; i < c->nqueued && c->stop; i++)
+		kill(c->queued[i].pid, SIGCONT);
+	c->nqueued = 0;
+}
+
+int mt_code_scan(struct mt_code *c, char *const *paths, size_t n, pid_t pid)
+{
 	int rc = 0;
 
-	for (size_t i = 0; i < t->opts->nscan; i++)
-		rc |= inspect_path(t, t->opts->scan[i]);
-	if (env && *env) {
-		char *list = strdup(env), *save = NULL, *p;
-
-		for (p = strtok_r(list, ":", &save); p;
-		     p = strtok_r(NULL, ":", &save))
-			rc |= inspect_path(t, p);
-		free(list);
-	}
+	for (size_t i = 0; i < n; i++)
+		rc |= inspect_path(c, paths[i], pid);
 	return rc;
 }
 
-static void init_attach(struct tracer *t)
+void mt_code_use_bpf(struct mt_code *c, struct mt_trace *skel,
+		     enum mt_probe_mode mode, const struct mt_code_host *host,
+		     bool stop, int verbose)
 {
-	struct mt_trace *skel = t->skel;
-
-	mt_attach_init(&t->attach, t->probe_mode,
-		       t->probe_mode == MT_PROBES_SESSION
-			   ? skel->progs.alloc_session
-			   : skel->progs.alloc_enter,
-		       skel->progs.alloc_return, t->opts->verbose);
-	if (t->opts->verbose)
+	mt_attach_destroy(&c->attach);
+	mt_attach_init(&c->attach, mode,
+		       mode == MT_PROBES_SESSION ? skel->progs.alloc_session
+						 : skel->progs.alloc_enter,
+		       skel->progs.alloc_return, verbose);
+	c->code_files_fd = bpf_map__fd(skel->maps.code_files);
+	c->host = *host;
+	c->stop = stop;
+	c->verbose = verbose;
+	if (verbose)
 		fprintf(stderr, "mt-trace: allocator probes: %s\n",
-			mt_probe_mode_name(t->probe_mode));
+			mt_probe_mode_name(mode));
 }
 
-/* The kernel refused the links of the current mode (no uprobe sessions
- * before 6.10, no uprobe_multi before 6.6): the next mode needs the
- * programs loaded for it, so load again. */
-static int fall_back(struct tracer *t, int why)
+int mt_code_probe_first(struct mt_code *c, const char *path, pid_t pid)
 {
-	enum mt_probe_mode next = t->probe_mode + 1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
 
-	if (t->opts->verbose)
-		fprintf(stderr, "mt-trace: no %s (%s); using %s\n",
-			mt_probe_mode_name(t->probe_mode), strerror(-why),
-			mt_probe_mode_name(next));
-	mt_attach_destroy(&t->attach);
-	mt_trace__destroy(t->skel);
-	t->skel = NULL;
-	if (mt_tracer_load_bpf(t, next) || mt_tracer_make_rings(t))
+	if (fd < 0) {
+		fprintf(stderr, "mt-trace: %s: %s\n", path, strerror(errno));
 		return -1;
-	init_attach(t);
-	return 0;
-}
-
-int mt_tracer_attach_initial(struct tracer *t)
-{
-	const char *libc =
-	    t->opts->libc_path ? t->opts->libc_path : mt_self_libc();
-	int fd, rc;
-
-	init_attach(t);
-	if (libc[0]) {
-		fd = open(libc, O_RDONLY | O_CLOEXEC);
-		if (fd < 0) {
-			fprintf(stderr, "mt-trace: %s: %s\n", libc,
-				strerror(errno));
-			return -1;
-		}
-		/* probed before the command starts: reported as its own */
-		rc = inspect_file(t, fd, libc, t->child);
-		while (rc < 0 && t->probe_mode != MT_PROBES_CLASSIC &&
-		       fall_back(t, rc) == 0)
-			rc = inspect_file(t, fd, libc, t->child);
-		close(fd);
-		if (rc < 0)
-			return -1;
 	}
-	return inspect_extra(t);
+	rc = inspect_file(c, fd, path, pid);
+	close(fd);
+	return rc == MT_CODE_NO_SUCH_LINKS ? rc : rc < 0 ? -1 : 0;
 }
 
-void mt_tracer_code_free(struct tracer *t)
+void mt_code_free(struct mt_code *c)
 {
-	for (size_t i = 0; i < t->ndonors; i++)
-		free(t->donors[i].path);
-	free(t->donors);
-	free(t->inspected);
-	free(t->new_code);
-	t->inspected = NULL;
-	t->new_code = NULL;
+	mt_attach_destroy(&c->attach);
+	for (size_t i = 0; i < c->ndonors; i++)
+		free(c->donors[i].path);
+	free(c->donors);
+	free(c->inspected);
+	free(c->queued);
+	c->donors = NULL;
+	c->inspected = NULL;
+	c->queued = NULL;
+	c->ndonors = c->ninspected = c->nqueued = 0;
 }

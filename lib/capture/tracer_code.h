@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tracer_code.h - inspecting the code files traced processes map, for
+ * mt-trace's core (tracer.c).  The dependency goes one way: the core
+ * calls this, and what an inspection finds reaches the core only through
+ * struct mt_code_host.
+ */
+#ifndef MT_TRACER_CODE_H
+#define MT_TRACER_CODE_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "mt_allocators.h"
+#include "mt_attach.h"
+#include "mt_event.h"
+#include "mt_probe.h"
+
+struct mt_trace;
+
+/* What the core offers the inspection. */
+struct mt_code_host {
+	void *ctx;
+	/* path, probed for pid, holds an allocator of family: the core
+	 * records it in the stream */
+	int (*allocator_found)(void *ctx, pid_t pid, const char *path,
+			       enum mt_alloc_family family);
+};
+
+struct mt_code_donor {
+	uint8_t build_id[64];
+	int len;
+	char *path;
+};
+
+struct mt_code {
+	struct mt_attach attach;
+	struct mt_code_host host;
+	int code_files_fd; /* the BPF side's table of inspected files */
+	bool stop; /* processes wait for their new code (no --no-stop) */
+	int verbose;
+	int links_refused; /* errno of MT_CODE_NO_SUCH_LINKS */
+	/* files whose code was inspected for allocators (both the kernel's
+	 * and stat's idea of their identity) */
+	struct mt_code_key *inspected;
+	size_t ninspected, cap_inspected;
+	/* --scan files with a build ID: their symbols serve a stripped
+	 * binary with the same ID */
+	struct mt_code_donor *donors;
+	size_t ndonors, cap_donors;
+	/* NEW_CODE records of (stopped) processes, waiting for inspection */
+	struct mt_event *queued;
+	size_t nqueued, cap_queued;
+};
+
+/* The kernel has no links of the probe mode (uprobe sessions before 6.10,
+ * uprobe_multi before 6.6): load the programs for the next mode, call
+ * mt_code_use_bpf() and try again. */
+#define MT_CODE_NO_SUCH_LINKS (-EOPNOTSUPP)
+
+/* Start (or, after loading the programs again, restart) with the loaded
+ * object skel, whose allocator programs are for mode.  c starts zeroed;
+ * what was inspected is kept across restarts. */
+void mt_code_use_bpf(struct mt_code *c, struct mt_trace *skel,
+		     enum mt_probe_mode mode, const struct mt_code_host *host,
+		     bool stop, int verbose);
+
+/* Probe the allocators of path (mt-trace's C library) for pid before the
+ * command starts: 0, MT_CODE_NO_SUCH_LINKS, or -1 (message printed). */
+int mt_code_probe_first(struct mt_code *c, const char *path, pid_t pid);
+
+/* Probe paths (--scan, MT_SCAN) for pid; their build IDs serve stripped
+ * copies later.  0, or -1 when one could not be opened (message printed). */
+int mt_code_scan(struct mt_code *c, char *const *paths, size_t n, pid_t pid);
+
+/* A NEW_CODE record from the lifecycle ring: inspected at the next
+ * mt_code_inspect_queued(), its process waiting till then. */
+void mt_code_queue(struct mt_code *c, const struct mt_event *e);
+
+/* Inspect every queued file, attach its allocators' probes, and let the
+ * processes that wait for it continue. */
+void mt_code_inspect_queued(struct mt_code *c);
+
+/* Let the waiting processes continue without inspecting anything (the
+ * trace is over). */
+void mt_code_resume_queued(struct mt_code *c);
+
+void mt_code_free(struct mt_code *c);
+
+#endif /* MT_TRACER_CODE_H */
