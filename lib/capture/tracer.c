@@ -338,15 +338,15 @@ static int own_event(struct tracer *t, uint16_t kind, pid_t pid,
 		     const struct mt_event *fields);
 static int on_lifecycle(void *ctx, void *data, size_t size);
 
-/* Consumers of both rings, the events ring first (see drain()). */
+/* Consumers of both rings, the lifecycle ring first (see collect()). */
 static int make_rings(struct tracer *t)
 {
 	ring_buffer__free(t->rings);
-	t->rings = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_event,
-				    t, NULL);
+	t->rings = ring_buffer__new(bpf_map__fd(t->skel->maps.lifecycle),
+				    on_lifecycle, t, NULL);
 	if (!t->rings ||
-	    ring_buffer__add(t->rings, bpf_map__fd(t->skel->maps.lifecycle),
-			     on_lifecycle, t)) {
+	    ring_buffer__add(t->rings, bpf_map__fd(t->skel->maps.events),
+			     on_event, t)) {
 		fprintf(stderr, "mt-trace: ring buffer: %s\n", strerror(errno));
 		return -1;
 	}
@@ -619,6 +619,8 @@ static int append_slots(struct tracer *t, const struct mt_event *slots,
 		return -1;
 	memcpy(&records[t->batch_records], slots, n * MT_EVENT_SIZE);
 	t->batch_records += n;
+	if (slots[0].timestamp > t->last_record_ns)
+		t->last_record_ns = slots[0].timestamp;
 	return 0;
 }
 
@@ -638,29 +640,59 @@ static void sort_by_time(struct mt_event *ev, size_t n)
 	}
 }
 
-/*
- * Drain both rings and merge them by time into the batch.  The events ring
- * is consumed before the lifecycle ring (ring_buffer__consume goes in the
- * order the rings were added): a fork is committed before the child's
- * first event and an exit after the process's last, so whatever of a
- * process the events ring gave us, its fork is already in this drain, and
- * its exit comes no earlier than its last event.
- */
-static int collect(struct tracer *t)
+/* Keep the staged lifecycle records from first on (held for the next
+ * drain) at the front of their arrays. */
+static void keep_life_from(struct tracer *t, size_t first)
 {
+	size_t slot = 0;
+
+	for (size_t k = first; k < t->nlife; k++) {
+		struct staged_life *l = &t->life[k];
+
+		memmove(&t->life_slots[slot], &t->life_slots[l->first],
+			l->nslots * sizeof(*t->life_slots));
+		t->life[k - first] =
+		    (struct staged_life){.timestamp = l->timestamp,
+					 .first = slot,
+					 .nslots = l->nslots};
+		slot += l->nslots;
+	}
+	t->nlife -= first;
+	t->nlife_slots = slot;
+}
+
+/*
+ * Drain both rings and merge them by time into the batch, up to a
+ * watermark: the time just before the lifecycle ring is read.  Every
+ * record stamped up to it is written now, in time order; later ones wait
+ * for the next drain.  That keeps each process's records in order across
+ * the two rings:
+ *  - an exit is committed after the process's last event: the lifecycle
+ *    ring is read first and the events ring after it, so the events of an
+ *    exit read now are all read too (reading the events ring first wrote
+ *    a Munmap made just before an exit one drain after the Exit);
+ *  - a fork is committed before the child first runs: a child's event
+ *    stamped up to the watermark has its Fork in this drain or an earlier
+ *    one, and a child whose Fork is not read yet has only later events.
+ * final: the command is gone, write everything.
+ */
+static int collect(struct tracer *t, bool final)
+{
+	uint64_t until = final ? UINT64_MAX : clock_ns(CLOCK_MONOTONIC);
 	size_t i = 0, j = 0;
 	int rc;
 
-	t->nev = t->nlife = t->nlife_slots = 0;
 	rc = ring_buffer__consume(t->rings);
 	if (rc < 0 && rc != -EINTR) {
 		fprintf(stderr, "mt-trace: ring buffer: %s\n", strerror(-rc));
 		return -1;
 	}
 	sort_by_time(t->ev, t->nev);
-	while (i < t->nev || j < t->nlife) {
-		if (j < t->nlife && (i == t->nev || t->life[j].timestamp <=
-							t->ev[i].timestamp)) {
+	while ((i < t->nev && t->ev[i].timestamp <= until) ||
+	       (j < t->nlife && t->life[j].timestamp <= until)) {
+		if (j < t->nlife && t->life[j].timestamp <= until &&
+		    (i == t->nev ||
+		     t->life[j].timestamp <= t->ev[i].timestamp)) {
 			rc = append_slots(t, &t->life_slots[t->life[j].first],
 					  t->life[j].nslots);
 			j++;
@@ -671,12 +703,16 @@ static int collect(struct tracer *t)
 		if (rc)
 			return -1;
 	}
+	memmove(t->ev, t->ev + i, (t->nev - i) * sizeof(*t->ev));
+	t->nev -= i;
+	keep_life_from(t, j);
+	t->written_until = until;
 	return 0;
 }
 
-static int drain(struct tracer *t)
+static int drain(struct tracer *t, bool final)
 {
-	if (collect(t))
+	if (collect(t, final))
 		return -1;
 	/* stopped processes wait for this: before anything else */
 	if (t->code.nqueued)
@@ -687,7 +723,8 @@ static int drain(struct tracer *t)
 /*
  * An event mt-trace itself makes (marker, enable, disable, PSS sample):
  * stamped now, after everything the rings hold, so it lands after every
- * event that happened before it.
+ * event that happened before it (and before those collect() keeps for the
+ * next drain).
  */
 static int own_event(struct tracer *t, uint16_t kind, pid_t pid,
 		     const void *payload, size_t len,
@@ -699,12 +736,14 @@ static int own_event(struct tracer *t, uint16_t kind, pid_t pid,
 
 	if (len > PATH_MAX)
 		return -1;
-	if (collect(t))
+	if (collect(t, false))
 		return -1;
 	memset(slots, 0, nslots * MT_EVENT_SIZE);
 	if (fields)
 		slots[0] = *fields;
 	slots[0].timestamp = clock_ns(CLOCK_MONOTONIC);
+	if (slots[0].timestamp > t->written_until)
+		slots[0].timestamp = t->written_until;
 	slots[0].pid = slots[0].tid = pid;
 	slots[0].kind = kind;
 	slots[0].aux = len ? len : slots[0].aux;
@@ -837,7 +876,7 @@ static void on_control(void *ctx, enum mt_control_cmd cmd, const char *arg,
 	case MT_CTL_ENABLE:
 	case MT_CTL_DISABLE:
 		/* drain first: what happened before the switch stays in */
-		rc = collect(t);
+		rc = collect(t, false);
 		set_enabled(t, cmd == MT_CTL_ENABLE);
 		if (!rc)
 			rc = own_event(t,
@@ -985,7 +1024,7 @@ static int trace_loop(struct tracer *t, int sfd)
 				break;
 			}
 		}
-		if (drain(t))
+		if (drain(t, false))
 			break;
 	}
 	close(epfd);
@@ -1173,11 +1212,14 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	status = wait_child_status(&t, &end);
 	report_exec_failure(&t);
 	/* everything the command did is committed by now: last drain */
-	if (drain(&t) || write_batch(&t)) {
+	if (drain(&t, true) || write_batch(&t)) {
 		cleanup(&t);
 		return MT_EXIT_TRACER_FAILED;
 	}
-	end.end_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+	/* the command's own end, not when its trace was all written (a slow
+	 * reader may have held mt-trace up long after) */
+	end.end_monotonic_ns =
+	    t.last_record_ns ? t.last_record_ns : clock_ns(CLOCK_MONOTONIC);
 	end.events = t.events_written;
 	end.lost = t.lost_reported;
 	end.batches = t.seq;

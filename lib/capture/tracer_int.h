@@ -47,7 +47,8 @@ struct tracer {
 	/* processes alive now, from the lifecycle events (for sampling) */
 	pid_t *live;
 	size_t nlive, cap_live;
-	/* records consumed in this drain, before merging by time */
+	/* records consumed, before merging by time (those after the last
+	 * drain's watermark wait here for the next) */
 	struct mt_event *ev;
 	size_t nev, cap_ev;
 	struct mt_event *life_slots;
@@ -60,6 +61,8 @@ struct tracer {
 	uint64_t seq;
 	uint64_t lost_reported;
 	uint64_t events_written;
+	uint64_t written_until;	 /* every record up to this time is written */
+	uint64_t last_record_ns; /* the latest record written */
 	bool output_failed;
 	uint64_t start_monotonic_ns; /* before anything was attached */
 	uint64_t start_realtime_ns;
