@@ -28,7 +28,7 @@ LIB_INCLUDES := $(addprefix -Ilib/,$(LIB_DIRS))
 LIB_HDRS := $(wildcard $(addsuffix /*.h,$(addprefix lib/,$(LIB_DIRS))))
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-missing-field-initializers \
 	  -I$(OUTPUT) $(LIB_INCLUDES) -Ibpf -D_GNU_SOURCE
-LDLIBS_COMMON := -lmsgpackc -ljansson -lm
+LDLIBS_COMMON := -lmsgpackc -ljansson -lzstd -lm
 LDLIBS_BPF := -lbpf -lelf -lz -lpthread -lZydis
 
 ifeq ($(V),1)
@@ -40,7 +40,7 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 DEB_PACKAGES := build-essential binutils clang llvm bpftool libbpf-dev libelf-dev \
-	zlib1g-dev libzydis-dev libmsgpack-dev libjansson-dev pkg-config bats bats-support \
+	zlib1g-dev libzydis-dev libmsgpack-dev libjansson-dev libzstd-dev pkg-config bats bats-support \
 	bats-assert bats-file python3-msgpack valgrind hyperfine zstd time \
 	util-linux procps chromium jq
 
@@ -228,10 +228,13 @@ build-fuzz/mt-gen: tests/gen/mt-gen.c $(FUZZ_LIB_SRCS) $(LIB_HDRS) bpf/mt_event.
 	$(call msg,CCLD,$@)
 	$(Q)mkdir -p build-fuzz
 	$(Q)$(CC) $(CFLAGS) $< $(FUZZ_LIB_SRCS) $(LDLIBS_COMMON) -o $@
-build-fuzz/mt-encode: tools/mt-encode.c $(FUZZ_LIB_SRCS) $(LIB_HDRS) bpf/mt_event.h
+# mt-encode also parses sizes and prints the version (lib/common)
+FUZZ_ENCODE_SRCS := $(FUZZ_LIB_SRCS) lib/common/human.c lib/common/version.c
+build-fuzz/mt-encode: tools/mt-encode.c $(FUZZ_ENCODE_SRCS) $(LIB_HDRS) \
+		bpf/mt_event.h $(OUTPUT)/mt_version_gen.h
 	$(call msg,CCLD,$@)
 	$(Q)mkdir -p build-fuzz
-	$(Q)$(CC) $(CFLAGS) $< $(FUZZ_LIB_SRCS) $(LDLIBS_COMMON) -o $@
+	$(Q)$(CC) $(CFLAGS) $< $(FUZZ_ENCODE_SRCS) $(LDLIBS_COMMON) -o $@
 
 fuzz: $(FUZZ_TARGETS) build-fuzz/mt-gen build-fuzz/mt-encode
 	$(Q)tests/fuzz/run $(FUZZ_TIME) $(FUZZ_TARGETS)

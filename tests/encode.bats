@@ -153,13 +153,13 @@ print(off)' "$T/run.raw" "$T/bad.raw")
 	assert_output "mt-encode: <stdin>: byte 0: empty input"
 }
 
-@test "mt-encode: output errors exit 1 (ENOSPC, EPIPE)" {
+@test "mt-encode: output errors exit 2 (ENOSPC, EPIPE)" {
 	"$GEN" --events 200000 --seed 18 -o "$T/run.raw"
 	run mt-encode "$T/run.raw" -o /dev/full
-	assert_failure 1
+	assert_failure 2
 	assert_output "mt-encode: /dev/full: No space left on device"
 	run bash -c 'mt-encode "$1" | head -c 10 > /dev/null; echo "${PIPESTATUS[0]}"' _ "$T/run.raw"
-	assert_line --index 1 "1"
+	assert_line --index 1 "2"
 	assert_line --index 0 "mt-encode: <stdout>: Broken pipe"
 }
 
@@ -212,4 +212,188 @@ os.execvp(sys.argv[1], sys.argv[1:])' mt-encode < "$T/fifo" > "$T/hand.msgpack" 
 	kill -INT "$pid"
 	wait "$pid" # fails the test unless it exits 0
 	"$PY" "$CHECK" check "$T/hand.raw" "$T/hand.msgpack"
+}
+
+# ---- compression (issue 13) -------------------------------------------
+
+# the number of zstd frames, as the zstd CLI counts them
+zstd_frames() {
+	zstd -l "$1" | awk 'NR == 2 { print $1 }'
+}
+
+@test "mt-encode --zstd: independent frames; zstd -dc gives exactly the --uncompressed bytes" {
+	"$GEN" --events 20000 --seed 21 --lost 30 --batch 200 -o "$T/run.raw"
+	mt-encode --zstd --frame-size 64KiB -o "$T/run.zst" "$T/run.raw"
+	mt-encode --uncompressed -o "$T/run.msgpack" "$T/run.raw"
+	head -c 4 "$T/run.zst" | od -An -tx1 | grep -q '28 b5 2f fd'
+	zstd -t -q "$T/run.zst"
+	frames=$(zstd_frames "$T/run.zst")
+	echo "frames: $frames"
+	# 20000 events of ~67 bytes in frames of 64 KiB: about 20
+	[ "$frames" -ge 15 ] && [ "$frames" -le 30 ]
+	zstd -dc "$T/run.zst" | cmp - "$T/run.msgpack"
+	# and python3-msgpack reads what the zstd CLI gives back, map for map
+	run "$PY" "$CHECK" check "$T/run.raw" "$T/run.zst"
+	assert_success
+	# smaller than the plain artifact by far
+	[ "$(stat -c %s "$T/run.zst")" -lt $(($(stat -c %s "$T/run.msgpack") / 3)) ]
+}
+
+@test "mt-encode --zstd: every frame holds whole maps (each decodes alone)" {
+	"$GEN" --events 5000 --seed 22 -o "$T/run.raw"
+	mt-encode --zstd --frame-size 16KiB -o "$T/run.zst" "$T/run.raw"
+	# split the file at the frames' ends, found by walking the frame and
+	# block headers with their layout in RFC 8878, and decode each frame
+	# on its own with the zstd CLI
+	run "$PY" -c '
+import io, subprocess, sys, msgpack
+d = open(sys.argv[1], "rb").read()
+def frame_end(off):
+    assert d[off:off + 4] == b"\x28\xb5\x2f\xfd", off
+    fhd = d[off + 4]
+    single, checksum = fhd >> 5 & 1, fhd >> 2 & 1
+    fcs = [single, 2, 4, 8][fhd >> 6]
+    p = off + 5 + (0 if single else 1) + [0, 1, 2, 4][fhd & 3] + fcs
+    while True:
+        h = int.from_bytes(d[p:p + 3], "little")
+        last, btype, size = h & 1, h >> 1 & 3, h >> 3
+        p += 3 + (1 if btype == 1 else size)
+        if last:
+            return p + 4 * checksum
+off = n = maps = 0
+while off < len(d):
+    end = frame_end(off)
+    plain = subprocess.run(["zstd", "-dc"], input=d[off:end],
+                           stdout=subprocess.PIPE, check=True).stdout
+    maps += sum(1 for _ in msgpack.Unpacker(io.BytesIO(plain), raw=False))
+    off, n = end, n + 1
+print(n > 5, maps)' "$T/run.zst"
+	assert_success
+	assert_output "True 5002"
+}
+
+@test "mt-encode --jsonl is text unless --zstd; --zstd --jsonl is zstd -dc of it" {
+	"$GEN" --events 3000 --seed 23 -o "$T/run.raw"
+	mt-encode --jsonl -o "$T/run.jsonl" "$T/run.raw"
+	[ "$(head -c 1 "$T/run.jsonl")" = "{" ]
+	mt-encode --jsonl --zstd -o "$T/run.jsonl.zst" "$T/run.raw"
+	zstd -dc "$T/run.jsonl.zst" | cmp - "$T/run.jsonl"
+}
+
+@test "mt-encode: the allocation-heavy shape compresses to <= 8 bytes an event" {
+	# what a malloc+free loop records: the same two addresses, sizes and
+	# tids, timestamps ~1.4 us apart with jitter (mt-gen's are random);
+	# hand-made with python's struct in the raw layout of mt-format(5)
+	"$PY" - "$T/heavy.raw" <<'PYEOF'
+import random, struct, sys
+random.seed(7)
+n = 200000
+argv = [b"/tmp/allocheavy", b"200000"]
+strings = b"host\0" + b"\0".join(argv) + b"\0"
+hsize = (64 + len(strings) + 7) // 8 * 8
+out = bytearray(struct.pack("<8sIIIIIIIIQQII", b"\x89MTRAW\r\n", 1, hsize,
+                56, 4096, 1, 4242, 1, len(argv), 10**9, 1700000000 * 10**9,
+                len(strings), 0))
+out += strings + b"\0" * (hsize - 64 - len(strings))
+t, recs = 10**9, []
+for i in range(n):
+    t += 1300 + random.randrange(200)
+    kind = 1 if i % 2 == 0 else 2
+    recs.append(struct.pack("<QIIHHIQQQQ", t, 4242, 4242, kind, 0, 0,
+                            0x55555555a2a0, 32 if kind == 1 else 0, 0, 0))
+for b in range(0, n, 1000):
+    chunk = recs[b:b + 1000]
+    out += struct.pack("<IIIIQQ", 0x3142544d, len(chunk), 56 * len(chunk),
+                       0, b // 1000, 0) + b"".join(chunk)
+out += struct.pack("<IIiIQQQQ", 0x3145544d, 1, 0, 0, t + 1, n, 0, n // 1000)
+open(sys.argv[1], "wb").write(out)
+PYEOF
+	mt-encode --zstd -o "$T/heavy.zst" "$T/heavy.raw"
+	size=$(stat -c %s "$T/heavy.zst")
+	echo "$size bytes for 200000 events" >&3
+	[ "$size" -le $((8 * 200000)) ]
+}
+
+@test "mt-encode: --level, --frame-size and --threads give the same bytes back" {
+	"$GEN" --events 30000 --seed 24 -o "$T/run.raw"
+	mt-encode -u -o "$T/run.msgpack" "$T/run.raw"
+	for opts in "--level 1" "--level 9 --frame-size 4KiB" "--threads 2 --frame-size 1MiB"; do
+		# shellcheck disable=SC2086
+		mt-encode --zstd $opts -o "$T/run.zst" "$T/run.raw"
+		zstd -dc "$T/run.zst" | cmp - "$T/run.msgpack"
+	done
+	run mt-encode --level 0 "$T/run.raw"
+	assert_failure 2
+	assert_line --index 0 "mt-encode: --level: expected 1 to 19, got '0'"
+	run mt-encode --frame-size 1x "$T/run.raw"
+	assert_failure 2
+	assert_line --index 0 "mt-encode: --frame-size: expected 4KiB to 256MiB, got '1x'"
+}
+
+# ---- a new user's first hour (issue 14) ---------------------------------
+
+@test "mt-encode --version: the one version of mt" {
+	run mt-encode --version
+	assert_success
+	assert_line --index 0 --regexp '^mt-encode \(mt\) [0-9]+\.[0-9]+\.[0-9]+'
+	run mt-encode -V
+	assert_success
+}
+
+@test "mt-encode --help: every option, each one in the man page" {
+	run mt-encode --help
+	assert_success
+	opts=$(grep -o -- '--[a-z][a-z-]*' <<<"$output" | sort -u)
+	for o in --output --uncompressed --zstd --jsonl --codspeed --level \
+		--frame-size --threads --version --help; do
+		grep -qx -- "$o" <<<"$opts" || { echo "not in --help: $o"; false; }
+	done
+	for o in $opts; do
+		grep -q -- "${o//-/\\\\-}" "$TOP/man/mt-encode.1" ||
+			{ echo "not in mt-encode.1: $o"; false; }
+	done
+	run mt-encode a b
+	assert_failure 2
+	assert_line --index 0 "mt-encode: one input at most, got a second: 'b'"
+}
+
+@test "mt-encode: a binary artifact is never written to a terminal" {
+	"$GEN" --events 100 --seed 25 -o "$T/run.raw"
+	# script(1) gives the command a terminal as stdout
+	run script -qec "mt-encode --zstd '$T/run.raw'" /dev/null
+	assert_failure 2
+	assert_output --partial "mt-encode: not writing a binary artifact to a terminal: give -o FILE or redirect stdout"
+	run script -qec "mt-encode -u '$T/run.raw'" /dev/null
+	assert_failure 2
+	# -o, or text, is fine
+	run script -qec "mt-encode --zstd -o '$T/run.zst' '$T/run.raw'" /dev/null
+	assert_success
+	zstd -t -q "$T/run.zst"
+	run script -qec "mt-encode --jsonl '$T/run.raw' | head -c 2" /dev/null
+	assert_success
+}
+
+@test "mt-encode: reading stdin from a terminal says what it waits for" {
+	# stdin a terminal that closes at once: the message, then empty input
+	run script -qec "mt-encode -o '$T/out' < /dev/tty" /dev/null < /dev/null
+	assert_output --partial "mt-encode: reading mt-trace's raw stream from the terminal (stdin)"
+}
+
+@test "mt-encode: a progress line on a terminal for runs over a second" {
+	"$GEN" --events 200000 --seed 26 -o "$T/run.raw"
+	size=$(stat -c %s "$T/run.raw")
+	mkfifo "$T/fifo"
+	# half, a pause of 1.5 s, the rest: the run lasts over a second
+	{
+		head -c $((size / 2)) "$T/run.raw"
+		sleep 1.5
+		tail -c +$((size / 2 + 1)) "$T/run.raw"
+	} > "$T/fifo" &
+	run script -qec "mt-encode --zstd -o '$T/out.zst' '$T/fifo'" /dev/null
+	assert_success
+	assert_output --regexp 'mt-encode: 1[0-9][0-9],[0-9]{3} events, [0-9.]+ [KM]iB read, 1\.[0-9] s'
+	# not on a file or pipe
+	run --separate-stderr mt-encode --zstd -o "$T/out.zst" "$T/run.raw"
+	assert_success
+	[ -z "$stderr" ]
 }

@@ -1,38 +1,117 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mt-encode - turn mt-trace's raw stream into the MessagePack artifact (or
- * JSON Lines).  Streams in constant memory.  See mt-encode(1).
+ * mt-encode - turn mt-trace's raw stream into the artifact: MessagePack in
+ * zstd frames by default, plain MessagePack, JSON Lines, or CodSpeed
+ * memtrack's own artifact.  Streams in constant memory.  See mt-encode(1).
  */
 #include <err.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mt_artifact.h"
+#include "mt_human.h"
 #include "mt_input.h"
+#include "mt_version.h"
+#include "mt_zstd.h"
 
-enum { EXIT_OUTPUT = 1, EXIT_INPUT = 2 };
+/* 0 ok; 2 unusable input, a usage error, or output that could not be
+ * written (mt-encode has no gate, so never 1). */
+enum { EXIT_FAIL = 2 };
+
+enum compression { COMPRESS_DEFAULT, COMPRESS_ZSTD, COMPRESS_NONE };
 
 struct env {
 	bool jsonl;
-	const char *output; /* NULL: stdout */
-	const char *input;  /* NULL: stdin */
+	enum compression compression;
+	int level;
+	int threads; /* zstd's worker threads; 0: compress in the main one */
+	size_t frame_bytes;
+	const char *codspeed_dir; /* --codspeed DIR */
+	const char *output;	  /* NULL: stdout */
+	const char *input;	  /* NULL: stdin */
 };
+
+enum { OPT_CODSPEED = 256, OPT_LEVEL, OPT_FRAME_SIZE, OPT_THREADS };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: mt-encode [--jsonl] [-o FILE] [FILE]\n"
-		   "  Reads an mt raw stream (stdin by default) and writes the "
-		   "artifact.\n"
-		   "  -j, --jsonl      JSON Lines instead of MessagePack\n"
-		   "  -o, --output F   write to F instead of stdout\n"
-		   "  -h, --help       this help\n");
+	fprintf(
+	    f,
+	    "usage: mt-encode [-o FILE] [--uncompressed | --zstd] [--jsonl] "
+	    "[FILE]\n"
+	    "       mt-encode --codspeed DIR [FILE]\n"
+	    "Reads mt-trace's raw stream (FILE, or stdin) and writes the "
+	    "artifact: MessagePack\nmaps in independent zstd frames "
+	    "(zstd -dc gives the plain MessagePack).\n"
+	    "  -o, --output FILE    write to FILE instead of stdout\n"
+	    "  -u, --uncompressed   plain MessagePack (or JSON Lines), no "
+	    "zstd frames\n"
+	    "  -z, --zstd           compress --jsonl output too (MessagePack "
+	    "is by default)\n"
+	    "  -j, --jsonl          JSON Lines (uncompressed unless --zstd)\n"
+	    "      --codspeed DIR   write DIR/PID.MemtrackArtifact.msgpack "
+	    "as CodSpeed's memtrack\n"
+	    "                       does (PID: the traced root process) "
+	    "instead of the artifact\n"
+	    "      --level N        zstd level, 1 (fastest) to 19 "
+	    "(default %d)\n"
+	    "      --frame-size SIZE  uncompressed bytes per zstd frame "
+	    "(default %u KiB)\n"
+	    "      --threads N      compress in N threads of zstd's own "
+	    "(default 0: in mt-encode's)\n"
+	    "  -V, --version        print the version and exit\n"
+	    "  -h, --help           this help\n"
+	    "A binary artifact is never written to a terminal. Exit status: "
+	    "0 ok, 2 unusable\ninput, usage error, or output not written. "
+	    "See mt-encode(1), mt-format(5).\n",
+	    MT_ZSTD_LEVEL, MT_ZSTD_FRAME_BYTES / 1024);
+}
+
+static void usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "mt-encode: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n");
+	usage(stderr);
+	exit(EXIT_FAIL);
+}
+
+static int parse_level(const char *s)
+{
+	uint64_t n;
+
+	if (mt_parse_count(s, &n) || n < 1 || n > 19)
+		usage_error("--level: expected 1 to 19, got '%s'", s);
+	return (int)n;
+}
+
+static int parse_threads(const char *s)
+{
+	uint64_t n;
+
+	if (mt_parse_count(s, &n) || n > 64)
+		usage_error("--threads: expected 0 to 64, got '%s'", s);
+	return (int)n;
+}
+
+static size_t parse_frame_size(const char *s)
+{
+	uint64_t n;
+
+	if (mt_parse_size(s, &n) || n < 4096 || n > (256u << 20))
+		usage_error("--frame-size: expected 4KiB to 256MiB, got '%s'",
+			    s);
+	return n;
 }
 
 static void parse_args(int argc, char **argv, struct env *env)
@@ -40,12 +119,19 @@ static void parse_args(int argc, char **argv, struct env *env)
 	static const struct option opts[] = {
 	    {"jsonl", no_argument, NULL, 'j'},
 	    {"output", required_argument, NULL, 'o'},
+	    {"uncompressed", no_argument, NULL, 'u'},
+	    {"zstd", no_argument, NULL, 'z'},
+	    {"codspeed", required_argument, NULL, OPT_CODSPEED},
+	    {"level", required_argument, NULL, OPT_LEVEL},
+	    {"frame-size", required_argument, NULL, OPT_FRAME_SIZE},
+	    {"threads", required_argument, NULL, OPT_THREADS},
+	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "jo:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jo:uzVh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			env->jsonl = true;
@@ -53,20 +139,55 @@ static void parse_args(int argc, char **argv, struct env *env)
 		case 'o':
 			env->output = optarg;
 			break;
+		case 'u':
+			env->compression = COMPRESS_NONE;
+			break;
+		case 'z':
+			env->compression = COMPRESS_ZSTD;
+			break;
+		case OPT_CODSPEED:
+			env->codspeed_dir = optarg;
+			break;
+		case OPT_LEVEL:
+			env->level = parse_level(optarg);
+			break;
+		case OPT_THREADS:
+			env->threads = parse_threads(optarg);
+			break;
+		case OPT_FRAME_SIZE:
+			env->frame_bytes = parse_frame_size(optarg);
+			break;
+		case 'V':
+			mt_print_version(stdout, "mt-encode");
+			exit(0);
 		case 'h':
 			usage(stdout);
 			exit(0);
 		default:
 			usage(stderr);
-			exit(EXIT_INPUT);
+			exit(EXIT_FAIL);
 		}
 	}
-	if (argc - optind > 1) {
-		usage(stderr);
-		exit(EXIT_INPUT);
-	}
+	if (argc - optind > 1)
+		usage_error("one input at most, got a second: '%s'",
+			    argv[optind + 1]);
 	if (optind < argc)
 		env->input = argv[optind];
+	if (env->codspeed_dir &&
+	    (env->output || env->jsonl || env->compression != COMPRESS_DEFAULT))
+		usage_error("%s: --codspeed writes its own file, always zstd "
+			    "MessagePack (no -o, --jsonl, --uncompressed or "
+			    "--zstd)",
+			    env->codspeed_dir);
+}
+
+/* For now only --codspeed compresses unless asked: MessagePack joins it
+ * once every reader takes zstd input. */
+static bool compressed(const struct env *env)
+{
+	if (env->compression == COMPRESS_DEFAULT)
+		return env->codspeed_dir;
+	return env->compression == COMPRESS_ZSTD;
 }
 
 /* The input's message without its leading "NAME: ": the artifact outlives
@@ -81,15 +202,64 @@ static const char *error_in_stream(struct mt_input *in, const char *name)
 	return msg;
 }
 
+/* ---- progress on a terminal ------------------------------------------ */
+
+/* Checked every PROGRESS_EVERY records: a clock read per 64 Ki events
+ * costs nothing next to encoding them. */
+#define PROGRESS_EVERY (1u << 16)
+#define PROGRESS_AFTER 1.0  /* s: short runs stay silent */
+#define PROGRESS_STEP  0.25 /* s between two updates */
+
+struct progress {
+	bool on; /* stderr is a terminal */
+	bool shown;
+	double start, next;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void progress_update(struct progress *p, struct mt_input *in,
+			    uint64_t events)
+{
+	char count[32], bytes[32];
+	double t = now_s();
+
+	if (t < p->next)
+		return;
+	p->next = t + PROGRESS_STEP;
+	mt_fmt_count(count, sizeof(count), events);
+	mt_fmt_bytes(bytes, sizeof(bytes), mt_input_offset(in));
+	fprintf(stderr, "\rmt-encode: %s events, %s read, %.1f s\033[K", count,
+		bytes, t - p->start);
+	p->shown = true;
+}
+
+static void progress_end(struct progress *p)
+{
+	if (p->shown)
+		fprintf(stderr, "\r\033[K");
+}
+
 /* Copies every record; returns 0 at the trailer, -1 if the input broke. */
-static int encode(struct mt_input *in, struct mt_artifact *a)
+static int encode(struct mt_input *in, struct mt_artifact *a,
+		  struct progress *p)
 {
 	struct mt_record rec;
+	uint64_t n = 0;
 	int ret;
 
-	while ((ret = mt_input_next(in, &rec)) > 0)
+	while ((ret = mt_input_next(in, &rec)) > 0) {
 		if (mt_artifact_record(a, &rec))
 			return 0; /* output error: reported by the caller */
+		if (++n % PROGRESS_EVERY == 0 && p->on)
+			progress_update(p, in, n);
+	}
 	return ret;
 }
 
@@ -105,65 +275,195 @@ static bool input_is_pipe(const char *path)
 	return !fstat(STDIN_FILENO, &st) && S_ISFIFO(st.st_mode);
 }
 
-static int open_output(const char *path)
+static bool reads_stdin(const struct env *env)
 {
-	int fd;
+	return !env->input || !strcmp(env->input, "-");
+}
 
-	if (!path)
-		return STDOUT_FILENO;
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-	if (fd < 0)
-		err(EXIT_OUTPUT, "%s", path);
-	return fd;
+/* ---- outputs ---------------------------------------------------------- */
+
+struct output {
+	int fd;
+	char *path;	/* NULL: stdout */
+	char *tmp_path; /* --codspeed: written here, renamed at the end */
+};
+
+static void open_fd(struct output *out)
+{
+	const char *path = out->tmp_path ? out->tmp_path : out->path;
+
+	out->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (out->fd < 0)
+		err(EXIT_FAIL, "%s", path);
+}
+
+/* DIR/PID.MemtrackArtifact.msgpack, CodSpeed's name for a process's
+ * artifact, made in DIR (created if missing) under a temporary name: a
+ * CodSpeed artifact cannot say it is incomplete, so it only appears
+ * whole. */
+static void open_codspeed(struct output *out, const char *dir,
+			  const struct mt_meta *meta)
+{
+	if (mkdir(dir, 0777) && errno != EEXIST)
+		err(EXIT_FAIL, "%s", dir);
+	if (asprintf(&out->path, "%s/%" PRIu32 ".MemtrackArtifact.msgpack", dir,
+		     meta->root_pid) < 0 ||
+	    asprintf(&out->tmp_path, "%s/.%" PRIu32 ".MemtrackArtifact.tmp",
+		     dir, meta->root_pid) < 0)
+		errx(EXIT_FAIL, "out of memory");
+	open_fd(out);
+}
+
+static void open_output(struct output *out, const struct env *env,
+			const struct mt_meta *meta)
+{
+	*out = (struct output){.fd = STDOUT_FILENO};
+	if (env->codspeed_dir)
+		open_codspeed(out, env->codspeed_dir, meta);
+	else if (env->output && !(out->path = strdup(env->output)))
+		errx(EXIT_FAIL, "out of memory");
+	else if (env->output)
+		open_fd(out);
+}
+
+/* Closes the output; a CodSpeed artifact takes its name only if whole. */
+static int close_output(struct output *out, int werr, bool whole)
+{
+	if (out->fd != STDOUT_FILENO && close(out->fd) && !werr)
+		werr = -errno;
+	if (out->tmp_path) {
+		if (!werr && whole && rename(out->tmp_path, out->path))
+			werr = -errno;
+		if (werr || !whole)
+			unlink(out->tmp_path);
+		if (!werr && !whole)
+			warnx("%s: not written: CodSpeed's format cannot say "
+			      "a trace is incomplete",
+			      out->path);
+	}
+	if (werr) {
+		errno = -werr;
+		warn("%s", out->path ? out->path : "<stdout>");
+	}
+	free(out->path);
+	free(out->tmp_path);
+	return werr;
+}
+
+/* What CodSpeed's format could not hold, said once, with counts. */
+static void codspeed_note(const struct mt_artifact *a, const char *path)
+{
+	char line[1024], count[32];
+	size_t n = 0;
+
+	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++) {
+		uint64_t c = mt_artifact_not_held(a, kind);
+
+		if (!c || kind == MT_EV_MREMAP || kind == MT_EV_LOST)
+			continue;
+		mt_fmt_count(count, sizeof(count), c);
+		n += snprintf(line + n, sizeof(line) - n, "%s%s %s",
+			      n ? ", " : "", count,
+			      mt_kind_name(kind) ? mt_kind_name(kind) : "?");
+		if (n >= sizeof(line))
+			n = sizeof(line) - 1;
+	}
+	if (n)
+		warnx("%s: left out what CodSpeed's format cannot hold: %s",
+		      path, line);
+	if (mt_artifact_not_held(a, MT_EV_MREMAP)) {
+		mt_fmt_count(count, sizeof(count),
+			     mt_artifact_not_held(a, MT_EV_MREMAP));
+		warnx("%s: %s Mremap written as the Munmap + Mmap they amount "
+		      "to",
+		      path, count);
+	}
+	if (mt_artifact_lost(a)) {
+		mt_fmt_count(count, sizeof(count), mt_artifact_lost(a));
+		warnx("%s: %s events lost by the tracer, not in it (CodSpeed's "
+		      "format has no record of them)",
+		      path, count);
+	}
+}
+
+static struct mt_artifact *new_artifact(const struct env *env, int fd)
+{
+	enum mt_artifact_style style = env->codspeed_dir ? MT_ARTIFACT_CODSPEED
+				       : env->jsonl	 ? MT_ARTIFACT_JSONL
+							 : MT_ARTIFACT_MSGPACK;
+	struct mt_artifact *a = mt_artifact_new(fd, style);
+
+	if (!a || (compressed(env) &&
+		   mt_artifact_compress(a, env->level, env->threads,
+					env->frame_bytes)))
+		errx(EXIT_FAIL, "out of memory");
+	return a;
+}
+
+/* Refuses what a terminal cannot show, says what a terminal waits for. */
+static void check_terminals(const struct env *env)
+{
+	if (!env->output && !env->codspeed_dir &&
+	    (!env->jsonl || compressed(env)) && isatty(STDOUT_FILENO))
+		errx(
+		    EXIT_FAIL,
+		    "not writing a binary artifact to a terminal: give -o FILE "
+		    "or redirect stdout (--jsonl -u writes text)");
+	if (reads_stdin(env) && isatty(STDIN_FILENO))
+		warnx("reading mt-trace's raw stream from the terminal "
+		      "(stdin)...  Pipe it in: mt-trace -- CMD | mt-encode");
 }
 
 int main(int argc, char **argv)
 {
-	struct env env = {0};
+	struct env env = {.level = MT_ZSTD_LEVEL,
+			  .frame_bytes = MT_ZSTD_FRAME_BYTES};
+	struct progress progress = {0};
+	struct output out;
 	char msg[1024];
 	struct mt_input *in;
 	struct mt_artifact *a;
 	const char *name;
-	int status = 0, fd, werr;
+	int status = 0, werr;
 
 	parse_args(argc, argv, &env);
+	check_terminals(&env);
 	/* a closed pipe is a write error (EPIPE) we report, not a signal */
 	signal(SIGPIPE, SIG_IGN);
 	if (input_is_pipe(env.input)) {
 		signal(SIGINT, SIG_IGN);
 		signal(SIGHUP, SIG_IGN);
 	}
+	progress.on = isatty(STDERR_FILENO);
+	progress.start = now_s();
+	progress.next = progress.start + PROGRESS_AFTER;
 	in = mt_input_open(env.input, msg, sizeof(msg));
 	if (!in)
-		errx(EXIT_INPUT, "%s", msg);
-	name = env.input && strcmp(env.input, "-") ? env.input : "<stdin>";
+		errx(EXIT_FAIL, "%s", msg);
+	name = reads_stdin(&env) ? "<stdin>" : env.input;
 	if (mt_input_format(in) != MT_FMT_RAW)
-		errx(EXIT_INPUT,
+		errx(EXIT_FAIL,
 		     "%s: not a raw stream but %s (mt-encode reads "
 		     "what mt-trace writes)",
 		     name, mt_format_name(mt_input_format(in)));
-	fd = open_output(env.output);
-	a = mt_artifact_new(fd, env.jsonl ? MT_ARTIFACT_JSONL
-					  : MT_ARTIFACT_MSGPACK);
-	if (!a)
-		errx(EXIT_OUTPUT, "out of memory");
+	open_output(&out, &env, mt_input_meta(in));
+	a = new_artifact(&env, out.fd);
 	mt_artifact_header(a, mt_input_meta(in));
-	if (encode(in, a) < 0) {
+	if (encode(in, a, &progress) < 0) {
+		progress_end(&progress);
 		warnx("%s", mt_input_error(in));
-		status = EXIT_INPUT;
+		status = EXIT_FAIL;
 		mt_artifact_trailer(a, mt_input_meta(in), false,
 				    error_in_stream(in, name));
 	} else {
+		progress_end(&progress);
 		mt_artifact_trailer(a, mt_input_meta(in), true, NULL);
 	}
+	if (env.codspeed_dir && !status)
+		codspeed_note(a, out.path);
 	werr = mt_artifact_close(a);
-	if (!werr && fd != STDOUT_FILENO && close(fd))
-		werr = -errno;
-	if (werr) {
-		errno = -werr;
-		warn("%s", env.output ? env.output : "<stdout>");
-		status = EXIT_OUTPUT;
-	}
+	if (close_output(&out, werr, !status))
+		status = EXIT_FAIL;
 	mt_input_close(in);
 	return status;
 }

@@ -24,6 +24,7 @@
 
 #include "mt_allocators.h"
 #include "mt_artifact.h"
+#include "mt_zstd.h"
 
 #define OUT_BUF (256u * 1024)
 
@@ -70,12 +71,15 @@ struct name {
 struct mt_artifact {
 	int fd;
 	enum mt_artifact_style style;
-	char *buf;
-	size_t len; /* bytes waiting in buf */
+	struct mt_zwriter *zstd; /* NULL: plain bytes */
+	char *buf;		 /* compressed: one frame's bytes */
+	size_t len;		 /* bytes waiting in buf */
 	size_t cap;
 	int error;
 	uint64_t events;
 	uint64_t lost;
+	/* CodSpeed style: records of each kind its format cannot hold */
+	uint64_t not_held[MT_EV_KIND_MAX];
 	struct name type_names[MT_EV_KIND_MAX]; /* fixstr 0: not a record */
 	struct name rss_members[4];
 };
@@ -110,9 +114,12 @@ static int write_out(struct mt_artifact *a, const char *p, size_t n)
 	return a->error;
 }
 
+/* Compressed, what is buffered (whole maps) becomes one frame. */
 int mt_artifact_flush(struct mt_artifact *a)
 {
-	if (a->len && !a->error)
+	if (a->len && !a->error && a->zstd)
+		a->error = mt_zwriter_frame(a->zstd, a->fd, a->buf, a->len);
+	else if (a->len && !a->error)
 		write_out(a, a->buf, a->len);
 	a->len = 0;
 	return a->error;
@@ -158,7 +165,7 @@ static inline bool begin_map(struct mt_artifact *a, struct map_writer *w)
 {
 	*w = (struct map_writer){
 	    .a = a,
-	    .msgpack = a->style == MT_ARTIFACT_MSGPACK,
+	    .msgpack = a->style != MT_ARTIFACT_JSONL,
 	    .start = a->buf + a->len,
 	    .p = a->buf + a->len,
 	};
@@ -621,6 +628,31 @@ struct mt_artifact *mt_artifact_new(int fd, enum mt_artifact_style style)
 	return a;
 }
 
+int mt_artifact_compress(struct mt_artifact *a, int level, int workers,
+			 size_t frame_bytes)
+{
+	char *buf;
+
+	if (a->zstd || a->len)
+		return -EINVAL; /* only before the first byte */
+	a->zstd = mt_zwriter_new(level, workers);
+	if (!a->zstd)
+		return -ENOMEM;
+	if (frame_bytes < MAP_ROOM * 2)
+		frame_bytes = MAP_ROOM * 2;
+	buf = realloc(a->buf, frame_bytes);
+	if (!buf)
+		return -ENOMEM;
+	a->buf = buf;
+	a->cap = frame_bytes;
+	return 0;
+}
+
+uint64_t mt_artifact_compressed_bytes(const struct mt_artifact *a)
+{
+	return a->zstd ? mt_zwriter_written(a->zstd) : 0;
+}
+
 static const char *clock_name(uint32_t id)
 {
 	switch (id) {
@@ -639,6 +671,8 @@ int mt_artifact_header(struct mt_artifact *a, const struct mt_meta *meta)
 {
 	struct map_writer w;
 
+	if (a->style == MT_ARTIFACT_CODSPEED)
+		return a->error; /* its events stand alone */
 	if (!begin_map(a, &w))
 		return a->error;
 	put_cstr(&w, "type", "Header");
@@ -658,6 +692,85 @@ int mt_artifact_header(struct mt_artifact *a, const struct mt_meta *meta)
 	return end_map(&w);
 }
 
+/* ---- CodSpeed's memtrack artifact ------------------------------------ */
+
+/*
+ * One event as memtrack (CodSpeed runner, crates/runner-shared) serializes
+ * its MemtrackEvent with rmp-serde: a map of pid, tid, timestamp, addr,
+ * then the variant's tag "type" and its fields in declaration order
+ * (Realloc: old_addr, size; Free: none).  Integers take their smallest
+ * form there too, so the bytes are the ones it writes.
+ */
+static int codspeed_map(struct mt_artifact *a, const struct mt_event *ev,
+			unsigned kind, uint64_t addr, uint64_t size,
+			const uint64_t *old_addr)
+{
+	struct map_writer w;
+
+	a->events++;
+	if (!begin_map(a, &w))
+		return a->error;
+	put_u64(&w, "pid", ev->pid);
+	put_u64(&w, "tid", ev->tid);
+	put_u64(&w, "timestamp", ev->timestamp);
+	put_u64(&w, "addr", addr);
+	put_name(&w, "type", &a->type_names[kind]);
+	if (old_addr)
+		put_u64(&w, "old_addr", *old_addr);
+	if (kind != MT_EV_FREE)
+		put_u64(&w, "size", size);
+	return end_map(&w);
+}
+
+static int codspeed_record(struct mt_artifact *a, const struct mt_record *rec)
+{
+	const struct mt_event *ev = &rec->ev;
+
+	switch (ev->kind) {
+	case MT_EV_MALLOC:
+	case MT_EV_CALLOC:
+	case MT_EV_ALIGNED_ALLOC:
+	case MT_EV_MMAP:
+	case MT_EV_MUNMAP:
+		return codspeed_map(a, ev, ev->kind, ev->addr, ev->size, NULL);
+	case MT_EV_FREE:
+		return codspeed_map(a, ev, ev->kind, ev->addr, 0, NULL);
+	case MT_EV_REALLOC: {
+		uint64_t old_addr = ev->old_addr;
+
+		return codspeed_map(a, ev, ev->kind, ev->addr, ev->size,
+				    &old_addr);
+	}
+	case MT_EV_MREMAP:
+		/* what a move or resize amounts to; counted for the note */
+		a->not_held[MT_EV_MREMAP]++;
+		codspeed_map(a, ev, MT_EV_MUNMAP, ev->old_addr, ev->old_size,
+			     NULL);
+		return codspeed_map(a, ev, MT_EV_MMAP, ev->addr, ev->size,
+				    NULL);
+	case MT_EV_BRK:
+		/* memtrack records the new break with size 0 */
+		return codspeed_map(a, ev, ev->kind, ev->addr, 0, NULL);
+	case MT_EV_LOST:
+		a->lost += ev->size;
+		a->not_held[MT_EV_LOST]++;
+		return a->error;
+	default:
+		a->not_held[ev->kind]++;
+		return a->error;
+	}
+}
+
+uint64_t mt_artifact_not_held(const struct mt_artifact *a, unsigned kind)
+{
+	return kind < MT_EV_KIND_MAX ? a->not_held[kind] : 0;
+}
+
+uint64_t mt_artifact_lost(const struct mt_artifact *a)
+{
+	return a->lost;
+}
+
 int mt_artifact_record(struct mt_artifact *a, const struct mt_record *rec)
 {
 	const struct mt_event *ev = &rec->ev;
@@ -665,6 +778,8 @@ int mt_artifact_record(struct mt_artifact *a, const struct mt_record *rec)
 
 	if (ev->kind >= MT_EV_KIND_MAX || !a->type_names[ev->kind].fixstr)
 		return a->error ? a->error : -EINVAL;
+	if (a->style == MT_ARTIFACT_CODSPEED)
+		return codspeed_record(a, rec);
 	a->events++;
 	if (ev->kind == MT_EV_LOST)
 		a->lost += ev->size;
@@ -683,6 +798,8 @@ int mt_artifact_trailer(struct mt_artifact *a, const struct mt_meta *meta,
 {
 	struct map_writer w;
 
+	if (a->style == MT_ARTIFACT_CODSPEED)
+		return a->error;
 	if (!begin_map(a, &w))
 		return a->error;
 	put_cstr(&w, "type", "Trailer");
@@ -710,6 +827,7 @@ int mt_artifact_close(struct mt_artifact *a)
 	if (!a)
 		return 0;
 	ret = mt_artifact_flush(a);
+	mt_zwriter_free(a->zstd);
 	free(a->buf);
 	free(a);
 	return ret;

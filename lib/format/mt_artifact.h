@@ -21,12 +21,28 @@
 enum mt_artifact_style {
 	MT_ARTIFACT_MSGPACK = 0,
 	MT_ARTIFACT_JSONL,
+	/* CodSpeed memtrack's own artifact: its event kinds only, its key
+	 * order, no Header or Trailer (mt_artifact_not_held() counts the
+	 * rest) */
+	MT_ARTIFACT_CODSPEED,
 };
 
 struct mt_artifact;
 
 /* NULL if out of memory.  The fd stays the caller's. */
 struct mt_artifact *mt_artifact_new(int fd, enum mt_artifact_style style);
+
+/*
+ * Compress what is written: each buffer of frame_bytes (whole maps only)
+ * becomes one independent zstd frame at the given level, compressed in
+ * workers threads of zstd's own when workers > 0 (mt_zstd.h).
+ * Only before anything is written; 0 or -errno.
+ */
+int mt_artifact_compress(struct mt_artifact *a, int level, int workers,
+			 size_t frame_bytes);
+
+/* Compressed bytes written so far (0 when not compressing). */
+uint64_t mt_artifact_compressed_bytes(const struct mt_artifact *a);
 
 int mt_artifact_header(struct mt_artifact *a, const struct mt_meta *meta);
 int mt_artifact_record(struct mt_artifact *a, const struct mt_record *rec);
@@ -48,6 +64,14 @@ int mt_artifact_close(struct mt_artifact *a);
 
 /* Event maps written so far (Lost records included). */
 uint64_t mt_artifact_events(const struct mt_artifact *a);
+
+/* Events lost by the tracer, the sum of the Lost records seen. */
+uint64_t mt_artifact_lost(const struct mt_artifact *a);
+
+/* MT_ARTIFACT_CODSPEED: records of kind the format could not hold as
+ * they are (MT_EV_MREMAP: written as Munmap + Mmap; MT_EV_LOST: Lost
+ * records, the events themselves are in mt_artifact_lost()). */
+uint64_t mt_artifact_not_held(const struct mt_artifact *a, unsigned kind);
 
 /* true if s[0..len) is well-formed UTF-8. */
 bool mt_utf8_valid(const char *s, size_t len);

@@ -21,6 +21,8 @@ import sys
 
 import msgpack
 
+from mtzstd import open_plain
+
 MAGIC = b"\x89MTRAW\r\n"
 BATCH_MAGIC = 0x3142544D
 TRAILER_MAGIC = 0x3145544D
@@ -169,7 +171,7 @@ def to_map(r):
 
 
 def load_artifact(path, jsonl):
-    with open(path, "rb") as f:
+    with open_plain(path) as f:
         if jsonl:
             return [json.loads(line) for line in f]
         return list(msgpack.Unpacker(f, raw=False, strict_map_key=True))

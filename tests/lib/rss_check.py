@@ -13,6 +13,8 @@ import sys
 
 import msgpack
 
+from mtzstd import open_plain
+
 
 def main():
     artifact, log = sys.argv[1], sys.argv[2]
@@ -24,7 +26,7 @@ def main():
         print("no steps in the log")
         return 1
     series = {}  # (pid, member) -> ([t], [size])
-    with open(artifact, "rb") as f:
+    with open_plain(artifact) as f:
         for ev in msgpack.Unpacker(f, raw=False):
             if ev.get("type") != "Rss":
                 continue

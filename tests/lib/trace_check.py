@@ -29,6 +29,8 @@ import sys
 
 import msgpack
 
+from mtzstd import open_plain
+
 ALLOC_KINDS = ("Malloc", "Free", "Calloc", "Realloc", "AlignedAlloc")
 MEM_KINDS = ("Mmap", "Munmap", "Mremap", "Brk")
 ADDRESS_KEYS = ("addr", "old_addr")
@@ -41,7 +43,7 @@ class Unusable(Exception):
 def load(path):
     """Returns (header, events, trailer) of an artifact; trailer may be None."""
     try:
-        with open(path, "rb") as f:
+        with open_plain(path) as f:
             maps = list(msgpack.Unpacker(f, raw=False, strict_map_key=False))
     except (OSError, ValueError, msgpack.UnpackException) as e:
         raise Unusable(f"{path}: cannot decode: {e}")

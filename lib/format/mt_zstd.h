@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mt_zstd.h - zstd frames around any of mt's byte streams (libzstd).
+ *
+ * Writing: each block handed to mt_zwriter_frame() becomes one independent
+ * frame (content size and checksum in it), so a reader can start at any
+ * frame, and a file cut short still gives back every frame before the cut.
+ * `zstd -dc` of the frames is exactly the bytes that went in.
+ *
+ * Reading: mt_zreader decompresses one frame after another (zstd frames,
+ * skippable frames skipped) from a FILE into the caller's buffer, in a
+ * window of bounded size whatever the length of the input; a frame cut
+ * short or damaged is an error naming the compressed byte offset.
+ */
+#ifndef MT_ZSTD_H
+#define MT_ZSTD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+/*
+ * The artifact's defaults, chosen by measurement (man/mt-encode.1 and
+ * bench/RESULTS.md give the numbers): bytes of MessagePack per frame and
+ * the zstd level.
+ */
+#define MT_ZSTD_FRAME_BYTES (1u << 20)
+#define MT_ZSTD_LEVEL	    1
+
+/* The first 4 bytes of a zstd frame (28 b5 2f fd) or of a skippable frame
+ * (5X 2a 4d 18): true if p[0..len) starts with either. */
+bool mt_zstd_magic(const void *p, size_t len);
+
+/* ---- writer ---------------------------------------------------------- */
+
+struct mt_zwriter;
+
+/* NULL if out of memory.  workers > 0: zstd compresses in that many
+ * threads of its own (a frame of 1 MiB or more is split among them). */
+struct mt_zwriter *mt_zwriter_new(int level, int workers);
+
+/* Compresses src[0..len) into one frame and writes it to fd.  0, or
+ * -errno (a short write is -EIO, a compression failure -EINVAL). */
+int mt_zwriter_frame(struct mt_zwriter *z, int fd, const void *src, size_t len);
+
+/* Compressed bytes written so far. */
+uint64_t mt_zwriter_written(const struct mt_zwriter *z);
+
+void mt_zwriter_free(struct mt_zwriter *z);
+
+/* ---- reader ---------------------------------------------------------- */
+
+struct mt_zreader;
+
+/*
+ * Reads compressed bytes from f: first the head_len bytes at head (what
+ * the caller already read from f, copied), then f from where it stands.
+ * f stays the caller's.  NULL if out of memory.
+ */
+struct mt_zreader *mt_zreader_new(FILE *f, const void *head, size_t head_len);
+
+/*
+ * Up to cap decompressed bytes into dst: > 0 bytes given, 0 at the clean
+ * end (every frame complete), -1 when the input is cut inside a frame,
+ * damaged or unreadable; mt_zreader_error() then says "byte N: what",
+ * N counted in compressed bytes.
+ */
+ssize_t mt_zreader_read(struct mt_zreader *z, void *dst, size_t cap);
+
+const char *mt_zreader_error(const struct mt_zreader *z);
+
+/* Compressed bytes consumed so far. */
+uint64_t mt_zreader_offset(const struct mt_zreader *z);
+
+void mt_zreader_free(struct mt_zreader *z);
+
+#endif /* MT_ZSTD_H */

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_zstd - the zstd layer (mt_zstd.h): frames written by mt_zwriter
+ * decoded by libzstd's one-shot API (an outside decoder), and mt_zreader
+ * on frames, skippable and empty frames, every cut of a stream (an error
+ * inside a frame, a clean end between frames), a flipped bit in every
+ * byte, and output buffers of one byte.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <zstd.h>
+
+#include "formats_test.h"
+#include "mt_zstd.h"
+
+struct bytes {
+	unsigned char *p;
+	size_t len;
+};
+
+/* len bytes of something compressible but not trivial */
+static unsigned char *sample(size_t len)
+{
+	unsigned char *p = malloc(len);
+	uint32_t x = 12345;
+
+	for (size_t i = 0; i < len; i++) {
+		x = x * 1103515245 + 12345;
+		p[i] =
+		    i % 7 == 0 ? (unsigned char)(x >> 24) : "mt-trace"[i % 8];
+	}
+	return p;
+}
+
+/* src in frames of frame bytes, written through a memfd */
+static struct bytes compress_frames(const unsigned char *src, size_t len,
+				    size_t frame, size_t *frames)
+{
+	struct mt_zwriter *z = mt_zwriter_new(1, 0);
+	int fd = memfd_create("zstd", 0);
+	struct bytes out;
+
+	*frames = 0;
+	for (size_t off = 0; off < len; off += frame) {
+		size_t n = len - off < frame ? len - off : frame;
+
+		CHECK_INT(mt_zwriter_frame(z, fd, src + off, n), 0);
+		++*frames;
+	}
+	out.len = lseek(fd, 0, SEEK_END);
+	CHECK_INT(mt_zwriter_written(z), out.len);
+	out.p = malloc(out.len + 1);
+	if (pread(fd, out.p, out.len, 0) != (ssize_t)out.len)
+		abort();
+	close(fd);
+	mt_zwriter_free(z);
+	return out;
+}
+
+/* Everything the reader gives for in[0..len), in chunks of cap bytes;
+ * returns the last mt_zreader_read() result (0 or -1). */
+static ssize_t read_all(const void *in, size_t len, size_t cap,
+			struct bytes *out, char *err, size_t errlen)
+{
+	FILE *f = fmemopen((void *)in, len ? len : 1, "r");
+	struct mt_zreader *z;
+	size_t cap_out = 1 << 16;
+	ssize_t n;
+
+	if (!len) /* fmemopen refuses a size of 0: read nothing */
+		fseek(f, 0, SEEK_END);
+	z = mt_zreader_new(f, NULL, 0);
+	out->p = malloc(cap_out);
+	out->len = 0;
+	while ((n = mt_zreader_read(
+		    z, out->p + out->len,
+		    cap < cap_out - out->len ? cap : cap_out - out->len)) > 0) {
+		out->len += n;
+		if (cap_out - out->len < cap) {
+			cap_out *= 2;
+			out->p = realloc(out->p, cap_out);
+		}
+	}
+	snprintf(err, errlen, "%s", mt_zreader_error(z));
+	mt_zreader_free(z);
+	fclose(f);
+	return n;
+}
+
+static void test_frames_round_trip(void)
+{
+	size_t len = 300000, frames;
+	unsigned char *src = sample(len);
+	struct bytes z = compress_frames(src, len, 64 * 1024, &frames);
+	unsigned char *plain = malloc(len);
+	struct bytes got;
+	char err[256];
+
+	CHECK_INT(frames, 5);
+	CHECK(mt_zstd_magic(z.p, z.len));
+	CHECK(z.len < len / 2);
+	/* libzstd's one-shot decoder reads the frames one after another */
+	CHECK_INT(ZSTD_decompress(plain, len, z.p, z.len), len);
+	CHECK(!memcmp(plain, src, len));
+	/* each frame says its content size */
+	CHECK_INT(ZSTD_getFrameContentSize(z.p, z.len), 64 * 1024);
+	/* the reader, in large and in one-byte reads */
+	CHECK_INT(read_all(z.p, z.len, 1 << 16, &got, err, sizeof(err)), 0);
+	CHECK_INT(got.len, len);
+	CHECK(got.len == len && !memcmp(got.p, src, len));
+	free(got.p);
+	CHECK_INT(read_all(z.p, z.len, 1, &got, err, sizeof(err)), 0);
+	if (err[0])
+		fprintf(stderr, "one-byte reads: %s (%zu bytes)\n", err,
+			got.len);
+	CHECK(got.len == len && !memcmp(got.p, src, len));
+	free(got.p);
+	free(plain);
+	free(z.p);
+	free(src);
+}
+
+/* A skippable frame, an empty frame and a frame made by libzstd itself. */
+static void test_skippable_and_empty(void)
+{
+	unsigned char buf[4096], *p = buf;
+	const char text[] = "hello, frames";
+	struct bytes got;
+	char err[256];
+	size_t n;
+
+	/* RFC 8878: magic 0x184D2A5X, a 32-bit length, that many bytes */
+	memcpy(p, "\x53\x2a\x4d\x18\x07\x00\x00\x00skip me", 15);
+	n = 15;
+	CHECK(mt_zstd_magic(p, n));
+	p += n;
+	n = ZSTD_compress(p, 256, "", 0, 3); /* an empty frame */
+	CHECK(!ZSTD_isError(n));
+	p += n;
+	n = ZSTD_compress(p, 256, text, sizeof(text), 3);
+	p += n;
+	CHECK_INT(read_all(buf, p - buf, 4096, &got, err, sizeof(err)), 0);
+	CHECK_INT(got.len, sizeof(text));
+	CHECK(got.len == sizeof(text) && !memcmp(got.p, text, sizeof(text)));
+	free(got.p);
+	/* only an empty frame: nothing, cleanly */
+	n = ZSTD_compress(buf, 256, "", 0, 3);
+	CHECK_INT(read_all(buf, n, 4096, &got, err, sizeof(err)), 0);
+	CHECK_INT(got.len, 0);
+	free(got.p);
+	CHECK(!mt_zstd_magic("\x28\xb5\x2f", 3));
+	CHECK(!mt_zstd_magic("\x89MTRAW", 6));
+}
+
+/* Every cut: a clean end exactly between frames (and nothing invented),
+ * an error naming the frame and the end of input inside one. */
+static void test_every_cut(void)
+{
+	size_t len = 20000, frames, ends[8], nends = 0, off = 0;
+	unsigned char *src = sample(len);
+	struct bytes z = compress_frames(src, len, 5000, &frames);
+	int errors = 0, clean = 0, wrong = 0;
+
+	CHECK_INT(frames, 4);
+	while (off < z.len) { /* where each frame ends, by libzstd */
+		off += ZSTD_findFrameCompressedSize(z.p + off, z.len - off);
+		ends[nends++] = off;
+	}
+	CHECK_INT(nends, 4);
+	for (size_t cut = 0; cut < z.len; cut++) {
+		struct bytes got;
+		char err[256], want[128];
+		ssize_t ret = read_all(z.p, cut, 4096, &got, err, sizeof(err));
+		size_t whole = 0, frame_start = 0;
+
+		for (size_t i = 0; i < nends && ends[i] <= cut; i++) {
+			whole++;
+			frame_start = ends[i];
+		}
+		/* what came before the cut is always given, never more */
+		if (got.len < whole * 5000 || got.len > len ||
+		    memcmp(got.p, src, got.len))
+			wrong++;
+		if (ret == 0 && cut == frame_start) {
+			clean++;
+			if (got.len != whole * 5000)
+				wrong++;
+		} else if (ret < 0) {
+			errors++;
+			snprintf(want, sizeof(want),
+				 "byte %zu: zstd frame at byte %zu cut short",
+				 cut, frame_start);
+			if (strncmp(err, want, strlen(want))) {
+				fprintf(stderr, "cut %zu: %s\n", cut, err);
+				wrong++;
+			}
+		} else {
+			wrong++;
+		}
+		free(got.p);
+	}
+	CHECK_INT(wrong, 0);
+	CHECK_INT(clean, 4); /* 0 and the 3 inner frame ends */
+	CHECK_INT(errors, z.len - 4);
+	free(z.p);
+	free(src);
+}
+
+/* A flipped bit anywhere is an error (checksums, block checks), never
+ * other bytes given as good: at worst the frames before it. */
+static void test_flipped_bits(void)
+{
+	size_t len = 8000, frames;
+	unsigned char *src = sample(len);
+	struct bytes z = compress_frames(src, len, 4000, &frames);
+	int undetected = 0;
+
+	for (size_t i = 0; i < z.len; i++) {
+		struct bytes got;
+		char err[256];
+		ssize_t ret;
+
+		z.p[i] ^= 0x10;
+		ret = read_all(z.p, z.len, 4096, &got, err, sizeof(err));
+		if (ret == 0 && (got.len != len || memcmp(got.p, src, len)))
+			undetected++;
+		if (ret < 0 && strncmp(err, "byte ", 5))
+			undetected++;
+		z.p[i] ^= 0x10;
+		free(got.p);
+	}
+	CHECK_INT(undetected, 0);
+	free(z.p);
+	free(src);
+}
+
+int main(void)
+{
+	test_frames_round_trip();
+	test_skippable_and_empty();
+	test_every_cut();
+	test_flipped_bits();
+	return test_summary("test_zstd");
+}
