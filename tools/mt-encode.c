@@ -362,9 +362,15 @@ static void codspeed_note(const struct mt_artifact *a, const char *path)
 		if (!c || kind == MT_EV_MREMAP || kind == MT_EV_LOST)
 			continue;
 		mt_fmt_count(count, sizeof(count), c);
-		n += snprintf(line + n, sizeof(line) - n, "%s%s %s",
-			      n ? ", " : "", count,
-			      mt_kind_name(kind) ? mt_kind_name(kind) : "?");
+		if (kind == MT_EV_STACK_REF)
+			n += snprintf(line + n, sizeof(line) - n,
+				      "%sthe call stacks of %s events",
+				      n ? ", " : "", count);
+		else
+			n += snprintf(line + n, sizeof(line) - n, "%s%s %s",
+				      n ? ", " : "", count,
+				      mt_kind_name(kind) ? mt_kind_name(kind)
+							 : "?");
 		if (n >= sizeof(line))
 			n = sizeof(line) - 1;
 	}

@@ -726,6 +726,8 @@ static int codspeed_record(struct mt_artifact *a, const struct mt_record *rec)
 {
 	const struct mt_event *ev = &rec->ev;
 
+	if (rec->stack) /* the event goes, its call stack cannot */
+		a->not_held[MT_EV_STACK_REF]++;
 	switch (ev->kind) {
 	case MT_EV_MALLOC:
 	case MT_EV_CALLOC:

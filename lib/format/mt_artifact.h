@@ -70,7 +70,8 @@ uint64_t mt_artifact_lost(const struct mt_artifact *a);
 
 /* MT_ARTIFACT_CODSPEED: records of kind the format could not hold as
  * they are (MT_EV_MREMAP: written as Munmap + Mmap; MT_EV_LOST: Lost
- * records, the events themselves are in mt_artifact_lost()). */
+ * records, the events themselves are in mt_artifact_lost();
+ * MT_EV_STACK_REF: events written without their call stack). */
 uint64_t mt_artifact_not_held(const struct mt_artifact *a, unsigned kind);
 
 /* true if s[0..len) is well-formed UTF-8. */
