@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * input_raw.c - mt-trace's raw stream (mt_raw.h) read record by record:
+ * the stream header and its strings, batches checked against their
+ * sequence and sizes, EXEC/MARKER payload slots, and the trailer checked
+ * against what the batches held.  A stream without its trailer is an
+ * error, never a clean end.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "input_int.h"
+
+static uint32_t get_u32(const unsigned char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static int raw_header_strings(struct mt_input *in, const unsigned char *s,
+			      size_t size, uint32_t argc)
+{
+	const unsigned char *end = s + size;
+	const unsigned char *nul;
+	uint64_t off = offset_now(in) + sizeof(struct mt_raw_header);
+
+	if (argc > size)
+		return input_fail(in, off,
+				  "stream header: %" PRIu32
+				  " arguments cannot fit in %zu string bytes",
+				  argc, size);
+	in->meta.argv = calloc(argc + 1, sizeof(char *));
+	if (!in->meta.argv)
+		return input_fail(in, off, "out of memory");
+	for (uint32_t i = 0; i <= argc; i++) {
+		char *copy;
+
+		nul = s < end ? memchr(s, '\0', end - s) : NULL;
+		if (!nul)
+			return input_fail(
+			    in, off + (s - (end - size)),
+			    "stream header: string %" PRIu32 " of %" PRIu32
+			    " is not NUL-terminated within strings_size",
+			    i + 1, argc + 1);
+		copy = strndup((const char *)s, nul - s);
+		if (!copy)
+			return input_fail(in, off, "out of memory");
+		if (i == 0) {
+			in->meta.host = copy;
+		} else {
+			in->meta.argv[i - 1] = copy;
+			in->meta.argc = i;
+		}
+		s = nul + 1;
+	}
+	return 0;
+}
+
+int raw_open(struct mt_input *in)
+{
+	struct mt_raw_header hdr;
+	size_t got;
+
+	if (!fill(in, sizeof(hdr)) && in->state < 0)
+		return -1;
+	got = avail(in);
+	if (memcmp(cur(in), MT_RAW_MAGIC,
+		   got < MT_RAW_MAGIC_LEN ? got : MT_RAW_MAGIC_LEN))
+		return input_fail(in, 0, "stream header: bad magic");
+	if (got < sizeof(hdr))
+		return input_fail(
+		    in, 0,
+		    "stream header truncated: expected %zu bytes, "
+		    "got %zu",
+		    sizeof(hdr), got);
+	memcpy(&hdr, cur(in), sizeof(hdr));
+	if (hdr.version != MT_RAW_VERSION)
+		return input_fail(in, 8,
+				  "stream header: unsupported version %" PRIu32
+				  " (this reader knows %d)",
+				  hdr.version, MT_RAW_VERSION);
+	if (hdr.event_size < MT_EVENT_SIZE)
+		return input_fail(in, 16,
+				  "stream header: event_size %" PRIu32
+				  " is smaller than %d",
+				  hdr.event_size, MT_EVENT_SIZE);
+	if (hdr.event_size > MAX_OBJECT)
+		return input_fail(in, 16,
+				  "stream header: event_size %" PRIu32
+				  " is too large",
+				  hdr.event_size);
+	if (hdr.header_size > MAX_HEADER ||
+	    (uint64_t)hdr.header_size <
+		sizeof(hdr) + (uint64_t)hdr.strings_size)
+		return input_fail(
+		    in, 12,
+		    "stream header: header_size %" PRIu32
+		    " does not hold %zu + strings_size %" PRIu32 " bytes",
+		    hdr.header_size, sizeof(hdr), hdr.strings_size);
+	if (!fill(in, hdr.header_size)) {
+		if (in->state < 0)
+			return -1;
+		return input_fail(in, 0,
+				  "stream header truncated: expected %" PRIu32
+				  " bytes, got %zu",
+				  hdr.header_size, avail(in));
+	}
+	in->meta.version = hdr.version;
+	in->meta.page_size = hdr.page_size;
+	in->meta.clock_id = hdr.clock_id;
+	in->meta.root_pid = hdr.root_pid;
+	in->meta.flags = hdr.flags;
+	in->meta.start_monotonic_ns = hdr.start_monotonic_ns;
+	in->meta.start_realtime_ns = hdr.start_realtime_ns;
+	in->event_size = hdr.event_size;
+	/* records are copied straight out of the buffer: read big chunks */
+	if (!input_grow(in, RAW_BUF))
+		return -1;
+	if (raw_header_strings(in, cur(in) + sizeof(hdr), hdr.strings_size,
+			       hdr.argc))
+		return -1;
+	consume(in, hdr.header_size);
+	return 0;
+}
+
+static int raw_check_trailer(struct mt_input *in, uint64_t off)
+{
+	const struct mt_meta *m = &in->meta;
+
+	if (m->batches != in->batches_seen)
+		return input_fail(in, off,
+				  "trailer says %" PRIu64
+				  " batches, stream had %" PRIu64,
+				  m->batches, in->batches_seen);
+	if (m->events != in->slots_seen)
+		return input_fail(in, off,
+				  "trailer says %" PRIu64
+				  " events, stream had %" PRIu64,
+				  m->events, in->slots_seen);
+	if (m->lost != in->lost_seen)
+		return input_fail(in, off,
+				  "trailer says %" PRIu64
+				  " lost events, batches had %" PRIu64,
+				  m->lost, in->lost_seen);
+	return 0;
+}
+
+static int raw_trailer(struct mt_input *in)
+{
+	struct mt_raw_trailer t;
+	uint64_t off = offset_now(in);
+
+	if (!fill(in, sizeof(t))) {
+		if (in->state < 0)
+			return -1;
+		return input_fail(
+		    in, off, "trailer truncated: expected %zu bytes, got %zu",
+		    sizeof(t), avail(in));
+	}
+	memcpy(&t, cur(in), sizeof(t));
+	consume(in, sizeof(t));
+	in->meta.exit_kind = t.exit_kind;
+	in->meta.exit_value = t.exit_value;
+	in->meta.end_monotonic_ns = t.end_monotonic_ns;
+	in->meta.events = t.events;
+	in->meta.lost = t.lost;
+	in->meta.batches = t.batches;
+	if (raw_check_trailer(in, off))
+		return -1;
+	if (fill(in, 1))
+		return input_fail(in, offset_now(in), "data after the trailer");
+	if (in->state < 0)
+		return -1;
+	in->meta.has_trailer = true;
+	in->state = 1;
+	return 0;
+}
+
+static int raw_no_trailer(struct mt_input *in)
+{
+	if (in->batches_seen == 0)
+		return input_fail(
+		    in, offset_now(in),
+		    "truncated: no trailer after the stream header");
+	return input_fail(in, offset_now(in),
+			  "truncated: no trailer after batch %" PRIu64,
+			  in->seq);
+}
+
+/* Reads the next batch header, or the trailer (returns 0 then). */
+static int raw_batch(struct mt_input *in)
+{
+	struct mt_raw_batch b;
+	uint64_t off = offset_now(in);
+	uint32_t magic;
+
+	if (!fill(in, sizeof(magic))) {
+		if (in->state < 0)
+			return -1;
+		if (avail(in) == 0)
+			return raw_no_trailer(in);
+	}
+	magic = avail(in) >= 4 ? get_u32(cur(in)) : 0;
+	if (magic == MT_TRAILER_MAGIC)
+		return raw_trailer(in);
+	if (avail(in) >= 4 && magic != MT_BATCH_MAGIC)
+		return input_fail(
+		    in, off, "batch header: bad magic 0x%08" PRIx32, magic);
+	if (!fill(in, sizeof(b))) {
+		if (in->state < 0)
+			return -1;
+		if (in->batches_seen == 0)
+			return input_fail(
+			    in, off,
+			    "batch header truncated (first batch): "
+			    "expected %zu bytes, got %zu",
+			    sizeof(b), avail(in));
+		return input_fail(in, off,
+				  "batch header truncated (after batch %" PRIu64
+				  "): expected %zu bytes, got %zu",
+				  in->seq, sizeof(b), avail(in));
+	}
+	memcpy(&b, cur(in), sizeof(b));
+	if (b.seq != in->batches_seen)
+		return input_fail(in, off,
+				  "batch seq gap: expected %" PRIu64
+				  ", got %" PRIu64,
+				  in->batches_seen, b.seq);
+	if ((uint64_t)b.count * in->event_size != b.bytes)
+		return input_fail(in, off,
+				  "batch %" PRIu64 ": bytes %" PRIu32
+				  " != count %" PRIu32 " * event_size %" PRIu32,
+				  b.seq, b.bytes, b.count, in->event_size);
+	consume(in, sizeof(b));
+	in->seq = b.seq;
+	in->batches_seen++;
+	in->batch_count = b.count;
+	in->batch_left = b.count;
+	in->body_off = offset_now(in);
+	in->pending_lost = b.lost;
+	in->lost_seen += b.lost;
+	in->slots_seen += b.count;
+	return 1;
+}
+
+static int raw_body_truncated(struct mt_input *in)
+{
+	uint64_t expected = (uint64_t)in->batch_count * in->event_size;
+	uint64_t got = offset_now(in) - in->body_off + avail(in);
+
+	if (in->state < 0)
+		return -1;
+	return input_fail(in, in->body_off,
+			  "batch %" PRIu64 ": body truncated: expected %" PRIu64
+			  " bytes, got %" PRIu64,
+			  in->seq, expected, got);
+}
+
+/* Copies the payload slots that follow an EXEC or MARKER record. */
+static int raw_payload(struct mt_input *in, struct mt_record *rec,
+		       uint64_t rec_off)
+{
+	uint32_t len = rec->ev.aux;
+	uint32_t slots = (len + MT_DATA_PER_RECORD - 1) / MT_DATA_PER_RECORD;
+	uint32_t index = in->batch_count - in->batch_left - 1;
+
+	if (slots > in->batch_left)
+		return input_fail(in, rec_off,
+				  "batch %" PRIu64 ": record %" PRIu32
+				  ": payload of %" PRIu32
+				  " bytes runs past the batch (%" PRIu32
+				  " records left, %" PRIu32 " needed)",
+				  in->seq, index, len, in->batch_left, slots);
+	if (len > MAX_PAYLOAD)
+		return input_fail(in, rec_off,
+				  "batch %" PRIu64 ": record %" PRIu32
+				  ": payload of %" PRIu32 " bytes is too long",
+				  in->seq, index, len);
+	if (!input_str_room(in, len))
+		return input_fail(in, rec_off, "out of memory");
+	for (uint32_t i = 0; i < slots; i++) {
+		uint32_t part = len - i * MT_DATA_PER_RECORD;
+
+		if (part > MT_DATA_PER_RECORD)
+			part = MT_DATA_PER_RECORD;
+		if (!fill(in, in->event_size))
+			return raw_body_truncated(in);
+		memcpy(in->str + i * MT_DATA_PER_RECORD, cur(in), part);
+		consume(in, in->event_size);
+		in->batch_left--;
+	}
+	in->str[len] = '\0';
+	rec->str = in->str;
+	rec->str_len = len;
+	return 0;
+}
+
+int raw_next(struct mt_input *in, struct mt_record *rec)
+{
+	uint64_t rec_off;
+	int ret;
+
+	while (in->batch_left == 0 && in->pending_lost == 0) {
+		ret = raw_batch(in);
+		if (ret <= 0)
+			return ret;
+	}
+	if (in->pending_lost) {
+		/* the first event of the batch dates the loss, if any */
+		if (in->batch_left && fill(in, sizeof(uint64_t)))
+			memcpy(&in->last_ts, cur(in), sizeof(uint64_t));
+		memset(rec, 0, sizeof(*rec));
+		rec->ev.kind = MT_EV_LOST;
+		rec->ev.timestamp = in->last_ts;
+		rec->ev.size = in->pending_lost;
+		in->pending_lost = 0;
+		return 1;
+	}
+	rec_off = offset_now(in);
+	if (!fill(in, in->event_size))
+		return raw_body_truncated(in);
+	memcpy(&rec->ev, cur(in), sizeof(rec->ev));
+	consume(in, in->event_size);
+	in->batch_left--;
+	rec->str = NULL;
+	rec->str_len = 0;
+	in->last_ts = rec->ev.timestamp;
+	switch (rec->ev.kind) {
+	case MT_EV_EXEC:
+	case MT_EV_MARKER:
+	case MT_EV_ALLOCATOR:
+		return raw_payload(in, rec, rec_off) ? -1 : 1;
+	case MT_EV_NONE:
+	case MT_EV_DATA:
+	case MT_EV_LOST:
+		break;
+	default:
+		if (mt_kind_name(rec->ev.kind)) /* a kind artifacts can hold */
+			return 1;
+	}
+	return input_fail(
+	    in, rec_off,
+	    "batch %" PRIu64 ": record %" PRIu32 ": unexpected event kind %u",
+	    in->seq, in->batch_count - in->batch_left - 1, rec->ev.kind);
+}
