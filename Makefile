@@ -217,11 +217,16 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRCS) $(LIB_HDRS) bpf/mt_event
 	$(Q)$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined \
 		-fno-sanitize-recover=all -std=gnu11 $(LIB_INCLUDES) -Ibpf -D_GNU_SOURCE \
 		-DMT_FUZZ_DIFF \
-		$< $(FUZZ_LIB_SRCS) $(FUZZ_EXTRA_SRCS) $(LDLIBS_COMMON) -o $@
+		$< $(FUZZ_LIB_SRCS) $(FUZZ_EXTRA_SRCS) $(LDLIBS_COMMON) \
+		$(FUZZ_EXTRA_LIBS) -o $@
 # fuzz_report runs the analysis stages too
 FUZZ_REPORT_SRCS := $(wildcard lib/analysis/*.c lib/report/*.c) lib/common/human.c
 build-fuzz/fuzz_report: FUZZ_EXTRA_SRCS := $(FUZZ_REPORT_SRCS)
 build-fuzz/fuzz_report: $(FUZZ_REPORT_SRCS)
+# fuzz_elf parses ELF files as mt-trace does (lib/capture/elf.c)
+build-fuzz/fuzz_elf: FUZZ_EXTRA_SRCS := lib/capture/elf.c
+build-fuzz/fuzz_elf: FUZZ_EXTRA_LIBS := -lelf -lZydis
+build-fuzz/fuzz_elf: lib/capture/elf.c
 
 # the seed makers, from the format sources alone (not all of libmt)
 build-fuzz/mt-gen: tests/gen/mt-gen.c $(FUZZ_LIB_SRCS) $(LIB_HDRS) bpf/mt_event.h

@@ -49,3 +49,39 @@ setup() {
 	assert_success
 	assert_output "$(jq '.end - .start' <<<"$times")"
 }
+
+# map_exec FILE...: python3 maps each FILE executable (as a JIT or a loader
+# of its own format would), then exits.
+map_exec() {
+	"$PY" -c 'import mmap, sys
+for name in sys.argv[1:]:
+    with open(name, "rb") as f:
+        mmap.mmap(f.fileno(), 0, mmap.MAP_PRIVATE,
+                  mmap.PROT_READ | mmap.PROT_EXEC).close()' "$@"
+}
+export -f map_exec
+export PY
+
+@test "a file that is not ELF mapped executable: no warning; a refused ELF file: named by its path" {
+	require_bpf
+	printf 'plain text, mapped as code\n%.0s' $(seq 200) >"$T/data.txt"
+	# an ELF header announcing 65,537 sections (extended numbering)
+	"$PY" - "$T/sections.so" <<'PYEOF'
+import struct, sys
+eh = b"\x7fELF" + bytes([2, 1, 1]) + bytes(9)
+eh += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, 64, 0, 64, 56, 0,
+                  64, 0, 0)
+sh0 = struct.pack("<IIQQQQIIQQ", 0, 0, 0, 0, 0, 65537, 0, 0, 0, 0)
+open(sys.argv[1], "wb").write(eh + sh0 + bytes(4096))
+PYEOF
+	run mt-trace -o "$T/t.raw" -- bash -c 'map_exec "$1" "$2"' _ \
+		"$T/data.txt" "$T/sections.so"
+	echo "$output"
+	assert_success
+	# the old message: "$T/data.txt: its allocator cannot be traced:
+	# /proc/self/fd/N: not an ELF file"
+	refute_output --partial "data.txt"
+	refute_output --partial "/proc/self/fd"
+	assert_output --partial "mt-trace: warning: $T/sections.so: allocators not traced: more sections than mt-trace reads"
+	[ "$(grep -c warning <<<"$output")" = 1 ]
+}

@@ -235,7 +235,7 @@ int mt_attach_file_as(struct mt_attach *a, const char *path,
 	if (rc == 0 && a->ret)
 		rc = attach_set(a, a->ret, path, ret, nret, true);
 	if (rc) {
-		snprintf(err, errlen, "%s: attaching %zu uprobes: %s", path,
+		snprintf(err, errlen, "attaching %zu uprobes: %s",
 			 nenter + nret, strerror(-rc));
 		return rc;
 	}

@@ -1,5 +1,17 @@
 // SPDX-License-Identifier: MIT
-/* elf.c - symbol lookup with libelf, and safe uprobe placement. */
+/*
+ * elf.c - symbol lookup with libelf, and safe uprobe placement.
+ *
+ * mt-trace runs this as root on every file a traced process maps as code,
+ * so it trusts none of it (tests/fuzz/fuzz_elf.c fuzzes it) and keeps its
+ * memory bounded whatever the file says: the file is mapped read-only and
+ * libelf reads it in place (little-endian files only, the byte order of
+ * the machines mt runs on, so libelf never converts a copy); files with
+ * more than MT_ELF_MAX_SECTIONS sections are refused before libelf
+ * allocates a descriptor for each; a symbol table is read up to
+ * MT_ELF_MAX_SYMBOLS entries, a window at a time, the pages of each window
+ * given back before the next.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -9,11 +21,158 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <Zydis/Zydis.h>
 
 #include "mt_elf.h"
+
+/* Symbols read between two givings-back of the file's pages: a window
+ * touches at most this many entries and as many pages of names. */
+#define SYMBOL_WINDOW 16384
+
+/* An ELF file open for reading: mapped, read in place by libelf. */
+struct elf_file {
+	int fd;
+	char *image;
+	size_t size;
+	Elf *elf;
+};
+
+/* The section count the ELF header at image gives (extended numbering:
+ * the first section header's sh_size), or SIZE_MAX when it cannot be
+ * read. */
+static size_t section_count(const char *image, size_t size)
+{
+	const unsigned char *id = (const unsigned char *)image;
+	uint64_t shoff;
+	size_t n;
+
+	if (id[EI_CLASS] == ELFCLASS64) {
+		Elf64_Ehdr eh;
+
+		memcpy(&eh, image, sizeof(eh));
+		shoff = eh.e_shoff;
+		n = eh.e_shnum;
+		if (n == 0 && shoff) {
+			Elf64_Shdr sh0;
+
+			if (shoff > size || size - shoff < sizeof(sh0))
+				return SIZE_MAX;
+			memcpy(&sh0, image + shoff, sizeof(sh0));
+			n = sh0.sh_size;
+		}
+	} else {
+		Elf32_Ehdr eh;
+
+		memcpy(&eh, image, sizeof(eh));
+		shoff = eh.e_shoff;
+		n = eh.e_shnum;
+		if (n == 0 && shoff) {
+			Elf32_Shdr sh0;
+
+			if (shoff > size || size - shoff < sizeof(sh0))
+				return SIZE_MAX;
+			memcpy(&sh0, image + shoff, sizeof(sh0));
+			n = sh0.sh_size;
+		}
+	}
+	return n;
+}
+
+/* Why image cannot be read safely, or NULL when it can. */
+static const char *refuse(const char *image, size_t size, int *errnum)
+{
+	const unsigned char *id = (const unsigned char *)image;
+	size_t nsections;
+
+	*errnum = ENOEXEC;
+	if (size < sizeof(Elf64_Ehdr) || memcmp(id, ELFMAG, SELFMAG) ||
+	    (id[EI_CLASS] != ELFCLASS64 && id[EI_CLASS] != ELFCLASS32))
+		return "not an ELF file";
+	if (id[EI_DATA] != ELFDATA2LSB)
+		return "not a little-endian ELF file";
+	nsections = section_count(image, size);
+	if (nsections > MT_ELF_MAX_SECTIONS) {
+		*errnum = E2BIG;
+		return "more sections than mt-trace reads";
+	}
+	return NULL;
+}
+
+static void elf_file_close(struct elf_file *f)
+{
+	if (f->elf)
+		elf_end(f->elf);
+	if (f->image)
+		munmap(f->image, f->size);
+	if (f->fd >= 0)
+		close(f->fd);
+	f->elf = NULL;
+	f->image = NULL;
+	f->fd = -1;
+}
+
+/* Open path for libelf, or -errno with the reason in err (errlen > 0). */
+static int elf_file_open(struct elf_file *f, const char *path, char *err,
+			 size_t errlen)
+{
+	const char *why;
+	struct stat st;
+	int e;
+
+	f->image = NULL;
+	f->elf = NULL;
+	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (f->fd < 0 || fstat(f->fd, &st)) {
+		e = errno;
+		snprintf(err, errlen, "%s", strerror(e));
+		elf_file_close(f);
+		return -e;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
+		snprintf(err, errlen, "not an ELF file");
+		elf_file_close(f);
+		return -ENOEXEC;
+	}
+	f->size = st.st_size;
+	f->image = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, f->fd, 0);
+	if (f->image == MAP_FAILED) {
+		e = errno;
+		f->image = NULL;
+		snprintf(err, errlen, "mmap: %s", strerror(e));
+		elf_file_close(f);
+		return -e;
+	}
+	why = refuse(f->image, f->size, &e);
+	if (!why && elf_version(EV_CURRENT) == EV_NONE) {
+		why = "libelf is too old";
+		e = EINVAL;
+	}
+	if (!why) {
+		f->elf = elf_memory(f->image, f->size);
+		if (!f->elf || elf_kind(f->elf) != ELF_K_ELF) {
+			why = "not an ELF file";
+			e = ENOEXEC;
+		}
+	}
+	if (why) {
+		snprintf(err, errlen, "%s", why);
+		elf_file_close(f);
+		return -e;
+	}
+	return 0;
+}
+
+/* Give back the pages of the file read so far: the next read maps them
+ * again from the page cache, so mt-trace's memory does not grow with the
+ * size of a symbol table. */
+static void forget_pages(const struct elf_file *f)
+{
+	madvise(f->image, f->size, MADV_DONTNEED);
+}
 
 /* The executable PT_LOAD segment holding at: a virtual address, or a file
  * offset when at_is_offset. */
@@ -88,25 +247,29 @@ static struct mt_elf_func *lookup(const struct by_name *idx, const char *name)
 	return NULL;
 }
 
-static void match_symbols(Elf *elf, Elf_Scn *scn, GElf_Shdr *sh,
-			  const struct by_name *idx, int *found)
+static void match_symbols(const struct elf_file *file, Elf_Scn *scn,
+			  GElf_Shdr *sh, const struct by_name *idx, int *found)
 {
 	Elf_Data *data = elf_getdata(scn, NULL);
 	size_t nsyms = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
 	struct mt_elf_func *f;
 	GElf_Sym sym;
 
+	if (nsyms > MT_ELF_MAX_SYMBOLS)
+		nsyms = MT_ELF_MAX_SYMBOLS;
 	for (size_t i = 0; data && i < nsyms; i++) {
 		const char *name;
 
+		if (i % SYMBOL_WINDOW == SYMBOL_WINDOW - 1)
+			forget_pages(file);
 		if (!gelf_getsym(data, i, &sym) ||
 		    GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
 		    sym.st_shndx == SHN_UNDEF || sym.st_value == 0)
 			continue;
-		name = elf_strptr(elf, sh->sh_link, sym.st_name);
+		name = elf_strptr(file->elf, sh->sh_link, sym.st_name);
 		if (!name || !(f = lookup(idx, name)) || f->offset)
 			continue;
-		f->offset = vaddr_to_offset(elf, sym.st_value);
+		f->offset = vaddr_to_offset(file->elf, sym.st_value);
 		f->size = sym.st_size;
 		if (f->offset)
 			(*found)++;
@@ -116,39 +279,24 @@ static void match_symbols(Elf *elf, Elf_Scn *scn, GElf_Shdr *sh,
 int mt_elf_find_funcs(const char *path, struct mt_elf_func *funcs, size_t n,
 		      char *err, size_t errlen)
 {
+	struct elf_file f;
 	struct by_name idx;
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
-	int fd, found = 0;
+	int found = 0, rc;
 	size_t i;
-	Elf *elf;
 
 	for (i = 0; i < n; i++)
 		funcs[i].offset = funcs[i].size = 0;
-	if (elf_version(EV_CURRENT) == EV_NONE) {
-		snprintf(err, errlen, "libelf: %s", elf_errmsg(-1));
-		return -EINVAL;
-	}
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return -errno;
-	}
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF) {
-		snprintf(err, errlen, "%s: not an ELF file", path);
-		if (elf)
-			elf_end(elf);
-		close(fd);
-		return -ENOEXEC;
-	}
+	rc = elf_file_open(&f, path, err, errlen);
+	if (rc)
+		return rc;
 	/* .symtab first: it also names local aliases .dynsym lacks */
 	idx.funcs = funcs;
 	idx.n = n;
 	idx.order = malloc(n * sizeof(*idx.order));
 	if (!idx.order) {
-		elf_end(elf);
-		close(fd);
+		elf_file_close(&f);
 		return -ENOMEM;
 	}
 	for (i = 0; i < n; i++)
@@ -158,31 +306,28 @@ int mt_elf_find_funcs(const char *path, struct mt_elf_func *funcs, size_t n,
 		Elf64_Word want = pass == 0 ? SHT_SYMTAB : SHT_DYNSYM;
 
 		scn = NULL;
-		while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		while ((scn = elf_nextscn(f.elf, scn)) != NULL) {
 			if (gelf_getshdr(scn, &sh) && sh.sh_type == want)
-				match_symbols(elf, scn, &sh, &idx, &found);
+				match_symbols(&f, scn, &sh, &idx, &found);
 		}
 	}
 	free(idx.order);
-	elf_end(elf);
-	close(fd);
+	elf_file_close(&f);
 	return found;
 }
 
 int mt_elf_build_id(const char *path, uint8_t *id, size_t cap)
 {
+	struct elf_file f;
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
-	int fd, len = -ENOENT;
-	Elf *elf;
+	int len = -ENOENT, rc;
+	char err[1];
 
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -EINVAL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	while (elf && len < 0 && (scn = elf_nextscn(elf, scn)) != NULL) {
+	rc = elf_file_open(&f, path, err, sizeof(err));
+	if (rc)
+		return rc;
+	while (len < 0 && (scn = elf_nextscn(f.elf, scn)) != NULL) {
 		Elf_Data *data;
 		GElf_Nhdr nh;
 		size_t off = 0, name_off, desc_off;
@@ -200,9 +345,7 @@ int mt_elf_build_id(const char *path, uint8_t *id, size_t cap)
 			break;
 		}
 	}
-	if (elf)
-		elf_end(elf);
-	close(fd);
+	elf_file_close(&f);
 	return len;
 }
 
@@ -444,20 +587,14 @@ static size_t skip_null_test(Elf *elf, int fd, uint64_t off, uint64_t size)
 
 size_t mt_probe_skip_null(const char *path, uint64_t off, uint64_t size)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	size_t past = 0;
-	Elf *elf;
+	struct elf_file f;
+	size_t past;
+	char err[1];
 
-	if (fd < 0)
+	if (elf_file_open(&f, path, err, sizeof(err)))
 		return 0;
-	elf = elf_version(EV_CURRENT) != EV_NONE
-		  ? elf_begin(fd, ELF_C_READ_MMAP, NULL)
-		  : NULL;
-	if (elf && elf_kind(elf) == ELF_K_ELF)
-		past = skip_null_test(elf, fd, off, size);
-	if (elf)
-		elf_end(elf);
-	close(fd);
+	past = skip_null_test(f.elf, f.fd, off, size);
+	elf_file_close(&f);
 	return past;
 }
 

@@ -47,7 +47,9 @@ const char *mt_probe_mode_name(enum mt_probe_mode mode);
 /*
  * Probe every allocator function (mt_allocators.h) defined in the ELF file
  * at path.  Returns the number of probes placed (0: none there), or -errno
- * with a message in err; *family says which allocator the file holds.
+ * with a message in err (path not in it: the caller names the file as it
+ * knows it; -ENOEXEC: not an ELF file); *family says which allocator the
+ * file holds.
  */
 int mt_attach_file(struct mt_attach *a, const char *path,
 		   enum mt_alloc_family *family, char *err, size_t errlen);

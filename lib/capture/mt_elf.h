@@ -12,11 +12,21 @@ struct mt_elf_func {
 	uint64_t size;	  /* out: st_size */
 };
 
+/* Files with more sections are refused (-E2BIG): libelf allocates a
+ * descriptor for each before anything is read.  Linked programs and
+ * libraries have a few dozen. */
+#define MT_ELF_MAX_SECTIONS 65536
+/* Symbols read of each table (.symtab, .dynsym); the rest are not: 100 MB
+ * of entries, twice what the largest real programs have. */
+#define MT_ELF_MAX_SYMBOLS (1u << 22)
+
 /*
  * Look up every funcs[i].name among the defined function symbols of path
  * (.symtab and .dynsym, GNU ifuncs excluded since their address is the
  * resolver's) and fill offset/size.  Returns the number found, or -errno
- * (message in err) when path is not a readable ELF file.
+ * with the reason in err when path is not a readable ELF file (-ENOEXEC:
+ * not an ELF file, or not a little-endian one).  Memory stays bounded
+ * whatever the file holds (elf.c).
  */
 int mt_elf_find_funcs(const char *path, struct mt_elf_func *funcs, size_t n,
 		      char *err, size_t errlen);

@@ -134,10 +134,12 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid)
 		return MT_CODE_NO_SUCH_LINKS; /* maybe: the caller retries */
 	}
 	mark_inspected(c, &key);
+	if (n == -ENOEXEC) /* not ELF (a JIT's file, data mapped executable):
+			      no allocator in it */
+		n = 0;
 	if (n < 0) {
 		fprintf(stderr,
-			"mt-trace: warning: %s: its allocator cannot be "
-			"traced: %s\n",
+			"mt-trace: warning: %s: allocators not traced: %s\n",
 			path, err);
 		return 0;
 	}

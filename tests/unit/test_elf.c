@@ -3,8 +3,11 @@
  * test_elf - where free() may be probed (mt_probe_skip_null): past its NULL
  * test only when nothing else can reach that instruction.  Each case is a
  * tiny shared object assembled here from known bytes, so the answer is
- * known by construction.
+ * known by construction.  Then what elf.c refuses, and a symbol table of
+ * two million entries read in bounded memory.
  */
+#include <elf.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +58,168 @@ static long skip_of(const char *name, const char *body)
 	"\ttest %rdi,%rdi\n\tje 1f\n\tpush %rbp\n\tmov %rdi,%rax\n"            \
 	"\tpop %rbp\n1:\tret\n"
 
+/* The largest of this process's resident memory since clear_refs 5. */
+static long peak_rss_kb(void)
+{
+	char line[256];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+static void reset_peak_rss(void)
+{
+	FILE *f = fopen("/proc/self/clear_refs", "we");
+
+	if (f) {
+		fputs("5", f);
+		fclose(f);
+	}
+}
+
+/*
+ * An ELF64 file whose .symtab has nsyms entries: all functions named "x"
+ * but the last, "malloc", at file offset 0x200 (one executable PT_LOAD
+ * maps the whole file at 0x400000).
+ */
+static const char *big_symtab(size_t nsyms)
+{
+	static char path[256];
+	static const char strtab[] = "\0x\0malloc";
+	static const char shstrtab[] = "\0.symtab\0.strtab\0.shstrtab";
+	size_t symoff = 0x1000, stroff = symoff + nsyms * sizeof(Elf64_Sym);
+	size_t shstroff = stroff + sizeof(strtab);
+	size_t shoff = (shstroff + sizeof(shstrtab) + 7) & ~(size_t)7;
+	Elf64_Ehdr eh = {
+	    .e_ident = {ELFMAG0, ELFMAG1, ELFMAG2, ELFMAG3, ELFCLASS64,
+			ELFDATA2LSB, EV_CURRENT},
+	    .e_type = ET_DYN,
+	    .e_machine = EM_X86_64,
+	    .e_version = EV_CURRENT,
+	    .e_phoff = sizeof(Elf64_Ehdr),
+	    .e_shoff = shoff,
+	    .e_ehsize = sizeof(Elf64_Ehdr),
+	    .e_phentsize = sizeof(Elf64_Phdr),
+	    .e_phnum = 1,
+	    .e_shentsize = sizeof(Elf64_Shdr),
+	    .e_shnum = 4,
+	    .e_shstrndx = 3,
+	};
+	Elf64_Phdr ph = {.p_type = PT_LOAD,
+			 .p_flags = PF_R | PF_X,
+			 .p_vaddr = 0x400000,
+			 .p_filesz = shoff,
+			 .p_memsz = shoff,
+			 .p_align = 0x1000};
+	Elf64_Shdr sh[4] = {
+	    {0},
+	    {.sh_name = 1,
+	     .sh_type = SHT_SYMTAB,
+	     .sh_offset = symoff,
+	     .sh_size = nsyms * sizeof(Elf64_Sym),
+	     .sh_link = 2,
+	     .sh_entsize = sizeof(Elf64_Sym)},
+	    {.sh_name = 9,
+	     .sh_type = SHT_STRTAB,
+	     .sh_offset = stroff,
+	     .sh_size = sizeof(strtab)},
+	    {.sh_name = 17,
+	     .sh_type = SHT_STRTAB,
+	     .sh_offset = shstroff,
+	     .sh_size = sizeof(shstrtab)},
+	};
+	Elf64_Sym sym = {.st_name = 1,
+			 .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC),
+			 .st_shndx = 1,
+			 .st_value = 0x400100,
+			 .st_size = 16};
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/big.so", dir);
+	f = fopen(path, "w");
+	if (!f)
+		return NULL;
+	fwrite(&eh, sizeof(eh), 1, f);
+	fwrite(&ph, sizeof(ph), 1, f);
+	fseek(f, symoff, SEEK_SET);
+	for (size_t i = 0; i < nsyms; i++) {
+		if (i == nsyms - 1) {
+			sym.st_name = 3;
+			sym.st_value = 0x400200;
+		}
+		fwrite(&sym, sizeof(sym), 1, f);
+	}
+	fwrite(strtab, sizeof(strtab), 1, f);
+	fwrite(shstrtab, sizeof(shstrtab), 1, f);
+	fseek(f, shoff, SEEK_SET);
+	fwrite(sh, sizeof(sh), 1, f);
+	return fclose(f) == 0 ? path : NULL;
+}
+
+/* Two million symbols (a 48 MB table): malloc, the last, is found, and
+ * reading them raised this process's resident memory by a few MB, not the
+ * table's size (the whole table stayed mapped before). */
+static void check_big_symtab(void)
+{
+	struct mt_elf_func fn = {.name = "malloc"};
+	const char *path = big_symtab(2000000);
+	char err[256];
+	long before, grew;
+
+	CHECK(path != NULL);
+	if (!path)
+		return;
+	reset_peak_rss();
+	before = peak_rss_kb();
+	CHECK_INT(mt_elf_find_funcs(path, &fn, 1, err, sizeof(err)), 1);
+	CHECK_INT(fn.offset, 0x200);
+	grew = peak_rss_kb() - before;
+	printf("test_elf: 2,000,000 symbols read, peak RSS +%ld kB\n", grew);
+	CHECK(grew >= 0 && grew < 8 * 1024);
+}
+
+/* Not ELF, or not one to read: refused with a reason, nothing found. */
+static void check_refused(void)
+{
+	struct mt_elf_func fn = {.name = "malloc"};
+	char path[256], err[256];
+	Elf64_Ehdr eh = {.e_ident = {ELFMAG0, ELFMAG1, ELFMAG2, ELFMAG3,
+				     ELFCLASS64, ELFDATA2MSB, EV_CURRENT}};
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/text", dir);
+	f = fopen(path, "w");
+	fprintf(f, "#!/bin/sh\necho this is no ELF file, but long enough\n");
+	fclose(f);
+	CHECK_INT(mt_elf_find_funcs(path, &fn, 1, err, sizeof(err)), -ENOEXEC);
+	CHECK_STR(err, "not an ELF file");
+	snprintf(path, sizeof(path), "%s/big-endian", dir);
+	f = fopen(path, "w");
+	fwrite(&eh, sizeof(eh), 1, f);
+	fclose(f);
+	CHECK_INT(mt_elf_find_funcs(path, &fn, 1, err, sizeof(err)), -ENOEXEC);
+	CHECK_STR(err, "not a little-endian ELF file");
+	eh.e_ident[EI_DATA] = ELFDATA2LSB;
+	eh.e_shoff = sizeof(eh);
+	eh.e_shnum = 0; /* extended: the count is in section 0's sh_size */
+	f = fopen(path, "w");
+	fwrite(&eh, sizeof(eh), 1, f);
+	{
+		Elf64_Shdr sh0 = {.sh_size = MT_ELF_MAX_SECTIONS + 1};
+
+		fwrite(&sh0, sizeof(sh0), 1, f);
+	}
+	fclose(f);
+	CHECK_INT(mt_elf_find_funcs(path, &fn, 1, err, sizeof(err)), -E2BIG);
+	CHECK_INT(fn.offset, 0);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -92,6 +257,8 @@ int main(void)
 	CHECK_INT(skip_of("rsi", "\ttest %rsi,%rsi\n\tje 1f\n\tpush %rbp\n"
 				 "\tpop %rbp\n1:\tret\n"),
 		  0);
+	check_refused();
+	check_big_symtab();
 	/* the C library this machine runs: glibc's free is the real case */
 	{
 		struct mt_elf_func fn = {.name = "free"};
