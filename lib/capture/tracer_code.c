@@ -103,13 +103,17 @@ static void add_donor(struct mt_code *c, const char *path)
 	c->donors[c->ndonors++] = d;
 }
 
+/* Who asked for a file to be inspected. */
+enum inspection { MAPPED_BY_PROCESS, NAMED_BY_USER };
+
 /*
  * Attach the allocator probes of the open file fd (named path in
  * messages), once per file: a file reached under two identities (an
  * overlay and its lower layer) is still probed once, since a second set
  * of probes would report every call twice.
  */
-static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid)
+static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
+			enum inspection why)
 {
 	enum mt_alloc_family family;
 	char via[64], err[512];
@@ -134,8 +138,10 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid)
 		return MT_CODE_NO_SUCH_LINKS; /* maybe: the caller retries */
 	}
 	mark_inspected(c, &key);
-	if (n == -ENOEXEC) /* not ELF (a JIT's file, data mapped executable):
-			      no allocator in it */
+	/* a process may map any file executable (a JIT's, data): one that
+	 * is not ELF has no allocator in it, nothing to warn about unless the
+	 * user named it */
+	if (n == -ENOEXEC && why == MAPPED_BY_PROCESS)
 		n = 0;
 	if (n < 0) {
 		fprintf(stderr,
@@ -160,7 +166,7 @@ static int inspect_path(struct mt_code *c, const char *path, pid_t pid)
 		fprintf(stderr, "mt-trace: %s: %s\n", path, strerror(errno));
 		return -1;
 	}
-	inspect_file(c, fd, path, pid);
+	inspect_file(c, fd, path, pid, NAMED_BY_USER);
 	close(fd);
 	add_donor(c, path);
 	return 0;
@@ -234,7 +240,8 @@ void mt_code_inspect_queued(struct mt_code *c)
 		if (!inspected(c, &key)) {
 			fd = open_new_code(&e, path, sizeof(path));
 			if (fd >= 0) {
-				inspect_file(c, fd, path, e.pid);
+				inspect_file(c, fd, path, e.pid,
+					     MAPPED_BY_PROCESS);
 				close(fd);
 			} else if (c->verbose) {
 				fprintf(stderr,
@@ -294,7 +301,7 @@ int mt_code_probe_first(struct mt_code *c, const char *path, pid_t pid)
 		fprintf(stderr, "mt-trace: %s: %s\n", path, strerror(errno));
 		return -1;
 	}
-	rc = inspect_file(c, fd, path, pid);
+	rc = inspect_file(c, fd, path, pid, NAMED_BY_USER);
 	close(fd);
 	return rc == MT_CODE_NO_SUCH_LINKS ? rc : rc < 0 ? -1 : 0;
 }
