@@ -228,6 +228,15 @@ static int cmp_order(const void *a, const void *b, void *funcs)
 	return strcmp(f[*(const size_t *)a].name, f[*(const size_t *)b].name);
 }
 
+/* A caller looking up the same names in many files may sort them once. */
+static bool sorted_by_name(const struct mt_elf_func *funcs, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		if (strcmp(funcs[i - 1].name, funcs[i].name) > 0)
+			return false;
+	return true;
+}
+
 static struct mt_elf_func *lookup(const struct by_name *idx, const char *name)
 {
 	size_t lo = 0, hi = idx->n;
@@ -301,7 +310,8 @@ int mt_elf_find_funcs(const char *path, struct mt_elf_func *funcs, size_t n,
 	}
 	for (i = 0; i < n; i++)
 		idx.order[i] = i;
-	qsort_r(idx.order, n, sizeof(*idx.order), cmp_order, funcs);
+	if (!sorted_by_name(funcs, n))
+		qsort_r(idx.order, n, sizeof(*idx.order), cmp_order, funcs);
 	for (int pass = 0; pass < 2; pass++) {
 		Elf64_Word want = pass == 0 ? SHT_SYMTAB : SHT_DYNSYM;
 

@@ -10,6 +10,7 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -46,11 +47,37 @@ static int write_input(const char *path, const uint8_t *data, size_t size)
 	return pwrite(fd, data, size, 0) == (ssize_t)size ? 0 : -1;
 }
 
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The allocator names mt-trace looks for, sorted once (elf.c then skips
+ * sorting them at every input). */
+static const char **names(size_t *n)
+{
+	static const char **sorted;
+	static size_t count;
+	const struct mt_alloc_func *table;
+
+	if (!sorted) {
+		table = mt_alloc_funcs(&count);
+		sorted = calloc(count, sizeof(*sorted));
+		if (!sorted)
+			_exit(1);
+		for (size_t i = 0; i < count; i++)
+			sorted[i] = table[i].name;
+		qsort(sorted, count, sizeof(*sorted), by_name);
+	}
+	*n = count;
+	return sorted;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *path = input_file();
 	size_t nfuncs;
-	const struct mt_alloc_func *table = mt_alloc_funcs(&nfuncs);
+	const char **name = names(&nfuncs);
 	struct mt_elf_func funcs[nfuncs];
 	uint8_t id[64], code[32];
 	char err[512];
@@ -59,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (write_input(path, data, size))
 		return 0;
 	for (size_t i = 0; i < nfuncs; i++)
-		funcs[i].name = table[i].name;
+		funcs[i].name = name[i];
 	found = mt_elf_find_funcs(path, funcs, nfuncs, err, sizeof(err));
 	for (size_t i = 0; found > 0 && i < nfuncs; i++) {
 		if (!funcs[i].offset)
