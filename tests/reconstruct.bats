@@ -237,18 +237,21 @@ ten_mib() {
 	[ "$(jq .tree.heap.peak "$T/o.json")" = $((10 * MiB)) ]
 }
 
-@test "a truncated artifact: exit 1, timelines marked incomplete" {
+@test "a truncated artifact: exit 2 (0 with --allow-incomplete), timelines marked incomplete" {
 	ten_mib | mk a --no-trailer
+	run mt-reconstruct --allow-incomplete -o "$T/a.json" "$T/a.msgpack"
+	assert_success
 	run mt-reconstruct -o "$T/a.json" "$T/a.msgpack"
-	assert_failure 1
-	assert_output --partial "mt-reconstruct: $T/a.msgpack: byte"
+	assert_failure 2
+	assert_output --partial "mt-reconstruct: incomplete trace: $T/a.msgpack: byte"
+	assert_output --partial "--allow-incomplete accepts it"
 	[ "$(j a .input.complete)" = false ]
 	[ "$(j a .tree.heap.peak)" = $((10 * MiB)) ]
 	# cut in the middle of an event map
 	ten_mib | mk b
 	head -c 300 "$T/b.msgpack" >"$T/c.msgpack"
 	run mt-reconstruct -o "$T/c.json" "$T/c.msgpack"
-	assert_failure 1
+	assert_failure 2
 	[ "$(j c .input.complete)" = false ]
 	[ "$(j c .input.error | grep -c byte)" = 1 ]
 }

@@ -69,9 +69,19 @@ ten_mib() {
 	assert_success
 	assert_line --regexp '^tree +.* 12,348 +0 '
 	assert_line --regexp '^ +16 +12,345$'
-	assert_line "(2 more processes: --top 0 lists all)"
-	assert_line --regexp '^ +202 \? +3 B '
+	assert_line "(2 more processes: --top all lists all)"
+	# forked without exec: it runs its parent's program
+	assert_line --regexp '^ +202 prog +3 B '
 	refute_line --regexp '^ +201 '
+	run mt-report --top all "$T/a.msgpack"
+	assert_line --regexp '^ +200 prog +1 B '
+	refute_line --partial "more processes"
+	run mt-report --top 0 "$T/a.msgpack"
+	refute_line --regexp '^ +20[0-2] '
+	assert_line "(4 more processes: --top all lists all)"
+	run mt-report --top many "$T/a.msgpack"
+	assert_failure 2
+	assert_line 'mt-report: --top: not a count or "all": many'
 }
 
 @test "--json: the same facts for scripts" {
@@ -80,7 +90,8 @@ ten_mib() {
 	[ "$(jq .tree.peak_heap "$T/r.json")" = $((10 * MiB)) ]
 	[ "$(jq .tree.total_allocated "$T/r.json")" = $((12 * MiB + 300)) ]
 	[ "$(jq .tree.allocations "$T/r.json")" = 12 ]
-	[ "$(jq .tree.leaked "$T/r.json")" = $((7 * MiB + 300)) ]
+	[ "$(jq .tree.not_freed "$T/r.json")" = $((7 * MiB + 300)) ]
+	[ "$(jq .tree.not_freed_blocks "$T/r.json")" = 7 ]
 	[ "$(jq .tree.peak_mapped "$T/r.json")" = $((8 * MiB)) ]
 	[ "$(jq .processes "$T/r.json")" = 2 ]
 	[ "$(jq -c '[.top_processes[].pid]' "$T/r.json")" = "[100,101]" ]
@@ -128,7 +139,7 @@ ten_mib() {
 @test "gates: each passes at its limit and fails just below with one line" {
 	ten_mib | mk a
 	run mt-report --max-peak-heap 10MiB --max-total-allocated $((12 * MiB + 300)) \
-		--max-allocations 12 --max-leaked $((7 * MiB + 300)) --strict "$T/a.msgpack"
+		--max-allocations 12 --max-not-freed $((7 * MiB + 300)) --strict "$T/a.msgpack"
 	assert_success
 	run mt-report --max-peak-heap 9.9MiB "$T/a.msgpack"
 	assert_failure 1
@@ -139,9 +150,13 @@ ten_mib() {
 	run mt-report --max-allocations 11 "$T/a.msgpack"
 	assert_failure 1
 	assert_line "mt-report: max-allocations: 12 exceeds the limit of 11"
+	run mt-report --max-not-freed 7MiB "$T/a.msgpack"
+	assert_failure 1
+	assert_line --partial "mt-report: max-not-freed: 7.00 MiB exceeds the limit of 7.00 MiB"
+	# the gate's old name still works
 	run mt-report --max-leaked 7MiB "$T/a.msgpack"
 	assert_failure 1
-	assert_line --partial "mt-report: max-leaked: 7.00 MiB exceeds the limit of 7.00 MiB"
+	assert_line --partial "mt-report: max-not-freed: 7.00 MiB exceeds"
 	run mt-report --json --max-allocations 11 "$T/a.msgpack"
 	assert_failure 1
 	[ "$(mt-report --json --max-allocations 11 "$T/a.msgpack" 2>/dev/null | jq -c '[.ok, .gates[0].value]')" = "[false,12]" ]
@@ -156,22 +171,48 @@ ten_mib() {
 	assert_failure 1
 	assert_line "mt-report: strict: 4 events were lost"
 	ten_mib | mk b --no-trailer
-	run mt-report --strict "$T/b.msgpack"
+	run mt-report --allow-incomplete --strict "$T/b.msgpack"
 	assert_failure 1
 	assert_line "mt-report: strict: incomplete trace"
 }
 
-@test "a truncated input says incomplete trace at the top" {
+@test "a truncated input says incomplete trace at the top, exits 2 unless --allow-incomplete" {
 	ten_mib | mk a --no-trailer
-	run mt-report "$T/a.msgpack"
+	mt-report "$T/a.msgpack" >"$T/out" 2>"$T/err" || status=$?
+	[ "$status" = 2 ]
+	head -1 "$T/out" | grep -q "^incomplete trace: $T/a.msgpack: byte [0-9]*: "
+	# the reason on stderr too, for a CI log
+	grep -q "^mt-report: incomplete trace: $T/a.msgpack: byte [0-9]*: .*(--allow-incomplete accepts it)$" "$T/err"
+	mt-report --allow-incomplete "$T/a.msgpack" >"$T/out"
+	head -1 "$T/out" | grep -q "^incomplete trace: $T/a.msgpack: byte [0-9]*: "
+	# a gate that passes does not pass off a truncated trace (a CI run
+	# cut short by a timeout)
+	run mt-report --max-peak-heap 1GiB "$T/a.msgpack"
+	assert_failure 2
+	run mt-report --json --max-peak-heap 1GiB "$T/a.msgpack"
+	assert_failure 2
+	run mt-report --allow-incomplete --max-peak-heap 1GiB "$T/a.msgpack"
 	assert_success
-	assert_line --index 0 --regexp "^incomplete trace: $T/a.msgpack: byte [0-9]+: "
-	mt-reconstruct "$T/a.msgpack" >"$T/a.json" 2>/dev/null || true
+	mt-reconstruct --allow-incomplete "$T/a.msgpack" >"$T/a.json" 2>/dev/null
 	run mt-report "$T/a.json"
-	assert_line --index 0 --partial "incomplete trace: "
+	assert_failure 2
+	assert_line --partial "mt-report: incomplete trace: $T/a.msgpack: byte"
+	mt-report --allow-incomplete "$T/a.json" | head -1 | grep -q "^incomplete trace: "
 	ten_mib | mk b
-	head -c 250 "$T/b.msgpack" | mt-report >"$T/out"
+	head -c 250 "$T/b.msgpack" | mt-report --allow-incomplete >"$T/out"
 	head -1 "$T/out" | grep -q '^incomplete trace: <stdin>: byte '
+	# --compare with HEAD (or BASE) truncated, also when no metric grew
+	run mt-report --compare "$T/b.msgpack" "$T/a.msgpack" --max-growth 1000%
+	assert_failure 2
+	assert_line --partial "mt-report: incomplete trace: $T/a.msgpack: byte"
+	mt-report --allow-incomplete --compare "$T/b.msgpack" "$T/a.msgpack" |
+		head -1 | grep -q "^incomplete trace in head: $T/a.msgpack: byte"
+	run mt-report --compare "$T/a.msgpack" "$T/b.msgpack" --max-growth 1000%
+	assert_failure 2
+	run mt-report --allow-incomplete --compare "$T/b.msgpack" "$T/a.msgpack" --max-growth 1000%
+	assert_success
+	run mt-report --compare "$T/b.msgpack" "$T/b.msgpack" --max-growth 1000%
+	assert_success
 }
 
 @test "allocators not tracked: said so, never 0 allocations" {
@@ -251,14 +292,14 @@ screenshot() {
 	ten_mib | mk a --command "./ten <&>"
 	run mt-report --svg "$T/a.svg" "$T/a.msgpack"
 	assert_success
-	assert_line --index 0 "command     ./ten <&>"
+	assert_line --index 0 "command     ./ten '<&>'"
 	# well-formed XML, nothing fetched from outside
 	"$PY" -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$T/a.svg"
 	! grep -q 'href\|<script\|url(' "$T/a.svg"
 	grep -q '>peak heap 10.0 MiB at 10 us<' "$T/a.svg"
 	grep -q '>memory (MiB)<' "$T/a.svg"
 	grep -q '>time since start (us)<' "$T/a.svg"
-	grep -q '>./ten &lt;&amp;&gt;<' "$T/a.svg"
+	grep -q ">./ten '&lt;&amp;&gt;'<" "$T/a.svg"
 	mt-report --svg - "$T/a.msgpack" >"$T/b.svg"
 	cmp "$T/a.svg" "$T/b.svg"
 }
@@ -309,7 +350,7 @@ screenshot() {
 	require_bpf
 	# hundred: malloc(7777) and malloc(100..199), all freed at the end
 	mt-trace -- "$MT_FIXTURES/hundred" 2>/dev/null | mt-report --json >"$T/r.json"
-	[ "$(jq -c '[.tree.peak_heap, .tree.total_allocated, .tree.allocations, .tree.frees, .tree.leaked, .complete, .exit]' "$T/r.json")" = "[$((7777 + 14950)),$((7777 + 14950)),101,101,0,true,{\"code\":0}]" ]
+	[ "$(jq -c '[.tree.peak_heap, .tree.total_allocated, .tree.allocations, .tree.frees, .tree.not_freed, .complete, .exit]' "$T/r.json")" = "[$((7777 + 14950)),$((7777 + 14950)),101,101,0,true,{\"code\":0}]" ]
 }
 
 @test "traced: fork: the child's blocks count once, the parent's are inherited" {
@@ -317,7 +358,7 @@ screenshot() {
 	# fork: parent malloc(1111), child malloc(2222) + free, parent free
 	mt-trace -- "$MT_FIXTURES/fork" 2>/dev/null | mt-encode >"$T/f.msgpack"
 	mt-report --json "$T/f.msgpack" >"$T/r.json"
-	[ "$(jq -c '[.tree.peak_heap, .tree.allocations, .tree.frees, .tree.unknown_frees, .tree.leaked, .processes]' "$T/r.json")" = "[3333,2,2,0,0,2]" ]
+	[ "$(jq -c '[.tree.peak_heap, .tree.allocations, .tree.frees, .tree.unknown_frees, .tree.not_freed, .processes]' "$T/r.json")" = "[3333,2,2,0,0,2]" ]
 	[ "$(jq -c '[.top_processes[] | [.peak_heap, .exit.code]]' "$T/r.json")" = "[[2222,0],[1111,0]]" ]
 	run mt-report --max-peak-heap 3332 "$T/f.msgpack"
 	assert_failure 1
@@ -434,7 +475,7 @@ screenshot() {
 	C
 	cc -O0 -fno-builtin "$T/ten.c" -o "$T/ten"
 	mt-trace -- "$T/ten" 2>/dev/null | mt-encode >"$T/ten.msgpack"
-	[ "$(mt-report --json "$T/ten.msgpack" | jq -c '[.tree.peak_heap, .tree.leaked, .tree.allocations, .tree.frees]')" = "[$((10 * MiB)),$((7 * MiB)),11,5]" ]
+	[ "$(mt-report --json "$T/ten.msgpack" | jq -c '[.tree.peak_heap, .tree.not_freed, .tree.allocations, .tree.frees]')" = "[$((10 * MiB)),$((7 * MiB)),11,5]" ]
 	run mt-report "$T/ten.msgpack"
 	assert_line --regexp '^tree +10\.0 MiB +12\.0 MiB +11 +5 '
 	run mt-report --max-leaked 7MiB --max-peak-heap 10MiB "$T/ten.msgpack"
@@ -477,4 +518,221 @@ screenshot() {
 	EOF
 	mt-report --svg "$T/b.svg" "$T/b.msgpack" >/dev/null
 	grep -q '>0</text>' "$T/b.svg"
+}
+
+# ---- a new user's first hour (issue 14), exit statuses CI can trust (16) --
+
+@test "--version on mt-report and mt-reconstruct" {
+	run mt-report --version
+	assert_success
+	assert_output --regexp '^mt-report \(mt\) [0-9]+\.[0-9]+\.[0-9]+'
+	run mt-reconstruct --version
+	assert_success
+	assert_output --regexp '^mt-reconstruct \(mt\) [0-9]+\.[0-9]+\.[0-9]+'
+}
+
+# the long options a tool's --help lists, and those its man page documents
+help_options() { "$1" --help | grep -o -- '--[a-z][a-z-]*' | sort -u; }
+man_options() {
+	# the tag line after each .TP of the OPTIONS section
+	sed -n '/^\.SH OPTIONS/,/^\.SH /p' "$TOP/man/$1.1" | sed -n '/^\.TP/{n;p}' |
+		grep -o -- '\\-\\-[a-z][a-z\\-]*' | sed 's/\\-/-/g' | sort -u
+}
+
+@test "--help is complete and matches the man page, option for option" {
+	for tool in mt-report mt-reconstruct; do
+		run "$tool" --help
+		assert_success
+		assert_line --index 0 --partial "usage: $tool"
+		assert_line --partial "exit status: 0 ok"
+		help_options "$tool" >"$T/help"
+		man_options "$tool" >"$T/man"
+		# every option the tool accepts is in both
+		[ "$(wc -l <"$T/help")" -ge 10 ]
+		diff "$T/help" "$T/man"
+		# (in $T: "-o --help" writes a file named --help)
+		for o in $(cat "$T/help"); do
+			run bash -c 'cd "$1" && "$2" "$3" --help' _ "$T" "$tool" "$o"
+			# an unknown option would be a usage error (2); one
+			# taking a value swallows --help (2 or 0 from --help)
+			[ "$status" = 0 ] || [ "$status" = 2 ]
+			refute_output --partial "unrecognized option"
+		done
+	done
+	# both man pages document the one exit-status rule
+	for m in mt-report mt-reconstruct; do
+		grep -q 'The same rule for every mt tool: 0 ok, 1 a gate failed' "$TOP/man/$m.1"
+	done
+}
+
+@test "usage errors say what was wrong" {
+	ten_mib | mk a
+	run mt-report a b
+	assert_failure 2
+	assert_line "mt-report: one FILE at a time, not 2 (a, b); --compare BASE HEAD compares two runs"
+	assert_line "Try 'mt-report --help'."
+	run mt-report --compare "$T/a.msgpack"
+	assert_failure 2
+	assert_line "mt-report: --compare BASE HEAD: HEAD is missing (the run to compare with $T/a.msgpack)"
+	run mt-report --compare a b c
+	assert_failure 2
+	assert_line --partial "one HEAD, not 2 files (b, c)"
+	run mt-report --frobnicate
+	assert_failure 2
+	assert_line "mt-report: unrecognized option '--frobnicate'"
+	assert_line "Try 'mt-report --help'."
+	run mt-report --max-growth 5% "$T/a.msgpack"
+	assert_failure 2
+	assert_line --partial "--max-growth needs --compare BASE HEAD"
+	run mt-reconstruct a b
+	assert_failure 2
+	assert_line "mt-reconstruct: one FILE at a time, not 2 (a, b)"
+	run mt-reconstruct --max-points 2
+	assert_failure 2
+	assert_line --partial "--max-points: at least 4, not 2"
+}
+
+@test "a closed pipe: exit 2, quietly, never SIGPIPE (141)" {
+	ten_mib | mk a
+	# the reader is gone before the tool writes: no race with its exit
+	"$PY" - "$T/a.msgpack" <<-'EOF' >"$T/st"
+		import os, subprocess, sys
+		r, w = os.pipe()
+		os.close(r)
+		for cmd in (["mt-report", sys.argv[1]],
+		            ["mt-report", "--json", sys.argv[1]],
+		            ["mt-report", "--svg", "-", sys.argv[1]],
+		            ["mt-report", "--compare", sys.argv[1], sys.argv[1]],
+		            ["mt-reconstruct", sys.argv[1]]):
+		    p = subprocess.run(cmd, stdout=w, stderr=subprocess.PIPE)
+		    print(p.returncode, len(p.stderr))
+	EOF
+	cat "$T/st" >&2
+	[ "$(sort -u "$T/st")" = "2 0" ]
+	# any other write error has a message
+	run mt-report -o /dev/full "$T/a.msgpack"
+	assert_failure 2
+	assert_line "mt-report: /dev/full: No space left on device"
+	run mt-reconstruct -o /dev/full "$T/a.msgpack"
+	assert_failure 2
+	assert_line "mt-reconstruct: /dev/full: No space left on device"
+}
+
+@test "sizes near 2^64 are unsigned: 16.0 EiB, never -1 B" {
+	mk a <<-EOF
+		Malloc addr=0x1000 size=18446744073709551615
+		Exit exit_code=0
+	EOF
+	run mt-report "$T/a.msgpack"
+	assert_success
+	assert_line "peak heap   16.0 EiB at 1 us"
+	assert_line --regexp '^tree +16\.0 EiB +16\.0 EiB +1 +0 '
+	refute_output --partial -- "-1 B"
+}
+
+@test "--compare: no -0.0%, a limit per metric with --max-growth" {
+	mk base <<-EOF
+		Malloc addr=0x1000 size=100000
+		Mmap addr=0x7f0000000000 size=1MiB
+		Exit exit_code=0
+	EOF
+	mk head <<-EOF
+		Malloc addr=0x1000 size=99999
+		Mmap addr=0x7f0000000000 size=1100KiB
+		Exit exit_code=0
+	EOF
+	run mt-report --compare "$T/base.msgpack" "$T/head.msgpack"
+	assert_success
+	assert_line --regexp '^peak heap +97\.7 KiB +97\.7 KiB +-0\.001%$'
+	refute_output --partial -- "-0.0%"
+	# peak mapped grew 7.4%: a limit for it alone, the rest at 0%
+	run mt-report --compare "$T/base.msgpack" "$T/head.msgpack" --max-growth 0,peak_mapped=8%
+	assert_success
+	run mt-report --compare "$T/base.msgpack" "$T/head.msgpack" --max-growth peak_mapped=7%
+	assert_failure 1
+	assert_line "mt-report: peak mapped grew by +7.4% (limit 7%)"
+	assert_line --regexp '^peak mapped .* +\+7\.4%  FAIL$'
+	run mt-report --compare "$T/head.msgpack" "$T/base.msgpack" --max-growth 5%,peak_heap=0
+	assert_failure 1
+	assert_line "mt-report: peak heap grew by +0.001% (limit 0%)"
+	[ "$(mt-report --json --compare "$T/base.msgpack" "$T/head.msgpack" --max-growth peak_mapped=7% 2>/dev/null |
+		jq -c '[.ok, (.metrics[] | select(.metric == "peak_mapped") | [.max_growth_pct, .ok])]')" = '[false,[7,false]]' ]
+	run mt-report --compare "$T/base.msgpack" "$T/head.msgpack" --max-growth peak_hep=2%
+	assert_failure 2
+	assert_line --partial 'unknown metric "peak_hep"'
+	run mt-report --compare "$T/base.msgpack" "$T/head.msgpack" --max-growth peak_rss=lots
+	assert_failure 2
+	assert_line "mt-report: --max-growth: not a percentage (e.g. 5%): lots"
+}
+
+@test "not freed: named what it is in the table, JSON, gate and list" {
+	ten_mib | mk a
+	run mt-report "$T/a.msgpack"
+	assert_line --regexp '^ +peak heap +allocated +allocs +frees +avg size +not freed +peak mapped$'
+	refute_output --partial leak
+	assert_line "largest blocks not freed (still allocated at exit, exec or the end of the trace)"
+	# the list's length: --leaks N
+	run mt-report --leaks 2 "$T/a.msgpack"
+	[ "$(echo "$output" | sed -n '/^largest blocks not freed/,$p' | grep -c ' exit$')" = 2 ]
+	run mt-report --leaks all "$T/a.msgpack"
+	[ "$(echo "$output" | sed -n '/^largest blocks not freed/,$p' | grep -c ' exit$')" = 7 ]
+	run mt-report --leaks 0 "$T/a.msgpack"
+	refute_output --partial "largest blocks"
+	[ "$(mt-report --json --leaks 3 "$T/a.msgpack" | jq -c '[.largest_not_freed[].size]')" = "[$((2 * MiB)),$MiB,$MiB]" ]
+	grep -q 'in use at exit' "$TOP/man/mt-report.1"
+	grep -q 'still reachable' "$TOP/man/mt-report.1"
+}
+
+@test "lost events and an incomplete trace come first, in every mode" {
+	ten_mib | sed '1i Lost count=4' | mk a --no-trailer
+	run bash -c 'mt-report --allow-incomplete "$1" 2>/dev/null' _ "$T/a.msgpack"
+	assert_line --index 0 --partial "incomplete trace: $T/a.msgpack: byte"
+	assert_line --index 2 "lost events: 4 (a ring buffer was full: the figures miss them; --strict fails on any)"
+	run bash -c 'mt-report --allow-incomplete --compare "$1" "$1" 2>/dev/null' _ "$T/a.msgpack"
+	assert_line --index 2 --partial "lost events in base: 4"
+	assert_line --index 5 --partial "lost events in head: 4"
+	[ "$(mt-report --allow-incomplete --json "$T/a.msgpack" | jq -c '[keys_unsorted[0:3], .lost_events]')" = '[["complete","incomplete_reason","lost_events"],4]' ]
+	mt-report --allow-incomplete --svg "$T/a.svg" "$T/a.msgpack" >/dev/null
+	grep -q '>incomplete trace<' "$T/a.svg"
+	grep -q '>4 events lost<' "$T/a.svg"
+}
+
+@test "JSON: indented on a terminal, one line otherwise, the same rule in both tools" {
+	ten_mib | mk a
+	for tool in "mt-report --json" mt-reconstruct; do
+		[ "$($tool "$T/a.msgpack" | wc -l)" = 1 ]
+		[ "$($tool --pretty "$T/a.msgpack" | wc -l)" -gt 20 ]
+		$tool -o "$T/o.json" "$T/a.msgpack"
+		[ "$(wc -l <"$T/o.json")" = 1 ]
+		# a terminal (script's pty) gets it indented; --compact wins
+		[ "$(script -qec "$tool $T/a.msgpack" /dev/null | wc -l)" -gt 20 ]
+		[ "$(script -qec "$tool --compact $T/a.msgpack" /dev/null | wc -l)" = 1 ]
+	done
+	mt-report -o "$T/r.txt" "$T/a.msgpack"
+	grep -q '^command     prog$' "$T/r.txt"
+}
+
+@test "a terminal on stdin: the tools say they are waiting" {
+	for tool in mt-report mt-reconstruct; do
+		timeout 1 script -qec "$tool" /dev/null </dev/null >"$T/out" || true
+		grep -q "^$tool: reading a trace from standard input (a terminal): pipe one in or name a FILE" "$T/out"
+	done
+	# not when the input is a pipe
+	ten_mib | mk a
+	mt-report <"$T/a.msgpack" 2>"$T/err" >/dev/null
+	[ ! -s "$T/err" ]
+}
+
+@test "durations in one style; the command line shell-quoted" {
+	mk a --command "it's a b+c" <<-EOF
+		+1500ms
+		Malloc addr=0x1000 size=10
+		+123s
+		Exit exit_code=0
+	EOF
+	run mt-report "$T/a.msgpack"
+	assert_line "command     'it'\\''s' a b+c"
+	assert_line "duration    125 s"
+	assert_line "peak heap   10 B at 1.5 s"
+	[ "$(mt-report --json "$T/a.msgpack" | jq -r .command_line)" = "'it'\\''s' a b+c" ]
 }

@@ -5,39 +5,101 @@
  */
 #include <err.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "mt_cli.h"
 #include "mt_human.h"
 #include "mt_report.h"
 #include "mt_svg.h"
+#include "mt_version.h"
 
-enum { EXIT_GATE = 1, EXIT_UNUSABLE = 2 };
+/* --leaks all, reconstructing in-process: at most this many blocks are
+ * kept (56 bytes each) */
+#define MAX_LEAKS_KEPT 100000
+
+enum json_style { JSON_AUTO, JSON_PRETTY, JSON_ONE_LINE };
 
 struct env {
 	bool json;
-	unsigned top;
+	enum json_style json_style;
+	const char *output; /* NULL: stdout */
+	struct mt_view view;
 	const char *svg;
 	const char *compare_base;
-	double max_growth; /* < 0: none */
+	bool allow_incomplete;
+	struct mt_growth growth;
 	struct mt_gates gates;
 	struct mt_recon_opts recon;
 };
 
+static const char usage_text[] =
+    "usage: mt-report [options] [gates] [FILE]\n"
+    "       mt-report --compare BASE HEAD [--max-growth SPEC] [options] "
+    "[gates]\n"
+    "\n"
+    "Reads any stage's output (raw stream, artifact, JSON Lines, memtrack\n"
+    "artifact, timelines JSON) from FILE or standard input and prints a\n"
+    "summary, JSON, an SVG plot, or a CI verdict.\n"
+    "\n"
+    "options:\n"
+    "  -o, --output FILE        write the report to FILE, not stdout\n"
+    "      --json               the same facts as JSON\n"
+    "      --pretty, --compact  indent the JSON, or one line (default: "
+    "indented\n"
+    "                           on a terminal, one line otherwise)\n"
+    "      --top N|all          processes listed, heaviest first "
+    "(default 10)\n"
+    "      --leaks N|all        blocks not freed listed, largest first "
+    "(default 10)\n"
+    "      --svg FILE           also plot memory over time into FILE "
+    "(- : stdout)\n"
+    "      --resolution DURATION  bucket width when reconstructing "
+    "(e.g. 1ms)\n"
+    "      --section NAME       count only between markers NAME and "
+    "NAME-end\n"
+    "      --allow-incomplete   a truncated input is not an error "
+    "(exit 0)\n"
+    "      --compare BASE HEAD  compare two runs, metric by metric\n"
+    "      --max-growth SPEC    with --compare, fail on growth above "
+    "SPEC:\n"
+    "                           5% (every metric) or "
+    "peak_heap=2%,peak_rss=10%\n"
+    "  -h, --help               this help\n"
+    "      --version            the version\n"
+    "\n"
+    "gates (exit 1 when one fails):\n"
+    "      --max-peak-heap SIZE        --max-total-allocated SIZE\n"
+    "      --max-allocations N         --max-not-freed SIZE (was "
+    "--max-leaked)\n"
+    "      --max-peak-rss SIZE         --strict (no lost events, "
+    "complete)\n"
+    "\n"
+    "SIZE: 10MiB, 512K, 1.5GB; exit status: 0 ok, 1 a gate failed, 2 "
+    "unusable\n"
+    "or incomplete input, usage or output error.  man mt-report for "
+    "more.\n";
+
 static void usage(FILE *to, int status)
 {
-	fprintf(to,
-		"usage: mt-report [--json] [--top N] [--svg FILE] "
-		"[--resolution DURATION] [--section NAME]\n"
-		"                 [--max-peak-heap SIZE] "
-		"[--max-total-allocated SIZE]\n"
-		"                 [--max-allocations N] [--max-leaked SIZE] "
-		"[--max-peak-rss SIZE]\n                 "
-		"[--strict] [FILE]\n"
-		"       mt-report --compare BASE HEAD [--max-growth PCT] "
-		"[--json] [gates]\n");
+	fputs(usage_text, to);
 	exit(status);
+}
+
+/* A usage error: what was wrong, then where to read more. */
+__attribute__((format(printf, 1, 2), noreturn)) static void
+usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vwarnx(fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "Try 'mt-report --help'.\n");
+	exit(MT_EXIT_UNUSABLE);
 }
 
 static uint64_t size_arg(const char *opt, const char *v)
@@ -45,8 +107,7 @@ static uint64_t size_arg(const char *opt, const char *v)
 	uint64_t n;
 
 	if (mt_parse_size(v, &n) < 0)
-		errx(EXIT_UNUSABLE, "%s: not a size (e.g. 10MiB, 5M): %s", opt,
-		     v);
+		usage_error("%s: not a size (e.g. 10MiB, 5M): %s", opt, v);
 	return n;
 }
 
@@ -55,123 +116,223 @@ static uint64_t count_arg(const char *opt, const char *v)
 	uint64_t n;
 
 	if (mt_parse_count(v, &n) < 0)
-		errx(EXIT_UNUSABLE, "%s: not a count: %s", opt, v);
+		usage_error("%s: not a count: %s", opt, v);
 	return n;
+}
+
+/* N or "all": how many of something to list */
+static unsigned list_arg(const char *opt, const char *v)
+{
+	uint64_t n;
+
+	if (!strcmp(v, "all"))
+		return MT_ALL;
+	if (mt_parse_count(v, &n) < 0)
+		usage_error("%s: not a count or \"all\": %s", opt, v);
+	return n >= MT_ALL ? MT_ALL : (unsigned)n;
+}
+
+enum {
+	O_TOP = 256,
+	O_LEAKS,
+	O_SVG,
+	O_RES,
+	O_PEAK,
+	O_TOTAL,
+	O_ALLOCS,
+	O_NOT_FREED,
+	O_STRICT,
+	O_COMPARE,
+	O_GROWTH,
+	O_JSON,
+	O_PRETTY,
+	O_COMPACT,
+	O_RSS,
+	O_SECTION,
+	O_ALLOW_INCOMPLETE,
+	O_VERSION,
+};
+
+static const struct option longopts[] = {
+    {"output", required_argument, NULL, 'o'},
+    {"json", no_argument, NULL, O_JSON},
+    {"pretty", no_argument, NULL, O_PRETTY},
+    {"compact", no_argument, NULL, O_COMPACT},
+    {"top", required_argument, NULL, O_TOP},
+    {"leaks", required_argument, NULL, O_LEAKS},
+    {"svg", required_argument, NULL, O_SVG},
+    {"resolution", required_argument, NULL, O_RES},
+    {"section", required_argument, NULL, O_SECTION},
+    {"allow-incomplete", no_argument, NULL, O_ALLOW_INCOMPLETE},
+    {"max-peak-heap", required_argument, NULL, O_PEAK},
+    {"max-total-allocated", required_argument, NULL, O_TOTAL},
+    {"max-allocations", required_argument, NULL, O_ALLOCS},
+    {"max-not-freed", required_argument, NULL, O_NOT_FREED},
+    /* its name until 0.4: "leaked" read as valgrind's "definitely lost" */
+    {"max-leaked", required_argument, NULL, O_NOT_FREED},
+    {"max-peak-rss", required_argument, NULL, O_RSS},
+    {"strict", no_argument, NULL, O_STRICT},
+    {"compare", required_argument, NULL, O_COMPARE},
+    {"max-growth", required_argument, NULL, O_GROWTH},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, O_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+static void gate_option(struct mt_gates *g, int c, const char *v)
+{
+	switch (c) {
+	case O_PEAK:
+		g->has_peak_heap = true;
+		g->max_peak_heap = size_arg("--max-peak-heap", v);
+		break;
+	case O_TOTAL:
+		g->has_total_allocated = true;
+		g->max_total_allocated = size_arg("--max-total-allocated", v);
+		break;
+	case O_ALLOCS:
+		g->has_allocations = true;
+		g->max_allocations = count_arg("--max-allocations", v);
+		break;
+	case O_NOT_FREED:
+		g->has_not_freed = true;
+		g->max_not_freed = size_arg("--max-not-freed", v);
+		break;
+	case O_RSS:
+		g->has_peak_rss = true;
+		g->max_peak_rss = size_arg("--max-peak-rss", v);
+		break;
+	case O_STRICT:
+		g->strict = true;
+		break;
+	}
+}
+
+static void option(struct env *env, int c, const char *v)
+{
+	char why[256];
+
+	switch (c) {
+	case 'o':
+		env->output = v;
+		break;
+	case O_JSON:
+		env->json = true;
+		break;
+	case O_PRETTY:
+		env->json_style = JSON_PRETTY;
+		break;
+	case O_COMPACT:
+		env->json_style = JSON_ONE_LINE;
+		break;
+	case O_TOP:
+		env->view.top = list_arg("--top", v);
+		break;
+	case O_LEAKS:
+		env->view.leaks = list_arg("--leaks", v);
+		break;
+	case O_SVG:
+		env->svg = v;
+		break;
+	case O_RES:
+		if (mt_parse_duration(v, &env->recon.resolution_ns) < 0)
+			usage_error("--resolution: not a duration (e.g. 1ms, "
+				    "0): %s",
+				    v);
+		env->recon.mode =
+		    env->recon.resolution_ns ? MT_RES_FIXED : MT_RES_EXACT;
+		break;
+	case O_SECTION:
+		env->recon.section = v;
+		break;
+	case O_ALLOW_INCOMPLETE:
+		env->allow_incomplete = true;
+		break;
+	case O_COMPARE:
+		env->compare_base = v;
+		break;
+	case O_GROWTH:
+		if (mt_growth_parse(v, &env->growth, why, sizeof(why)) < 0)
+			usage_error("--max-growth: %s", why);
+		break;
+	case O_VERSION:
+		mt_print_version(stdout, "mt-report");
+		mt_output_close(stdout, "<stdout>");
+		exit(0);
+	case 'h':
+		usage(stdout, 0);
+		break;
+	case '?': /* getopt said what */
+		fprintf(stderr, "Try 'mt-report --help'.\n");
+		exit(MT_EXIT_UNUSABLE);
+	default:
+		gate_option(&env->gates, c, v);
+	}
 }
 
 static void parse_args(struct env *env, int argc, char **argv)
 {
-	enum {
-		O_TOP = 256,
-		O_SVG,
-		O_RES,
-		O_PEAK,
-		O_TOTAL,
-		O_ALLOCS,
-		O_LEAKED,
-		O_STRICT,
-		O_COMPARE,
-		O_GROWTH,
-		O_JSON,
-		O_RSS,
-		O_SECTION,
-	};
-	static const struct option longopts[] = {
-	    {"json", no_argument, NULL, O_JSON},
-	    {"top", required_argument, NULL, O_TOP},
-	    {"svg", required_argument, NULL, O_SVG},
-	    {"resolution", required_argument, NULL, O_RES},
-	    {"max-peak-heap", required_argument, NULL, O_PEAK},
-	    {"max-total-allocated", required_argument, NULL, O_TOTAL},
-	    {"max-allocations", required_argument, NULL, O_ALLOCS},
-	    {"max-leaked", required_argument, NULL, O_LEAKED},
-	    {"max-peak-rss", required_argument, NULL, O_RSS},
-	    {"strict", no_argument, NULL, O_STRICT},
-	    {"compare", required_argument, NULL, O_COMPARE},
-	    {"max-growth", required_argument, NULL, O_GROWTH},
-	    {"section", required_argument, NULL, O_SECTION},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	struct mt_gates *g = &env->gates;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case O_JSON:
-			env->json = true;
-			break;
-		case O_TOP:
-			env->top = (unsigned)count_arg("--top", optarg);
-			break;
-		case O_SVG:
-			env->svg = optarg;
-			break;
-		case O_RES:
-			if (mt_parse_duration(optarg,
-					      &env->recon.resolution_ns) < 0)
-				errx(EXIT_UNUSABLE,
-				     "--resolution: not a duration (e.g. "
-				     "1ms, 0): %s",
-				     optarg);
-			env->recon.mode = env->recon.resolution_ns
-					      ? MT_RES_FIXED
-					      : MT_RES_EXACT;
-			break;
-		case O_PEAK:
-			g->has_peak_heap = true;
-			g->max_peak_heap = size_arg("--max-peak-heap", optarg);
-			break;
-		case O_TOTAL:
-			g->has_total_allocated = true;
-			g->max_total_allocated =
-			    size_arg("--max-total-allocated", optarg);
-			break;
-		case O_ALLOCS:
-			g->has_allocations = true;
-			g->max_allocations =
-			    count_arg("--max-allocations", optarg);
-			break;
-		case O_LEAKED:
-			g->has_leaked = true;
-			g->max_leaked = size_arg("--max-leaked", optarg);
-			break;
-		case O_RSS:
-			g->has_peak_rss = true;
-			g->max_peak_rss = size_arg("--max-peak-rss", optarg);
-			break;
-		case O_SECTION:
-			env->recon.section = optarg;
-			break;
-		case O_STRICT:
-			g->strict = true;
-			break;
-		case O_COMPARE:
-			env->compare_base = optarg;
-			break;
-		case O_GROWTH:
-			if (mt_parse_percent(optarg, &env->max_growth) < 0)
-				errx(EXIT_UNUSABLE,
-				     "--max-growth: not a percentage (e.g. "
-				     "5%%): %s",
-				     optarg);
-			break;
-		case 'h':
-			usage(stdout, 0);
-			break;
-		default:
-			usage(stderr, EXIT_UNUSABLE);
-		}
+	while ((c = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1)
+		option(env, c, optarg);
+	if (env->compare_base) {
+		if (argc - optind == 0)
+			usage_error("--compare BASE HEAD: HEAD is missing (the "
+				    "run to compare with %s)",
+				    env->compare_base);
+		if (argc - optind > 1)
+			usage_error("--compare BASE HEAD: one HEAD, not %d "
+				    "files (%s, %s%s)",
+				    argc - optind, argv[optind],
+				    argv[optind + 1],
+				    argc - optind > 2 ? ", ..." : "");
+		if (env->svg)
+			usage_error("--svg: one run at a time, not with "
+				    "--compare");
+	} else {
+		if (mt_growth_any(&env->growth))
+			usage_error("--max-growth needs --compare BASE HEAD");
+		if (argc - optind > 1)
+			usage_error("one FILE at a time, not %d (%s, %s%s); "
+				    "--compare BASE HEAD compares two runs",
+				    argc - optind, argv[optind],
+				    argv[optind + 1],
+				    argc - optind > 2 ? ", ..." : "");
 	}
+}
+
+static size_t json_flags(const struct env *env, FILE *out)
+{
+	bool pretty = env->json_style == JSON_PRETTY ||
+		      (env->json_style == JSON_AUTO && isatty(fileno(out)));
+
+	return (pretty ? JSON_INDENT(2) : JSON_COMPACT) |
+	       JSON_REAL_PRECISION(12);
+}
+
+/* Incomplete input is exit 2 unless --allow-incomplete; the reason goes
+ * to stderr whatever the output (a CI log shows stderr). */
+static int check_complete(const struct env *env, json_t *doc)
+{
+	const char *why = mt_report_incomplete(doc);
+
+	if (!why)
+		return 0;
+	warnx("incomplete trace: %s%s", why,
+	      env->allow_incomplete ? "" : " (--allow-incomplete accepts it)");
+	return env->allow_incomplete ? 0 : MT_EXIT_UNUSABLE;
 }
 
 static json_t *load(const struct env *env, const char *path)
 {
 	char errbuf[1024];
-	json_t *doc = mt_report_load(path, &env->recon, errbuf, sizeof(errbuf));
+	json_t *doc;
 
+	mt_stdin_note(path);
+	doc = mt_report_load(path, &env->recon, errbuf, sizeof(errbuf));
 	if (!doc)
-		errx(EXIT_UNUSABLE, "%s", errbuf);
+		errx(MT_EXIT_UNUSABLE, "%s", errbuf);
 	return doc;
 }
 
@@ -180,9 +341,11 @@ static void write_svg(const char *path, json_t *doc)
 	FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
 
 	if (!f)
-		err(EXIT_UNUSABLE, "%s", path);
-	if (mt_svg_write(f, doc) < 0 || (f != stdout && fclose(f) == EOF))
-		err(EXIT_UNUSABLE, "%s", path);
+		err(MT_EXIT_UNUSABLE, "%s", path);
+	if (mt_svg_write(f, doc) < 0)
+		mt_output_failed(f, path);
+	if (f != stdout)
+		mt_output_close(f, path);
 }
 
 static int check_gates(const struct env *env, json_t *doc, json_t *results)
@@ -194,76 +357,91 @@ static int check_gates(const struct env *env, json_t *doc, json_t *results)
 	if (mt_report_gates(doc, &env->gates, reason, sizeof(reason),
 			    results)) {
 		warnx("%s", reason);
-		return EXIT_GATE;
+		return MT_EXIT_GATE;
 	}
 	return 0;
 }
 
-static int compare(const struct env *env, const char *head_path)
+/* the worse of two statuses: unusable input over a failed gate */
+static int worse(int a, int b)
+{
+	return a > b ? a : b;
+}
+
+static int compare(const struct env *env, FILE *out, const char *head_path)
 {
 	json_t *base = load(env, env->compare_base);
 	json_t *head = load(env, head_path);
 	char reason[512];
 	int status = 0;
 
-	if (mt_report_compare(stdout, base, head, env->max_growth, env->json,
-			      reason, sizeof(reason))) {
+	if (mt_report_compare(out, base, head, &env->growth, env->json,
+			      json_flags(env, out), reason, sizeof(reason))) {
 		warnx("%s", reason);
-		status = EXIT_GATE;
+		status = MT_EXIT_GATE;
 	}
-	if (!status)
-		status = check_gates(env, head, NULL);
+	status = worse(status, check_gates(env, head, NULL));
+	status = worse(status, check_complete(env, base));
+	status = worse(status, check_complete(env, head));
 	json_decref(base);
 	json_decref(head);
 	return status;
 }
 
-int main(int argc, char **argv)
+static int report(const struct env *env, FILE *out, const char *path)
 {
-	struct env env = {.top = 10, .max_growth = -1};
-	json_t *doc, *results;
+	json_t *doc = load(env, path);
+	json_t *results = json_array();
 	int status;
 
-	mt_recon_opts_default(&env.recon);
-	parse_args(&env, argc, argv);
-	/* reconstructing in-process, keep only the processes shown */
-	env.recon.doc_procs = env.top;
-	if (env.compare_base) {
-		if (argc - optind != 1)
-			usage(stderr, EXIT_UNUSABLE);
-		if (env.svg)
-			errx(EXIT_UNUSABLE, "--svg: one run at a time, not "
-					    "with --compare");
-		return compare(&env, argv[optind]);
-	}
-	if (env.max_growth >= 0)
-		errx(EXIT_UNUSABLE, "--max-growth needs --compare BASE HEAD");
-	if (argc - optind > 1)
-		usage(stderr, EXIT_UNUSABLE);
+	if (env->svg)
+		write_svg(env->svg, doc);
+	status = check_gates(env, doc, results);
+	if (env->json) {
+		json_t *facts = mt_report_facts(doc, &env->view);
 
-	doc = load(&env, optind < argc ? argv[optind] : "-");
-	results = json_array();
-	if (env.svg)
-		write_svg(env.svg, doc);
-	status = check_gates(&env, doc, results);
-	if (env.json) {
-		json_t *facts = mt_report_facts(doc, env.top);
-
-		if (mt_gates_any(&env.gates)) {
+		if (mt_gates_any(&env->gates)) {
 			json_object_set(facts, "gates", results);
 			json_object_set_new(facts, "ok",
 					    json_boolean(status == 0));
 		}
-		json_dumpf(facts, stdout,
-			   JSON_INDENT(2) | JSON_REAL_PRECISION(12));
-		fputc('\n', stdout);
+		json_dumpf(facts, out, json_flags(env, out));
+		fputc('\n', out);
 		json_decref(facts);
-	} else if (!env.svg || strcmp(env.svg, "-")) {
-		mt_report_text(stdout, doc, env.top);
+	} else if (!env->svg || strcmp(env->svg, "-") || out != stdout) {
+		mt_report_text(out, doc, &env->view);
 	}
+	status = worse(status, check_complete(env, doc));
 	json_decref(results);
 	json_decref(doc);
-	if (fflush(stdout) == EOF)
-		err(EXIT_UNUSABLE, "<stdout>");
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	struct env env = {.view = {.top = 10, .leaks = 10}};
+	FILE *out = stdout;
+	int status;
+
+	mt_output_init();
+	mt_growth_none(&env.growth);
+	mt_recon_opts_default(&env.recon);
+	parse_args(&env, argc, argv);
+	/* reconstructing in-process, keep only what is shown */
+	env.recon.doc_procs = env.view.top == MT_ALL ? 0
+			      : env.view.top	     ? env.view.top
+						     : 1;
+	/* the list is kept while reading: "all" is bounded there */
+	if (env.view.leaks > env.recon.max_leaks)
+		env.recon.max_leaks = env.view.leaks < MAX_LEAKS_KEPT
+					  ? env.view.leaks
+					  : MAX_LEAKS_KEPT;
+	if (env.output && !(out = fopen(env.output, "w")))
+		err(MT_EXIT_UNUSABLE, "%s", env.output);
+	if (env.compare_base)
+		status = compare(&env, out, argv[optind]);
+	else
+		status = report(&env, out, optind < argc ? argv[optind] : "-");
+	mt_output_close(out, env.output ? env.output : "<stdout>");
 	return status;
 }

@@ -10,24 +10,24 @@
 
 #include "mt_human.h"
 
-char *mt_fmt_bytes(char *buf, size_t len, double bytes)
+char *mt_fmt_bytes(char *buf, size_t len, uint64_t bytes)
 {
 	static const char *const units[] = {"B",   "KiB", "MiB", "GiB",
 					    "TiB", "PiB", "EiB"};
 	unsigned u = 0;
-	double v = fabs(bytes);
+	double v = (double)bytes;
 
+	if (bytes < 1024) {
+		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+		return buf;
+	}
 	while (v >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) {
 		v /= 1024.0;
 		u++;
 	}
-	if (bytes < 0)
-		v = -v;
-	if (u == 0)
-		snprintf(buf, len, "%.0f B", v);
-	else if (fabs(v) < 10.0)
+	if (v < 9.995)
 		snprintf(buf, len, "%.2f %s", v, units[u]);
-	else if (fabs(v) < 100.0)
+	else if (v < 99.95)
 		snprintf(buf, len, "%.1f %s", v, units[u]);
 	else
 		snprintf(buf, len, "%.0f %s", v, units[u]);
@@ -53,19 +53,26 @@ char *mt_fmt_count(char *buf, size_t len, uint64_t n)
 
 char *mt_fmt_duration(char *buf, size_t len, uint64_t ns)
 {
-	double s = (double)ns / 1e9;
+	static const struct {
+		double ns;
+		const char *name;
+	} units[] = {{1e3, "us"}, {1e6, "ms"}, {1e9, "s"}};
 
-	if (ns < 1000)
+	if (ns < 1000) {
 		snprintf(buf, len, "%llu ns", (unsigned long long)ns);
-	else if (ns < 1000000)
-		snprintf(buf, len, "%.3g us", (double)ns / 1e3);
-	else if (ns < 1000000000)
-		snprintf(buf, len, "%.3g ms", (double)ns / 1e6);
-	else if (s < 60)
-		snprintf(buf, len, "%.3f s", s);
-	else
-		snprintf(buf, len, "%llum%04.1fs", (unsigned long long)(s / 60),
-			 fmod(s, 60));
+		return buf;
+	}
+	/* three significant digits in every unit (999.7 us is 1 ms, never
+	 * "1e+03 us"); whole seconds past 999 s */
+	for (size_t u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
+		double v = (double)ns / units[u].ns;
+
+		if (v < 999.5) {
+			snprintf(buf, len, "%.3g %s", v, units[u].name);
+			return buf;
+		}
+	}
+	snprintf(buf, len, "%.0f s", (double)ns / 1e9);
 	return buf;
 }
 

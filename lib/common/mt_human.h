@@ -10,13 +10,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* "512 B", "1.5 KiB", "10.0 MiB", "2.25 GiB".  Returns buf. */
-char *mt_fmt_bytes(char *buf, size_t len, double bytes);
+/* "512 B", "1.50 KiB", "10.0 MiB", "2.25 GiB", up to "16.0 EiB" for
+ * 2^64 - 1: three significant digits.  Returns buf. */
+char *mt_fmt_bytes(char *buf, size_t len, uint64_t bytes);
 
 /* "1,234,567".  Returns buf. */
 char *mt_fmt_count(char *buf, size_t len, uint64_t n);
 
-/* "812 ns", "12.3 us", "4.56 ms", "1.234 s", "2m03.4s".  Returns buf. */
+/* "812 ns", "12.3 us", "4.5 ms", "1.23 s", "1234 s": one style, three
+ * significant digits, whole seconds past 999 s.  Returns buf. */
 char *mt_fmt_duration(char *buf, size_t len, uint64_t ns);
 
 /*

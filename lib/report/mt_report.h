@@ -9,6 +9,7 @@
 #define MT_REPORT_H
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,18 +26,29 @@
 json_t *mt_report_load(const char *path, const struct mt_recon_opts *opts,
 		       char *err, size_t errlen);
 
-/* The human summary: the top processes, heaviest first (top 0 = all). */
-void mt_report_text(FILE *out, json_t *doc, unsigned top);
+/* How much of a run a report lists; MT_ALL: everything there is. */
+#define MT_ALL UINT_MAX
+
+struct mt_view {
+	unsigned top;	/* processes, heaviest first */
+	unsigned leaks; /* blocks not freed, largest first */
+};
+
+/* The human summary. */
+void mt_report_text(FILE *out, json_t *doc, const struct mt_view *view);
 
 /* The same facts for scripts (new reference). */
-json_t *mt_report_facts(json_t *doc, unsigned top);
+json_t *mt_report_facts(json_t *doc, const struct mt_view *view);
+
+/* Why doc does not cover the whole run (truncated input), or NULL. */
+const char *mt_report_incomplete(json_t *doc);
 
 /* Thresholds; a gate is on when its has_ flag is set. */
 struct mt_gates {
-	bool has_peak_heap, has_total_allocated, has_allocations, has_leaked,
-	    has_peak_rss;
+	bool has_peak_heap, has_total_allocated, has_allocations,
+	    has_not_freed, has_peak_rss;
 	uint64_t max_peak_heap, max_total_allocated, max_allocations,
-	    max_leaked, max_peak_rss;
+	    max_not_freed, max_peak_rss;
 	bool strict; /* any lost event, or an incomplete trace, fails */
 };
 
@@ -50,15 +62,44 @@ bool mt_gates_any(const struct mt_gates *g);
 int mt_report_gates(json_t *doc, const struct mt_gates *g, char *reason,
 		    size_t len, json_t *results);
 
-/*
- * Compare two runs: write a table (or, with as_json, a JSON object) to
- * out.  With max_growth >= 0, returns 1 and a reason when a metric grew by
- * more than max_growth percent; else 0.
- */
-int mt_report_compare(FILE *out, json_t *base, json_t *head, double max_growth,
-		      bool as_json, char *reason, size_t len);
+/* The metrics --compare shows and --max-growth limits, in table order. */
+enum mt_metric {
+	MT_PEAK_HEAP,
+	MT_TOTAL_ALLOCATED,
+	MT_ALLOCATIONS,
+	MT_NOT_FREED,
+	MT_PEAK_MAPPED,
+	MT_PEAK_RSS,
+	MT_PEAK_PHYSICAL,
+	MT_METRICS
+};
 
-/* A short name for the run, e.g. the command line.  Into buf. */
+/* Growth limits in percent per metric; < 0: none. */
+struct mt_growth {
+	double max_pct[MT_METRICS];
+};
+
+void mt_growth_none(struct mt_growth *g);
+bool mt_growth_any(const struct mt_growth *g);
+
+/*
+ * --max-growth SPEC: comma-separated items, each PCT (every metric) or
+ * METRIC=PCT (peak_heap=2%,peak_rss=10%; names as in --json); later items
+ * win.  0, or -1 with what was wrong in err.
+ */
+int mt_growth_parse(const char *spec, struct mt_growth *g, char *err,
+		    size_t len);
+
+/*
+ * Compare two runs: write a table (or, with as_json, a JSON object dumped
+ * with json_flags) to out.  Returns 1 and a reason when a metric grew by
+ * more than its limit; else 0.
+ */
+int mt_report_compare(FILE *out, json_t *base, json_t *head,
+		      const struct mt_growth *limits, bool as_json,
+		      size_t json_flags, char *reason, size_t len);
+
+/* The command line, shell-quoted so that it can be pasted.  Into buf. */
 const char *mt_report_command(json_t *doc, char *buf, size_t len);
 
 /* doc's value at a dotted path ("tree.heap.peak"), or NULL. */

@@ -266,13 +266,6 @@ uint64_t mt_json_u64(json_t *doc, const char *path, uint64_t def)
 	return def;
 }
 
-static double json_num(json_t *doc, const char *path)
-{
-	json_t *v = mt_json_path(doc, path);
-
-	return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
 /* All processes of the run, also when the document lists only some. */
 static size_t process_count(json_t *doc)
 {
@@ -291,6 +284,43 @@ static bool is_complete(json_t *doc)
 	return json_is_true(mt_json_path(doc, "input.complete"));
 }
 
+const char *mt_report_incomplete(json_t *doc)
+{
+	const char *why = json_string_value(mt_json_path(doc, "input.error"));
+
+	if (is_complete(doc))
+		return NULL;
+	return why ? why : "the stream ended without its trailer";
+}
+
+/* What a POSIX shell reads as one word without quotes. */
+static bool shell_plain(const char *a)
+{
+	if (!*a)
+		return false;
+	for (; *a; a++)
+		if (!strchr(
+			"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			"0123456789_@%+=:,./-",
+			*a) ||
+		    (unsigned char)*a >= 0x80)
+			return false;
+	return true;
+}
+
+/* a in single quotes, each ' as '\'' */
+static size_t shell_quote(char *buf, size_t len, size_t o, const char *a)
+{
+	if (shell_plain(a))
+		return o + (size_t)snprintf(buf + o, len - o, "%s", a);
+	o += (size_t)snprintf(buf + o, len - o, "'");
+	for (; *a && o < len; a++)
+		o +=
+		    (size_t)snprintf(buf + o, len - o, "%s",
+				     *a == '\'' ? "'\\''" : (char[]){*a, '\0'});
+	return o < len ? o + (size_t)snprintf(buf + o, len - o, "'") : o;
+}
+
 const char *mt_report_command(json_t *doc, char *buf, size_t len)
 {
 	json_t *cmd = json_object_get(doc, "command");
@@ -302,32 +332,91 @@ const char *mt_report_command(json_t *doc, char *buf, size_t len)
 	{
 		const char *a = json_string_value(arg);
 
-		if (a && o < len)
-			o += (size_t)snprintf(buf + o, len - o, "%s%s",
-					      i ? " " : "", a);
+		if (!a || o + 1 >= len)
+			continue;
+		if (i)
+			buf[o++] = ' ';
+		buf[o] = '\0';
+		o = shell_quote(buf, len, o, a);
 	}
 	return buf;
 }
 
-/* The program a process last ran: its last exec, or for the root process
- * the command. */
-static const char *proc_name(json_t *doc, json_t *p)
+static const char *base_name(const char *path)
 {
-	json_t *execs = json_object_get(p, "execs");
-	const char *path = NULL, *slash;
+	const char *slash = strrchr(path, '/');
 
-	if (json_array_size(execs))
-		path = json_string_value(json_object_get(
-		    json_array_get(execs, json_array_size(execs) - 1), "path"));
-	if (!path && json_equal(json_object_get(p, "pid"),
-				json_object_get(doc, "root_pid")))
-		path = json_string_value(
-		    json_array_get(json_object_get(doc, "command"), 0));
-	if (!path)
-		return "?";
-	slash = strrchr(path, '/');
 	return slash && slash[1] ? slash + 1 : path;
 }
+
+/* pid -> process object, for walking up to parents (new reference) */
+static json_t *index_processes(json_t *doc)
+{
+	json_t *by_pid = json_object(), *p;
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "processes"), i, p)
+	{
+		char key[24];
+
+		snprintf(key, sizeof(key), "%llu",
+			 (unsigned long long)mt_json_u64(p, "pid", 0));
+		json_object_set(by_pid, key, p);
+	}
+	return by_pid;
+}
+
+static json_t *parent_of(json_t *by_pid, json_t *p)
+{
+	char key[24];
+
+	if (!json_is_integer(json_object_get(p, "ppid")))
+		return NULL;
+	snprintf(key, sizeof(key), "%llu",
+		 (unsigned long long)mt_json_u64(p, "ppid", 0));
+	return json_object_get(by_pid, key);
+}
+
+/*
+ * The program a process last ran: its name when the timelines give one,
+ * else its last exec; without one, what its parent ran (a fork without
+ * exec runs its parent's program), up to the root process, which ran the
+ * command.  "?" when the chain leaves the document.
+ */
+static const char *proc_name(json_t *doc, json_t *by_pid, json_t *p)
+{
+	/* a chain of parents is a few links; the bound stops a cycle in a
+	 * crafted document */
+	for (int depth = 0; p && depth < 64; depth++) {
+		const char *name =
+		    json_string_value(json_object_get(p, "name"));
+		json_t *execs = json_object_get(p, "execs");
+		size_t n = json_array_size(execs);
+
+		if (name)
+			return base_name(name);
+		if (n)
+			name = json_string_value(json_object_get(
+			    json_array_get(execs, n - 1), "path"));
+		else if (json_equal(json_object_get(p, "pid"),
+				    json_object_get(doc, "root_pid")))
+			name = json_string_value(
+			    json_array_get(json_object_get(doc, "command"), 0));
+		if (name || n)
+			return name ? base_name(name) : "?";
+		p = parent_of(by_pid, p);
+	}
+	return "?";
+}
+
+/*
+ * What was not freed: every block still allocated when its process
+ * exited or exec'd, or the trace ended, reachable or not.  The timelines
+ * call it "leaks"; the report says what it is (man mt-report).
+ */
+#define NOT_FREED_BYTES	 "leaks.bytes"
+#define NOT_FREED_BLOCKS "leaks.count"
+#define NOT_FREED_LIST	 "tree.leaks.blocks"
 
 /* ------------------------------------------------------------------ */
 /* Rows of the table                                                    */
@@ -377,7 +466,11 @@ static const char *size_or_dash(char *buf, size_t len, json_t *o,
 
 	if (!tracked || !json_is_number(v))
 		return "-";
-	return mt_fmt_bytes(buf, len, json_number_value(v));
+	/* an average is a real: rounded, not cut */
+	if (json_is_real(v) && json_real_value(v) < 0x1p63)
+		return mt_fmt_bytes(buf, len,
+				    (uint64_t)llround(json_real_value(v)));
+	return mt_fmt_bytes(buf, len, mt_json_u64(o, path, 0));
 }
 
 static const char *count_or_dash(char *buf, size_t len, json_t *o,
@@ -427,7 +520,7 @@ static void print_row(FILE *out, const char *label, json_t *o, bool tracked,
 	    count_or_dash(c, sizeof(c), o, "totals.allocations", tracked),
 	    count_or_dash(d, sizeof(d), o, "totals.frees", tracked),
 	    size_or_dash(e, sizeof(e), o, "totals.average_size", tracked),
-	    size_or_dash(f, sizeof(f), o, "leaks.bytes", tracked),
+	    size_or_dash(f, sizeof(f), o, NOT_FREED_BYTES, tracked),
 	    size_or_dash(g, sizeof(g), o, "mapped.peak", true), rss ? 10 : 0,
 	    rss ? size_or_dash(h, sizeof(h), o, "rss.total.peak", true) : "");
 }
@@ -474,15 +567,15 @@ static void print_histogram(FILE *out, json_t *doc)
 
 		if (from == to)
 			snprintf(range, sizeof(range), "%s",
-				 mt_fmt_bytes(lo, sizeof(lo), (double)from));
+				 mt_fmt_bytes(lo, sizeof(lo), from));
 		else /* [from, to + 1): 2 MiB - 1 would print as 2.00 MiB */
 			snprintf(range, sizeof(range), "[%s, %s)",
-				 mt_fmt_bytes(lo, sizeof(lo), (double)from),
-				 mt_fmt_bytes(hi, sizeof(hi), (double)to + 1));
+				 mt_fmt_bytes(lo, sizeof(lo), from),
+				 mt_fmt_bytes(hi, sizeof(hi),
+					      to == UINT64_MAX ? to : to + 1));
 		fprintf(out, "  %-24s %13s %11s  %.*s\n", range,
 			mt_fmt_count(c, sizeof(c), count),
-			mt_fmt_bytes(b, sizeof(b),
-				     (double)mt_json_u64(h, "bytes", 0)),
+			mt_fmt_bytes(b, sizeof(b), mt_json_u64(h, "bytes", 0)),
 			bar, "##############################");
 	}
 }
@@ -512,27 +605,27 @@ static void print_top_sizes(FILE *out, json_t *doc)
 			    doc, "tree.top_sizes.distinct_max", 0));
 }
 
-static void print_leaks(FILE *out, json_t *doc, unsigned top)
+static void print_not_freed(FILE *out, json_t *doc, unsigned most)
 {
-	json_t *blocks = mt_json_path(doc, "tree.leaks.blocks");
+	json_t *blocks = mt_json_path(doc, NOT_FREED_LIST);
 	size_t i;
 	json_t *b;
 
-	if (!json_array_size(blocks))
+	if (!json_array_size(blocks) || !most)
 		return;
-	fprintf(out, "\nlargest blocks still live at exit, exec or end\n");
+	fprintf(out, "\nlargest blocks not freed (still allocated at exit, "
+		     "exec or the end of the trace)\n");
 	fprintf(out, "  %8s %11s %18s %12s %s\n", "pid", "size", "address",
 		"allocated", "at");
 	json_array_foreach(blocks, i, b)
 	{
 		char s[32], t[32];
 
-		if (top && i >= top)
+		if (i >= most)
 			break;
 		fprintf(out, "  %8llu %11s %#18llx %12s %s\n",
 			(unsigned long long)mt_json_u64(b, "pid", 0),
-			mt_fmt_bytes(s, sizeof(s),
-				     (double)mt_json_u64(b, "size", 0)),
+			mt_fmt_bytes(s, sizeof(s), mt_json_u64(b, "size", 0)),
 			(unsigned long long)mt_json_u64(b, "addr", 0),
 			mt_fmt_duration(t, sizeof(t),
 					mt_json_u64(b, "first_seen_ns", 0)),
@@ -549,8 +642,7 @@ static void print_peak(FILE *out, json_t *doc, const char *fmt,
 
 	if (!json_is_object(s))
 		return;
-	fprintf(out, fmt,
-		mt_fmt_bytes(v, sizeof(v), (double)mt_json_u64(s, "peak", 0)),
+	fprintf(out, fmt, mt_fmt_bytes(v, sizeof(v), mt_json_u64(s, "peak", 0)),
 		mt_fmt_duration(t, sizeof(t), mt_json_u64(s, "peak_t_ns", 0)));
 	fputc('\n', out);
 }
@@ -606,23 +698,42 @@ static void print_markers(FILE *out, json_t *doc)
 	json_decref(seen);
 }
 
-void mt_report_text(FILE *out, json_t *doc, unsigned top)
+/*
+ * What makes every figure below uncertain, first: a truncated input, lost
+ * events.  run names the run when there are two (--compare), else NULL.
+ */
+static void print_warnings(FILE *out, json_t *doc, const char *run)
 {
+	const char *why = mt_report_incomplete(doc);
+	uint64_t lost = mt_json_u64(doc, "lost_events", 0);
+	char n[32];
+
+	if (why)
+		fprintf(out,
+			"incomplete trace%s%s: %s\n(figures %scover only what "
+			"was recorded)\n",
+			run ? " in " : "", run ? run : "", why,
+			run ? "of this run " : "below ");
+	if (lost)
+		fprintf(out,
+			"lost events%s%s: %s (a ring buffer was full: the "
+			"figures miss them; --strict fails on any)\n",
+			run ? " in " : "", run ? run : "",
+			mt_fmt_count(n, sizeof(n), lost));
+	if ((why || lost) && !run)
+		fputc('\n', out);
+}
+
+void mt_report_text(FILE *out, json_t *doc, const struct mt_view *view)
+{
+	json_t *by_pid = index_processes(doc);
 	bool tracked = allocators_tracked(doc);
 	bool rss = json_is_object(mt_json_path(doc, "tree.rss"));
 	char buf[4096], n1[32], n2[32];
 	size_t nrows;
 	struct row *rows;
 
-	if (!is_complete(doc)) {
-		const char *why =
-		    json_string_value(mt_json_path(doc, "input.error"));
-
-		fprintf(out, "incomplete trace: %s\n",
-			why ? why : "the stream ended without its trailer");
-		fprintf(out,
-			"(figures below cover only what was recorded)\n\n");
-	}
+	print_warnings(out, doc, NULL);
 	fprintf(out, "command     %s\n",
 		mt_report_command(doc, buf, sizeof(buf)));
 	fprintf(out, "exit        ");
@@ -649,13 +760,12 @@ void mt_report_text(FILE *out, json_t *doc, unsigned top)
 			    n1, sizeof(n1),
 			    mt_json_u64(doc, "tree.totals.unknown_frees", 0)));
 	if (tracked)
-		fprintf(
-		    out, "peak heap   %s at %s\n",
-		    mt_fmt_bytes(n1, sizeof(n1),
-				 (double)mt_json_u64(doc, "tree.heap.peak", 0)),
-		    mt_fmt_duration(
-			n2, sizeof(n2),
-			mt_json_u64(doc, "tree.heap.peak_t_ns", 0)));
+		fprintf(out, "peak heap   %s at %s\n",
+			mt_fmt_bytes(n1, sizeof(n1),
+				     mt_json_u64(doc, "tree.heap.peak", 0)),
+			mt_fmt_duration(
+			    n2, sizeof(n2),
+			    mt_json_u64(doc, "tree.heap.peak_t_ns", 0)));
 
 	print_peak(out, doc, "peak RSS    %s at %s", "tree.rss.total");
 	print_peak(out, doc, "  anon      %s at %s", "tree.rss.anon");
@@ -663,26 +773,28 @@ void mt_report_text(FILE *out, json_t *doc, unsigned top)
 
 	fprintf(out, "\n%-22s %10s %11s %11s %11s %9s %10s %11s%*s\n", "",
 		"peak heap", "allocated", "allocs", "frees", "avg size",
-		"leaked", "peak mapped", rss ? 10 : 0, rss ? "peak rss" : "");
+		"not freed", "peak mapped", rss ? 10 : 0,
+		rss ? "peak rss" : "");
 	print_row(out, "tree", json_object_get(doc, "tree"), tracked, rss);
 	rows = sorted_processes(doc, &nrows);
-	for (size_t i = 0; rows && i < nrows && (!top || i < top); i++) {
+	for (size_t i = 0; rows && i < nrows && i < view->top; i++) {
 		char label[64];
 
 		snprintf(label, sizeof(label), "%7llu %s",
 			 (unsigned long long)mt_json_u64(rows[i].src, "pid", 0),
-			 proc_name(doc, rows[i].src));
+			 proc_name(doc, by_pid, rows[i].src));
 		print_row(out, label, rows[i].src, tracked, rss);
 	}
 	nrows = process_count(doc);
-	if (top && nrows > top)
-		fprintf(out, "(%zu more processes: --top 0 lists all)\n",
-			nrows - top);
+	if (nrows > view->top)
+		fprintf(out, "(%zu more processes: --top all lists all)\n",
+			nrows - view->top);
 	free(rows);
+	json_decref(by_pid);
 	if (tracked) {
 		print_histogram(out, doc);
 		print_top_sizes(out, doc);
-		print_leaks(out, doc, 10);
+		print_not_freed(out, doc, view->leaks);
 	}
 }
 
@@ -704,8 +816,8 @@ static json_t *row_facts(json_t *o, bool tracked)
 	    {"reallocs", "totals.reallocs", true},
 	    {"average_size", "totals.average_size", true},
 	    {"unknown_frees", "totals.unknown_frees", true},
-	    {"leaked", "leaks.bytes", true},
-	    {"leaked_blocks", "leaks.count", true},
+	    {"not_freed", NOT_FREED_BYTES, true},
+	    {"not_freed_blocks", NOT_FREED_BLOCKS, true},
 	    {"peak_mapped", "mapped.peak", false},
 	    {"peak_mapped_t_ns", "mapped.peak_t_ns", false},
 	    {"peak_rss", "rss.total.peak", false},
@@ -725,22 +837,43 @@ static json_t *row_facts(json_t *o, bool tracked)
 	return f;
 }
 
-json_t *mt_report_facts(json_t *doc, unsigned top)
+/* The largest blocks not freed, at most most of them (new reference). */
+static json_t *not_freed_list(json_t *doc, unsigned most)
+{
+	json_t *blocks = mt_json_path(doc, NOT_FREED_LIST);
+	json_t *list = json_array(), *b;
+	size_t i;
+
+	json_array_foreach(blocks, i, b)
+	{
+		if (i >= most)
+			break;
+		json_array_append(list, b);
+	}
+	return list;
+}
+
+json_t *mt_report_facts(json_t *doc, const struct mt_view *view)
 {
 	bool tracked = allocators_tracked(doc);
 	json_t *f = json_object(), *procs = json_array();
+	json_t *by_pid = index_processes(doc);
 	char buf[4096];
 	size_t n;
 	struct row *rows = sorted_processes(doc, &n);
 
+	/* first what makes every figure uncertain */
+	json_object_set_new(f, "complete", json_boolean(is_complete(doc)));
+	json_object_set_new(f, "incomplete_reason",
+			    json_deep_copy(mt_json_path(doc, "input.error")));
+	json_object_set_new(
+	    f, "lost_events",
+	    json_deep_copy(json_object_get(doc, "lost_events")));
 	json_object_set_new(f, "command",
 			    json_deep_copy(json_object_get(doc, "command")));
 	json_object_set_new(
 	    f, "command_line",
 	    json_string(mt_report_command(doc, buf, sizeof(buf))));
-	json_object_set_new(f, "complete", json_boolean(is_complete(doc)));
-	json_object_set_new(f, "incomplete_reason",
-			    json_deep_copy(mt_json_path(doc, "input.error")));
 	json_object_set_new(f, "input_format",
 			    json_deep_copy(mt_json_path(doc, "input.format")));
 	json_object_set_new(f, "exit",
@@ -754,13 +887,10 @@ json_t *mt_report_facts(json_t *doc, unsigned top)
 			    json_integer((json_int_t)process_count(doc)));
 	json_object_set_new(f, "events",
 			    json_deep_copy(json_object_get(doc, "events")));
-	json_object_set_new(
-	    f, "lost_events",
-	    json_deep_copy(json_object_get(doc, "lost_events")));
 	json_object_set_new(f, "allocators_tracked", json_boolean(tracked));
 	json_object_set_new(f, "tree",
 			    row_facts(json_object_get(doc, "tree"), tracked));
-	for (size_t i = 0; rows && i < n && (!top || i < top); i++) {
+	for (size_t i = 0; rows && i < n && i < view->top; i++) {
 		json_t *r = row_facts(rows[i].src, tracked);
 
 		json_object_set_new(
@@ -769,14 +899,16 @@ json_t *mt_report_facts(json_t *doc, unsigned top)
 		json_object_set_new(
 		    r, "ppid",
 		    json_deep_copy(json_object_get(rows[i].src, "ppid")));
-		json_object_set_new(r, "name",
-				    json_string(proc_name(doc, rows[i].src)));
+		json_object_set_new(
+		    r, "name",
+		    json_string(proc_name(doc, by_pid, rows[i].src)));
 		json_object_set_new(
 		    r, "exit",
 		    json_deep_copy(json_object_get(rows[i].src, "exit")));
 		json_array_append_new(procs, r);
 	}
 	free(rows);
+	json_decref(by_pid);
 	json_object_set_new(f, "top_processes", procs);
 	json_object_set_new(
 	    f, "histogram",
@@ -786,6 +918,9 @@ json_t *mt_report_facts(json_t *doc, unsigned top)
 	    f, "top_sizes",
 	    tracked ? json_deep_copy(mt_json_path(doc, "tree.top_sizes.sizes"))
 		    : json_null());
+	json_object_set_new(f, "largest_not_freed",
+			    tracked ? not_freed_list(doc, view->leaks)
+				    : json_null());
 	return f;
 }
 
@@ -795,7 +930,7 @@ json_t *mt_report_facts(json_t *doc, unsigned top)
 bool mt_gates_any(const struct mt_gates *g)
 {
 	return g->has_peak_heap || g->has_total_allocated ||
-	       g->has_allocations || g->has_leaked || g->has_peak_rss ||
+	       g->has_allocations || g->has_not_freed || g->has_peak_rss ||
 	       g->strict;
 }
 
@@ -819,8 +954,8 @@ static int gate(json_t *doc, const char *name, const char *path, bool is_size,
 		snprintf(reason, len, "%s: %s", name, unknown);
 	else if (is_size)
 		snprintf(reason, len, "%s: %s exceeds the limit of %s", name,
-			 mt_fmt_bytes(a, sizeof(a), (double)v),
-			 mt_fmt_bytes(b, sizeof(b), (double)limit));
+			 mt_fmt_bytes(a, sizeof(a), v),
+			 mt_fmt_bytes(b, sizeof(b), limit));
 	else
 		snprintf(reason, len, "%s: %s exceeds the limit of %s", name,
 			 mt_fmt_count(a, sizeof(a), v),
@@ -867,10 +1002,10 @@ int mt_report_gates(json_t *doc, const struct mt_gates *g, char *reason,
 		failed = gate(doc, "max-allocations", "tree.totals.allocations",
 			      false, g->max_allocations, heap, reason, len,
 			      results, failed);
-	if (g->has_leaked)
+	if (g->has_not_freed)
 		failed =
-		    gate(doc, "max-leaked", "tree.leaks.bytes", true,
-			 g->max_leaked, heap, reason, len, results, failed);
+		    gate(doc, "max-not-freed", "tree." NOT_FREED_BYTES, true,
+			 g->max_not_freed, heap, reason, len, results, failed);
 	if (g->has_peak_rss)
 		failed = gate(doc, "max-peak-rss", "tree.rss.total.peak", true,
 			      g->max_peak_rss,
@@ -884,18 +1019,92 @@ int mt_report_gates(json_t *doc, const struct mt_gates *g, char *reason,
 /* ------------------------------------------------------------------ */
 /* Compare                                                              */
 
+/* In enum mt_metric's order; key: the name in --json and --max-growth. */
 static const struct metric {
-	const char *name, *path;
+	const char *name, *key, *path;
 	bool is_size, heap;
-} metrics[] = {
-    {"peak heap", "tree.heap.peak", true, true},
-    {"total allocated", "tree.totals.allocated_bytes", true, true},
-    {"allocations", "tree.totals.allocations", false, true},
-    {"leaked", "tree.leaks.bytes", true, true},
-    {"peak mapped", "tree.mapped.peak", true, false},
-    {"peak rss", "tree.rss.total.peak", true, false},
-    {"peak physical", "tree.physical.total.peak", true, false},
+} metrics[MT_METRICS] = {
+    {"peak heap", "peak_heap", "tree.heap.peak", true, true},
+    {"total allocated", "total_allocated", "tree.totals.allocated_bytes", true,
+     true},
+    {"allocations", "allocations", "tree.totals.allocations", false, true},
+    {"not freed", "not_freed", "tree." NOT_FREED_BYTES, true, true},
+    {"peak mapped", "peak_mapped", "tree.mapped.peak", true, false},
+    {"peak rss", "peak_rss", "tree.rss.total.peak", true, false},
+    {"peak physical", "peak_physical", "tree.physical.total.peak", true, false},
 };
+
+void mt_growth_none(struct mt_growth *g)
+{
+	for (size_t i = 0; i < MT_METRICS; i++)
+		g->max_pct[i] = -1;
+}
+
+bool mt_growth_any(const struct mt_growth *g)
+{
+	for (size_t i = 0; i < MT_METRICS; i++)
+		if (g->max_pct[i] >= 0)
+			return true;
+	return false;
+}
+
+/* one item of --max-growth: "5%" or "peak_rss=10%" */
+static int growth_item(const char *item, struct mt_growth *g, char *err,
+		       size_t len)
+{
+	const char *eq = strchr(item, '=');
+	double pct;
+
+	if (mt_parse_percent(eq ? eq + 1 : item, &pct) < 0) {
+		snprintf(err, len, "not a percentage (e.g. 5%%): %s",
+			 eq ? eq + 1 : item);
+		return -1;
+	}
+	if (!eq) {
+		for (size_t i = 0; i < MT_METRICS; i++)
+			g->max_pct[i] = pct;
+		return 0;
+	}
+	for (size_t i = 0; i < MT_METRICS; i++) {
+		if (strlen(metrics[i].key) == (size_t)(eq - item) &&
+		    !memcmp(item, metrics[i].key, (size_t)(eq - item))) {
+			g->max_pct[i] = pct;
+			return 0;
+		}
+	}
+	/* the gate's old name, as --max-leaked still is */
+	if (eq - item == 6 && !memcmp(item, "leaked", 6)) {
+		g->max_pct[MT_NOT_FREED] = pct;
+		return 0;
+	}
+	snprintf(err, len,
+		 "unknown metric \"%.*s\" (peak_heap, total_allocated, "
+		 "allocations, not_freed, peak_mapped, peak_rss, "
+		 "peak_physical)",
+		 (int)(eq - item), item);
+	return -1;
+}
+
+int mt_growth_parse(const char *spec, struct mt_growth *g, char *err,
+		    size_t len)
+{
+	char *copy = strdup(spec), *save = NULL, *item;
+	int rc = 0;
+
+	if (!copy) {
+		snprintf(err, len, "out of memory");
+		return -1;
+	}
+	if (!*spec) {
+		snprintf(err, len, "empty (e.g. 5%% or peak_rss=10%%)");
+		rc = -1;
+	}
+	for (item = strtok_r(copy, ",", &save); item && !rc;
+	     item = strtok_r(NULL, ",", &save))
+		rc = growth_item(item, g, err, len);
+	free(copy);
+	return rc;
+}
 
 static void fmt_metric(char *buf, size_t len, const struct metric *m,
 		       json_t *doc)
@@ -905,81 +1114,110 @@ static void fmt_metric(char *buf, size_t len, const struct metric *m,
 	if ((m->heap && !allocators_tracked(doc)) || !json_is_integer(v))
 		snprintf(buf, len, "-");
 	else if (m->is_size)
-		mt_fmt_bytes(buf, len, (double)json_integer_value(v));
+		mt_fmt_bytes(buf, len, (uint64_t)json_integer_value(v));
 	else
 		mt_fmt_count(buf, len, (uint64_t)json_integer_value(v));
 }
 
-int mt_report_compare(FILE *out, json_t *base, json_t *head, double max_growth,
-		      bool as_json, char *reason, size_t len)
+/* "+12.5%", "-3.0%", "+0.0%" (never "-0.0%": a change that small is shown
+ * with the digits it has, "-0.0012%"), "new", "-" (unknown) */
+static void fmt_change(char *buf, size_t len, double pct)
+{
+	if (isnan(pct))
+		snprintf(buf, len, "-");
+	else if (isinf(pct))
+		snprintf(buf, len, "new");
+	else if (pct == 0)
+		snprintf(buf, len, "+0.0%%");
+	else if (fabs(pct) < 0.05)
+		snprintf(buf, len, "%+.2g%%", pct);
+	else
+		snprintf(buf, len, "%+.1f%%", pct);
+}
+
+static double change_pct(json_t *base, json_t *head, const struct metric *m)
+{
+	bool known =
+	    !m->heap || (allocators_tracked(base) && allocators_tracked(head));
+	json_t *bv = mt_json_path(base, m->path),
+	       *hv = mt_json_path(head, m->path);
+	double b, h;
+
+	if (!known || !json_is_number(bv) || !json_is_number(hv))
+		return NAN;
+	b = (double)mt_json_u64(base, m->path, 0);
+	h = (double)mt_json_u64(head, m->path, 0);
+	return b > 0 ? (h - b) / b * 100.0 : h > 0 ? INFINITY : 0;
+}
+
+static json_t *compare_row(json_t *base, json_t *head, const struct metric *m,
+			   double pct, double limit, bool grew)
+{
+	bool known = !isnan(pct);
+	json_t *r = json_pack(
+	    "{s:s, s:o, s:o}", "metric", m->key, "base",
+	    known ? json_deep_copy(mt_json_path(base, m->path)) : json_null(),
+	    "head",
+	    known ? json_deep_copy(mt_json_path(head, m->path)) : json_null());
+
+	json_object_set_new(
+	    r, "change_pct",
+	    !known || isinf(pct) ? json_null() : json_real(pct == 0 ? 0 : pct));
+	json_object_set_new(r, "max_growth_pct",
+			    limit >= 0 ? json_real(limit) : json_null());
+	json_object_set_new(r, "ok", json_boolean(!grew));
+	return r;
+}
+
+int mt_report_compare(FILE *out, json_t *base, json_t *head,
+		      const struct mt_growth *limits, bool as_json,
+		      size_t json_flags, char *reason, size_t len)
 {
 	json_t *rows = json_array();
 	int failed = 0;
 
 	if (!as_json) {
-		if (!is_complete(base))
-			fprintf(out, "incomplete trace: base\n");
-		if (!is_complete(head))
-			fprintf(out, "incomplete trace: head\n");
+		print_warnings(out, base, "base");
+		print_warnings(out, head, "head");
 		fprintf(out, "%-18s %12s %12s %9s\n", "metric", "base", "head",
 			"change");
 	}
-	for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++) {
+	for (size_t i = 0; i < MT_METRICS; i++) {
 		const struct metric *m = &metrics[i];
-		bool known = !m->heap || (allocators_tracked(base) &&
-					  allocators_tracked(head));
-		double b = json_num(base, m->path), h = json_num(head, m->path);
-		double pct = NAN;
+		double pct = change_pct(base, head, m);
+		double limit = limits ? limits->max_pct[i] : -1;
+		bool grew = !isnan(pct) && limit >= 0 && pct > limit;
 		char bs[32], hs[32], cs[32];
 
-		if (known && !isnan(b) && !isnan(h))
-			pct = b > 0   ? (h - b) / b * 100.0
-			      : h > 0 ? INFINITY
-				      : 0;
-		if (isnan(pct))
-			snprintf(cs, sizeof(cs), "-");
-		else if (isinf(pct))
-			snprintf(cs, sizeof(cs), "new");
-		else
-			snprintf(cs, sizeof(cs), "%+.1f%%", pct);
-		bool grew = !isnan(pct) && max_growth >= 0 && pct > max_growth;
-
+		fmt_change(cs, sizeof(cs), pct);
 		if (grew && !failed) {
 			snprintf(reason, len, "%s grew by %s (limit %.4g%%)",
-				 m->name, cs, max_growth);
+				 m->name, cs, limit);
 			failed = 1;
+		}
+		if (as_json) {
+			json_array_append_new(
+			    rows, compare_row(base, head, m, pct, limit, grew));
+			continue;
 		}
 		fmt_metric(bs, sizeof(bs), m, base);
 		fmt_metric(hs, sizeof(hs), m, head);
-		if (!as_json) {
-			fprintf(out, "%-18s %12s %12s %9s%s\n", m->name, bs, hs,
-				cs, grew ? "  FAIL" : "");
-			continue;
-		}
-		json_t *r =
-		    json_pack("{s:s, s:o, s:o}", "metric", m->name, "base",
-			      known && !isnan(b)
-				  ? json_deep_copy(mt_json_path(base, m->path))
-				  : json_null(),
-			      "head",
-			      known && !isnan(h)
-				  ? json_deep_copy(mt_json_path(head, m->path))
-				  : json_null());
-		json_object_set_new(r, "change_pct",
-				    isnan(pct) || isinf(pct) ? json_null()
-							     : json_real(pct));
-		json_object_set_new(r, "ok", json_boolean(!grew));
-		json_array_append_new(rows, r);
+		fprintf(out, "%-18s %12s %12s %9s%s\n", m->name, bs, hs, cs,
+			grew ? "  FAIL" : "");
 	}
 	if (as_json) {
-		json_t *o = json_pack("{s:o, s:b, s:b, s:b}", "metrics", rows,
-				      "base_complete", is_complete(base),
-				      "head_complete", is_complete(head), "ok",
-				      !failed);
+		json_t *o = json_pack(
+		    "{s:b, s:b, s:O, s:O, s:o, s:b}", "base_complete",
+		    is_complete(base), "head_complete", is_complete(head),
+		    "base_lost_events",
+		    json_object_get(base, "lost_events") ?: json_null(),
+		    "head_lost_events",
+		    json_object_get(head, "lost_events") ?: json_null(),
+		    "metrics", rows, "ok", !failed);
 
 		json_object_set_new(o, "reason",
 				    failed ? json_string(reason) : json_null());
-		json_dumpf(o, out, JSON_INDENT(2));
+		json_dumpf(o, out, json_flags);
 		fputc('\n', out);
 		json_decref(o);
 	} else {

@@ -223,7 +223,7 @@ static void mark_peak(struct plot *p, json_t *s, const char *what,
 	x = px(p, (double)json_integer_value(peak_t));
 	y = py(p, peak);
 	snprintf(label, sizeof(label), "peak %s %s at %s", what,
-		 mt_fmt_bytes(v, sizeof(v), peak),
+		 mt_fmt_bytes(v, sizeof(v), (uint64_t)peak),
 		 mt_fmt_duration(t, sizeof(t),
 				 (uint64_t)json_integer_value(peak_t)));
 	fprintf(p->out,
@@ -291,6 +291,37 @@ static void draw_markers(struct plot *p, json_t *doc)
 	}
 }
 
+/* What makes the picture uncertain, top right, one line each. */
+static void warnings(FILE *out, json_t *doc, bool heap_shown)
+{
+	uint64_t lost = mt_json_u64(doc, "lost_events", 0);
+	char n[32];
+	int y = 20;
+
+	if (!json_is_true(mt_json_path(doc, "input.complete"))) {
+		fprintf(out,
+			"<text x=\"%d\" y=\"%d\" font-size=\"13\" "
+			"fill=\"#c00\" text-anchor=\"end\">incomplete "
+			"trace</text>\n",
+			W - RIGHT, y);
+		y += 15;
+	}
+	if (lost) {
+		fprintf(out,
+			"<text x=\"%d\" y=\"%d\" font-size=\"13\" "
+			"fill=\"#c00\" text-anchor=\"end\">%s events "
+			"lost</text>\n",
+			W - RIGHT, y, mt_fmt_count(n, sizeof(n), lost));
+		y += 15;
+	}
+	if (!heap_shown)
+		fprintf(out,
+			"<text x=\"%d\" y=\"%d\" font-size=\"12\" "
+			"fill=\"#c00\" text-anchor=\"end\">allocators "
+			"not tracked: no heap line</text>\n",
+			W - RIGHT, y);
+}
+
 int mt_svg_write(FILE *out, json_t *doc)
 {
 	static const struct {
@@ -353,19 +384,7 @@ int mt_svg_write(FILE *out, json_t *doc)
 		LEFT);
 	xml_text(out, cmd);
 	fprintf(out, "</text>\n");
-	if (!json_is_true(mt_json_path(doc, "input.complete")))
-		fprintf(out,
-			"<text x=\"%d\" y=\"28\" font-size=\"14\" "
-			"fill=\"#c00\" text-anchor=\"end\">incomplete "
-			"trace</text>\n",
-			W - RIGHT);
-	if (!heap_shown)
-		fprintf(out,
-			"<text x=\"%d\" y=\"46\" font-size=\"12\" "
-			"fill=\"#c00\" text-anchor=\"end\">allocators "
-			"not tracked: no heap line</text>\n",
-			W - RIGHT);
-
+	warnings(out, doc, heap_shown);
 	y_axis(&p);
 	x_axis(&p);
 	draw_sections(&p, doc);
@@ -384,14 +403,13 @@ int mt_svg_write(FILE *out, json_t *doc)
 		if (!shown[i])
 			continue;
 		mark_peak(&p, s, series[i].name, series[i].color);
-		fprintf(out,
-			"<rect x=\"%d\" y=\"40\" width=\"14\" height=\"4\" "
-			"fill=\"%s\"/><text x=\"%d\" y=\"46\" font-size=\"12\" "
-			"fill=\"#333\">%s (peak %s)</text>\n",
-			legend_x, series[i].color, legend_x + 18,
-			series[i].name,
-			mt_fmt_bytes(buf, sizeof(buf),
-				     (double)mt_json_u64(s, "peak", 0)));
+		fprintf(
+		    out,
+		    "<rect x=\"%d\" y=\"40\" width=\"14\" height=\"4\" "
+		    "fill=\"%s\"/><text x=\"%d\" y=\"46\" font-size=\"12\" "
+		    "fill=\"#333\">%s (peak %s)</text>\n",
+		    legend_x, series[i].color, legend_x + 18, series[i].name,
+		    mt_fmt_bytes(buf, sizeof(buf), mt_json_u64(s, "peak", 0)));
 		legend_x += 190;
 	}
 	fprintf(out, "</svg>\n");

@@ -19,16 +19,23 @@ static void report_all(json_t *doc, FILE *sink)
 {
 	struct mt_gates g = {.has_peak_heap = true,
 			     .has_peak_rss = true,
-			     .has_leaked = true,
+			     .has_not_freed = true,
 			     .strict = true};
+	struct mt_view view = {.top = 3, .leaks = 3};
+	struct mt_growth growth;
 	char reason[256];
-	json_t *facts = mt_report_facts(doc, 3);
+	json_t *facts = mt_report_facts(doc, &view);
 	json_t *results = json_array();
 
-	mt_report_text(sink, doc, 3);
+	mt_growth_none(&growth);
+	mt_growth_parse("5%,peak_rss=10", &growth, reason, sizeof(reason));
+	mt_report_text(sink, doc, &view);
 	mt_svg_write(sink, doc);
 	mt_report_gates(doc, &g, reason, sizeof(reason), results);
-	mt_report_compare(sink, doc, doc, 5, false, reason, sizeof(reason));
+	mt_report_compare(sink, doc, doc, &growth, false, 0, reason,
+			  sizeof(reason));
+	mt_report_compare(sink, doc, doc, &growth, true, JSON_COMPACT, reason,
+			  sizeof(reason));
 	json_decref(results);
 	json_decref(facts);
 }
