@@ -5,7 +5,8 @@
 #   make check-asan C unit tests and offline stages under ASan + UBSan
 #   make fuzz       run the libFuzzer targets for a short while
 #   make bench      run the benchmarks with hyperfine
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (tools, man pages, mt_section.h,
+#                   bash completion)
 # V=1 shows the full commands.
 
 OUTPUT ?= build
@@ -169,12 +170,20 @@ deps:
 		apt-get install -y -qq --no-install-recommends $(DEB_PACKAGES); \
 	fi
 
+# The tools, their man pages, the header a traced program includes to mark
+# its sections, and bash completion (one file, loaded on demand by
+# bash-completion under each tool's name).
+COMPLETIONS := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
-		$(DESTDIR)$(PREFIX)/share/man/man5
+		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/include \
+		$(COMPLETIONS)
 	install -m 755 $(TOOL_BINS) $(DESTDIR)$(PREFIX)/bin
 	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 644 examples/mt_section.h $(DESTDIR)$(PREFIX)/include
+	install -m 644 completion/mt.bash $(COMPLETIONS)/mt
+	for t in $(TOOLS); do ln -sf mt $(COMPLETIONS)/$$t; done
 
 format:
 	clang-format -i bpf/*.c bpf/*.h lib/*/*.c lib/*/*.h tools/*.c \
