@@ -736,3 +736,198 @@ man_options() {
 	assert_line "peak heap   10 B at 1.5 s"
 	[ "$(mt-report --json "$T/a.msgpack" | jq -r .command_line)" = "'it'\\''s' a b+c" ]
 }
+
+@test "make install: tools, man pages, mt_section.h and bash completion" {
+	make -s -C "$TOP" OUTPUT="$MT_BUILD" install DESTDIR="$T/root" PREFIX=/usr >/dev/null
+	R="$T/root/usr"
+	for t in mt-trace mt-encode mt-reconstruct mt-report; do
+		[ -x "$R/bin/$t" ]
+		[ -f "$R/share/man/man1/$t.1" ]
+		# bash-completion loads completions/NAME for the command NAME
+		[ "$(readlink "$R/share/bash-completion/completions/$t")" = mt ]
+	done
+	[ -f "$R/share/man/man5/mt-format.5" ]
+	cmp "$TOP/examples/mt_section.h" "$R/include/mt_section.h"
+	# the installed header is an include file a program builds with
+	printf '#include <mt_section.h>\nint main(void) { return mt_marker("x"); }\n' >"$T/m.c"
+	cc -I"$R/include" "$T/m.c" -o "$T/m"
+	"$T/m"
+	cmp "$TOP/completion/mt.bash" "$R/share/bash-completion/completions/mt"
+}
+
+# complete WORDS...: what the completion offers for the last word
+complete_words() {
+	bash -c 'PATH="$1:$PATH"; source "$2"; shift 2
+		COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _mt
+		printf "%s\n" "${COMPREPLY[@]}"' _ "$MT_BIN" "$TOP/completion/mt.bash" "$@"
+}
+
+@test "bash completion: options from each tool's --help, values, the command after --" {
+	run bash -c 'source "$1"; complete -p mt-trace mt-encode mt-reconstruct mt-report' _ "$TOP/completion/mt.bash"
+	assert_success
+	assert_line "complete -F _mt mt-report"
+	assert_line "complete -F _mt mt-trace"
+	run complete_words mt-report --max-g
+	assert_output "--max-growth"
+	run complete_words mt-reconstruct --pr
+	assert_output "$(printf -- '--pretty\n--process-series')"
+	run complete_words mt-encode --js
+	assert_output "--jsonl"
+	run complete_words mt-trace --track-allocators = f
+	assert_output "false"
+	run complete_words mt-report --top ""
+	assert_output "all"
+	# a size: nothing to offer, never file names
+	run complete_words mt-report --max-peak-heap ""
+	assert_output ""
+	touch "$T/run.msgpack"
+	run complete_words mt-report --svg "$T/run.m"
+	assert_output "$T/run.msgpack"
+	run complete_words mt-report "$T/run.m"
+	assert_output "$T/run.msgpack"
+	# after --, a command
+	mkdir "$T/bin"
+	printf '#!/bin/sh\n' >"$T/bin/mtdemo-cmd"
+	chmod +x "$T/bin/mtdemo-cmd"
+	PATH="$T/bin:$PATH" run complete_words mt-trace -v -- mtdemo-c
+	assert_output "mtdemo-cmd"
+	# every option --help lists is offered
+	for t in mt-trace mt-encode mt-reconstruct mt-report; do
+		diff <("$MT_BIN/$t" --help | grep -oE -- '--[a-z][a-z-]*' | sort -u) \
+			<(complete_words "$t" - | sort -u)
+	done
+}
+
+@test "traced: make demo traces the real python3 behind a shim, and says which" {
+	require_bpf
+	real=$(/usr/bin/python3 -c 'import os, sys; print(os.path.realpath(sys.executable))')
+	# a pyenv-like shim first on PATH: a shell script that runs python3
+	mkdir "$T/shims"
+	printf '#!/bin/sh\nexec /usr/bin/python3 "$@"\n' >"$T/shims/python3"
+	chmod +x "$T/shims/python3"
+	PATH="$T/shims:$PATH" MT_BIN="$MT_BIN" MT_DEMO_OUT="$T/demo.msgpack" \
+		"$TOP/examples/demo.sh" >"$T/out" 2>"$T/err"
+	grep -q "^demo: tracing $real (python3 on PATH: $T/shims/python3)$" "$T/err"
+	[ "$(mt-report --json "$T/demo.msgpack" | jq -r '.command[0]')" = "$real" ]
+	grep -q "^command     $real -c " "$T/out"
+	# one process: the interpreter, no shell in front of it
+	[ "$(mt-report --json "$T/demo.msgpack" | jq .processes)" = 1 ]
+}
+
+# svg_clashes SVG: every pair of peak labels that overlap, and every label
+# a drawn line runs through, computed from the SVG's own coordinates (text
+# boxes 7 px a character at 12 px, as wide as sans-serif ever is)
+svg_clashes() {
+	"$PY" - "$1" <<-'PYEOF'
+		import re, sys, xml.etree.ElementTree as E
+		ns = "{http://www.w3.org/2000/svg}"
+		root = E.parse(sys.argv[1]).getroot()
+		boxes = []
+		for t in root.iter(ns + "text"):
+		    if (t.text or "").startswith("peak "):
+		        x, y = float(t.get("x")), float(t.get("y"))
+		        w = 7 * len(t.text)
+		        if t.get("text-anchor") == "end":
+		            x -= w
+		        boxes.append((t.text, x, y - 11, x + w, y + 2))
+		segs = []
+		for p in root.iter(ns + "path"):
+		    toks = re.findall(r"[MHV]|-?[0-9.]+", p.get("d"))
+		    x = y = 0.0
+		    i = 0
+		    while i < len(toks):
+		        c = toks[i]
+		        if c == "M":
+		            x, y = float(toks[i + 1]), float(toks[i + 2]); i += 3
+		        elif c == "H":
+		            nx = float(toks[i + 1]); segs.append((x, y, nx, y)); x = nx; i += 2
+		        elif c == "V":
+		            ny = float(toks[i + 1]); segs.append((x, y, x, ny)); y = ny; i += 2
+		def meet(a, b):
+		    return a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]
+		for i, a in enumerate(boxes):
+		    for b in boxes[i + 1:]:
+		        if meet(a, b):
+		            print("overlap: %s / %s" % (a[0], b[0]))
+		    for (x0, y0, x1, y1) in segs:
+		        s = (None, min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1))
+		        if meet(a, s) or (s[1] == s[3] and a[1] < s[1] < a[3] and a[2] < s[4] and s[2] < a[4]) \
+		           or (s[2] == s[4] and a[2] < s[2] < a[4] and a[1] < s[3] and s[1] < a[3]):
+		            print("line through: %s" % a[0]); break
+	PYEOF
+}
+
+@test "--svg: peak labels clear of each other and of every line; a start tick; the section named" {
+	# heap and mapped peak together: their labels used to overlap, and
+	# the heap's crossed the mapped line
+	mk a <<-EOF
+		Malloc addr=0x100000 size=2MiB
+		Mmap addr=0x7f0000000000 size=2MiB
+		+10us
+		Free addr=0x100000
+		Munmap addr=0x7f0000000000 size=2MiB
+		+10us
+		Exit exit_code=0
+	EOF
+	mt-report --svg "$T/a.svg" "$T/a.msgpack" >/dev/null
+	[ "$(grep -c '>peak ' "$T/a.svg")" = 2 ]
+	run svg_clashes "$T/a.svg"
+	assert_output ""
+	# a section late in the run: the axis starts at it, with a tick
+	mk s <<-EOF
+		Malloc addr=0x100000 size=1MiB
+		+200us
+		Marker name=bench
+		Malloc addr=0x200000 size=1MiB
+		Mmap addr=0x7f0000000000 size=2MiB
+		Malloc addr=0x300000 size=2MiB
+		+50us
+		Free addr=0x300000
+		+20us
+		Marker name=bench-end
+		+100us
+		Exit exit_code=0
+	EOF
+	mt-report --section bench --svg "$T/s.svg" "$T/s.msgpack" >/dev/null
+	run svg_clashes "$T/s.svg"
+	assert_output ""
+	grep -q '<text x="90" y="550">202</text>' "$T/s.svg"
+	grep -q '>section bench</text>' "$T/s.svg"
+	# the checker does see a clash where there is one
+	sed '/>peak heap /p' "$T/s.svg" >"$T/bad.svg"
+	run svg_clashes "$T/bad.svg"
+	assert_output --partial "overlap: peak heap"
+	sed 's/\(>peak heap [^<]*\)/\1 and much more text to run into a line/' "$T/a.svg" >"$T/bad.svg"
+	run svg_clashes "$T/bad.svg"
+	assert_output --partial "line through: peak heap"
+}
+
+@test "--svg: a line for each of the heaviest processes besides the tree's" {
+	"$PY" - >"$T/s" <<-'EOF'
+		for p in range(4):
+		    pid = 200 + p
+		    print("Fork pid=%d ppid=100" % pid)
+		    print("Exec pid=%d path=/usr/bin/w%d" % (pid, p))
+		    print("Malloc pid=%d addr=0x1000 size=%d" % (pid, (p + 1) << 20))
+		    print("+100us")
+		    print("Free pid=%d addr=0x1000" % pid)
+		    print("Exit pid=%d exit_code=0" % pid)
+		print("Exit exit_code=0")
+	EOF
+	mk a <"$T/s"
+	mt-report --top 2 --svg "$T/a.svg" "$T/a.msgpack" >/dev/null
+	grep -q '>203 w3: heap (peak 4.00 MiB)</text>' "$T/a.svg"
+	grep -q '>202 w2: heap (peak 3.00 MiB)</text>' "$T/a.svg"
+	! grep -q '>201 w1: heap' "$T/a.svg"
+	# the tree's heap (no mapping: no mapped line) and two processes'
+	[ "$(grep -c '<path .*stroke-width="1.0"' "$T/a.svg")" = 2 ]
+	[ "$(grep -c '<path .*stroke-width="1.5"' "$T/a.svg")" = 1 ]
+	mt-report --top 0 --svg "$T/b.svg" "$T/a.msgpack" >/dev/null
+	[ "$(grep -c '<path .*stroke-width="1.0"' "$T/b.svg")" = 0 ]
+	require_chromium
+	screenshot "$T/a.svg" "$T/a.png"
+	read -r size colors permille orange brown <<<"$("$PY" "$TOP/tests/lib/pngstat.py" "$T/a.png" ff7f0e 8c564b)"
+	echo "orange $orange, brown $brown" >&2
+	[ "$orange" -gt 100 ]
+	[ "$brown" -gt 100 ]
+}

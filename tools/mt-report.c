@@ -336,13 +336,18 @@ static json_t *load(const struct env *env, const char *path)
 	return doc;
 }
 
-static void write_svg(const char *path, json_t *doc)
+static void write_svg(const char *path, json_t *doc, const struct mt_view *view)
 {
+	/* the heaviest processes --top lists, as lines of their own */
+	struct mt_svg_opts opts = {.procs = view->top < MT_SVG_MAX_PROCS
+						? view->top
+						: MT_SVG_MAX_PROCS};
+
 	FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
 
 	if (!f)
 		err(MT_EXIT_UNUSABLE, "%s", path);
-	if (mt_svg_write(f, doc) < 0)
+	if (mt_svg_write(f, doc, &opts) < 0)
 		mt_output_failed(f, path);
 	if (f != stdout)
 		mt_output_close(f, path);
@@ -395,7 +400,7 @@ static int report(const struct env *env, FILE *out, const char *path)
 	int status;
 
 	if (env->svg)
-		write_svg(env->svg, doc);
+		write_svg(env->svg, doc, &env->view);
 	status = check_gates(env, doc, results);
 	if (env->json) {
 		json_t *facts = mt_report_facts(doc, &env->view);

@@ -40,6 +40,13 @@ void mt_report_text(FILE *out, json_t *doc, const struct mt_view *view);
 /* The same facts for scripts (new reference). */
 json_t *mt_report_facts(json_t *doc, const struct mt_view *view);
 
+/*
+ * The n heaviest processes (the table's order) into procs, with the names
+ * the table gives them (valid while doc is).  Returns how many.
+ */
+size_t mt_report_heaviest(json_t *doc, size_t n, json_t **procs,
+			  const char **names);
+
 /* Why doc does not cover the whole run (truncated input), or NULL. */
 const char *mt_report_incomplete(json_t *doc);
 

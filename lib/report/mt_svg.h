@@ -2,7 +2,7 @@
 /*
  * mt_svg.h - a self-contained SVG plot of a run: the tree's heap, mapped
  * memory (and RSS, physical when present) over time, axes with units, the
- * peak marked.  Input is a timelines document (mt_reconstruct.h).
+ * peak marked, and the heaviest processes' own lines.  Input is a timelines document (mt_reconstruct.h).
  */
 #ifndef MT_SVG_H
 #define MT_SVG_H
@@ -10,7 +10,15 @@
 #include <jansson.h>
 #include <stdio.h>
 
-/* Returns 0, or -1 when writing failed (errno set). */
-int mt_svg_write(FILE *out, json_t *doc);
+struct mt_svg_opts {
+	/* the heaviest processes drawn as lines of their own, besides the
+	 * tree's total (at most MT_SVG_MAX_PROCS; 0: none) */
+	unsigned procs;
+};
+
+#define MT_SVG_MAX_PROCS 8
+
+/* Returns 0, or -1 when writing failed (errno set).  opts may be NULL. */
+int mt_svg_write(FILE *out, json_t *doc, const struct mt_svg_opts *opts);
 
 #endif /* MT_SVG_H */

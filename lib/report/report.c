@@ -459,6 +459,22 @@ static struct row *sorted_processes(json_t *doc, size_t *n)
 	return rows;
 }
 
+size_t mt_report_heaviest(json_t *doc, size_t n, json_t **procs,
+			  const char **names)
+{
+	json_t *by_pid = index_processes(doc);
+	size_t nrows, k = 0;
+	struct row *rows = sorted_processes(doc, &nrows);
+
+	for (; rows && k < nrows && k < n; k++) {
+		procs[k] = rows[k].src;
+		names[k] = proc_name(doc, by_pid, rows[k].src);
+	}
+	free(rows);
+	json_decref(by_pid);
+	return k;
+}
+
 static const char *size_or_dash(char *buf, size_t len, json_t *o,
 				const char *path, bool tracked)
 {

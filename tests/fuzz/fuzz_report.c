@@ -30,7 +30,7 @@ static void report_all(json_t *doc, FILE *sink)
 	mt_growth_none(&growth);
 	mt_growth_parse("5%,peak_rss=10", &growth, reason, sizeof(reason));
 	mt_report_text(sink, doc, &view);
-	mt_svg_write(sink, doc);
+	mt_svg_write(sink, doc, &(struct mt_svg_opts){.procs = 3});
 	mt_report_gates(doc, &g, reason, sizeof(reason), results);
 	mt_report_compare(sink, doc, doc, &growth, false, 0, reason,
 			  sizeof(reason));
