@@ -30,7 +30,7 @@ LIB_HDRS := $(wildcard $(addsuffix /*.h,$(addprefix lib/,$(LIB_DIRS))))
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-missing-field-initializers \
 	  -I$(OUTPUT) $(LIB_INCLUDES) -Ibpf -D_GNU_SOURCE
 LDLIBS_COMMON := -lmsgpackc -ljansson -lzstd -lm
-LDLIBS_BPF := -lbpf -lelf -lz -lpthread -lZydis
+LDLIBS_BPF := -lbpf -ldw -lelf -lz -lpthread -lZydis
 
 ifeq ($(V),1)
 Q =
@@ -43,7 +43,7 @@ endif
 DEB_PACKAGES := build-essential binutils clang llvm bpftool libbpf-dev libelf-dev \
 	zlib1g-dev libzydis-dev libmsgpack-dev libjansson-dev libzstd-dev pkg-config bats bats-support \
 	bats-assert bats-file python3-msgpack valgrind hyperfine zstd time \
-	util-linux procps chromium jq
+	util-linux procps chromium jq libdw-dev
 
 LIB_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix lib/,$(LIB_DIRS))))
 LIB_OBJS := $(patsubst lib/%.c,$(OUTPUT)/lib/%.o,$(LIB_SRCS)) \

@@ -174,10 +174,14 @@ static __always_inline void fill_event(struct mt_event *e, __u16 kind,
 	e->old_size = 0;
 }
 
-static __always_inline void emit(__u16 kind, __u64 pid_tgid, __u64 addr,
-				 __u64 size, __u64 old_addr, __u64 old_size)
+#include "mt_stack.bpf.h"
+
+/* An event; with a call stack when stack_key is not 0 (mt_stack.bpf.h). */
+static __always_inline void emit_stacked(__u16 kind, __u64 pid_tgid, __u64 addr,
+					 __u64 size, __u64 old_addr,
+					 __u64 old_size, __u64 stack_key)
 {
-	struct mt_event *e = reserve_event();
+	struct mt_event *e = reserve_stacked(stack_key);
 
 	if (!e)
 		return;
@@ -187,6 +191,12 @@ static __always_inline void emit(__u16 kind, __u64 pid_tgid, __u64 addr,
 	e->old_addr = old_addr;
 	e->old_size = old_size;
 	submit_event(e);
+}
+
+static __always_inline void emit(__u16 kind, __u64 pid_tgid, __u64 addr,
+				 __u64 size, __u64 old_addr, __u64 old_size)
+{
+	emit_stacked(kind, pid_tgid, addr, size, old_addr, old_size, 0);
 }
 
 static __always_inline struct call_state *call_state(bool create)
@@ -307,66 +317,69 @@ int alloc_enter(struct pt_regs *ctx)
 }
 
 static __always_inline void emit_alloc(__u16 kind, __u64 pid_tgid, __u64 ret,
-				       __u64 size, __u64 align)
+				       __u64 size, __u64 align, __u64 stack)
 {
 	if (ret)
-		emit(kind, pid_tgid, ret, size, 0, align);
+		emit_stacked(kind, pid_tgid, ret, size, 0, align, stack);
 }
 
 static __always_inline void emit_realloc(__u64 pid_tgid, __u64 ret, __u64 old,
-					 __u64 size)
+					 __u64 size, __u64 stack)
 {
 	if (ret)
-		emit(MT_EV_REALLOC, pid_tgid, ret, size, old, 0);
+		emit_stacked(MT_EV_REALLOC, pid_tgid, ret, size, old, 0, stack);
 	else if (size == 0 && old)
 		/* realloc(p, 0) freed p and returned NULL */
 		emit(MT_EV_FREE, pid_tgid, old, 0, 0, 0);
 }
 
 static __always_inline void emit_return(struct call_state *st, __u64 pid_tgid,
-					__u64 ret)
+					__u64 ret, __u64 stack)
 {
 	__u64 a0 = st->arg0, a1 = st->arg1, a2 = st->arg2, addr = 0;
 
 	switch (st->fn) {
 	case MT_FN_MALLOC:
-		emit_alloc(MT_EV_MALLOC, pid_tgid, ret, a0, 0);
+		emit_alloc(MT_EV_MALLOC, pid_tgid, ret, a0, 0, stack);
 		break;
 	case MT_FN_MALLOC_N:
-		emit_alloc(MT_EV_MALLOC, pid_tgid, ret, a0 * a1, 0);
+		emit_alloc(MT_EV_MALLOC, pid_tgid, ret, a0 * a1, 0, stack);
 		break;
 	case MT_FN_CALLOC:
-		emit_alloc(MT_EV_CALLOC, pid_tgid, ret, a0 * a1, 0);
+		emit_alloc(MT_EV_CALLOC, pid_tgid, ret, a0 * a1, 0, stack);
 		break;
 	case MT_FN_CALLOC_ALIGNED:
-		emit_alloc(MT_EV_CALLOC, pid_tgid, ret, a0 * a1, 0);
+		emit_alloc(MT_EV_CALLOC, pid_tgid, ret, a0 * a1, 0, stack);
 		break;
 	case MT_FN_REALLOC:
 	case MT_FN_REALLOC_ALIGNED:
-		emit_realloc(pid_tgid, ret, a0, a1);
+		emit_realloc(pid_tgid, ret, a0, a1, stack);
 		break;
 	case MT_FN_REALLOCARRAY:
-		emit_realloc(pid_tgid, ret, a0, a1 * a2);
+		emit_realloc(pid_tgid, ret, a0, a1 * a2, stack);
 		break;
 	case MT_FN_MEMALIGN:
-		emit_alloc(MT_EV_ALIGNED_ALLOC, pid_tgid, ret, a1, a0);
+		emit_alloc(MT_EV_ALIGNED_ALLOC, pid_tgid, ret, a1, a0, stack);
 		break;
 	case MT_FN_ALIGNED_SIZE_FIRST:
-		emit_alloc(MT_EV_ALIGNED_ALLOC, pid_tgid, ret, a0, a1);
+		emit_alloc(MT_EV_ALIGNED_ALLOC, pid_tgid, ret, a0, a1, stack);
 		break;
 	case MT_FN_VALLOC:
-		emit_alloc(MT_EV_ALIGNED_ALLOC, pid_tgid, ret, a0, page_size);
+		emit_alloc(MT_EV_ALIGNED_ALLOC, pid_tgid, ret, a0, page_size,
+			   stack);
 		break;
 	case MT_FN_POSIX_MEMALIGN:
 		if (ret != 0)
 			break; /* an error number: nothing allocated */
 		if (bpf_probe_read_user(&addr, sizeof(addr), (void *)a0) == 0)
-			emit_alloc(MT_EV_ALIGNED_ALLOC, pid_tgid, addr, a2, a1);
+			emit_alloc(MT_EV_ALIGNED_ALLOC, pid_tgid, addr, a2, a1,
+				   stack);
 		break;
 	case MT_FN_XALLOCX:
 		/* in place or not at all: the block keeps its address */
 		if (a0 && ret >= a1)
-			emit(MT_EV_REALLOC, pid_tgid, a0, a1, a0, 0);
+			emit_stacked(MT_EV_REALLOC, pid_tgid, a0, a1, a0, 0,
+				     stack);
 		break;
 	}
 }
@@ -381,7 +394,8 @@ static __always_inline void return_call(struct pt_regs *ctx)
 		return; /* not the outermost call's return */
 	st->active = 0;
 	if (allocs_enabled)
-		emit_return(st, pid_tgid, PT_REGS_RC(ctx));
+		emit_return(st, pid_tgid, PT_REGS_RC(ctx),
+			    call_stack(ctx, pid_tgid));
 }
 
 SEC("uretprobe")
@@ -536,15 +550,15 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 }
 
 static __always_inline void emit_brk(__u64 pid_tgid, __u64 old_brk,
-				     __u64 new_brk)
+				     __u64 new_brk, __u64 stack)
 {
 	/* brk returns the old break when it fails, so an unchanged break is
 	 * a query or a failure: no event */
 	if (new_brk == old_brk || old_brk == 0)
 		return;
-	emit(MT_EV_BRK, pid_tgid, new_brk,
-	     new_brk > old_brk ? new_brk - old_brk : old_brk - new_brk, old_brk,
-	     0);
+	emit_stacked(MT_EV_BRK, pid_tgid, new_brk,
+		     new_brk > old_brk ? new_brk - old_brk : old_brk - new_brk,
+		     old_brk, 0, stack);
 }
 
 SEC("raw_tp/sys_exit")
@@ -554,6 +568,7 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	long id = BPF_CORE_READ(regs, orig_ax);
 	struct call_state *st;
 	struct mt_event *e;
+	__u64 stack = 0;
 
 	if (!is_memory_syscall(id) || !syscalls_enabled ||
 	    !is_traced(pid_tgid >> 32))
@@ -561,11 +576,13 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	st = call_state(false);
 	if (!st)
 		return 0;
+	if (!syscall_failed(ret) && (id != NR_BRK || ret != st->sys_arg0))
+		stack = syscall_stack(regs, pid_tgid);
 	switch (id) {
 	case NR_MMAP:
 		if (syscall_failed(ret))
 			break;
-		e = reserve_event();
+		e = reserve_stacked(stack);
 		if (!e)
 			break;
 		fill_event(e, MT_EV_MMAP, pid_tgid);
@@ -581,17 +598,17 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		break;
 	case NR_MUNMAP:
 		if (ret == 0)
-			emit(MT_EV_MUNMAP, pid_tgid, st->sys_arg0,
-			     page_align(st->sys_arg1), 0, 0);
+			emit_stacked(MT_EV_MUNMAP, pid_tgid, st->sys_arg0,
+				     page_align(st->sys_arg1), 0, 0, stack);
 		break;
 	case NR_MREMAP:
 		if (!syscall_failed(ret))
-			emit(MT_EV_MREMAP, pid_tgid, ret,
-			     page_align(st->sys_arg2), st->sys_arg0,
-			     page_align(st->sys_arg1));
+			emit_stacked(MT_EV_MREMAP, pid_tgid, ret,
+				     page_align(st->sys_arg2), st->sys_arg0,
+				     page_align(st->sys_arg1), stack);
 		break;
 	case NR_BRK:
-		emit_brk(pid_tgid, st->sys_arg0, ret);
+		emit_brk(pid_tgid, st->sys_arg0, ret, stack);
 		break;
 	}
 	return 0;

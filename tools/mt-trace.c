@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "mt_event.h"
 #include "mt_human.h"
 #include "mt_tracer.h"
 
@@ -18,6 +19,9 @@
  * events/s) lose none even with 256 KiB, and each MiB costs 2 MiB of
  * mt-trace's RSS (the ring is mapped twice) */
 #define DEFAULT_RING_BYTES (1u << 20)
+
+/* Call stacks cost ~1-2 us more per allocator call (man/mt-trace.1) */
+#define DEFAULT_STACKS false
 
 static void usage(FILE *f)
 {
@@ -28,7 +32,9 @@ static void usage(FILE *f)
 	      "                [--scan FILE] [--no-stop] [--start-disabled] "
 	      "[--physical]\n"
 	      "                "
-	      "[--interval DURATION] [--wait-detach] -- CMD [ARGS...]\n"
+	      "[--interval DURATION] [--wait-detach]\n"
+	      "                [--stacks=BOOL] [--stack-depth N] -- CMD "
+	      "[ARGS...]\n"
 	      "\n"
 	      "Run CMD and write its memory events (allocator calls, "
 	      "mmap/munmap/mremap/brk,\nRSS, fork/exec/exit of every process "
@@ -67,14 +73,21 @@ static void usage(FILE *f)
 	      "(default: a\n"
 	      "                            background process removes them "
 	      "just after)\n"
+	      "      --stacks=BOOL         record the call stack of every "
+	      "allocation, mmap,\n"
+	      "                            munmap, mremap and brk (default "
+	      "false; env\n"
+	      "                            MT_STACKS; --no-stacks: false)\n"
+	      "      --stack-depth N       frames kept per stack, 1-127 "
+	      "(default 127)\n"
 	      "  -v, --verbose             say what is attached; twice: "
 	      "libbpf's debug output\n"
 	      "  -h, --help                this text\n"
 	      "\n"
-	      "Environment: MT_TRACK_ALLOCATORS and MT_SCAN (above); MT_PROBES "
-	      "(session,\n"
-	      "multi or classic): the first way of attaching allocator probes "
-	      "to try.\n"
+	      "Environment: MT_TRACK_ALLOCATORS, MT_STACKS and MT_SCAN "
+	      "(above);\n"
+	      "MT_PROBES (session, multi or classic): the first way of "
+	      "attaching allocator\nprobes to try.\n"
 	      "\n"
 	      "Exit status: CMD's (128+N if killed by signal N); 125 if "
 	      "mt-trace failed,\n126 if CMD cannot be run, 127 if it was not "
@@ -108,6 +121,19 @@ static uint64_t parse_ring_size(const char *s)
 	return bytes;
 }
 
+static uint32_t parse_stack_depth(const char *s)
+{
+	char *end;
+	unsigned long n = strtoul(s, &end, 10);
+
+	if (!*s || *end || n < 1 || n > MT_STACK_DEPTH_MAX)
+		errx(MT_EXIT_TRACER_FAILED,
+		     "--stack-depth: '%s' is not a number of frames from 1 to "
+		     "%d",
+		     s, MT_STACK_DEPTH_MAX);
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	enum {
@@ -122,6 +148,9 @@ int main(int argc, char **argv)
 		OPT_SCAN,
 		OPT_NO_STOP,
 		OPT_WAIT_DETACH,
+		OPT_STACKS,
+		OPT_NO_STACKS,
+		OPT_STACK_DEPTH,
 	};
 	static const struct option longopts[] = {
 	    {"output", required_argument, NULL, 'o'},
@@ -136,6 +165,9 @@ int main(int argc, char **argv)
 	    {"scan", required_argument, NULL, OPT_SCAN},
 	    {"no-stop", no_argument, NULL, OPT_NO_STOP},
 	    {"wait-detach", no_argument, NULL, OPT_WAIT_DETACH},
+	    {"stacks", optional_argument, NULL, OPT_STACKS},
+	    {"no-stacks", no_argument, NULL, OPT_NO_STACKS},
+	    {"stack-depth", required_argument, NULL, OPT_STACK_DEPTH},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
@@ -147,6 +179,8 @@ int main(int argc, char **argv)
 	    .track_allocators = true,
 	    .rss = true,
 	    .interval_ns = 10000000,
+	    .stacks = DEFAULT_STACKS,
+	    .stack_depth = MT_STACK_DEPTH_MAX,
 	};
 	const char *out_path = NULL, *env;
 	int c;
@@ -154,6 +188,9 @@ int main(int argc, char **argv)
 	env = getenv("MT_TRACK_ALLOCATORS");
 	if (env && *env)
 		o.track_allocators = parse_bool(env, "MT_TRACK_ALLOCATORS");
+	env = getenv("MT_STACKS");
+	if (env && *env)
+		o.stacks = parse_bool(env, "MT_STACKS");
 	/* '+': stop at the first non-option, CMD's own options are CMD's */
 	while ((c = getopt_long(argc, argv, "+o:vh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -189,6 +226,16 @@ int main(int argc, char **argv)
 			break;
 		case OPT_WAIT_DETACH:
 			o.wait_detach = true;
+			break;
+		case OPT_STACKS:
+			o.stacks =
+			    optarg ? parse_bool(optarg, "--stacks") : true;
+			break;
+		case OPT_NO_STACKS:
+			o.stacks = false;
+			break;
+		case OPT_STACK_DEPTH:
+			o.stack_depth = parse_stack_depth(optarg);
 			break;
 		case OPT_START_DISABLED:
 			o.start_disabled = true;

@@ -29,6 +29,8 @@ struct mt_tracer_opts {
 	bool physical;	      /* --physical: PSS of the tree */
 	uint64_t interval_ns; /* --interval for PSS sampling */
 	bool wait_detach;     /* remove the probes before exiting */
+	bool stacks;	      /* call stacks of allocations (--stacks) */
+	uint32_t stack_depth; /* deepest stack kept, <= MT_STACK_DEPTH_MAX */
 	int verbose;
 };
 

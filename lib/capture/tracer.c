@@ -43,6 +43,7 @@
 #include "mt_grow.h"
 #include "mt_probe.h"
 #include "mt_pss.h"
+#include "mt_stack.h"
 #include "mt_raw.h"
 #include "mt_tracer.h"
 #include "mt_trace.skel.h"
@@ -299,7 +300,7 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 	bpf_map__set_max_entries(skel->maps.events, o->ring_bytes);
 	skel->rodata->page_size = sysconf(_SC_PAGESIZE);
 	skel->rodata->wakeup_bytes = o->ring_bytes / 8;
-	skel->bss->discover_code = o->track_allocators;
+	skel->bss->discover_code = o->track_allocators || o->stacks;
 	skel->rodata->stop_for_new_code = !o->no_stop;
 	skel->data->allocs_enabled = !o->start_disabled;
 	skel->data->syscalls_enabled = !o->start_disabled;
@@ -311,6 +312,7 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 	}
 	choose_alloc_programs(skel, mode, o->track_allocators);
 	t->probe_mode = mode;
+	mt_tracer_stacks_configure(t, skel);
 	err = mt_trace__load(skel);
 	if (btf_fd >= 0)
 		close(btf_fd);
@@ -329,13 +331,10 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 		return -1;
 	}
 	t->skel = skel;
-	return 0;
+	return mt_tracer_stacks_loaded(t);
 }
 
 static int on_event(void *ctx, void *data, size_t size);
-static int own_event(struct tracer *t, uint16_t kind, pid_t pid,
-		     const void *payload, size_t len,
-		     const struct mt_event *fields);
 static int on_lifecycle(void *ctx, void *data, size_t size);
 
 /* Consumers of both rings, the lifecycle ring first (see collect()). */
@@ -381,14 +380,31 @@ static int allocator_found(void *ctx, pid_t pid, const char *path,
 {
 	struct mt_event fields = {.flags = family};
 
-	return own_event(ctx, MT_EV_ALLOCATOR, pid, path, strlen(path),
-			 &fields);
+	return mt_tracer_own_event(ctx, MT_EV_ALLOCATOR, pid, path,
+				   strlen(path), &fields);
+}
+
+/* A code file the tree maps, first seen: for the call stacks. */
+static void code_file_found(void *ctx, int fd, const char *path, pid_t pid,
+			    const struct mt_code_key *key)
+{
+	mt_tracer_stack_file(ctx, fd, path, pid, key);
+}
+
+static void exec_inspected(void *ctx, pid_t pid)
+{
+	mt_tracer_stacks_at_exec(ctx, pid);
 }
 
 static void use_bpf_for_code(struct tracer *t)
 {
-	const struct mt_code_host host = {.ctx = t,
-					  .allocator_found = allocator_found};
+	const struct mt_code_host host = {
+	    .ctx = t,
+	    .allocator_found = allocator_found,
+	    .code_file_found = code_file_found,
+	    .exec_inspected = exec_inspected,
+	    .probe_allocators = t->opts->track_allocators,
+	};
 
 	mt_code_use_bpf(&t->code, t->skel, t->probe_mode, &host,
 			!t->opts->no_stop, t->opts->verbose);
@@ -462,7 +478,8 @@ static int setup_bpf(struct tracer *t)
 	t->ncpus = libbpf_num_possible_cpus();
 	if (load_best(t) || make_rings(t))
 		return -1;
-	if (t->opts->track_allocators && probe_first_allocators(t))
+	if ((t->opts->track_allocators || t->opts->stacks) &&
+	    probe_first_allocators(t))
 		return -1;
 	/* raw tracepoints and kmem:rss_stat: the skeleton attaches them */
 	err = mt_trace__attach(t->skel);
@@ -481,13 +498,34 @@ static int setup_bpf(struct tracer *t)
 
 /* ---- draining the rings into batches ------------------------------------ */
 
+/*
+ * An event with a stack becomes two staged records, a STACK_REF (addr =
+ * the stack's key) and the event, with the same timestamp: the merge by
+ * time is stable, so they stay together (tracer_stacks.c turns the key
+ * into an id).  A stack's own record is kept aside until first used.
+ */
 static int on_event(void *ctx, void *data, size_t size)
 {
 	struct tracer *t = ctx;
+	const struct mt_stacked_event *se = data;
 
 	if (size < sizeof(struct mt_event))
 		return 0;
-	t->ev = mt_grow(t->ev, &t->cap_ev, t->nev + 1, sizeof(*t->ev));
+	if (se->ev.kind == MT_EV_STACK) {
+		mt_tracer_stack_seen(t, data, size);
+		return 0;
+	}
+	t->ev = mt_grow(t->ev, &t->cap_ev, t->nev + 2, sizeof(*t->ev));
+	if (size >= sizeof(*se) && se->stack_key) {
+		t->ev[t->nev] = se->ev;
+		t->ev[t->nev].kind = MT_EV_STACK_REF;
+		t->ev[t->nev].flags = 0;
+		t->ev[t->nev].aux = 0;
+		t->ev[t->nev].addr = se->stack_key;
+		t->ev[t->nev].size = t->ev[t->nev].old_addr =
+		    t->ev[t->nev].old_size = 0;
+		t->nev++;
+	}
 	memcpy(&t->ev[t->nev++], data, sizeof(struct mt_event));
 	return 0;
 }
@@ -609,8 +647,7 @@ static int write_batch(struct tracer *t)
 	return 0;
 }
 
-static int append_slots(struct tracer *t, const struct mt_event *slots,
-			size_t n)
+int mt_tracer_append(struct tracer *t, const struct mt_event *slots, size_t n)
 {
 	struct mt_event *records =
 	    (struct mt_event *)(t->batch + sizeof(struct mt_raw_batch));
@@ -693,11 +730,15 @@ static int collect(struct tracer *t, bool final)
 		if (j < t->nlife && t->life[j].timestamp <= until &&
 		    (i == t->nev ||
 		     t->life[j].timestamp <= t->ev[i].timestamp)) {
-			rc = append_slots(t, &t->life_slots[t->life[j].first],
-					  t->life[j].nslots);
+			rc = mt_tracer_append(t,
+					      &t->life_slots[t->life[j].first],
+					      t->life[j].nslots);
 			j++;
+		} else if (t->ev[i].kind == MT_EV_STACK_REF) {
+			rc = mt_tracer_stack_ref(t, &t->ev[i]);
+			i++;
 		} else {
-			rc = append_slots(t, &t->ev[i], 1);
+			rc = mt_tracer_append(t, &t->ev[i], 1);
 			i++;
 		}
 		if (rc)
@@ -726,9 +767,9 @@ static int drain(struct tracer *t, bool final)
  * event that happened before it (and before those collect() keeps for the
  * next drain).
  */
-static int own_event(struct tracer *t, uint16_t kind, pid_t pid,
-		     const void *payload, size_t len,
-		     const struct mt_event *fields)
+int mt_tracer_own_event(struct tracer *t, uint16_t kind, pid_t pid,
+			const void *payload, size_t len,
+			const struct mt_event *fields)
 {
 	struct mt_event
 	    slots[1 + (PATH_MAX + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE];
@@ -749,7 +790,7 @@ static int own_event(struct tracer *t, uint16_t kind, pid_t pid,
 	slots[0].aux = len ? len : slots[0].aux;
 	if (len)
 		memcpy(&slots[1], payload, len);
-	return append_slots(t, slots, nslots);
+	return mt_tracer_append(t, slots, nslots);
 }
 
 /* ---- the loop ------------------------------------------------------------ */
@@ -821,7 +862,8 @@ static int write_header(struct tracer *t)
 	meta.root_pid = t->child;
 	meta.flags =
 	    MT_HDR_SYSCALLS | (o->track_allocators ? MT_HDR_ALLOCATORS : 0) |
-	    (t->rss ? MT_HDR_RSS : 0) | (o->physical ? MT_HDR_PHYSICAL : 0);
+	    (t->rss ? MT_HDR_RSS : 0) | (o->physical ? MT_HDR_PHYSICAL : 0) |
+	    (o->stacks ? MT_HDR_STACKS : 0);
 	meta.start_monotonic_ns = t->start_monotonic_ns;
 	meta.start_realtime_ns = t->start_realtime_ns;
 	meta.host = un.nodename;
@@ -879,13 +921,13 @@ static void on_control(void *ctx, enum mt_control_cmd cmd, const char *arg,
 		rc = collect(t, false);
 		set_enabled(t, cmd == MT_CTL_ENABLE);
 		if (!rc)
-			rc = own_event(t,
-				       cmd == MT_CTL_ENABLE ? MT_EV_ENABLE
-							    : MT_EV_DISABLE,
-				       0, NULL, 0, NULL);
+			rc = mt_tracer_own_event(
+			    t,
+			    cmd == MT_CTL_ENABLE ? MT_EV_ENABLE : MT_EV_DISABLE,
+			    0, NULL, 0, NULL);
 		break;
 	case MT_CTL_MARKER:
-		rc = own_event(t, MT_EV_MARKER, 0, arg, arglen, NULL);
+		rc = mt_tracer_own_event(t, MT_EV_MARKER, 0, arg, arglen, NULL);
 		break;
 	case MT_CTL_INVALID:
 		fprintf(stderr,
@@ -936,7 +978,8 @@ static int sample_pss(struct tracer *t)
 		fields.addr = pss.pss_anon;
 		fields.old_addr = pss.pss_file;
 		fields.old_size = pss.pss_shmem;
-		if (own_event(t, MT_EV_PSS, t->live[i], NULL, 0, &fields))
+		if (mt_tracer_own_event(t, MT_EV_PSS, t->live[i], NULL, 0,
+					&fields))
 			return -1;
 	}
 	return 0;
@@ -1158,6 +1201,7 @@ static void cleanup(struct tracer *t)
 	release_stopped(t);
 	free(t->live);
 	mt_code_free(&t->code);
+	mt_tracer_stacks_free(t);
 	ring_buffer__free(t->rings);
 	mt_trace__destroy(t->skel);
 	free(t->ev);

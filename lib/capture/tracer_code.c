@@ -126,6 +126,11 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
 	key = stat_key(&st);
 	if (inspected(c, &key))
 		return 0;
+	if (!c->host.probe_allocators) { /* for its call stacks only */
+		c->host.code_file_found(c->host.ctx, fd, path, pid, &key);
+		mark_inspected(c, &key);
+		return 0;
+	}
 	/* the path of the open file works in any mount namespace */
 	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
 	n = mt_attach_file(&c->attach, via, &family, err, sizeof(err));
@@ -137,6 +142,7 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
 		c->links_refused = -n;
 		return MT_CODE_NO_SUCH_LINKS; /* maybe: the caller retries */
 	}
+	c->host.code_file_found(c->host.ctx, fd, path, pid, &key);
 	mark_inspected(c, &key);
 	/* a process may map any file executable (a JIT's, data): one that
 	 * is not ELF has no allocator in it, nothing to warn about unless the
@@ -243,6 +249,9 @@ void mt_code_inspect_queued(struct mt_code *c)
 				inspect_file(c, fd, path, e.pid,
 					     MAPPED_BY_PROCESS);
 				close(fd);
+				if (e.addr == 0) /* an exec: its loader too */
+					c->host.exec_inspected(c->host.ctx,
+							       e.pid);
 			} else if (c->verbose) {
 				fprintf(stderr,
 					"mt-trace: pid %u: code at %#llx: "

@@ -28,6 +28,16 @@ struct mt_code_host {
 	 * records it in the stream */
 	int (*allocator_found)(void *ctx, pid_t pid, const char *path,
 			       enum mt_alloc_family family);
+	/* fd (path) holds code pid maps, first seen: the core describes it
+	 * in the stream and gives it to the stack unwinder (key: its
+	 * identity, as the BPF side reads it) */
+	void (*code_file_found)(void *ctx, int fd, const char *path, pid_t pid,
+				const struct mt_code_key *key);
+	/* pid exec'ed and waits, its program inspected: the core looks at
+	 * the rest of the code the kernel mapped (the dynamic loader) */
+	void (*exec_inspected)(void *ctx, pid_t pid);
+	/* look for allocators in each file (false: only report the files) */
+	bool probe_allocators;
 };
 
 struct mt_code_donor {

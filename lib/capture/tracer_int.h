@@ -22,6 +22,7 @@
 
 struct ring_buffer;
 struct mt_trace;
+struct mt_tracer_stacks;
 
 struct staged_life {
 	uint64_t timestamp;
@@ -66,6 +67,29 @@ struct tracer {
 	bool output_failed;
 	uint64_t start_monotonic_ns; /* before anything was attached */
 	uint64_t start_realtime_ns;
+	/* call stacks: code files and stack ids (tracer_stacks.c) */
+	struct mt_tracer_stacks *stacks;
 };
+
+uint64_t mt_clock_ns(clockid_t id);
+
+/* Append records to the batch being built (tracer.c). */
+int mt_tracer_append(struct tracer *t, const struct mt_event *slots, size_t n);
+
+/* Append an event mt-trace makes itself, after all the rings hold. */
+int mt_tracer_own_event(struct tracer *t, uint16_t kind, pid_t pid,
+			const void *payload, size_t len,
+			const struct mt_event *fields);
+
+/* tracer_stacks.c */
+/* before each load, after each load */
+void mt_tracer_stacks_configure(const struct tracer *t, struct mt_trace *skel);
+int mt_tracer_stacks_loaded(struct tracer *t);
+int mt_tracer_stack_file(struct tracer *t, int fd, const char *path, pid_t pid,
+			 const struct mt_code_key *key);
+void mt_tracer_stacks_at_exec(struct tracer *t, pid_t pid);
+void mt_tracer_stack_seen(struct tracer *t, const void *data, size_t size);
+int mt_tracer_stack_ref(struct tracer *t, const struct mt_event *staged);
+void mt_tracer_stacks_free(struct tracer *t);
 
 #endif /* MT_TRACER_INT_H */

@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mt_stack.bpf.h - user call stacks for mt_trace.bpf.c, without frame
+ * pointers (Debian's binaries have none: a frame-pointer walk stops after
+ * one or two frames).
+ *
+ * The walk follows the DWARF call frame information of each frame's code,
+ * reduced by mt-trace to sorted rows (struct mt_cfi_row) per code file
+ * when the file is first mapped by a traced process.  Per frame: the
+ * kernel's own VMA of the pc says which file and where in it (so nothing
+ * per process has to be kept current: exec, dlopen, fork all just work),
+ * a bounded binary search finds the row, the row says where the caller's
+ * frame and return address are.  bpf_loop() keeps the verifier's work
+ * bounded whatever the depth.
+ *
+ * Each distinct stack is sent once: its frames are hashed, and only a
+ * stack the table did not hold yet (or cannot hold: full) goes to the ring
+ * as a STACK record; events carry the hash.  Scratch space is per CPU: BPF
+ * programs are not preempted on this kernel (PREEMPT_VOLUNTARY; no helper
+ * called here sleeps).
+ */
+#ifndef MT_STACK_BPF_H
+#define MT_STACK_BPF_H
+
+#include "mt_stack.h"
+
+/* Set by mt-trace before load (--stacks, --stack-depth). */
+const volatile bool stacks_enabled = false;
+const volatile __u32 stack_depth = MT_STACK_DEPTH_MAX;
+
+/* Unwind rows of every known code file (mt-trace writes them through a
+ * mapping of the array; sized by mt-trace). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_cfi_row);
+} cfi_rows SEC(".maps");
+
+/* Code files by device and inode: their ids and rows. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MT_FRAME_FILE_MAX);
+	__type(key, struct mt_code_key);
+	__type(value, struct mt_stack_file);
+} stack_files SEC(".maps");
+
+/* Stacks already sent, by key.  Not preallocated: an entry is 1 KiB. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct mt_stack_record);
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_stack_record);
+} stack_scratch SEC(".maps");
+
+#define EEXIST_ 17 /* include/uapi/asm-generic/errno-base.h */
+
+/* Longest binary search: 2^22 rows per file. */
+#define CFI_SEARCH_STEPS 22
+
+/* The walk's state from frame to frame. */
+struct unwind {
+	struct task_struct *task;
+	struct mt_stack_record *rec;
+	__u64 pc, sp, bp;
+	__u64 trampoline; /* where uretprobes return to, or 0 */
+	__u64 hash;
+	__u32 nframes;
+	bool complete;
+	bool stopped;
+	/* the mapping the last pc was in, and its file */
+	__u64 map_start, map_end, map_offset;
+	bool map_known;
+	struct mt_stack_file file;
+};
+
+static long read_vma(struct task_struct *task, struct vm_area_struct *vma,
+		     void *ctx)
+{
+	struct unwind *u = ctx;
+	struct mt_code_key key = {};
+	struct mt_stack_file *file;
+	struct file *f = vma->vm_file;
+
+	u->map_start = vma->vm_start;
+	u->map_end = vma->vm_end;
+	u->map_offset = vma->vm_pgoff * page_size;
+	u->map_known = false;
+	if (!f)
+		return 0;
+	key.ino = BPF_CORE_READ(f, f_inode, i_ino);
+	key.dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+	file = bpf_map_lookup_elem(&stack_files, &key);
+	if (!file)
+		return 0;
+	u->file = *file;
+	u->map_known = true;
+	return 0;
+}
+
+/* The row in effect at addr among the file's rows, or NULL. */
+static __always_inline struct mt_cfi_row *find_row(const struct unwind *u,
+						   __u64 addr)
+{
+	__u32 lo = u->file.first_row, hi = lo + u->file.nrows, mid, at;
+	struct mt_cfi_row *row;
+
+	for (int i = 0; i < CFI_SEARCH_STEPS && lo < hi; i++) {
+		mid = lo + (hi - lo) / 2;
+		row = bpf_map_lookup_elem(&cfi_rows, &mid);
+		if (!row)
+			return NULL;
+		if (row->addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == u->file.first_row)
+		return NULL; /* before the file's first row */
+	at = lo - 1;
+	return bpf_map_lookup_elem(&cfi_rows, &at);
+}
+
+/* Where the caller's frame starts (its CFA), by the row's rule; 0 when the
+ * walk ends here. */
+static __always_inline __u64 frame_cfa(struct unwind *u,
+				       const struct mt_cfi_row *row)
+{
+	switch (row->cfa_rule) {
+	case MT_CFA_RSP:
+		return u->sp + row->cfa_offset;
+	case MT_CFA_RBP:
+		return u->bp + row->cfa_offset;
+	case MT_CFA_PLT:
+		return u->sp + row->cfa_offset +
+		       ((u->pc & 15) >= row->plt_threshold ? 8 : 0);
+	case MT_CFA_END:
+		u->complete = true;
+		return 0;
+	}
+	return 0;
+}
+
+/*
+ * A return address the kernel replaced with its uretprobe trampoline (an
+ * allocator call in flight: malloc's own brk or mmap): the real one, from
+ * the thread's return instances, matched by the stack slot it was in.
+ */
+static __always_inline __u64 hijacked_return(const struct unwind *u, __u64 slot)
+{
+	struct task_struct *task = u->task;
+	struct return_instance *ri =
+	    BPF_CORE_READ(task, utask, return_instances);
+
+	for (int i = 0; i < 4 && ri; i++) {
+		if (BPF_CORE_READ(ri, stack) == slot)
+			return BPF_CORE_READ(ri, orig_ret_vaddr);
+		ri = BPF_CORE_READ(ri, next);
+	}
+	return 0;
+}
+
+/* One frame: record pc, then step to the caller.  bpf_loop callback:
+ * 1 ends the walk. */
+static long unwind_step(__u32 i, void *ctx)
+{
+	struct unwind *u = ctx;
+	struct mt_cfi_row *row;
+	__u64 elf_addr, frame, cfa, ra = 0, bp;
+
+	if (u->pc < u->map_start || u->pc >= u->map_end)
+		if (bpf_find_vma(u->task, u->pc, read_vma, u, 0) ||
+		    u->pc < u->map_start || u->pc >= u->map_end)
+			u->map_known = false;
+	elf_addr =
+	    u->pc - u->map_start + u->map_offset + u->file.vaddr_minus_offset;
+	frame =
+	    u->map_known ? MT_FRAME(u->file.id, elf_addr) : MT_FRAME(0, u->pc);
+	if (i >= MT_STACK_DEPTH_MAX)
+		return 1;
+	u->rec->frames[i] = frame;
+	u->nframes = i + 1;
+	u->hash = (u->hash ^ frame) * 0x100000001b3ull; /* FNV-1a */
+	if (!u->map_known || !u->file.nrows)
+		return 1;
+	/* a return address: the call before it is what the rows describe */
+	row = find_row(u, elf_addr - 1);
+	if (!row)
+		return 1;
+	cfa = frame_cfa(u, row);
+	if (!cfa)
+		return 1;
+	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)))
+		return 1;
+	if (ra && ra == u->trampoline)
+		ra = hijacked_return(u, cfa - 8);
+	if (!ra)
+		return 1;
+	if (row->rbp_rule == MT_RBP_SAVED) {
+		if (bpf_probe_read_user(&bp, sizeof(bp),
+					(void *)(cfa + row->rbp_offset)))
+			return 1;
+		u->bp = bp;
+	}
+	u->sp = cfa;
+	u->pc = ra;
+	return 0;
+}
+
+static __always_inline struct mt_stack_record *stack_scratch_record(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&stack_scratch, &zero);
+}
+
+/* Send a stack the first time it is seen (or every time, when the table
+ * is full: mt-trace keeps one of each). */
+static __always_inline void send_new_stack(struct mt_stack_record *rec,
+					   __u64 key)
+{
+	__u64 bytes;
+
+	if (bpf_map_lookup_elem(&stacks, &key))
+		return;
+	if (bpf_map_update_elem(&stacks, &key, rec, BPF_NOEXIST) == -EEXIST_)
+		return; /* another CPU just sent it */
+	bytes = sizeof(rec->ev) + rec->ev.size * sizeof(rec->frames[0]);
+	if (bytes > sizeof(*rec))
+		bytes = sizeof(*rec);
+	if (bpf_ringbuf_output(&events, rec, bytes, 0))
+		count_lost(MT_LOST_EVENTS_RING);
+}
+
+/*
+ * The call stack of the current thread, whose user registers are ip, sp,
+ * bp: its key (0 when stacks are off or there is no room).  ip must be a
+ * return address or just past a system call instruction.
+ */
+static __always_inline __u64 capture_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
+					   __u64 bp)
+{
+	struct mt_stack_record *rec;
+	struct task_struct *task;
+	struct unwind u = {};
+
+	if (!stacks_enabled)
+		return 0;
+	rec = stack_scratch_record();
+	if (!rec)
+		return 0;
+	task = bpf_get_current_task_btf();
+	u.task = task;
+	u.rec = rec;
+	u.pc = ip;
+	u.sp = sp;
+	u.bp = bp;
+	u.trampoline = BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
+	u.hash = 0xcbf29ce484222325ull;
+	bpf_loop(stack_depth, unwind_step, &u, 0);
+	if (u.nframes == 0)
+		return 0;
+	fill_event(&rec->ev, MT_EV_STACK, pid_tgid);
+	rec->ev.addr = u.hash ? u.hash : 1;
+	rec->ev.size = u.nframes;
+	rec->ev.flags = u.complete ? 0 : MT_STACK_TRUNCATED;
+	rec->ev.aux = u.nframes * sizeof(rec->frames[0]);
+	send_new_stack(rec, rec->ev.addr);
+	return rec->ev.addr;
+}
+
+/* The stack of a traced allocator call, at its return (ctx: the return's
+ * registers, so the innermost frame is the allocator's caller). */
+static __always_inline __u64 call_stack(struct pt_regs *ctx, __u64 pid_tgid)
+{
+	return capture_stack(pid_tgid, PT_REGS_IP(ctx), PT_REGS_SP(ctx),
+			     ctx->bp);
+}
+
+/* The stack of a system call, from its user registers. */
+static __always_inline __u64 syscall_stack(struct pt_regs *regs, __u64 pid_tgid)
+{
+	if (!stacks_enabled)
+		return 0;
+	return capture_stack(pid_tgid, BPF_CORE_READ(regs, ip),
+			     BPF_CORE_READ(regs, sp), BPF_CORE_READ(regs, bp));
+}
+
+/* Reserve an events-ring record for an event with stack key (0: none). */
+static __always_inline struct mt_event *reserve_stacked(__u64 stack_key)
+{
+	struct mt_stacked_event *se;
+
+	if (!stack_key)
+		return reserve_event();
+	se = bpf_ringbuf_reserve(&events, sizeof(*se), 0);
+	if (!se) {
+		count_lost(MT_LOST_EVENTS_RING);
+		return NULL;
+	}
+	se->stack_key = stack_key;
+	return &se->ev;
+}
+
+#endif /* MT_STACK_BPF_H */

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mt_stack.h - what the BPF side's stack unwinder shares with mt-trace:
+ * the unwind rows mt-trace builds from each code file's .eh_frame
+ * (lib/capture/cfi.c) and the kernel side walks, the table telling which
+ * rows belong to which file, and the ring records carrying stacks.  Not
+ * a stream format: the raw stream's stack records are in mt_event.h.
+ */
+#ifndef MT_STACK_H
+#define MT_STACK_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#include "mt_event.h"
+
+/* How a row finds the canonical frame address (CFA, the caller's stack
+ * pointer before the call; the return address sits at CFA - 8). */
+enum mt_cfa_rule {
+	MT_CFA_NONE = 0, /* no rule here: code without unwind information,
+			  * or one mt cannot follow (an expression) */
+	MT_CFA_RSP = 1,	 /* CFA = rsp + cfa_offset */
+	MT_CFA_RBP = 2,	 /* CFA = rbp + cfa_offset */
+	MT_CFA_PLT = 3,	 /* a PLT stub: rsp + 8, + 8 more when
+			  * (rip & 15) >= plt_threshold */
+	MT_CFA_END = 4,	 /* the return address is undefined: the thread's
+			  * first frame (_start, clone's child) */
+};
+
+/* Where the caller's rbp is. */
+enum mt_rbp_rule {
+	MT_RBP_SAME = 0,  /* unchanged by this frame */
+	MT_RBP_SAVED = 1, /* at CFA + rbp_offset */
+	MT_RBP_LOST = 2,  /* unknown (a rule mt cannot follow) */
+};
+
+/*
+ * One unwind row: the rules that hold from addr (an ELF virtual address
+ * of its file) up to the next row's addr.  A file's rows are sorted by
+ * addr; a gap between functions gets an MT_CFA_NONE row.  16 bytes, so a
+ * million rows (libc has 28 k, python3.11 65 k) take 16 MiB.
+ */
+struct mt_cfi_row {
+	__u32 addr;
+	__u8 cfa_rule;	     /* enum mt_cfa_rule */
+	__u8 rbp_rule;	     /* enum mt_rbp_rule */
+	__u16 plt_threshold; /* MT_CFA_PLT only */
+	__s32 cfa_offset;
+	__s32 rbp_offset;
+};
+
+/* A code file known to the unwinder (key: struct mt_code_key). */
+struct mt_stack_file {
+	__u32 id;	 /* the CODE_FILE id frames in it carry */
+	__u32 first_row; /* its rows in the rows array */
+	__u32 nrows;	 /* 0: no unwind rows (frames still named) */
+	__u32 reserved;
+	/* ELF virtual address minus file offset of its code: the kernel
+	 * knows where a mapping comes from in the file, the rows and the
+	 * frames speak ELF addresses */
+	__s64 vaddr_minus_offset;
+};
+
+/* Ring record of an event that has a call stack: the event, then the
+ * stack's key (a hash of its frames); mt-trace writes a STACK_REF record
+ * with the stack's id before the event. */
+struct mt_stacked_event {
+	struct mt_event ev;
+	__u64 stack_key;
+};
+
+/* Ring record (kind MT_EV_STACK, addr = key, size = frames, flags =
+ * MT_STACK_*) describing a stack the first time it is seen, and the value
+ * of the BPF side's stack table. */
+struct mt_stack_record {
+	struct mt_event ev;
+	__u64 frames[MT_STACK_DEPTH_MAX];
+};
+
+#endif /* MT_STACK_H */

@@ -1,0 +1,415 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tracer_stacks.c - mt-trace's half of the call stacks (bpf/mt_stack.bpf.h
+ * is the other): unwind rows for each code file the tree maps, and the
+ * stack records of the raw stream.
+ *
+ * Files: every code file mt-trace inspects (tracer_code.c) gets an id, a
+ * CODE_FILE record (path, build-id) and, when it has .eh_frame, its rows
+ * in the BPF side's row array, written through a shared mapping of it;
+ * the file table entry published last makes them visible.  At an exec the
+ * dynamic loader, which the kernel mapped itself, is added the same way.
+ *
+ * Stacks: the BPF side sends each distinct stack once (a STACK ring
+ * record keyed by a hash of its frames) and events carry that key.  Here
+ * keys become small ids, and a stack's STACK record is written into the
+ * stream just before the first STACK_REF naming it.  A key whose STACK
+ * record has not been drained yet (another CPU sent it a moment later) is
+ * read from the BPF side's stack table instead.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "mt_cfi.h"
+#include "mt_elf.h"
+#include "mt_grow.h"
+#include "mt_stack.h"
+#include "mt_trace.skel.h"
+#include "tracer_int.h"
+
+/* Rows the BPF side can hold (16 bytes each): libc has 28 k, python3.11
+ * 65 k, a large C++ program a few hundred k. */
+#define STACK_ROWS_MAX (1u << 20)
+
+struct stack_slot {
+	uint64_t key; /* 0: empty */
+	uint32_t id;  /* 0: not written to the stream yet */
+	uint16_t flags;
+	uint16_t nframes;
+	uint64_t *frames; /* until written */
+};
+
+struct mt_tracer_stacks {
+	/* the BPF side's rows, mapped */
+	struct mt_cfi_row *rows;
+	size_t rows_used, rows_cap;
+	bool rows_full_said;
+	/* code files by identity */
+	struct mt_code_key *file_keys;
+	size_t nfiles, cap_files;
+	/* stacks by key: open addressing, power-of-two size */
+	struct stack_slot *slots;
+	size_t nslots, used;
+	uint32_t next_id;
+	uint64_t unresolved; /* STACK_REFs whose stack could not be found */
+};
+
+/* ---- set-up ----------------------------------------------------------- */
+
+void mt_tracer_stacks_configure(const struct tracer *t, struct mt_trace *skel)
+{
+	bool on = t->opts->stacks;
+
+	skel->rodata->stacks_enabled = on;
+	skel->rodata->stack_depth = t->opts->stack_depth;
+	bpf_map__set_max_entries(skel->maps.cfi_rows, on ? STACK_ROWS_MAX : 1);
+	if (!on) {
+		bpf_map__set_max_entries(skel->maps.stacks, 1);
+		bpf_map__set_max_entries(skel->maps.stack_files, 1);
+	}
+}
+
+static void stacks_reset(struct mt_tracer_stacks *s)
+{
+	if (s->rows)
+		munmap(s->rows, s->rows_cap * sizeof(*s->rows));
+	s->rows = NULL;
+	s->rows_used = s->rows_cap = 0;
+	s->nfiles = 0;
+}
+
+/* After each load: map the new object's row array. */
+int mt_tracer_stacks_loaded(struct tracer *t)
+{
+	struct mt_tracer_stacks *s = t->stacks;
+	size_t cap = STACK_ROWS_MAX;
+	void *rows;
+
+	if (!t->opts->stacks)
+		return 0;
+	if (!s) {
+		s = t->stacks = calloc(1, sizeof(*s));
+		if (!s)
+			return -1;
+	}
+	stacks_reset(s);
+	rows = mmap(NULL, cap * sizeof(*s->rows), PROT_READ | PROT_WRITE,
+		    MAP_SHARED, bpf_map__fd(t->skel->maps.cfi_rows), 0);
+	if (rows == MAP_FAILED) {
+		fprintf(stderr, "mt-trace: mapping the unwind rows: %s\n",
+			strerror(errno));
+		return -1;
+	}
+	s->rows = rows;
+	s->rows_cap = cap;
+	return 0;
+}
+
+/* ---- code files ---------------------------------------------------------- */
+
+static uint32_t known_file(const struct mt_tracer_stacks *s,
+			   const struct mt_code_key *key)
+{
+	for (size_t i = 0; i < s->nfiles; i++)
+		if (s->file_keys[i].dev == key->dev &&
+		    s->file_keys[i].ino == key->ino)
+			return i + 1;
+	return 0;
+}
+
+/* Copy the file's rows into the BPF side's array; false when full. */
+static bool publish_rows(struct tracer *t, const struct mt_cfi_table *table,
+			 struct mt_stack_file *file, const char *path)
+{
+	struct mt_tracer_stacks *s = t->stacks;
+
+	if (table->nrows > s->rows_cap - s->rows_used) {
+		if (!s->rows_full_said)
+			fprintf(stderr,
+				"mt-trace: warning: %s: no room for its "
+				"unwind rows (%zu of %zu used): stacks stop "
+				"in its code\n",
+				path, s->rows_used, s->rows_cap);
+		s->rows_full_said = true;
+		return false;
+	}
+	memcpy(&s->rows[s->rows_used], table->rows,
+	       table->nrows * sizeof(*table->rows));
+	file->first_row = s->rows_used;
+	file->nrows = table->nrows;
+	s->rows_used += table->nrows;
+	return true;
+}
+
+/* The CODE_FILE record: build-id bytes, then the path. */
+static int write_code_file(struct tracer *t, uint32_t id,
+			   const struct mt_code_key *key, const char *via,
+			   const char *path, pid_t pid)
+{
+	char payload[64 + PATH_MAX];
+	struct mt_event fields = {0};
+	uint8_t build_id[64];
+	int id_len = mt_elf_build_id(via, build_id, sizeof(build_id));
+	size_t path_len = strlen(path);
+
+	if (id_len < 0)
+		id_len = 0;
+	if (path_len > PATH_MAX - (size_t)id_len)
+		path_len = PATH_MAX - id_len;
+	memcpy(payload, build_id, id_len);
+	memcpy(payload + id_len, path, path_len);
+	fields.addr = id;
+	fields.old_addr = key->dev;
+	fields.old_size = key->ino;
+	fields.flags = id_len;
+	return mt_tracer_own_event(t, MT_EV_CODE_FILE, pid, payload,
+				   id_len + path_len, &fields);
+}
+
+int mt_tracer_stack_file(struct tracer *t, int fd, const char *path, pid_t pid,
+			 const struct mt_code_key *key)
+{
+	struct mt_tracer_stacks *s = t->stacks;
+	struct mt_stack_file file = {0};
+	struct mt_cfi_table table;
+	char via[64], err[256];
+	int rc;
+
+	if (!s || known_file(s, key) || s->nfiles >= MT_FRAME_FILE_MAX)
+		return 0;
+	s->file_keys =
+	    mt_grow(s->file_keys, &s->cap_files, s->nfiles + 1, sizeof(*key));
+	s->file_keys[s->nfiles++] = *key;
+	file.id = s->nfiles;
+	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
+	if (write_code_file(t, file.id, key, via, path, pid))
+		return -1;
+	rc = mt_cfi_build(fd, &table, err, sizeof(err));
+	if (rc == 0) {
+		file.vaddr_minus_offset = table.vaddr_minus_offset;
+		publish_rows(t, &table, &file, path);
+		if (t->opts->verbose > 1)
+			fprintf(stderr,
+				"mt-trace: %s: %zu unwind rows (%zu it "
+				"cannot follow)\n",
+				path, table.nrows, table.unsupported);
+		mt_cfi_free(&table);
+	} else if (t->opts->verbose) {
+		fprintf(stderr, "mt-trace: %s: no unwind rows: %s\n", path,
+			err);
+	}
+	/* last: from now on the BPF side walks through this file */
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.stack_files), key,
+				&file, BPF_ANY))
+		fprintf(stderr, "mt-trace: %s: unwinder's file table: %s\n",
+			path, strerror(errno));
+	return 0;
+}
+
+/*
+ * At an exec (the process is stopped): the code the kernel mapped besides
+ * the program, that is the dynamic loader, which no mmap call reports.
+ */
+void mt_tracer_stacks_at_exec(struct tracer *t, pid_t pid)
+{
+	char maps[64], line[PATH_MAX + 128];
+	FILE *f;
+
+	if (!t->stacks)
+		return;
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
+	f = fopen(maps, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char perms[8], proc[PATH_MAX + 64];
+		uint64_t start, end;
+		struct mt_code_key key;
+		struct stat st;
+		int name_at = 0, fd;
+		char *path;
+
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %*s %*s %*s %n",
+			   &start, &end, perms, &name_at) < 3 ||
+		    perms[2] != 'x' || !name_at || line[name_at] != '/')
+			continue;
+		path = line + name_at;
+		path[strcspn(path, "\n")] = '\0';
+		snprintf(proc, sizeof(proc),
+			 "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
+			 start, end);
+		fd = open(proc, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0) {
+			key.dev = ((uint64_t)major(st.st_dev) << 20) |
+				  minor(st.st_dev);
+			key.ino = st.st_ino;
+			mt_tracer_stack_file(t, fd, path, pid, &key);
+		}
+		close(fd);
+	}
+	fclose(f);
+}
+
+/* ---- stacks -------------------------------------------------------------- */
+
+static struct stack_slot *find_slot(struct mt_tracer_stacks *s, uint64_t key)
+{
+	size_t mask = s->nslots - 1, i = (key * 0x9e3779b97f4a7c15ull) & mask;
+
+	while (s->slots[i].key && s->slots[i].key != key)
+		i = (i + 1) & mask;
+	return &s->slots[i];
+}
+
+static int grow_slots(struct mt_tracer_stacks *s)
+{
+	struct stack_slot *old = s->slots;
+	size_t nold = s->nslots;
+
+	s->nslots = nold ? nold * 2 : 4096;
+	s->slots = calloc(s->nslots, sizeof(*s->slots));
+	if (!s->slots) {
+		fprintf(stderr, "mt-trace: out of memory\n");
+		exit(MT_EXIT_TRACER_FAILED);
+	}
+	for (size_t i = 0; i < nold; i++)
+		if (old[i].key)
+			*find_slot(s, old[i].key) = old[i];
+	free(old);
+	return 0;
+}
+
+static struct stack_slot *slot_for(struct mt_tracer_stacks *s, uint64_t key)
+{
+	struct stack_slot *slot;
+
+	if ((s->used + 1) * 2 > s->nslots)
+		grow_slots(s);
+	slot = find_slot(s, key);
+	if (!slot->key) {
+		slot->key = key;
+		s->used++;
+	}
+	return slot;
+}
+
+static void keep_frames(struct stack_slot *slot, const struct mt_event *ev,
+			const __u64 *frames, size_t nframes)
+{
+	if (nframes > MT_STACK_DEPTH_MAX)
+		nframes = MT_STACK_DEPTH_MAX;
+	slot->frames = malloc(nframes * sizeof(*frames) + 1);
+	if (!slot->frames) {
+		fprintf(stderr, "mt-trace: out of memory\n");
+		exit(MT_EXIT_TRACER_FAILED);
+	}
+	memcpy(slot->frames, frames, nframes * sizeof(*frames));
+	slot->nframes = nframes;
+	slot->flags = ev->flags;
+}
+
+/* A STACK record from the ring (size bytes): kept until first used. */
+void mt_tracer_stack_seen(struct tracer *t, const void *data, size_t size)
+{
+	const struct mt_stack_record *rec = data;
+	struct stack_slot *slot;
+	size_t nframes = (size - sizeof(rec->ev)) / sizeof(rec->frames[0]);
+
+	if (!t->stacks || size < sizeof(rec->ev) || !rec->ev.addr)
+		return;
+	if (rec->ev.size < nframes)
+		nframes = rec->ev.size;
+	slot = slot_for(t->stacks, rec->ev.addr);
+	if (slot->id || slot->frames)
+		return; /* sent again (the table was full): one is enough */
+	keep_frames(slot, &rec->ev, rec->frames, nframes);
+}
+
+/* The frames of a key no STACK record brought yet: the BPF side's table. */
+static bool fetch_frames(struct tracer *t, struct stack_slot *slot)
+{
+	struct mt_stack_record rec;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.stacks), &slot->key,
+				&rec))
+		return false;
+	keep_frames(slot, &rec.ev, rec.frames, rec.ev.size);
+	return true;
+}
+
+static int write_stack(struct tracer *t, struct stack_slot *slot,
+		       const struct mt_event *ref)
+{
+	size_t bytes = slot->nframes * sizeof(uint64_t);
+	size_t n = 1 + (bytes + MT_DATA_PER_RECORD - 1) / MT_DATA_PER_RECORD;
+	struct mt_event
+	    recs[1 + (MT_STACK_DEPTH_MAX * 8 + MT_DATA_PER_RECORD - 1) /
+			 MT_DATA_PER_RECORD];
+
+	memset(recs, 0, n * sizeof(recs[0]));
+	recs[0] = *ref;
+	recs[0].kind = MT_EV_STACK;
+	recs[0].addr = slot->id = ++t->stacks->next_id;
+	recs[0].size = slot->nframes;
+	recs[0].flags = slot->flags;
+	recs[0].aux = bytes;
+	memcpy(&recs[1], slot->frames, bytes);
+	free(slot->frames);
+	slot->frames = NULL;
+	return mt_tracer_append(t, recs, n);
+}
+
+/* A STACK_REF staged by the ring consumer (addr = key): the STACK record
+ * first if this is the stack's first use, then the reference by id. */
+int mt_tracer_stack_ref(struct tracer *t, const struct mt_event *staged)
+{
+	struct mt_tracer_stacks *s = t->stacks;
+	struct mt_event ref = *staged;
+	struct stack_slot *slot;
+
+	if (!s)
+		return 0;
+	slot = slot_for(s, staged->addr);
+	if (!slot->id && !slot->frames && !fetch_frames(t, slot)) {
+		s->unresolved++;
+		return 0; /* the event goes without its stack */
+	}
+	if (!slot->id && write_stack(t, slot, staged))
+		return -1;
+	ref.addr = slot->id;
+	return mt_tracer_append(t, &ref, 1);
+}
+
+void mt_tracer_stacks_free(struct tracer *t)
+{
+	struct mt_tracer_stacks *s = t->stacks;
+
+	if (!s)
+		return;
+	if (s->unresolved && t->opts->verbose)
+		fprintf(stderr,
+			"mt-trace: %" PRIu64 " events without their stack "
+			"(not found)\n",
+			s->unresolved);
+	for (size_t i = 0; i < s->nslots; i++)
+		free(s->slots[i].frames);
+	free(s->slots);
+	stacks_reset(s);
+	free(s->file_keys);
+	free(s);
+	t->stacks = NULL;
+}
