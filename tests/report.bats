@@ -484,7 +484,8 @@ screenshot() {
 	assert_failure 1
 }
 
-@test "program names in UTF-8 are cut at characters and the columns stay aligned" {
+@test "program names: whole in a column as wide as the longest (UTF-8), cut only past 56 characters" {
+	long=$(printf 'x%.0s' $(seq 70))
 	mk a <<-EOF
 		Malloc addr=0x1000 size=10
 		Fork pid=101 ppid=100
@@ -493,8 +494,22 @@ screenshot() {
 		Exit exit_code=0
 	EOF
 	run mt-report "$T/a.msgpack"
-	assert_line "    101 été-très-long-        5 B         5 B           1           0       5 B        5 B         0 B"
+	assert_line "    101 été-très-long-nom-de-programme        5 B         5 B           1           0       5 B        5 B         0 B"
+	assert_line --regexp '^tree +15 B +15 B +2 '
 	echo "$output" | iconv -f UTF-8 -t UTF-8 >/dev/null
+	# header and rows: one width in characters
+	echo "$output" | sed -n '/ peak heap  *allocated/,/^$/p' | sed '/^$/d' >"$T/table"
+	[ "$("$PY" -c 'import sys; print(len({len(l.rstrip("\n")) for l in open(sys.argv[1], encoding="utf-8")}))' "$T/table")" = 1 ]
+	mk b <<-EOF
+		Fork pid=101 ppid=100
+		Exec pid=101 path=/bin/$long
+		Malloc pid=101 addr=0x2000 size=5
+		Exit exit_code=0
+	EOF
+	run mt-report "$T/b.msgpack"
+	assert_line --regexp "^    101 $(printf 'x%.0s' $(seq 56)) +5 B "
+	# the JSON has the whole name
+	[ "$(mt-report --json "$T/b.msgpack" | jq -r '.top_processes[] | select(.pid == 101) | .name')" = "$long" ]
 }
 
 @test "--svg: a long quiet start is left out of the time axis" {

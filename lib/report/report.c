@@ -523,14 +523,29 @@ static const char *fit(char *buf, size_t len, const char *label, int width)
 	return buf;
 }
 
-static void print_row(FILE *out, const char *label, json_t *o, bool tracked,
-		      bool rss)
+/* The label column: wide enough for the longest program name shown (a
+ * name is cut only past LABEL_MAX), never narrower than the header. */
+#define LABEL_MIN 22
+#define LABEL_MAX 64
+
+static size_t utf8_chars(const char *s)
 {
-	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32], l[128];
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xc0) != 0x80;
+	return n;
+}
+
+static void print_row(FILE *out, const char *label, int width, json_t *o,
+		      bool tracked, bool rss)
+{
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
+	char l[LABEL_MAX * 4 + 1];
 
 	fprintf(
 	    out, "%s %10s %11s %11s %11s %9s %10s %11s%*s\n",
-	    fit(l, sizeof(l), label, 22),
+	    fit(l, sizeof(l), label, width),
 	    size_or_dash(a, sizeof(a), o, "heap.peak", tracked),
 	    size_or_dash(b, sizeof(b), o, "totals.allocated_bytes", tracked),
 	    count_or_dash(c, sizeof(c), o, "totals.allocations", tracked),
@@ -743,6 +758,7 @@ static void print_warnings(FILE *out, json_t *doc, const char *run)
 void mt_report_text(FILE *out, json_t *doc, const struct mt_view *view)
 {
 	json_t *by_pid = index_processes(doc);
+	int width = LABEL_MIN;
 	bool tracked = allocators_tracked(doc);
 	bool rss = json_is_object(mt_json_path(doc, "tree.rss"));
 	char buf[4096], n1[32], n2[32];
@@ -787,19 +803,26 @@ void mt_report_text(FILE *out, json_t *doc, const struct mt_view *view)
 	print_peak(out, doc, "  anon      %s at %s", "tree.rss.anon");
 	print_peak(out, doc, "peak phys   %s at %s", "tree.physical.total");
 
-	fprintf(out, "\n%-22s %10s %11s %11s %11s %9s %10s %11s%*s\n", "",
+	rows = sorted_processes(doc, &nrows);
+	for (size_t i = 0; rows && i < nrows && i < view->top; i++) {
+		size_t w = 8 + utf8_chars(proc_name(doc, by_pid, rows[i].src));
+
+		if (w > (size_t)width)
+			width = w < LABEL_MAX ? (int)w : LABEL_MAX;
+	}
+	fprintf(out, "\n%-*s %10s %11s %11s %11s %9s %10s %11s%*s\n", width, "",
 		"peak heap", "allocated", "allocs", "frees", "avg size",
 		"not freed", "peak mapped", rss ? 10 : 0,
 		rss ? "peak rss" : "");
-	print_row(out, "tree", json_object_get(doc, "tree"), tracked, rss);
-	rows = sorted_processes(doc, &nrows);
+	print_row(out, "tree", width, json_object_get(doc, "tree"), tracked,
+		  rss);
 	for (size_t i = 0; rows && i < nrows && i < view->top; i++) {
-		char label[64];
+		char label[LABEL_MAX * 4 + 1];
 
 		snprintf(label, sizeof(label), "%7llu %s",
 			 (unsigned long long)mt_json_u64(rows[i].src, "pid", 0),
 			 proc_name(doc, by_pid, rows[i].src));
-		print_row(out, label, rows[i].src, tracked, rss);
+		print_row(out, label, width, rows[i].src, tracked, rss);
 	}
 	nrows = process_count(doc);
 	if (nrows > view->top)
