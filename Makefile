@@ -31,6 +31,9 @@ CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-missing-field-initializers \
 	  -I$(OUTPUT) $(LIB_INCLUDES) -Ibpf -D_GNU_SOURCE
 LDLIBS_COMMON := -lmsgpackc -ljansson -lzstd -lm
 LDLIBS_BPF := -lbpf -ldw -lelf -lz -lpthread -lZydis
+# libdw: offline symbolization (lib/analysis/symbolize.c), in what links
+# the analysis stage
+LDLIBS_DW := -ldw -lelf
 
 ifeq ($(V),1)
 Q =
@@ -149,9 +152,31 @@ $(OUTPUT)/preload/mtcount.so: tests/preload/mtcount.c | $(OUTPUT)/preload
 
 fixtures: $(FIXTURES) $(OUTPUT)/preload/mtcount.so
 
+# The symbolizer's fixtures (tests/fixtures/sym/): built as real programs
+# ship, optimised with inlining and no frame pointers, with DWARF; a
+# position-dependent copy (addresses are not file offsets there) and one
+# with another build-id (which the symbolizer must not use).
+SYM_OUT := $(OUTPUT)/fixtures/sym
+SYM_CFLAGS := -std=gnu11 -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror
+SYM_FIXTURES := $(addprefix $(SYM_OUT)/,inlined inlined_exec inlined_otherid)
+$(SYM_OUT):
+	$(Q)mkdir -p $@
+$(SYM_OUT)/inlined: tests/fixtures/sym/inlined.c | $(SYM_OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(SYM_CFLAGS) $< -o $@
+$(SYM_OUT)/inlined_exec: tests/fixtures/sym/inlined.c | $(SYM_OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(SYM_CFLAGS) -no-pie $< -o $@
+$(SYM_OUT)/inlined_otherid: tests/fixtures/sym/inlined.c | $(SYM_OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(SYM_CFLAGS) -Wl,--build-id=0x0123456789abcdef0123456789abcdef01234567 $< -o $@
+fixtures: $(SYM_FIXTURES)
+
 $(OUTPUT)/unit/%: tests/unit/%.c $(LIBMT) | $(OUTPUT)/unit
 	$(call msg,CCLD,$@)
 	$(Q)$(CC) $(CFLAGS) $< $(LIBMT) $(LDLIBS_COMMON) -o $@
+$(OUTPUT)/bin/mt-reconstruct $(OUTPUT)/bin/mt-report $(UNITS): \
+	LDLIBS_COMMON += $(LDLIBS_DW)
 # test_elf checks where uprobes go: the ELF and x86 decoding of the tracer
 $(OUTPUT)/unit/test_elf: LDLIBS_COMMON += $(LDLIBS_BPF)
 
@@ -236,6 +261,7 @@ build-fuzz/fuzz_report: $(FUZZ_REPORT_SRCS)
 build-fuzz/fuzz_elf: FUZZ_EXTRA_SRCS := lib/capture/elf.c
 build-fuzz/fuzz_elf: FUZZ_EXTRA_LIBS := -lelf -lZydis
 build-fuzz/fuzz_elf: lib/capture/elf.c
+build-fuzz/fuzz_report: FUZZ_EXTRA_LIBS := $(LDLIBS_DW)
 
 # the seed makers, from the format sources alone (not all of libmt)
 build-fuzz/mt-gen: tests/gen/mt-gen.c $(FUZZ_LIB_SRCS) $(LIB_HDRS) bpf/mt_event.h
