@@ -20,7 +20,9 @@
 #include "formats_test.h"
 
 /* a truncated path or frame list can only make a check fail */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 
 #define MAX_FRAMES 8
 
