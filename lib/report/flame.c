@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: MIT
+/*
+ * flame.c - allocation sites as folded stacks and as a flame graph SVG
+ * (see mt_flame.h).  Both read the "sites" section of a timelines
+ * document, so they work the same on mt-reconstruct's output as on an
+ * artifact reconstructed in-process.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mt_flame.h"
+#include "mt_human.h"
+
+/* ------------------------------------------------------------------ */
+/* The stacks, root first                                               */
+
+/* A frame's name as one folded field: ';' separates frames and a line
+ * ends the record, so neither may appear inside one. */
+static void folded_name(FILE *out, const char *s)
+{
+	for (; *s; s++)
+		fputc(*s == ';'			 ? ':'
+		      : *s == '\n' || *s == '\r' ? ' '
+						 : *s,
+		      out);
+}
+
+static const char *frame_name(json_t *frame)
+{
+	const char *name =
+	    json_string_value(json_object_get(frame, "function"));
+
+	return name && *name ? name : "?";
+}
+
+static json_t *sites_of(json_t *doc)
+{
+	return json_object_get(json_object_get(doc, "sites"), "sites");
+}
+
+static uint64_t site_value(json_t *site, enum mt_site_metric m)
+{
+	json_int_t v =
+	    json_integer_value(json_object_get(site, mt_site_metric_key(m)));
+
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+int mt_flame_folded(FILE *out, json_t *doc, enum mt_site_metric m)
+{
+	size_t i;
+	json_t *site;
+
+	json_array_foreach(sites_of(doc), i, site)
+	{
+		json_t *frames = json_object_get(site, "frames");
+		uint64_t v = site_value(site, m);
+		size_t n = json_array_size(frames);
+
+		if (!v)
+			continue;
+		if (json_is_true(json_object_get(site, "truncated")))
+			fputs("[truncated];", out);
+		if (n == 0)
+			fputs("[no stack]", out);
+		for (size_t k = n; k-- > 0;) {
+			folded_name(out, frame_name(json_array_get(frames, k)));
+			if (k)
+				fputc(';', out);
+		}
+		fprintf(out, " %" PRIu64 "\n", v);
+	}
+	return ferror(out) ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The tree of frames                                                   */
+
+struct node {
+	const char *name; /* borrowed from the document */
+	uint64_t value;
+	struct node *child; /* first child; siblings in name order */
+	struct node *next;
+};
+
+static struct node *child_named(struct node *parent, const char *name)
+{
+	struct node **at = &parent->child, *n;
+	int c = 1;
+
+	while (*at && (c = strcmp((*at)->name, name)) < 0)
+		at = &(*at)->next;
+	if (*at && c == 0)
+		return *at;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	n->name = name;
+	n->next = *at;
+	*at = n;
+	return n;
+}
+
+static void tree_free(struct node *n)
+{
+	while (n) {
+		struct node *next = n->next;
+
+		tree_free(n->child);
+		free(n);
+		n = next;
+	}
+}
+
+/* root's children: every site's stack, root first, weighted by m */
+static int tree_build(struct node *root, json_t *doc, enum mt_site_metric m)
+{
+	size_t i;
+	json_t *site;
+
+	json_array_foreach(sites_of(doc), i, site)
+	{
+		json_t *frames = json_object_get(site, "frames");
+		uint64_t v = site_value(site, m);
+		size_t n = json_array_size(frames);
+		struct node *at = root;
+
+		if (!v)
+			continue;
+		root->value += v;
+		if (json_is_true(json_object_get(site, "truncated")) &&
+		    !(at = child_named(at, "[truncated]")))
+			return -1;
+		if (n == 0 && !(at = child_named(at, "[no stack]")))
+			return -1;
+		if (at != root)
+			at->value += v;
+		for (size_t k = n; k-- > 0;) {
+			at = child_named(at,
+					 frame_name(json_array_get(frames, k)));
+			if (!at)
+				return -1;
+			at->value += v;
+		}
+	}
+	return 0;
+}
+
+static unsigned tree_depth(const struct node *n)
+{
+	unsigned d = 0;
+
+	for (const struct node *c = n->child; c; c = c->next) {
+		unsigned dc = tree_depth(c);
+
+		d = dc > d ? dc : d;
+	}
+	return d + 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* SVG                                                                  */
+
+#define W	  1200.0
+#define PAD	  10.0
+#define ROW	  17.0
+#define TITLE_H	  48.0
+#define CHAR_W	  6.6 /* at font-size 11, a little wide for safety */
+#define MIN_WIDTH 0.3 /* narrower frames (and what they hold) are not drawn */
+
+struct canvas {
+	FILE *out;
+	enum mt_site_metric metric;
+	uint64_t total;
+	double scale; /* px per unit */
+	double height;
+};
+
+static void xml_text(FILE *out, const char *s, size_t max)
+{
+	for (size_t i = 0; s[i] && i < max; i++) {
+		switch (s[i]) {
+		case '<':
+			fputs("&lt;", out);
+			break;
+		case '>':
+			fputs("&gt;", out);
+			break;
+		case '&':
+			fputs("&amp;", out);
+			break;
+		case '"':
+			fputs("&quot;", out);
+			break;
+		default:
+			if ((unsigned char)s[i] >= 0x20)
+				fputc(s[i], out);
+		}
+	}
+}
+
+static void value_text(char *buf, size_t len, enum mt_site_metric m, uint64_t v)
+{
+	char n[64];
+
+	if (m == MT_SITE_COUNT)
+		snprintf(buf, len, "%s calls", mt_fmt_count(n, sizeof(n), v));
+	else
+		mt_fmt_bytes(buf, len, (double)v);
+}
+
+/* A warm colour from the name, so a function keeps its colour. */
+static void colour(const char *name, unsigned rgb[3])
+{
+	uint32_t h = 2166136261u;
+
+	for (const char *s = name; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	rgb[0] = 205 + h % 50;
+	rgb[1] = 80 + (h >> 8) % 150;
+	rgb[2] = (h >> 16) % 55;
+}
+
+static void draw(struct canvas *c, const struct node *n, double x,
+		 unsigned depth)
+{
+	double w = (double)n->value * c->scale;
+	double y = c->height - PAD - (depth + 1) * ROW;
+	char value[64];
+	unsigned rgb[3];
+
+	if (w < MIN_WIDTH)
+		return;
+	value_text(value, sizeof(value), c->metric, n->value);
+	colour(n->name, rgb);
+	fputs("<g><title>", c->out);
+	xml_text(c->out, n->name, SIZE_MAX);
+	fprintf(c->out, " (%s, %.2f%%)</title>", value,
+		c->total ? 100.0 * (double)n->value / (double)c->total : 0);
+	fprintf(c->out,
+		"<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
+		"fill=\"rgb(%u,%u,%u)\" rx=\"2\"/>",
+		x, y, w, ROW - 1, rgb[0], rgb[1], rgb[2]);
+	if (w > 3 * CHAR_W) {
+		size_t fit = (size_t)((w - 6) / CHAR_W);
+		size_t len = strlen(n->name);
+
+		fprintf(c->out, "<text x=\"%.2f\" y=\"%.1f\">", x + 3,
+			y + ROW - 5);
+		xml_text(c->out, n->name, len <= fit ? len : fit - 2);
+		fputs(len <= fit ? "" : "..", c->out);
+		fputs("</text>", c->out);
+	}
+	fputs("</g>\n", c->out);
+	for (const struct node *k = n->child; k; k = k->next) {
+		draw(c, k, x, depth + 1);
+		x += (double)k->value * c->scale;
+	}
+}
+
+static const char *metric_title(enum mt_site_metric m)
+{
+	switch (m) {
+	case MT_SITE_PEAK:
+		return "bytes live at the heap peak";
+	case MT_SITE_ALLOCATED:
+		return "bytes allocated";
+	case MT_SITE_COUNT:
+		return "allocation calls";
+	default:
+		return "bytes leaked (live when their process ended)";
+	}
+}
+
+int mt_flame_svg(FILE *out, json_t *doc, enum mt_site_metric m)
+{
+	struct node root = {.name = "all"};
+	struct canvas c = {.out = out, .metric = m};
+	char value[64];
+
+	if (tree_build(&root, doc, m) < 0) {
+		tree_free(root.child);
+		errno = ENOMEM;
+		return -1;
+	}
+	c.total = root.value;
+	c.scale = root.value ? (W - 2 * PAD) / (double)root.value : 0;
+	c.height = TITLE_H + tree_depth(&root) * ROW + 2 * PAD;
+	value_text(value, sizeof(value), m, root.value);
+	fprintf(out,
+		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
+		"height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+		"font-family=\"monospace\" font-size=\"11\">\n"
+		"<rect width=\"100%%\" height=\"100%%\" fill=\"#fdfdf6\"/>\n"
+		"<text x=\"%.0f\" y=\"24\" font-size=\"16\" "
+		"text-anchor=\"middle\">Allocation sites: %s</text>\n"
+		"<text x=\"%.0f\" y=\"40\" text-anchor=\"middle\" "
+		"fill=\"#555\">total %s; callers below callees; hover a "
+		"frame for its value</text>\n",
+		W, c.height, W, c.height, W / 2, metric_title(m), W / 2, value);
+	if (root.value)
+		draw(&c, &root, PAD, 0);
+	else
+		fprintf(out,
+			"<text x=\"%.0f\" y=\"%.0f\" "
+			"text-anchor=\"middle\">no allocation "
+			"site with a value</text>\n",
+			W / 2, c.height - PAD - ROW);
+	fputs("</svg>\n", out);
+	tree_free(root.child);
+	return ferror(out) ? -1 : 0;
+}

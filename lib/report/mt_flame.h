@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mt_flame.h - the allocation sites of a run (the "sites" section of a
+ * timelines document, mt_sites.h) as a flame graph: each frame as wide as
+ * what the stacks through it hold (bytes live at the heap peak, allocated,
+ * calls, or leaked), callers below their callees.  Two shapes:
+ *
+ *   folded  the text flamegraph.pl, inferno and speedscope read: one line
+ *           per stack, frames root first separated by ';', then a space
+ *           and the value;
+ *   SVG     self-contained (no script, no external font or style), each
+ *           frame's name and value in its <title> (shown on hover).
+ */
+#ifndef MT_FLAME_H
+#define MT_FLAME_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "mt_sites.h"
+
+/* doc: a timelines document.  0, or -1 when writing failed (errno). */
+int mt_flame_folded(FILE *out, json_t *doc, enum mt_site_metric m);
+int mt_flame_svg(FILE *out, json_t *doc, enum mt_site_metric m);
+
+#endif /* MT_FLAME_H */

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_flame.c - folded stacks and the flame graph SVG from a "sites"
+ * section written by hand: the folded lines exactly (root first, values
+ * per metric, sites without a value left out), and the SVG's frames with
+ * their widths and hover titles (tests/sites.bats parses a real one with
+ * python3's xml.etree and renders it with Chromium).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mt_flame.h"
+#include "formats_test.h"
+
+static const char *doc_text =
+    "{\"sites\": {\"count\": 3, \"sites\": ["
+    " {\"stack\": 1, \"peak_bytes\": 300, \"allocated_bytes\": 1000,"
+    "  \"allocations\": 10, \"leaked_bytes\": 0, \"truncated\": false,"
+    "  \"frames\": [{\"function\": \"new_cell\"}, {\"function\": "
+    "\"fill_row\"},"
+    "   {\"function\": \"main\"}]},"
+    " {\"stack\": 2, \"peak_bytes\": 100, \"allocated_bytes\": 100,"
+    "  \"allocations\": 1, \"leaked_bytes\": 100, \"truncated\": true,"
+    "  \"frames\": [{\"function\": \"a;b<c>\"}, {\"function\": \"main\"}]},"
+    " {\"stack\": 0, \"peak_bytes\": 0, \"allocated_bytes\": 5,"
+    "  \"allocations\": 1, \"leaked_bytes\": 0, \"frames\": []}"
+    "]}}";
+
+static char *capture(json_t *doc, enum mt_site_metric m, bool svg)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	CHECK_INT(svg ? mt_flame_svg(f, doc, m) : mt_flame_folded(f, doc, m),
+		  0);
+	fclose(f);
+	return buf;
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	for (const char *at = hay; (at = strstr(at, needle)); at++)
+		n++;
+	return n;
+}
+
+int main(void)
+{
+	json_t *doc = json_loads(doc_text, 0, NULL);
+	char *text;
+
+	CHECK(doc != NULL);
+	text = capture(doc, MT_SITE_PEAK, false);
+	CHECK_STR(text, "main;fill_row;new_cell 300\n"
+			"[truncated];main;a:b<c> 100\n");
+	free(text);
+	text = capture(doc, MT_SITE_ALLOCATED, false);
+	CHECK_STR(text, "main;fill_row;new_cell 1000\n"
+			"[truncated];main;a:b<c> 100\n"
+			"[no stack] 5\n");
+	free(text);
+	text = capture(doc, MT_SITE_LEAKED, false);
+	CHECK_STR(text, "[truncated];main;a:b<c> 100\n");
+	free(text);
+
+	text = capture(doc, MT_SITE_PEAK, true);
+	/* all, main, fill_row, new_cell, [truncated], main, a;b<c> */
+	CHECK_INT(count(text, "<rect x="), 7);
+	CHECK(strstr(text, "<title>all (400 B, 100.00%)</title>") != NULL);
+	CHECK(strstr(text, "<title>new_cell (300 B, 75.00%)</title>") != NULL);
+	CHECK(strstr(text, "<title>a;b&lt;c&gt; (100 B, 25.00%)</title>") !=
+	      NULL);
+	CHECK(strstr(text, "<script") == NULL);
+	free(text);
+	text = capture(doc, MT_SITE_COUNT, true);
+	CHECK(strstr(text, "<title>all (12 calls, 100.00%)</title>") != NULL);
+	free(text);
+
+	json_decref(doc);
+	return test_summary("test_flame");
+}
