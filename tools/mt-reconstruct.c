@@ -65,6 +65,14 @@ static const char usage_text[] =
     "NAME-end\n"
     "      --allow-incomplete     a truncated input is not an error "
     "(exit 0)\n"
+    "      --max-sites N          allocation sites written: the N "
+    "heaviest by each\n"
+    "                             measure (default 100, 0: all)\n"
+    "      --debug-dir DIR        separate debug files also under DIR "
+    "(repeatable)\n"
+    "      --sysroot DIR          the traced files under DIR (a trace "
+    "from\n"
+    "                             another machine)\n"
     "  -h, --help                 this help\n"
     "      --version              the version\n"
     "\n"
@@ -108,6 +116,7 @@ struct env {
 	const char *output; /* NULL: stdout */
 	enum json_style json_style;
 	bool allow_incomplete;
+	const char *debug_dirs[64]; /* --debug-dir, in opts.symbols */
 };
 
 static void option(struct env *env, int c, const char *v)
@@ -155,6 +164,18 @@ static void option(struct env *env, int c, const char *v)
 	case 'A':
 		env->allow_incomplete = true;
 		break;
+	case 'm':
+		opts->max_sites = (unsigned)count_arg("--max-sites", v);
+		break;
+	case 'd':
+		if (opts->symbols.ndebug_dirs == 64)
+			usage_error("--debug-dir: at most 64");
+		env->debug_dirs[opts->symbols.ndebug_dirs++] = v;
+		opts->symbols.debug_dirs = env->debug_dirs;
+		break;
+	case 'R':
+		opts->symbols.sysroot = v;
+		break;
 	case 'V':
 		mt_print_version(stdout, "mt-reconstruct");
 		mt_output_close(stdout, "<stdout>");
@@ -181,6 +202,9 @@ static const char *parse_args(struct env *env, int argc, char **argv)
 	    {"compact", no_argument, NULL, 'C'},
 	    {"section", required_argument, NULL, 'S'},
 	    {"allow-incomplete", no_argument, NULL, 'A'},
+	    {"max-sites", required_argument, NULL, 'm'},
+	    {"debug-dir", required_argument, NULL, 'd'},
+	    {"sysroot", required_argument, NULL, 'R'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -215,6 +239,7 @@ int main(int argc, char **argv)
 
 	mt_output_init();
 	mt_recon_opts_default(&env.opts);
+	env.opts.max_sites = 100;
 	path = parse_args(&env, argc, argv);
 	name = env.output ? env.output : "<stdout>";
 

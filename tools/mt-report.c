@@ -12,9 +12,11 @@
 #include <unistd.h>
 
 #include "mt_cli.h"
+#include "mt_flame.h"
 #include "mt_human.h"
 #include "mt_report.h"
 #include "mt_svg.h"
+#include "mt_top_sites.h"
 #include "mt_version.h"
 
 /* --leaks all, reconstructing in-process: at most this many blocks are
@@ -34,6 +36,12 @@ struct env {
 	struct mt_growth growth;
 	struct mt_gates gates;
 	struct mt_recon_opts recon;
+	/* allocation sites */
+	struct mt_sites_view sites;
+	const char *flamegraph;
+	enum mt_site_metric flame_of;
+	bool folded;
+	const char *debug_dirs[64]; /* --debug-dir, in recon.symbols */
 };
 
 static const char usage_text[] =
@@ -68,6 +76,22 @@ static const char usage_text[] =
     "SPEC:\n"
     "                           5% (every metric) or "
     "peak_heap=2%,peak_rss=10%\n"
+    "\n"
+    "allocation sites (runs traced with mt-trace --stacks):\n"
+    "      --sort METRIC        rank sites by peak (default), allocated, "
+    "count, leaked\n"
+    "      --stack-depth N      frames shown per site (default 6, 0: "
+    "all)\n"
+    "      --flamegraph FILE    also draw a flame graph SVG into FILE "
+    "(- : stdout)\n"
+    "      --flamegraph-of METRIC  what it weighs (default peak; also "
+    "--folded)\n"
+    "      --folded             folded stacks (flamegraph.pl, inferno, "
+    "speedscope)\n"
+    "      --debug-dir DIR      separate debug files also under DIR "
+    "(repeatable)\n"
+    "      --sysroot DIR        the traced files under DIR (another "
+    "machine's trace)\n"
     "  -h, --help               this help\n"
     "      --version            the version\n"
     "\n"
@@ -151,6 +175,13 @@ enum {
 	O_SECTION,
 	O_ALLOW_INCOMPLETE,
 	O_VERSION,
+	O_SORT,
+	O_STACK_DEPTH,
+	O_FLAMEGRAPH,
+	O_FLAMEGRAPH_OF,
+	O_FOLDED,
+	O_DEBUG_DIR,
+	O_SYSROOT,
 };
 
 static const struct option longopts[] = {
@@ -176,6 +207,13 @@ static const struct option longopts[] = {
     {"max-growth", required_argument, NULL, O_GROWTH},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, O_VERSION},
+    {"sort", required_argument, NULL, O_SORT},
+    {"stack-depth", required_argument, NULL, O_STACK_DEPTH},
+    {"flamegraph", required_argument, NULL, O_FLAMEGRAPH},
+    {"flamegraph-of", required_argument, NULL, O_FLAMEGRAPH_OF},
+    {"folded", no_argument, NULL, O_FOLDED},
+    {"debug-dir", required_argument, NULL, O_DEBUG_DIR},
+    {"sysroot", required_argument, NULL, O_SYSROOT},
     {NULL, 0, NULL, 0},
 };
 
@@ -204,6 +242,52 @@ static void gate_option(struct mt_gates *g, int c, const char *v)
 		break;
 	case O_STRICT:
 		g->strict = true;
+		break;
+	}
+}
+
+static enum mt_site_metric metric_arg(const char *opt, const char *v)
+{
+	enum mt_site_metric m;
+
+	if (mt_site_metric_parse(v, &m) < 0)
+		usage_error("%s: not one of peak, allocated, count, leaked: %s",
+			    opt, v);
+	return m;
+}
+
+/* The allocation-site options (O_SORT to O_SYSROOT). */
+static void sites_option(struct env *env, int c, const char *v)
+{
+	struct mt_sym_opts *sym = &env->recon.symbols;
+	const size_t max_dirs =
+	    sizeof(env->debug_dirs) / sizeof(env->debug_dirs[0]);
+
+	switch (c) {
+	case O_SORT:
+		env->sites.sort = metric_arg("--sort", v);
+		break;
+	case O_STACK_DEPTH:
+		env->sites.stack_depth =
+		    (unsigned)count_arg("--stack-depth", v);
+		break;
+	case O_FLAMEGRAPH:
+		env->flamegraph = v;
+		break;
+	case O_FLAMEGRAPH_OF:
+		env->flame_of = metric_arg("--flamegraph-of", v);
+		break;
+	case O_FOLDED:
+		env->folded = true;
+		break;
+	case O_DEBUG_DIR:
+		if (sym->ndebug_dirs == max_dirs)
+			usage_error("--debug-dir: at most %zu", max_dirs);
+		env->debug_dirs[sym->ndebug_dirs++] = v;
+		sym->debug_dirs = env->debug_dirs;
+		break;
+	case O_SYSROOT:
+		sym->sysroot = v;
 		break;
 	}
 }
@@ -265,6 +349,15 @@ static void option(struct env *env, int c, const char *v)
 	case '?': /* getopt said what */
 		fprintf(stderr, "Try 'mt-report --help'.\n");
 		exit(MT_EXIT_UNUSABLE);
+	case O_SORT:
+	case O_STACK_DEPTH:
+	case O_FLAMEGRAPH:
+	case O_FLAMEGRAPH_OF:
+	case O_FOLDED:
+	case O_DEBUG_DIR:
+	case O_SYSROOT:
+		sites_option(env, c, v);
+		break;
 	default:
 		gate_option(&env->gates, c, v);
 	}
@@ -287,9 +380,9 @@ static void parse_args(struct env *env, int argc, char **argv)
 				    argc - optind, argv[optind],
 				    argv[optind + 1],
 				    argc - optind > 2 ? ", ..." : "");
-		if (env->svg)
-			usage_error("--svg: one run at a time, not with "
-				    "--compare");
+		if (env->svg || env->flamegraph || env->folded)
+			usage_error("--svg, --flamegraph, --folded: one run at "
+				    "a time, not with --compare");
 	} else {
 		if (mt_growth_any(&env->growth))
 			usage_error("--max-growth needs --compare BASE HEAD");
@@ -353,6 +446,57 @@ static void write_svg(const char *path, json_t *doc, const struct mt_view *view)
 		mt_output_close(f, path);
 }
 
+/* --flamegraph FILE: a run traced without stacks has nothing to draw */
+static void write_flamegraph(const struct env *env, json_t *doc)
+{
+	const char *path = env->flamegraph;
+	FILE *f;
+
+	if (!mt_top_sites_present(doc))
+		errx(MT_EXIT_UNUSABLE,
+		     "--flamegraph: no call stacks in this run (trace it "
+		     "with mt-trace --stacks)");
+	f = strcmp(path, "-") ? fopen(path, "w") : stdout;
+	if (!f)
+		err(MT_EXIT_UNUSABLE, "%s", path);
+	if (mt_flame_svg(f, doc, env->flame_of) < 0)
+		mt_output_failed(f, path);
+	if (f != stdout)
+		mt_output_close(f, path);
+}
+
+/* The comparison with the sites that grew most: as text after the
+ * table, or in the JSON object as "sites_grown". */
+static int compare_with_sites(const struct env *env, FILE *out, json_t *base,
+			      json_t *head, char *reason, size_t len)
+{
+	json_t *grown = mt_sites_growth(base, head, &env->sites), *o;
+	char *text = NULL;
+	size_t text_len = 0;
+	FILE *mem = env->json ? open_memstream(&text, &text_len) : out;
+	int failed;
+
+	if (!mem)
+		err(MT_EXIT_UNUSABLE, "<memory>");
+	failed = mt_report_compare(mem, base, head, &env->growth, env->json,
+				   json_flags(env, out), reason, len);
+	if (!env->json) {
+		mt_sites_growth_text(out, grown, &env->sites);
+		json_decref(grown);
+		return failed;
+	}
+	fclose(mem);
+	o = json_loads(text, 0, NULL);
+	free(text);
+	if (!o)
+		errx(MT_EXIT_UNUSABLE, "the comparison is not JSON");
+	json_object_set_new(o, "sites_grown", grown);
+	json_dumpf(o, out, json_flags(env, out));
+	fputc('\n', out);
+	json_decref(o);
+	return failed;
+}
+
 static int check_gates(const struct env *env, json_t *doc, json_t *results)
 {
 	char reason[512];
@@ -380,8 +524,7 @@ static int compare(const struct env *env, FILE *out, const char *head_path)
 	char reason[512];
 	int status = 0;
 
-	if (mt_report_compare(out, base, head, &env->growth, env->json,
-			      json_flags(env, out), reason, sizeof(reason))) {
+	if (compare_with_sites(env, out, base, head, reason, sizeof(reason))) {
 		warnx("%s", reason);
 		status = MT_EXIT_GATE;
 	}
@@ -401,6 +544,8 @@ static int report(const struct env *env, FILE *out, const char *path)
 
 	if (env->svg)
 		write_svg(env->svg, doc, &env->view);
+	if (env->flamegraph)
+		write_flamegraph(env, doc);
 	status = check_gates(env, doc, results);
 	if (env->json) {
 		json_t *facts = mt_report_facts(doc, &env->view);
@@ -410,11 +555,20 @@ static int report(const struct env *env, FILE *out, const char *path)
 			json_object_set_new(facts, "ok",
 					    json_boolean(status == 0));
 		}
+		json_object_set_new(facts, "sites",
+				    mt_top_sites_json(doc, &env->sites));
 		json_dumpf(facts, out, json_flags(env, out));
 		fputc('\n', out);
 		json_decref(facts);
-	} else if (!env->svg || strcmp(env->svg, "-") || out != stdout) {
+	} else if (env->folded) {
+		if (mt_flame_folded(out, doc, env->flame_of) < 0)
+			mt_output_failed(out, env->output ? env->output
+							  : "<stdout>");
+	} else if ((!env->svg || strcmp(env->svg, "-") || out != stdout) &&
+		   (!env->flamegraph || strcmp(env->flamegraph, "-") ||
+		    out != stdout)) {
 		mt_report_text(out, doc, &env->view);
+		mt_top_sites_text(out, doc, &env->sites);
 	}
 	status = worse(status, check_complete(env, doc));
 	json_decref(results);
@@ -424,7 +578,9 @@ static int report(const struct env *env, FILE *out, const char *path)
 
 int main(int argc, char **argv)
 {
-	struct env env = {.view = {.top = 10, .leaks = 10}};
+	struct env env = {.view = {.top = 10, .leaks = 10},
+			  .sites = {.sort = MT_SITE_PEAK, .stack_depth = 6},
+			  .flame_of = MT_SITE_PEAK};
 	FILE *out = stdout;
 	int status;
 
@@ -436,6 +592,12 @@ int main(int argc, char **argv)
 	env.recon.doc_procs = env.view.top == MT_ALL ? 0
 			      : env.view.top	     ? env.view.top
 						     : 1;
+	/* and the sites --top shows, unless all are drawn */
+	env.sites.top = env.view.top;
+	env.recon.max_sites =
+	    env.flamegraph || env.folded || env.view.top == MT_ALL ? 0
+	    : env.view.top ? env.view.top
+			   : 1;
 	/* the list is kept while reading: "all" is bounded there */
 	if (env.view.leaks > env.recon.max_leaks)
 		env.recon.max_leaks = env.view.leaks < MAX_LEAKS_KEPT

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "mt_input.h"
+#include "mt_symbolize.h"
 
 #define MT_TIMELINES_FORMAT  "mt-timelines"
 #define MT_TIMELINES_VERSION 1
@@ -42,6 +43,9 @@ struct mt_recon_opts {
 	unsigned doc_procs;	 /* mt_recon_finish: only the heaviest N
 				    processes in "processes" (0: all);
 				    "processes_count" still counts all */
+	/* allocation sites (runs traced with stacks, mt_sites.h) */
+	unsigned max_sites;	    /* the heaviest N by each metric (0: all) */
+	struct mt_sym_opts symbols; /* where their frames are symbolized */
 };
 
 /* Defaults: adaptive, 2000 points for the tree and 128 per process, 20

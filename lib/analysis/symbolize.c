@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mt_symbolize.h"
@@ -211,14 +212,19 @@ static bool build_id_matches(const struct sym_file *f, int fd)
 	return same;
 }
 
-/* fd of candidate if it is f's ELF, else -1. */
+/* fd of candidate if it is f's ELF, else -1.  Regular files only: the
+ * path comes from the trace, and a FIFO or device there must not block or
+ * feed us forever. */
 static int open_if_same(const struct sym_file *f, const char *candidate)
 {
-	int fd = candidate ? open(candidate, O_RDONLY | O_CLOEXEC) : -1;
+	int fd =
+	    candidate ? open(candidate, O_RDONLY | O_CLOEXEC | O_NONBLOCK) : -1;
+	struct stat st;
 
 	if (fd < 0)
 		return -1;
-	if (build_id_matches(f, fd))
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    build_id_matches(f, fd))
 		return fd;
 	close(fd);
 	return -1;

@@ -16,6 +16,15 @@ Script: one event per line, "Type key=value ...", e.g.
     Lost count=3
     +5ms                       (advance the clock without an event)
 
+Call stacks (man/mt-format.5, "Call stacks"): maps without pid, tid or
+timestamp, and a "stack" key on the events that have one:
+
+    CodeFile file=1 path=/usr/lib/libx.so build_id=0123abcd
+    Stack stack=1 frames=1:0x1139,0:0x7fff0010 truncated=1
+    Malloc pid=100 addr=0x1000 size=64 stack=1
+
+frames: FILE:ADDRESS pairs, innermost first; truncated defaults to 0.
+
 Values are integers (decimal, 0x hex, or with K/M/G/KiB/MiB/GiB), or
 strings for path/name.  Each event advances "timestamp" by --step ns
 unless it sets t=NS (ns since start).  Blank lines and #comments are
@@ -29,7 +38,8 @@ import msgpack
 
 UNITS = {"": 1, "K": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MiB": 1 << 20,
          "G": 1 << 30, "GiB": 1 << 30}
-STRINGS = {"path", "name", "member", "type"}
+STRINGS = {"path", "name", "member", "type", "build_id"}
+DESCRIPTIONS = {"CodeFile", "Stack"}  # no pid, tid or timestamp
 DURATION = {"ns": 1, "us": 1000, "ms": 10**6, "s": 10**9}
 
 
@@ -47,6 +57,26 @@ def duration(text):
     return int(m.group(1)) * DURATION[m.group(2)]
 
 
+def description(words):
+    """A CodeFile or Stack map, keys in the documented order."""
+    m = {"type": words[0]}
+    for w in words[1:]:
+        key, _, val = w.partition("=")
+        if key == "frames":
+            m[key] = [[number(f), number(a)] for f, a in
+                      (pair.split(":") for pair in val.split(",") if pair)]
+        elif key == "truncated":
+            m[key] = bool(number(val))
+        elif key in STRINGS:
+            m[key] = val
+        else:
+            m[key] = number(val)
+    if m["type"] == "Stack":
+        m.setdefault("frames", [])
+        m.setdefault("truncated", False)
+    return m
+
+
 def parse(lines, start, step, default_pid):
     now = start
     for lineno, line in enumerate(lines, 1):
@@ -57,6 +87,9 @@ def parse(lines, start, step, default_pid):
             now += duration(line[1:])
             continue
         words = line.split()
+        if words[0] in DESCRIPTIONS:
+            yield description(words)
+            continue
         ev = {"type": words[0], "pid": default_pid, "tid": None}
         explicit_t = None
         for w in words[1:]:
@@ -111,7 +144,8 @@ def main():
                     "syscalls_tracked": True})
     out.extend(events)
     if not args.memtrack and not args.no_trailer:
-        last = events[-1]["timestamp"] if events else args.start
+        stamped = [e for e in events if "timestamp" in e]
+        last = stamped[-1]["timestamp"] if stamped else args.start
         end = args.start + args.end if args.end is not None \
             else last + args.step
         trailer = {"type": "Trailer", "complete": True,

@@ -362,6 +362,13 @@ static void check_offline(void)
 			  sizeof(text)));
 	CHECK_STR(text, expected_chain);
 
+	/* a FIFO named by a (corrupt) trace: refused, never waited on */
+	snprintf(bin, sizeof(bin), "%s/fifo", dir);
+	CHECK_INT(sh("mkfifo %s", bin), 0);
+	CHECK(!lookup_text(bin, "", call, NULL, NULL, text, sizeof(text)));
+	snprintf(want, sizeof(want), "%s+0x%" PRIx64 "@?", bin, call);
+	CHECK_STR(text, want);
+
 	/* no file at all: the address */
 	{
 		struct mt_symbolizer *s = mt_sym_new(NULL);
