@@ -77,7 +77,7 @@ static const char usage_text[] =
     "                           5% (every metric) or "
     "peak_heap=2%,peak_rss=10%\n"
     "\n"
-    "allocation sites (runs traced with mt-trace --stacks):\n"
+    "allocation sites (runs traced with call stacks):\n"
     "      --sort METRIC        rank sites by peak (default), allocated, "
     "count, leaked\n"
     "      --stack-depth N      frames shown per site (default 6, 0: "
