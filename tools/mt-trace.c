@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,8 @@
 #include "mt_event.h"
 #include "mt_human.h"
 #include "mt_tracer.h"
+#include "mt_user.h"
+#include "mt_version.h"
 
 /* 1 MiB holds ~18,700 events: two threads storming on two cores (~1.3 M
  * events/s) lose none even with 256 KiB, and each MiB costs 2 MiB of
@@ -27,14 +30,15 @@ static void usage(FILE *f)
 {
 	fputs("usage: mt-trace [-v] [-o FILE] [--child-stdout FILE] "
 	      "[--ring-size SIZE]\n"
-	      "                [--track-allocators=BOOL] [--libc PATH] "
-	      "[--control FIFO]\n"
-	      "                [--scan FILE] [--no-stop] [--start-disabled] "
-	      "[--physical]\n"
-	      "                "
-	      "[--interval DURATION] [--wait-detach]\n"
-	      "                [--stacks=BOOL] [--stack-depth N] -- CMD "
-	      "[ARGS...]\n"
+	      "                [--track-allocators=BOOL | "
+	      "--no-track-allocators] [--libc PATH]\n"
+	      "                [--control FIFO]"
+	      " [--scan FILE] [--no-stop] [--start-disabled]\n"
+	      "                [--physical]"
+	      " [--interval DURATION] [--wait-detach]\n"
+	      "                [--stacks=BOOL | --no-stacks] [--stack-depth N] "
+	      "-- CMD [ARGS...]\n"
+	      "       mt-trace --help | --version\n"
 	      "\n"
 	      "Run CMD and write its memory events (allocator calls, "
 	      "mmap/munmap/mremap/brk,\nRSS, fork/exec/exit of every process "
@@ -50,7 +54,9 @@ static void usage(FILE *f)
 	      "      --track-allocators=BOOL  trace malloc & co. (default "
 	      "true; env\n"
 	      "                            MT_TRACK_ALLOCATORS=0 turns it "
-	      "off)\n"
+	      "off; the value\n"
+	      "                            only with '=')\n"
+	      "      --no-track-allocators  --track-allocators=false\n"
 	      "      --libc PATH           the C library to probe first "
 	      "(default: mt-trace's own)\n"
 	      "      --no-stop             do not stop a process while its new "
@@ -65,6 +71,7 @@ static void usage(FILE *f)
 	      "                            enable, disable, marker NAME\n"
 	      "      --start-disabled      allocator and syscall events off "
 	      "until 'enable'\n"
+	      "                            (needs --control)\n"
 	      "      --physical            record the tree's physical memory "
 	      "(PSS)\n"
 	      "      --interval DURATION   PSS sampling period (default "
@@ -83,16 +90,36 @@ static void usage(FILE *f)
 	      "  -v, --verbose             say what is attached; twice: "
 	      "libbpf's debug output\n"
 	      "  -h, --help                this text\n"
+	      "      --version             mt-trace's version\n"
+	      "\n"
+	      "CMD starts after '--' (or at the first argument that is not an "
+	      "option).\n"
 	      "\n"
 	      "Environment: MT_TRACK_ALLOCATORS, MT_STACKS and MT_SCAN "
 	      "(above);\n"
 	      "MT_PROBES (session, multi or classic): the first way of "
-	      "attaching allocator\nprobes to try.\n"
+	      "attaching allocator\nprobes to try; "
+	      "under sudo (SUDO_UID, SUDO_GID), CMD runs as the\n"
+	      "invoking user with its HOME, USER, LOGNAME, SHELL and groups, "
+	      "and FILE and\nFIFO are opened as that user.\n"
 	      "\n"
 	      "Exit status: CMD's (128+N if killed by signal N); 125 if "
-	      "mt-trace failed,\n126 if CMD cannot be run, 127 if it was not "
-	      "found.\n",
+	      "mt-trace failed or\nwas used wrongly, 126 if CMD cannot be run, "
+	      "127 if it was not found.\n",
 	      f);
+}
+
+/* A usage error: the message, a pointer to --help, mt-trace's own status
+ * (125: 2 could be the command's). */
+static _Noreturn void usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vwarnx(fmt, ap);
+	va_end(ap);
+	fputs("Try 'mt-trace --help'.\n", stderr);
+	exit(MT_EXIT_TRACER_FAILED);
 }
 
 static bool parse_bool(const char *s, const char *what)
@@ -103,8 +130,7 @@ static bool parse_bool(const char *s, const char *what)
 	if (!strcasecmp(s, "false") || !strcasecmp(s, "no") ||
 	    !strcmp(s, "0") || !strcasecmp(s, "off"))
 		return false;
-	errx(MT_EXIT_TRACER_FAILED, "%s: expected true or false, got '%s'",
-	     what, s);
+	usage_error("%s: expected true or false, got '%s'", what, s);
 }
 
 static uint64_t parse_ring_size(const char *s)
@@ -114,10 +140,9 @@ static uint64_t parse_ring_size(const char *s)
 
 	if (mt_parse_size(s, &bytes) || bytes < (uint64_t)page ||
 	    bytes > (1ull << 31) || (bytes & (bytes - 1)))
-		errx(MT_EXIT_TRACER_FAILED,
-		     "--ring-size: '%s' is not a power of two between %ld "
-		     "bytes and 2GiB",
-		     s, page);
+		usage_error("--ring-size: '%s' is not a power of two between "
+			    "%ld bytes and 2GiB",
+			    s, page);
 	return bytes;
 }
 
@@ -127,11 +152,75 @@ static uint32_t parse_stack_depth(const char *s)
 	unsigned long n = strtoul(s, &end, 10);
 
 	if (!*s || *end || n < 1 || n > MT_STACK_DEPTH_MAX)
-		errx(MT_EXIT_TRACER_FAILED,
-		     "--stack-depth: '%s' is not a number of frames from 1 to "
-		     "%d",
-		     s, MT_STACK_DEPTH_MAX);
+		usage_error("--stack-depth: '%s' is not a number of frames "
+			    "from 1 to %d",
+			    s, MT_STACK_DEPTH_MAX);
 	return n;
+}
+
+/* "--" as the value of an option that takes one: its value was forgotten,
+ * and what follows would be read wrongly. */
+static const char *value_of(const char *option)
+{
+	if (!strcmp(optarg, "--"))
+		usage_error("%s needs a value before '--'", option);
+	return optarg;
+}
+
+/*
+ * --track-allocators and --stacks take their value only with '=': a value
+ * given as the next word ("--track-allocators false") would otherwise be
+ * the command and run (/usr/bin/false).  No spelling of an option becomes
+ * the command.
+ */
+static bool bool_arg(const char *option, int argc, char **argv)
+{
+	if (optarg)
+		return parse_bool(optarg, option);
+	if (optind < argc && argv[optind][0] != '-')
+		usage_error("%s takes its value after '=' (%s=%s), and the "
+			    "command goes after '--'",
+			    option, option, argv[optind]);
+	return true;
+}
+
+struct outputs {
+	const char *trace_path; /* -o, NULL or "-" for stdout */
+	const char *child_path; /* --child-stdout, or NULL */
+	struct mt_output trace, child;
+};
+
+/* Open what mt-trace writes as the user it works for (mt_user.h). */
+static void open_outputs(struct outputs *out, struct mt_tracer_opts *o,
+			 const struct mt_user *user)
+{
+	char why[256];
+
+	out->trace.fd = out->child.fd = -1;
+	if (out->trace_path && strcmp(out->trace_path, "-")) {
+		if (mt_output_open(&out->trace, user, out->trace_path, why,
+				   sizeof(why)))
+			errx(MT_EXIT_TRACER_FAILED, "%s: %s", out->trace_path,
+			     why);
+		o->out_fd = out->trace.fd;
+		o->out_name = out->trace_path;
+	} else {
+		if (isatty(STDOUT_FILENO))
+			errx(MT_EXIT_TRACER_FAILED,
+			     "refusing to write a binary trace to a terminal; "
+			     "pipe it to mt-encode or use -o FILE");
+		o->child_stdout_to_stderr = true;
+	}
+	if (out->child_path) {
+		if (mt_output_open(&out->child, user, out->child_path, why,
+				   sizeof(why))) {
+			warnx("--child-stdout: %s: %s", out->child_path, why);
+			mt_output_remove_if_unused(&out->trace,
+						   out->trace_path);
+			exit(MT_EXIT_TRACER_FAILED);
+		}
+		o->child_stdout_fd = out->child.fd;
+	}
 }
 
 int main(int argc, char **argv)
@@ -140,6 +229,7 @@ int main(int argc, char **argv)
 		OPT_CHILD_STDOUT = 256,
 		OPT_RING,
 		OPT_TRACK,
+		OPT_NO_TRACK,
 		OPT_LIBC,
 		OPT_CONTROL,
 		OPT_START_DISABLED,
@@ -151,12 +241,14 @@ int main(int argc, char **argv)
 		OPT_STACKS,
 		OPT_NO_STACKS,
 		OPT_STACK_DEPTH,
+		OPT_VERSION,
 	};
 	static const struct option longopts[] = {
 	    {"output", required_argument, NULL, 'o'},
 	    {"child-stdout", required_argument, NULL, OPT_CHILD_STDOUT},
 	    {"ring-size", required_argument, NULL, OPT_RING},
 	    {"track-allocators", optional_argument, NULL, OPT_TRACK},
+	    {"no-track-allocators", no_argument, NULL, OPT_NO_TRACK},
 	    {"libc", required_argument, NULL, OPT_LIBC},
 	    {"control", required_argument, NULL, OPT_CONTROL},
 	    {"start-disabled", no_argument, NULL, OPT_START_DISABLED},
@@ -170,11 +262,13 @@ int main(int argc, char **argv)
 	    {"stack-depth", required_argument, NULL, OPT_STACK_DEPTH},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, OPT_VERSION},
 	    {0},
 	};
 	struct mt_tracer_opts o = {
 	    .out_fd = STDOUT_FILENO,
 	    .out_name = "stdout",
+	    .child_stdout_fd = -1,
 	    .ring_bytes = DEFAULT_RING_BYTES,
 	    .track_allocators = true,
 	    .rss = true,
@@ -182,7 +276,10 @@ int main(int argc, char **argv)
 	    .stacks = DEFAULT_STACKS,
 	    .stack_depth = MT_STACK_DEPTH_MAX,
 	};
-	const char *out_path = NULL, *env;
+	struct outputs out = {0};
+	struct mt_user user;
+	char why[256];
+	const char *env;
 	int c;
 
 	env = getenv("MT_TRACK_ALLOCATORS");
@@ -195,31 +292,33 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+o:vh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
-			out_path = optarg;
+			out.trace_path = value_of("-o");
 			break;
 		case OPT_CHILD_STDOUT:
-			o.child_stdout = optarg;
+			out.child_path = value_of("--child-stdout");
 			break;
 		case OPT_RING:
 			o.ring_bytes = parse_ring_size(optarg);
 			break;
 		case OPT_TRACK:
 			o.track_allocators =
-			    optarg ? parse_bool(optarg, "--track-allocators")
-				   : true;
+			    bool_arg("--track-allocators", argc, argv);
+			break;
+		case OPT_NO_TRACK:
+			o.track_allocators = false;
 			break;
 		case OPT_LIBC:
-			o.libc_path = optarg;
+			o.libc_path = value_of("--libc");
 			break;
 		case OPT_CONTROL:
-			o.control_path = optarg;
+			o.control_path = value_of("--control");
 			break;
 		case OPT_SCAN:
 			o.scan =
 			    realloc(o.scan, (o.nscan + 1) * sizeof(*o.scan));
 			if (!o.scan)
 				err(MT_EXIT_TRACER_FAILED, "--scan");
-			o.scan[o.nscan++] = optarg;
+			o.scan[o.nscan++] = (char *)value_of("--scan");
 			break;
 		case OPT_NO_STOP:
 			o.no_stop = true;
@@ -228,8 +327,7 @@ int main(int argc, char **argv)
 			o.wait_detach = true;
 			break;
 		case OPT_STACKS:
-			o.stacks =
-			    optarg ? parse_bool(optarg, "--stacks") : true;
+			o.stacks = bool_arg("--stacks", argc, argv);
 			break;
 		case OPT_NO_STACKS:
 			o.stacks = false;
@@ -246,10 +344,9 @@ int main(int argc, char **argv)
 		case OPT_INTERVAL:
 			if (mt_parse_duration(optarg, &o.interval_ns) ||
 			    o.interval_ns < 1000000)
-				errx(MT_EXIT_TRACER_FAILED,
-				     "--interval: '%s' is not a duration of at "
-				     "least 1ms",
-				     optarg);
+				usage_error("--interval: '%s' is not a "
+					    "duration of at least 1ms",
+					    optarg);
 			break;
 		case 'v':
 			o.verbose++;
@@ -257,31 +354,35 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case OPT_VERSION:
+			mt_print_version(stdout, "mt-trace");
+			return 0;
 		default:
-			usage(stderr);
+			/* getopt said which option */
+			fputs("Try 'mt-trace --help'.\n", stderr);
 			return MT_EXIT_TRACER_FAILED;
 		}
 	}
-	if (optind >= argc) {
-		warnx("no command given");
-		usage(stderr);
-		return MT_EXIT_TRACER_FAILED;
-	}
+	if (optind >= argc)
+		usage_error("no command given (mt-trace [OPTIONS] -- CMD "
+			    "[ARGS...])");
+	if (o.start_disabled && !o.control_path)
+		usage_error("--start-disabled needs --control FIFO: nothing "
+			    "else can enable the events, and the trace would "
+			    "hold none");
 	o.argv = argv + optind;
-	if (out_path && strcmp(out_path, "-")) {
-		o.out_fd = open(out_path,
-				O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-		if (o.out_fd < 0)
-			err(MT_EXIT_TRACER_FAILED, "%s", out_path);
-		o.out_name = out_path;
-	} else {
-		if (isatty(STDOUT_FILENO))
-			errx(MT_EXIT_TRACER_FAILED,
-			     "refusing to write a binary trace to a terminal; "
-			     "pipe it to mt-encode or use -o FILE");
-		o.child_stdout_to_stderr = true;
-	}
+	if (mt_user_from_env(&user, why, sizeof(why)))
+		errx(MT_EXIT_TRACER_FAILED, "%s", why);
+	o.user = &user;
+	/* before any file is made: a run that cannot trace leaves none */
+	if (!mt_tracer_has_privileges())
+		return MT_EXIT_TRACER_FAILED;
+	open_outputs(&out, &o, &user);
 	c = mt_trace_run(&o);
+	/* a run that failed before writing anything leaves no empty trace */
+	if (c == MT_EXIT_TRACER_FAILED)
+		mt_output_remove_if_unused(&out.trace, out.trace_path);
 	free(o.scan);
+	mt_user_free(&user);
 	return c;
 }

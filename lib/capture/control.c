@@ -2,6 +2,7 @@
 /* control.c - the control FIFO of mt-trace (see mt_control.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,42 +47,86 @@ enum mt_control_cmd mt_control_parse(const char *line, size_t len,
 	return MT_CTL_INVALID;
 }
 
-static int make_fifo(const char *path, uid_t owner, gid_t group)
+/*
+ * Make path a new FIFO of the user's, mode 0600, and check that what is
+ * opened is that FIFO: never one that was there before (anyone may have
+ * made it, and would then command the trace), never through a symbolic
+ * link.  The FIFO's identity is kept so that only it is removed at the end.
+ */
+static int make_fifo(struct mt_control_fifo *f, const char *path, uid_t owner,
+		     int *fdp, char *why, size_t whylen)
 {
 	struct stat st;
+	int fd;
 
-	if (mkfifo(path, 0600) == 0) {
-		if (owner != (uid_t)-1 && chown(path, owner, group))
-			return -errno;
-		return 0;
+	if (mkfifo(path, 0600)) {
+		if (errno == EEXIST)
+			snprintf(why, whylen,
+				 "%s already exists: --control makes a new "
+				 "FIFO and never uses one it did not make "
+				 "(remove it, or choose another path)",
+				 path);
+		else
+			snprintf(why, whylen, "%s: %s", path, strerror(errno));
+		return -1;
 	}
-	if (errno != EEXIST)
-		return -errno;
-	if (stat(path, &st) || !S_ISFIFO(st.st_mode))
-		return -EEXIST; /* something else is there: leave it alone */
+	/* what to remove at the end, even should the rest fail */
+	if (lstat(path, &st) == 0 && S_ISFIFO(st.st_mode)) {
+		f->made = true;
+		f->dev = st.st_dev;
+		f->ino = st.st_ino;
+	}
+	/* read and write: no EOF when writers come and go, and an open that
+	 * does not wait for a writer */
+	fd = open(path, O_RDWR | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) || fchmod(fd, 0600)) {
+		snprintf(why, whylen, "%s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (!f->made || st.st_dev != f->dev || st.st_ino != f->ino ||
+	    !S_ISFIFO(st.st_mode) || st.st_uid != owner) {
+		snprintf(why, whylen,
+			 "%s: not the FIFO just made (replaced meanwhile)",
+			 path);
+		close(fd);
+		return -1;
+	}
+	*fdp = fd;
 	return 0;
 }
 
-int mt_control_open(struct mt_control *c, const char *path, uid_t owner,
-		    gid_t group)
+int mt_control_open(struct mt_control *c, const char *path,
+		    const struct mt_user *u, char *why, size_t whylen)
 {
-	int err;
+	struct mt_user_fs saved;
+	int rc, ack_fd = -1;
 
 	memset(c, 0, sizeof(*c));
-	c->fd = c->keep_fd = -1;
+	c->fd = -1;
 	c->path = strdup(path);
-	if (!c->path || asprintf(&c->ack_path, "%s.ack", path) < 0)
-		return -ENOMEM;
-	err = make_fifo(c->path, owner, group);
-	if (!err)
-		err = make_fifo(c->ack_path, owner, group);
-	if (err)
-		return err;
-	c->fd = open(c->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (c->fd < 0)
-		return -errno;
-	c->keep_fd = open(c->path, O_WRONLY | O_CLOEXEC);
-	return c->keep_fd < 0 ? -errno : 0;
+	if (!c->path || asprintf(&c->ack_path, "%s.ack", path) < 0) {
+		c->ack_path = NULL;
+		snprintf(why, whylen, "%s", strerror(ENOMEM));
+		return -1;
+	}
+	rc = mt_user_fs_begin(u, &saved);
+	if (rc) {
+		snprintf(why, whylen, "becoming uid %u: %s", (unsigned)u->uid,
+			 strerror(-rc));
+		return -1;
+	}
+	rc = make_fifo(&c->fifo, c->path, u->uid, &c->fd, why, whylen);
+	if (!rc)
+		rc = make_fifo(&c->ack, c->ack_path, u->uid, &ack_fd, why,
+			       whylen);
+	mt_user_fs_end(&saved);
+	/* answers are opened afresh for each: one nobody waits for must not
+	 * stay in the pipe for the next writer */
+	if (ack_fd >= 0)
+		close(ack_fd);
+	return rc;
 }
 
 void mt_control_read(struct mt_control *c, mt_control_fn fn, void *ctx)
@@ -117,28 +162,38 @@ void mt_control_read(struct mt_control *c, mt_control_fn fn, void *ctx)
 void mt_control_ack(struct mt_control *c)
 {
 	/* non-blocking: ENXIO when nobody waits for the answer, fine */
-	int fd = open(c->ack_path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	int fd =
+	    open(c->ack_path, O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
 
 	if (fd < 0)
 		return;
-	if (write(fd, "ok\n", 3) < 0) {
+	/* only to the FIFO made at the start */
+	if (fstat(fd, &st) == 0 && st.st_dev == c->ack.dev &&
+	    st.st_ino == c->ack.ino && write(fd, "ok\n", 3) < 0) {
 		/* the writer stopped waiting: nothing to do */
 	}
 	close(fd);
+}
+
+/* Remove path if it is still the FIFO this run made. */
+static void remove_made(const struct mt_control_fifo *f, const char *path)
+{
+	struct stat st;
+
+	if (path && f->made && lstat(path, &st) == 0 && st.st_dev == f->dev &&
+	    st.st_ino == f->ino)
+		unlink(path);
 }
 
 void mt_control_close(struct mt_control *c)
 {
 	if (c->fd >= 0)
 		close(c->fd);
-	if (c->keep_fd >= 0)
-		close(c->keep_fd);
-	if (c->path)
-		unlink(c->path);
-	if (c->ack_path)
-		unlink(c->ack_path);
+	remove_made(&c->fifo, c->path);
+	remove_made(&c->ack, c->ack_path);
 	free(c->path);
 	free(c->ack_path);
-	c->path = c->ack_path = NULL;
-	c->fd = c->keep_fd = -1;
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
 }

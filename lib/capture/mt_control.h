@@ -13,8 +13,11 @@
 #ifndef MT_CONTROL_H
 #define MT_CONTROL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+
+#include "mt_user.h"
 
 enum mt_control_cmd {
 	MT_CTL_INVALID = 0,
@@ -31,19 +34,27 @@ enum mt_control_cmd {
 enum mt_control_cmd mt_control_parse(const char *line, size_t len,
 				     const char **arg, size_t *arglen);
 
+/* A FIFO this run made: only it is ever removed. */
+struct mt_control_fifo {
+	bool made;
+	dev_t dev;
+	ino_t ino;
+};
+
 struct mt_control {
 	char *path;
 	char *ack_path;
-	int fd;	     /* read end, non-blocking */
-	int keep_fd; /* our own write end: no EOF when writers come and go */
+	int fd; /* read (and write: no EOF) end, non-blocking */
+	struct mt_control_fifo fifo, ack;
 	char buf[4096];
 	size_t len;
 };
 
-/* Create PATH and PATH.ack as FIFOs (reusing existing FIFOs), owned by
- * owner/group when they are not -1, and open PATH.  0 or -errno. */
-int mt_control_open(struct mt_control *c, const char *path, uid_t owner,
-		    gid_t group);
+/* Create PATH and PATH.ack as new FIFOs of u's, mode 0600 (failing if
+ * anything is there already, a symbolic link included), and open PATH.
+ * 0, or -1 with a message naming the path in why. */
+int mt_control_open(struct mt_control *c, const char *path,
+		    const struct mt_user *u, char *why, size_t whylen);
 
 typedef void (*mt_control_fn)(void *ctx, enum mt_control_cmd cmd,
 			      const char *arg, size_t arglen, const char *line);
@@ -54,7 +65,7 @@ void mt_control_read(struct mt_control *c, mt_control_fn fn, void *ctx);
 /* Tell a writer waiting on PATH.ack that its command was applied. */
 void mt_control_ack(struct mt_control *c);
 
-/* Close and remove both FIFOs. */
+/* Close, and remove the FIFOs this run made (still the same files). */
 void mt_control_close(struct mt_control *c);
 
 #endif /* MT_CONTROL_H */

@@ -6,16 +6,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct mt_user;
+
 /* mt-trace's own exit statuses (like timeout(1) and env(1)). */
 #define MT_EXIT_TRACER_FAILED 125 /* mt-trace could not trace */
 #define MT_EXIT_CANNOT_EXEC   126 /* CMD found but not executable */
 #define MT_EXIT_NOT_FOUND     127 /* CMD not found */
 
 struct mt_tracer_opts {
-	char **argv;		  /* CMD and its arguments */
-	int out_fd;		  /* where the raw stream goes */
-	const char *out_name;	  /* for messages */
-	const char *child_stdout; /* file for CMD's stdout, or NULL */
+	char **argv;	      /* CMD and its arguments */
+	int out_fd;	      /* where the raw stream goes */
+	const char *out_name; /* for messages */
+	int child_stdout_fd;  /* CMD's stdout (--child-stdout), or -1 */
 	bool child_stdout_to_stderr;
 	uint64_t ring_bytes; /* events ring size, power of two */
 	bool track_allocators;
@@ -31,6 +33,7 @@ struct mt_tracer_opts {
 	bool wait_detach;     /* remove the probes before exiting */
 	bool stacks;	      /* call stacks of allocations (--stacks) */
 	uint32_t stack_depth; /* deepest stack kept, <= MT_STACK_DEPTH_MAX */
+	const struct mt_user *user; /* who CMD runs as (mt_user.h) */
 	int verbose;
 };
 
@@ -40,6 +43,11 @@ struct mt_tracer_opts {
  * messages to stderr.
  */
 int mt_trace_run(const struct mt_tracer_opts *opts);
+
+/* Whether this process may load and attach mt-trace's eBPF programs
+ * (CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN); when not, says on stderr
+ * which capabilities are missing, once. */
+bool mt_tracer_has_privileges(void);
 
 /* How --physical is measured, in words, for stderr; with probe, also
  * whether this kernel would allow the exact method (costly: -v only). */

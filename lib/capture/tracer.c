@@ -46,6 +46,7 @@
 #include "mt_stack.h"
 #include "mt_raw.h"
 #include "mt_tracer.h"
+#include "mt_user.h"
 #include "mt_trace.skel.h"
 #include "tracer_int.h"
 
@@ -69,44 +70,13 @@ static uint64_t clock_ns(clockid_t id)
 
 /* ---- the child ---------------------------------------------------------- */
 
-static void drop_sudo_privileges(void)
-{
-	const char *uid_s = getenv("SUDO_UID"), *gid_s = getenv("SUDO_GID");
-	const char *user = getenv("SUDO_USER");
-	uid_t uid;
-	gid_t gid;
-
-	if (getuid() != 0 || !uid_s || !gid_s)
-		return;
-	uid = strtoul(uid_s, NULL, 10);
-	gid = strtoul(gid_s, NULL, 10);
-	if (uid == 0)
-		return;
-	if ((user ? initgroups(user, gid) : setgroups(0, NULL)) ||
-	    setgid(gid) || setuid(uid)) {
-		fprintf(stderr, "mt-trace: cannot become uid %u: %s\n", uid,
-			strerror(errno));
-		_exit(MT_EXIT_TRACER_FAILED);
-	}
-}
-
 static void redirect_child_stdout(const struct mt_tracer_opts *o)
 {
-	int fd;
-
-	if (o->child_stdout) {
-		fd = open(o->child_stdout, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-		if (fd < 0) {
-			fprintf(stderr, "mt-trace: %s: %s\n", o->child_stdout,
-				strerror(errno));
-			_exit(MT_EXIT_TRACER_FAILED);
-		}
-		dup2(fd, STDOUT_FILENO);
-		close(fd);
-	} else if (o->child_stdout_to_stderr) {
+	if (o->child_stdout_fd >= 0)
+		dup2(o->child_stdout_fd, STDOUT_FILENO);
+	else if (o->child_stdout_to_stderr)
 		/* the trace owns stdout: keep the command's output apart */
 		dup2(STDERR_FILENO, STDOUT_FILENO);
-	}
 }
 
 static void run_child(const struct mt_tracer_opts *o, int release_fd,
@@ -127,7 +97,12 @@ static void run_child(const struct mt_tracer_opts *o, int release_fd,
 	redirect_child_stdout(o);
 	if (o->control_path)
 		setenv("MT_CONTROL", o->control_path, 1);
-	drop_sudo_privileges();
+	e = mt_user_become(o->user);
+	if (e) {
+		fprintf(stderr, "mt-trace: cannot become uid %u: %s\n",
+			(unsigned)o->user->uid, strerror(-e));
+		_exit(MT_EXIT_TRACER_FAILED);
+	}
 	execvp(o->argv[0], o->argv);
 	e = errno;
 	if (write(exec_err_fd, &e, sizeof(e)) < 0)
@@ -182,26 +157,48 @@ static uint64_t effective_caps(void)
 	return caps;
 }
 
-/* Say exactly which capability is missing, when one is. */
-static void explain_privileges(const char *what, int err)
+/* The capabilities loading and attaching need that this process lacks, as
+ * " CAP_BPF CAP_PERFMON", or "". */
+static void missing_caps(char *missing, size_t len)
 {
 	enum { CAP_SYS_ADMIN_ = 21, CAP_PERFMON_ = 38, CAP_BPF_ = 39 };
 	uint64_t caps = effective_caps();
 	bool admin = caps & (1ull << CAP_SYS_ADMIN_);
-	char missing[128] = "";
 
-	if (!admin && !(caps & (1ull << CAP_BPF_)))
-		strcat(missing, " CAP_BPF");
-	if (!admin && !(caps & (1ull << CAP_PERFMON_)))
-		strcat(missing, " CAP_PERFMON");
+	snprintf(missing, len, "%s%s",
+		 !admin && !(caps & (1ull << CAP_BPF_)) ? " CAP_BPF" : "",
+		 !admin && !(caps & (1ull << CAP_PERFMON_)) ? " CAP_PERFMON"
+							    : "");
+}
+
+static void say_missing(const char *missing)
+{
+	fprintf(stderr,
+		"mt-trace: missing capability:%s (run as root, or grant it: "
+		"setcap cap_bpf,cap_perfmon,cap_sys_admin+ep mt-trace)\n",
+		missing);
+}
+
+bool mt_tracer_has_privileges(void)
+{
+	char missing[64];
+
+	missing_caps(missing, sizeof(missing));
+	if (missing[0])
+		say_missing(missing);
+	return !missing[0];
+}
+
+/* Say exactly which capability is missing, when one is. */
+static void explain_privileges(const char *what, int err)
+{
+	char missing[64];
+
+	missing_caps(missing, sizeof(missing));
 	fprintf(stderr, "mt-trace: %s: %s%s\n", what, strerror(err),
 		mt_tracer_verbose ? "" : " (-v shows libbpf's messages)");
 	if (missing[0])
-		fprintf(stderr,
-			"mt-trace: missing capability:%s (run as root, or "
-			"grant it: setcap cap_bpf,cap_perfmon,cap_sys_admin+ep "
-			"mt-trace)\n",
-			missing);
+		say_missing(missing);
 }
 
 static bool tracefs_ready(void)
@@ -613,6 +610,8 @@ static uint64_t read_lost(struct tracer *t)
 
 static void output_gone(struct tracer *t)
 {
+	if (t->output_failed)
+		return; /* said once: its write and its epoll both tell */
 	fprintf(stderr,
 		"mt-trace: %s: the reader went away; stopping the command\n",
 		t->opts->out_name);
@@ -944,20 +943,13 @@ static void on_control(void *ctx, enum mt_control_cmd cmd, const char *arg,
 static int open_control(struct tracer *t)
 {
 	const char *path = t->opts->control_path;
-	uid_t uid = -1;
-	gid_t gid = -1;
-	int err;
+	char why[PATH_MAX + 160];
 
 	if (!path)
 		return 0;
-	if (getuid() == 0 && getenv("SUDO_UID") && getenv("SUDO_GID")) {
-		uid = strtoul(getenv("SUDO_UID"), NULL, 10);
-		gid = strtoul(getenv("SUDO_GID"), NULL, 10);
-	}
-	err = mt_control_open(&t->control, path, uid, gid);
-	if (err) {
-		fprintf(stderr, "mt-trace: --control %s: %s\n", path,
-			strerror(-err));
+	if (mt_control_open(&t->control, path, t->opts->user, why,
+			    sizeof(why))) {
+		fprintf(stderr, "mt-trace: --control: %s\n", why);
 		mt_control_close(&t->control);
 		return -1;
 	}
