@@ -609,6 +609,9 @@ links_of() {
 	run mt-trace --track-allocators "$MT_FIXTURES/exitwith" 9
 	assert_failure 125
 	assert_output --partial "--track-allocators"
+	run mt-trace --stacks true -- "$MT_FIXTURES/exitwith" 9
+	assert_failure 125
+	assert_output --partial "--stacks takes its value after '=' (--stacks=true)"
 	# an option's value forgotten before '--'
 	for opt in -o --child-stdout --control --libc --scan; do
 		run mt-trace "$opt" -- "$MT_FIXTURES/exitwith" 9
