@@ -307,7 +307,13 @@ $(OUTPUT)/bench/trace-%.msgpack: $(OUTPUT)/bench/trace-%.raw \
 	$(call msg,ENCODE,$@)
 	$(Q)$(OUTPUT)/bin/mt-encode -o $@ $<
 
-bench-data: $(OUTPUT)/bench/trace-$(BENCH_EVENTS).msgpack
+$(OUTPUT)/bench/trace-%.plain.msgpack: $(OUTPUT)/bench/trace-%.raw \
+		$(OUTPUT)/bin/mt-encode
+	$(call msg,ENCODE,$@)
+	$(Q)$(OUTPUT)/bin/mt-encode -u -o $@ $<
+
+bench-data: $(OUTPUT)/bench/trace-$(BENCH_EVENTS).msgpack \
+	$(OUTPUT)/bench/trace-$(BENCH_EVENTS).plain.msgpack
 
 bench: all $(OUTPUT)/fixtures/allocheavy $(OUTPUT)/fixtures/bystander \
 		$(OUTPUT)/fixtures/storm_threads \

@@ -18,6 +18,8 @@ WORKLOAD_FACTOR, WORKLOAD_ADD_S = 1.1, 0.1
 PER_CALL_MAX_NS = 1000.0
 RSS_MAX_BYTES = 10e6
 OFFLINE_MIN_EVENTS_S = 10e6
+# issue 13: the compressed artifact of the allocation-heavy trace
+HEAVY_MAX_BYTES_PER_EVENT = 8.0
 
 VARIANT_LABEL = {
     "default": "default",
@@ -261,7 +263,7 @@ class Table:
         rows = self.of_kind("offline")
         if not rows:
             return
-        fmt = "%-16s %10s %11s %9s %10s %12s"
+        fmt = "%-22s %10s %11s %9s %10s %12s"
         print("offline stages on a %s-event trace (mt-gen), %d runs each"
               % (count(rows[0]["events"]), runs_of(self.results, rows[0])))
         print(fmt % ("stage", "input", "cat input", "median", "events/s",
@@ -272,10 +274,31 @@ class Table:
             print(fmt % (row["label"], "%.0f MB" % (row["input_bytes"] / 1e6),
                          secs(base), secs(median), rate(events_s),
                          "%.0f" % (row["input_bytes"] / 1e6 / median)))
-            if row["name"] in ("encode", "reconstruct"):
-                self.target("%s events/s, one core" % row["label"],
+            if row["name"] in ("encode", "reconstruct", "report"):
+                self.target("%s events/s (zstd), one core" % row["label"],
                             ">= 10 M/s", rate(events_s),
                             events_s >= OFFLINE_MIN_EVENTS_S)
+        print()
+
+    def sizes(self):
+        rows = self.of_kind("size")
+        if not rows:
+            return
+        fmt = "%-24s %12s %10s %13s %12s"
+        print("artifact size, bytes an event (mt-encode: zstd level 1, "
+              "1 MiB frames; -u: plain)")
+        print(fmt % ("trace", "events", "raw", "plain (-u)", "zstd"))
+        for row in rows:
+            per = lambda key: row[key] / max(row["events"], 1)
+            print(fmt % (row["name"], count(row["events"]),
+                         "%.1f" % per("raw_bytes"),
+                         "%.1f" % per("plain_bytes"),
+                         "%.2f" % per("zstd_bytes")))
+            if row["heavy"]:
+                self.target("artifact bytes/event, allocation-heavy",
+                            "<= %.0f" % HEAVY_MAX_BYTES_PER_EVENT,
+                            "%.2f" % per("zstd_bytes"),
+                            per("zstd_bytes") <= HEAVY_MAX_BYTES_PER_EVENT)
         print()
 
     def target_table(self):
@@ -301,6 +324,7 @@ def main():
     table.storm()
     table.bystander()
     table.offline()
+    table.sizes()
     table.target_table()
 
 

@@ -117,7 +117,7 @@ for b in config["benchmarks"]:
 		}
 		n=$((n + 1))
 	done <<<"$(sed "s|build/|${MT_BUILD#"$TOP"/}/|g" <<<"$commands")"
-	[ "$n" -eq 14 ]
+	[ "$n" -eq 16 ]
 }
 
 @test "make bench (BENCH_QUICK=1) prints the table with every benchmark" {

@@ -117,3 +117,44 @@ for m in msgpack.Unpacker(io.BytesIO(d), raw=False, object_pairs_hook=list):
 	assert_success
 	[ "$output" -gt 10 ]
 }
+
+# ---- reading CodSpeed's stored files as they are ---------------------------
+
+VECTOR="$TOP/tests/data/codspeed-realloc.MemtrackArtifact.msgpack"
+
+@test "every stage reads CodSpeed's stored artifact as it is (zstd), as after zstd -dc" {
+	zstd -dc "$VECTOR" > "$T/plain.msgpack"
+	# mt-reconstruct: the same timelines, the one realloc of 42 bytes
+	mt-reconstruct -o "$T/direct.json" "$VECTOR"
+	mt-reconstruct -o "$T/plain.json" "$T/plain.msgpack"
+	[ "$(jq -c .input "$T/direct.json")" = '{"format":"memtrack","complete":true,"has_trailer":false,"error":null}' ]
+	diff <(jq 'del(.input)' "$T/direct.json") <(jq 'del(.input)' "$T/plain.json")
+	[ "$(jq .tree.heap.peak "$T/direct.json")" = 42 ]
+	[ "$(jq .tree.totals.calls.realloc "$T/direct.json")" = 1 ]
+	# mt-report: the same report, its JSON too
+	mt-report "$VECTOR" | diff - <(mt-report "$T/plain.msgpack")
+	[ "$(mt-report --json "$VECTOR" | jq .events)" = 1 ]
+	# from a pipe
+	mt-report < "$VECTOR" | diff - <(mt-report "$T/plain.msgpack")
+	# mt-encode reads it, and says it is not what it encodes
+	run mt-encode -o "$T/x" "$VECTOR"
+	assert_failure 2
+	assert_output "mt-encode: $VECTOR: not a raw stream but memtrack (mt-encode reads what mt-trace writes)"
+}
+
+@test "mt-encode --codspeed's file, read back: the same allocator calls and bytes as mt's own artifact" {
+	"$GEN" --events 20000 --seed 34 -o "$T/run.raw"
+	mt-encode --codspeed "$T/out" --frame-size 8KiB "$T/run.raw" 2>/dev/null
+	f=$(echo "$T"/out/*.MemtrackArtifact.msgpack)
+	# many frames, as a long memtrack run's stream of frames
+	[ "$(zstd -l "$f" | awk 'NR == 2 { print $1 }')" -gt 10 ]
+	mt-encode -o "$T/run.msgpack" "$T/run.raw"
+	mt-reconstruct -o "$T/cs.json" "$f"
+	mt-reconstruct -o "$T/mt.json" "$T/run.msgpack"
+	[ "$(jq -r .input.format "$T/cs.json")" = memtrack ]
+	# every call and byte; not the peaks: without Exec and Exit records a
+	# process's heap is never let go of at exec (CodSpeed cannot say)
+	totals='.tree.totals | del(.reused_addresses)'
+	[ "$(jq -c "$totals" "$T/cs.json")" = "$(jq -c "$totals" "$T/mt.json")" ]
+	[ "$(jq .tree.totals.allocations "$T/cs.json")" -gt 5000 ]
+}

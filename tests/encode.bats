@@ -44,7 +44,8 @@ print(sum(1 for l in open(sys.argv[1]) if isinstance(json.loads(l), dict)))' "$T
 	# and the values spelled out, not only derived
 	run "$PY" -c '
 import msgpack, sys
-m = list(msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False))
+from mtzstd import open_plain
+m = list(msgpack.Unpacker(open_plain(sys.argv[1]), raw=False))
 print(m[0]["command"], m[0]["host"], m[0]["start_time"])
 print(m[1])
 print(m[2]["path"])
@@ -108,7 +109,8 @@ print(hsize + 32, struct.unpack_from("<I", d, hsize + 8)[0])' "$T/run.raw")
 	"$PY" "$CHECK" check-partial "$T/cut.raw" "$T/cut.msgpack" "$msg"
 	run "$PY" -c '
 import msgpack, sys
-print(list(msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False))[-1]["error"])' "$T/cut.msgpack"
+from mtzstd import open_plain
+print(list(msgpack.Unpacker(open_plain(sys.argv[1]), raw=False))[-1]["error"])' "$T/cut.msgpack"
 	assert_output "$msg"
 }
 
@@ -396,4 +398,144 @@ PYEOF
 	run --separate-stderr mt-encode --zstd -o "$T/out.zst" "$T/run.raw"
 	assert_success
 	[ -z "$stderr" ]
+}
+
+# ---- every stage reads zstd-compressed input (issue 13) ----------------
+
+@test "compressed input of every format reads as the plain one (raw, artifact, JSON Lines)" {
+	"$GEN" --events 20000 --seed 41 --lost 20 --batch 300 \
+		--expect "$T/expect.jsonl" -o "$T/run.raw"
+	mt-encode -u -o "$T/run.msgpack" "$T/run.raw"
+	mt-encode --jsonl -o "$T/run.jsonl" "$T/run.raw"
+	# compressed by the zstd CLI (one frame, no content size when piped)
+	# and by mt-encode (many frames)
+	zstd -q -c "$T/run.raw" > "$T/raw.zst"
+	zstd -q -c < "$T/run.msgpack" > "$T/msgpack.zst"
+	zstd -q -c < "$T/run.jsonl" > "$T/jsonl.zst"
+	mt-encode --frame-size 8KiB -o "$T/frames.zst" "$T/run.raw"
+	for f in raw.zst msgpack.zst jsonl.zst frames.zst; do
+		"$READ" --dump "$T/$f" > "$T/$f.dump"
+		diff -u "$T/expect.jsonl" "$T/$f.dump"
+	done
+	# mt-encode reads the compressed raw stream: the same artifact
+	mt-encode -u "$T/raw.zst" | cmp - "$T/run.msgpack"
+	# mt-reconstruct and mt-report: the same timelines and report
+	mt-reconstruct "$T/run.msgpack" > "$T/plain.json"
+	for f in msgpack.zst jsonl.zst frames.zst raw.zst; do
+		mt-reconstruct "$T/$f" > "$T/$f.json"
+		# the input section names the file and its format; the rest is equal
+		diff <(jq 'del(.input)' "$T/plain.json") <(jq 'del(.input)' "$T/$f.json")
+		mt-report "$T/$f" | diff - <(mt-report "$T/run.msgpack")
+	done
+	# and from a pipe
+	mt-reconstruct < "$T/frames.zst" | jq 'del(.input)' | diff - <(jq 'del(.input)' "$T/plain.json")
+}
+
+@test "compressed input: skippable frames are skipped, empty frames are nothing" {
+	"$GEN" --events 3000 --seed 42 -o "$T/run.raw"
+	mt-encode -u -o "$T/run.msgpack" "$T/run.raw"
+	mt-encode --frame-size 16KiB -o "$T/run.zst" "$T/run.raw"
+	# a skippable frame (RFC 8878: magic 0x184D2A5X, 32-bit length) first,
+	# an empty frame (zstd of nothing) and another skippable one inside
+	printf '\x50\x2a\x4d\x18\x03\x00\x00\x00abc' > "$T/skip"
+	zstd -q -c < /dev/null > "$T/empty.zst"
+	cat "$T/skip" "$T/run.zst" "$T/empty.zst" "$T/skip" "$T/empty.zst" > "$T/odd.zst"
+	zstd -dc "$T/odd.zst" | cmp - "$T/run.msgpack"
+	"$READ" --dump "$T/odd.zst" > "$T/odd.dump"
+	"$READ" --dump "$T/run.msgpack" > "$T/plain.dump"
+	cmp "$T/odd.dump" "$T/plain.dump"
+	# nothing but empty and skippable frames: empty input, exit 2
+	cat "$T/skip" "$T/empty.zst" > "$T/nothing.zst"
+	run mt-encode -o "$T/x" "$T/nothing.zst"
+	assert_failure 2
+	assert_output "mt-encode: $T/nothing.zst: byte 0 of the decompressed stream ($(stat -c %s "$T/nothing.zst") compressed bytes read): empty input"
+}
+
+@test "compressed input cut short: exit 2, the compressed offset, never complete" {
+	"$GEN" --events 5000 --seed 43 --batch 100 -o "$T/run.raw"
+	# the raw stream in independent frames of 20000 bytes, by the zstd CLI
+	"$PY" - "$T/run.raw" "$T/raw.zst" <<'PYEOF'
+import subprocess, sys
+d = open(sys.argv[1], "rb").read()
+out = b""
+for i in range(0, len(d), 20000):
+    out += subprocess.run(["zstd", "-q", "-c"], input=d[i:i + 20000],
+                          stdout=subprocess.PIPE, check=True).stdout
+open(sys.argv[2], "wb").write(out)
+PYEOF
+	size=$(stat -c %s "$T/raw.zst")
+	# the frame ends, by the zstd CLI's own count of each frame's bytes
+	first_end=$("$PY" -c '
+import subprocess, sys
+d = open(sys.argv[1], "rb").read()
+one = subprocess.run(["zstd", "-q", "-c"], input=open(sys.argv[2], "rb").read()[:20000],
+                     stdout=subprocess.PIPE).stdout
+assert d.startswith(one)
+print(len(one))' "$T/raw.zst" "$T/run.raw")
+	for cut in 2 10 $((first_end - 1)) $((first_end + 7)) $((size / 2)) $((size - 1)); do
+		head -c "$cut" "$T/raw.zst" > "$T/cut.zst"
+		run --separate-stderr mt-encode -u -o "$T/cut.msgpack" "$T/cut.zst"
+		assert_failure 2
+		[[ "$stderr" =~ ^mt-encode:\ $T/cut.zst:\ byte\ $cut:\ zstd\ frame\ at\ byte\ [0-9]+\ cut\ short ]] ||
+			[ "$cut" -lt 4 ] ||
+			{ echo "cut $cut: $stderr"; false; }
+		[ "$cut" -lt 200 ] && continue # not even the raw header
+		run "$PY" -c '
+import msgpack, sys
+print(list(msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False))[-1]["complete"])' "$T/cut.msgpack"
+		assert_output "False"
+	done
+	# cut exactly after the first frame: the frames are whole, the raw
+	# stream in them is not (no trailer): both offsets are named
+	head -c "$first_end" "$T/raw.zst" > "$T/cut.zst"
+	run --separate-stderr mt-encode -u -o "$T/cut.msgpack" "$T/cut.zst"
+	assert_failure 2
+	[[ "$stderr" == "mt-encode: $T/cut.zst: byte "*" of the decompressed stream ($first_end compressed bytes read): "*"truncated"* ]] ||
+		{ echo "$stderr"; false; }
+}
+
+@test "compressed artifact cut short: mt-reconstruct and mt-report say where" {
+	"$GEN" --events 20000 --seed 44 -o "$T/run.raw"
+	mt-encode --frame-size 16KiB -o "$T/run.zst" "$T/run.raw"
+	size=$(stat -c %s "$T/run.zst")
+	head -c $((size / 2)) "$T/run.zst" > "$T/cut.zst"
+	run --separate-stderr mt-reconstruct -o "$T/cut.json" "$T/cut.zst"
+	[ "$status" -ne 0 ]
+	[[ "$stderr" == *"$T/cut.zst: byte $((size / 2)): zstd frame at byte "*" cut short"* ]]
+	[ "$(jq .input.complete "$T/cut.json")" = false ]
+	run mt-report "$T/cut.zst"
+	assert_line --index 0 --partial "incomplete trace: $T/cut.zst: byte $((size / 2)): zstd frame at byte"
+}
+
+@test "compressed input with a flipped bit: exit 2, never other events" {
+	"$GEN" --events 5000 --seed 45 -o "$T/run.raw"
+	mt-encode -u -o "$T/run.msgpack" "$T/run.raw"
+	zstd -q -c "$T/run.raw" > "$T/raw.zst"
+	size=$(stat -c %s "$T/raw.zst")
+	for at in 20 $((size / 3)) $((size / 2)) $((size - 6)); do
+		"$PY" -c '
+import sys
+d = bytearray(open(sys.argv[1], "rb").read())
+d[int(sys.argv[2])] ^= 0x04
+open(sys.argv[3], "wb").write(d)' "$T/raw.zst" "$at" "$T/bad.zst"
+		run --separate-stderr mt-encode -u -o "$T/bad.msgpack" "$T/bad.zst"
+		assert_failure 2
+		[[ "$stderr" == "mt-encode: $T/bad.zst: byte "* ]] || { echo "$stderr"; false; }
+	done
+}
+
+@test "a large compressed input is read in bounded memory" {
+	"$GEN" --events 2000000 --seed 46 -o "$T/big.raw"
+	mt-encode -o "$T/big.zst" "$T/big.raw"
+	rm "$T/big.raw"
+	plain=$(zstd -dc "$T/big.zst" | wc -c)
+	echo "compressed $(stat -c %s "$T/big.zst") bytes, plain $plain" >&3
+	/usr/bin/time -f "%M" -o "$T/rss" "$READ" "$T/big.zst"
+	rss_kib=$(cat "$T/rss")
+	echo "mt-read max RSS ${rss_kib} KiB" >&3
+	[ "$rss_kib" -lt 16384 ]
+	[ $((plain / 1024)) -gt $((rss_kib * 5)) ]
+	# the same through a pipe
+	/usr/bin/time -f "%M" -o "$T/rss" "$READ" - < "$T/big.zst"
+	[ "$(cat "$T/rss")" -lt 16384 ]
 }

@@ -10,6 +10,9 @@ MT_BUILD="${MT_BUILD:-$TOP/build}"
 PATH="$MT_BIN:$PATH"
 # Debian's python3 has python3-msgpack; the pyenv one on PATH does not.
 PY=/usr/bin/python3
+# tests/lib's modules for inline python too (mtzstd.open_plain: an
+# artifact's MessagePack, through the zstd CLI when it is compressed)
+export PYTHONPATH="$TOP/tests/lib${PYTHONPATH:+:$PYTHONPATH}"
 
 # eBPF tests need root (CAP_BPF + CAP_PERFMON + CAP_SYS_ADMIN for tracefs).
 # In CI a missing privilege is a failure, never a skip.

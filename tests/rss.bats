@@ -70,7 +70,8 @@ PROC_SLACK=$(($(nproc) * 32 * $(getconf PAGESIZE)))
 	assert_file_contains "$T/trace.err" "physical memory:"
 	run "$PY" -c '
 import msgpack, sys
-hdr = next(iter(msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False)))
+from mtzstd import open_plain
+hdr = next(iter(msgpack.Unpacker(open_plain(sys.argv[1]), raw=False)))
 print(hdr["physical_tracked"], hdr["rss_tracked"])' "$T/out.msgpack"
 	assert_output "True True"
 	rss=$(report_json '.tree.peak_rss')
@@ -87,7 +88,8 @@ print(hdr["physical_tracked"], hdr["rss_tracked"])' "$T/out.msgpack"
 	trace_ok --track-allocators=false -- "$MT_FIXTURES/hundred"
 	run "$PY" -c '
 import msgpack, sys, collections
-c = collections.Counter(m["type"] for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False))
+from mtzstd import open_plain
+c = collections.Counter(m["type"] for m in msgpack.Unpacker(open_plain(sys.argv[1]), raw=False))
 alloc = sum(c[k] for k in ("Malloc", "Free", "Calloc", "Realloc", "AlignedAlloc", "Allocator"))
 print(alloc, c["Rss"] > 0, c["Mmap"] > 0, c["Brk"] > 0)' "$T/out.msgpack"
 	assert_output "0 True True True"
@@ -105,9 +107,10 @@ print(alloc, c["Rss"] > 0, c["Mmap"] > 0, c["Brk"] > 0)' "$T/out.msgpack"
 	# its own anon counter grew by no more than its stack and data
 	run "$PY" -c '
 import msgpack, sys
+from mtzstd import open_plain
 parent, child = int(sys.argv[2]), int(sys.argv[3])
 peak = {}
-for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False):
+for m in msgpack.Unpacker(open_plain(sys.argv[1]), raw=False):
     if m["type"] == "Rss" and m["member"] == "anon":
         peak[m["pid"]] = max(peak.get(m["pid"], 0), m["size"])
 print(peak.get(parent, 0) >= 64 << 20, peak.get(child, 0) < 64 << 20)' "$T/out.msgpack" "$parent" "$child"

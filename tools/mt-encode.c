@@ -181,12 +181,12 @@ static void parse_args(int argc, char **argv, struct env *env)
 			    env->codspeed_dir);
 }
 
-/* For now only --codspeed compresses unless asked: MessagePack joins it
- * once every reader takes zstd input. */
+/* MessagePack is kept compressed unless asked; JSON Lines are text for
+ * jq and eyes, compressed only if asked. */
 static bool compressed(const struct env *env)
 {
 	if (env->compression == COMPRESS_DEFAULT)
-		return env->codspeed_dir;
+		return !env->jsonl;
 	return env->compression == COMPRESS_ZSTD;
 }
 

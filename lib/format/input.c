@@ -16,6 +16,7 @@
 #include <msgpack.h>
 
 #include "input_int.h"
+#include "mt_zstd.h"
 
 static int next_fields(struct mt_input *in, struct fields *f, uint64_t *off,
 		       json_t **root)
@@ -70,6 +71,9 @@ static int detect(struct mt_input *in)
 {
 	unsigned char c;
 
+	/* zstd frames around any format: told by their 4-byte magic */
+	if ((!fill(in, 4) && in->state < 0) || input_start_zstd(in))
+		return -1;
 	if (!fill(in, 1)) {
 		if (in->state < 0)
 			return -1;
@@ -197,6 +201,7 @@ void mt_input_close(struct mt_input *in)
 	mt_meta_free(&in->meta);
 	free(in->str);
 	free(in->guesses);
+	mt_zreader_free(in->zstd);
 	if (in->mapped)
 		input_unmap_file(in);
 	else

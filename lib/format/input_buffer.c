@@ -18,6 +18,7 @@
 
 #include "input_int.h"
 #include "mt_decimal.h"
+#include "mt_zstd.h"
 
 int input_fail(struct mt_input *in, uint64_t off, const char *fmt, ...)
 {
@@ -27,8 +28,15 @@ int input_fail(struct mt_input *in, uint64_t off, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	snprintf(in->err, sizeof(in->err), "%s: byte %" PRIu64 ": %s", in->name,
-		 off, what);
+	if (in->zstd) /* both offsets: the file's and the decoder's */
+		snprintf(in->err, sizeof(in->err),
+			 "%s: byte %" PRIu64
+			 " of the decompressed stream (%" PRIu64
+			 " compressed bytes read): %s",
+			 in->name, off, mt_zreader_offset(in->zstd), what);
+	else
+		snprintf(in->err, sizeof(in->err), "%s: byte %" PRIu64 ": %s",
+			 in->name, off, what);
 	in->state = -1;
 	in->meta.has_trailer = false;
 	return -1;
@@ -53,6 +61,55 @@ bool input_grow(struct mt_input *in, size_t size)
 	return true;
 }
 
+/* Up to cap bytes of the input, from the file or through the zstd
+ * decoder; 0 at its end, -1 on an error (set). */
+static ssize_t read_more(struct mt_input *in, unsigned char *dst, size_t cap)
+{
+	size_t n;
+
+	if (in->zstd) {
+		ssize_t got = mt_zreader_read(in->zstd, dst, cap);
+
+		if (got < 0) { /* the compressed file's offset, not ours */
+			snprintf(in->err, sizeof(in->err), "%s: %s", in->name,
+				 mt_zreader_error(in->zstd));
+			in->state = -1;
+			in->meta.has_trailer = false;
+		}
+		return got;
+	}
+	n = fread(dst, 1, cap, in->f);
+	if (n == 0 && ferror(in->f))
+		return input_fail(in, in->buf_off + in->end, "read error: %s",
+				  strerror(errno));
+	return n;
+}
+
+int input_start_zstd(struct mt_input *in)
+{
+	size_t head = in->mapped ? 0 : avail(in);
+
+	if (in->zstd || !mt_zstd_magic(cur(in), avail(in)))
+		return 0;
+	/* a mapped file was not read through f: the decoder reads it from
+	 * its start; else it takes what the buffer holds, then f */
+	in->zstd = mt_zreader_new(in->f, cur(in), head);
+	if (!in->zstd)
+		return input_fail(in, 0, "out of memory");
+	if (in->mapped) {
+		input_unmap_file(in);
+		in->mapped = false;
+		in->buf = malloc(BUF_START);
+		in->cap = BUF_START;
+		if (!in->buf)
+			return input_fail(in, 0, "out of memory");
+	}
+	in->start = in->end = 0;
+	in->buf_off = 0;
+	in->eof = false;
+	return 0;
+}
+
 /* fill (input_int.h) when the bytes are not all buffered. */
 bool input_refill(struct mt_input *in, size_t need)
 {
@@ -65,18 +122,12 @@ bool input_refill(struct mt_input *in, size_t need)
 	if (!input_grow(in, need))
 		return false;
 	while (avail(in) < need && !in->eof) {
-		size_t n =
-		    fread(in->buf + in->end, 1, in->cap - in->end, in->f);
+		ssize_t n = read_more(in, in->buf + in->end, in->cap - in->end);
 
+		if (n < 0)
+			return false;
 		in->end += n;
-		if (n == 0) {
-			if (ferror(in->f)) {
-				input_fail(in, in->buf_off + in->end,
-					   "read error: %s", strerror(errno));
-				return false;
-			}
-			in->eof = true;
-		}
+		in->eof = n == 0;
 	}
 	return avail(in) >= need;
 }

@@ -49,7 +49,9 @@ struct mt_input {
 	size_t cap, start, end;
 	uint64_t buf_off;
 	bool eof;
-	bool mapped;	   /* buf is the whole file, mapped: nothing to read */
+	bool mapped; /* buf is the whole file, mapped: nothing to read */
+	struct mt_zreader *zstd; /* compressed input: buf holds what it gives,
+				  * buf_off counts decompressed bytes */
 	size_t dropped;	   /* mapped: bytes before this are out of memory */
 	size_t fast_until; /* the fast path may run while start is below */
 
@@ -113,6 +115,11 @@ static inline const unsigned char *cur(const struct mt_input *in)
 
 /* Room for at least size bytes in the buffer. */
 bool input_grow(struct mt_input *in, size_t size);
+
+/* If the input starts with a zstd frame (or a skippable one), reads the
+ * rest through mt_zreader: the buffer then holds decompressed bytes from
+ * offset 0.  0, or -1 with the error set. */
+int input_start_zstd(struct mt_input *in);
 
 /* fill when the bytes are not buffered yet: reads. */
 bool input_refill(struct mt_input *in, size_t need);
