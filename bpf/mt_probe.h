@@ -75,4 +75,8 @@ enum mt_code_state {
 	MT_CODE_DONE = 2,    /* inspected, its allocators (if any) traced */
 };
 
+/* A NEW_CODE record's flags: its process was stopped for it (and is in
+ * the `stopped` table): mt-trace must send SIGCONT. */
+#define MT_NEW_CODE_STOPPED 1
+
 #endif /* MT_PROBE_H */

@@ -79,6 +79,29 @@ struct {
 	__type(value, __u32);
 } code_files SEC(".maps");
 
+/* Processes stopped for new code: tgid -> the timestamp of the NEW_CODE
+ * record of its latest stop, written before the stop, removed at exit.
+ * With `resumed` it tells mt-trace's watchdog (lib/capture/watchdog.c) who
+ * is still waiting, should mt-trace die. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64);
+} stopped SEC(".maps");
+
+/* Written by mt-trace alone: tgid -> the timestamp of the latest stop it
+ * has undone (two maps, each with one writer: no update can hide
+ * another's). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64);
+} resumed SEC(".maps");
+
 /* Events that could not be delivered, by enum mt_lost_reason. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -441,8 +464,9 @@ static __always_inline void new_code(struct file *file, __u64 pid_tgid,
 				     __u64 addr, __u64 len)
 {
 	struct mt_code_key key = {};
-	__u32 pending = MT_CODE_PENDING, *state;
+	__u32 pending = MT_CODE_PENDING, *state, tgid = pid_tgid >> 32;
 	struct inode *inode;
+	__u64 when;
 	struct mt_event *e;
 
 	if (!discover_code || !file)
@@ -464,9 +488,14 @@ static __always_inline void new_code(struct file *file, __u64 pid_tgid,
 	e->old_addr = key.dev;
 	e->old_size = key.ino;
 	/* stop first, then tell: mt-trace's SIGCONT must come after the
-	 * SIGSTOP, or the process would stop for good */
-	if (stop_for_new_code)
+	 * SIGSTOP, or the process would stop for good; and only a stop on
+	 * record in `stopped`, which the watchdog can undo */
+	when = e->timestamp;
+	if (stop_for_new_code &&
+	    bpf_map_update_elem(&stopped, &tgid, &when, BPF_ANY) == 0) {
+		e->flags = MT_NEW_CODE_STOPPED;
 		bpf_send_signal(SIGSTOP_);
+	}
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
@@ -808,5 +837,6 @@ int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
 		bpf_ringbuf_submit(e, 0);
 	}
 	bpf_map_delete_elem(&traced, &tgid);
+	bpf_map_delete_elem(&stopped, &tgid); /* no stop to undo any more */
 	return 0;
 }

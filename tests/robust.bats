@@ -85,3 +85,107 @@ PYEOF
 	assert_output --partial "mt-trace: warning: $T/sections.so: allocators not traced: more sections than mt-trace reads"
 	[ "$(grep -c warning <<<"$output")" = 1 ]
 }
+
+# state PID: the state letter of /proc/PID/stat ("gone" once reaped).
+state() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || { echo gone; return; }
+	stat=${stat##*) }
+	echo "${stat%% *}"
+}
+
+# all_in STATES PID...: every PID's state is one of STATES (a regexp).
+all_in() {
+	local want=$1 pid
+	shift
+	for pid in "$@"; do
+		[[ $(state "$pid") =~ ^($want)$ ]] || return 1
+	done
+}
+
+# What a test of this file started and must not leave behind (stopped
+# processes above all): mt-trace's pid in $mt, the tree's in $T/code/pids.
+teardown() {
+	[ -n "${mt:-}" ] && kill -KILL "$mt" 2>/dev/null
+	if [ -f "$T/code/pids" ]; then
+		touch "$T/code/finish"
+		xargs -r kill -KILL <"$T/code/pids" 2>/dev/null
+	fi
+	return 0
+}
+
+@test "SIGKILL of mt-trace while its processes are stopped for new code: the watchdog continues them, they finish" {
+	require_bpf
+	mkdir "$T/code"
+	# the fixture and 3 children map a new file executable, again and
+	# again: every mapping stops the process until mt-trace looks at it
+	mt-trace -o "$T/t.raw" -- "$MT_FIXTURES/code_loop" "$T/code" 3 \
+		2>"$T/trace.err" &
+	mt=$!
+	for _ in $(seq 100); do
+		[ -f "$T/code/pids" ] && [ "$(wc -l <"$T/code/pids")" = 4 ] &&
+			break
+		sleep 0.1
+	done
+	mapfile -t pids <"$T/code/pids"
+	[ "${#pids[@]}" = 4 ]
+	# the watchdog: a child of mt-trace in a session of its own
+	watchdog=$(pgrep -P "$mt" -x mt-trace-watch || true)
+	# mt-trace stopped too: nobody undoes a stop any more, so each
+	# process ends up stopped (T) at its next mapping
+	kill -STOP "$mt"
+	for _ in $(seq 100); do
+		all_in T "${pids[@]}" && break
+		sleep 0.1
+	done
+	for pid in "${pids[@]}"; do echo "pid $pid: $(state "$pid")"; done
+	all_in T "${pids[@]}"
+	touch "$T/code/finish"
+	kill -KILL "$mt"
+	wait "$mt" || true
+	# every process runs again and finishes (the old mt-trace left them
+	# stopped for good, their parent init)
+	for _ in $(seq 100); do
+		all_in "Z|gone" "${pids[@]}" && break
+		sleep 0.1
+	done
+	for pid in "${pids[@]}"; do echo "pid $pid: $(state "$pid")"; done
+	all_in "Z|gone" "${pids[@]}"
+	[ "$(sort "$T/code/done")" = "$(sort "$T/code/pids")" ]
+	# and the watchdog said so, then went
+	[ -n "$watchdog" ]
+	for _ in $(seq 50); do
+		all_in "Z|gone" "$watchdog" && break
+		sleep 0.1
+	done
+	all_in "Z|gone" "$watchdog"
+	run cat "$T/trace.err"
+	assert_output --regexp "mt-trace: watchdog: mt-trace \(pid $mt\) ended with 4 processes stopped for it; continued them"
+}
+
+@test "mt-trace ending normally leaves no watchdog behind; --no-stop starts none" {
+	require_bpf
+	mkdir "$T/code"
+	mt-trace -o "$T/t.raw" -- "$MT_FIXTURES/code_loop" "$T/code" 1 &
+	mt=$!
+	for _ in $(seq 100); do
+		watchdog=$(pgrep -P "$mt" -x mt-trace-watch) && break
+		sleep 0.05
+	done
+	[ -n "$watchdog" ]
+	touch "$T/code/finish"
+	wait "$mt"
+	# killed on mt-trace's way out (a zombie until init reaps it)
+	for _ in $(seq 50); do
+		all_in "Z|gone" "$watchdog" && break
+		sleep 0.1
+	done
+	all_in "Z|gone" "$watchdog"
+	[ "$(wc -l <"$T/code/done")" = 2 ]
+	mt-trace --no-stop -o "$T/t.raw" -- sleep 0.5 &
+	mt=$!
+	sleep 0.3
+	run pgrep -P "$mt" -x mt-trace-watch
+	assert_failure
+	wait "$mt"
+}

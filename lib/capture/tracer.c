@@ -48,6 +48,7 @@
 #include "mt_tracer.h"
 #include "mt_user.h"
 #include "mt_trace.skel.h"
+#include "mt_watchdog.h"
 #include "tracer_int.h"
 
 /* A batch is written when it holds this many records (about 3.5 MiB), and
@@ -404,7 +405,7 @@ static void use_bpf_for_code(struct tracer *t)
 	};
 
 	mt_code_use_bpf(&t->code, t->skel, t->probe_mode, &host,
-			!t->opts->no_stop, t->opts->verbose);
+			t->opts->verbose);
 }
 
 /* The kernel refused the links of the current mode (no uprobe sessions
@@ -559,10 +560,13 @@ static int on_lifecycle(void *ctx, void *data, size_t size)
 		mt_code_queue(&t->code, e);
 		return 0;
 	}
-	if (e->kind == MT_EV_FORK)
+	if (e->kind == MT_EV_FORK) {
 		live_add(t, e->pid);
-	else if (e->kind == MT_EV_EXIT)
+	} else if (e->kind == MT_EV_EXIT) {
 		live_remove(t, e->pid);
+		if (t->opts->track_allocators)
+			mt_code_exited(&t->code, e->pid);
+	}
 	if (e->kind == MT_EV_EXEC) {
 		payload = e->aux;
 		if (payload > size - sizeof(*e))
@@ -755,7 +759,7 @@ static int drain(struct tracer *t, bool final)
 	if (collect(t, final))
 		return -1;
 	/* stopped processes wait for this: before anything else */
-	if (t->code.nqueued)
+	if (t->code.nqueued || t->code.nexited)
 		mt_code_inspect_queued(&t->code);
 	return write_batch(t);
 }
@@ -1180,6 +1184,31 @@ static bool detach_in_background(struct tracer *t)
 	return true;
 }
 
+/*
+ * Stops for new code are undone by mt-trace; should it die before, by its
+ * watchdog (watchdog.c).  Only with stops: --no-stop and
+ * --track-allocators=false make none.
+ */
+static void start_watchdog(struct tracer *t)
+{
+	if (!t->opts->track_allocators || t->opts->no_stop)
+		return;
+	t->watchdog = mt_watchdog_start(bpf_map__fd(t->skel->maps.stopped),
+					bpf_map__fd(t->skel->maps.resumed));
+}
+
+/* mt-trace is ending with every stop undone (release_stopped(), and its
+ * background detacher): the watchdog has nothing left to do.  Not waited
+ * for (its exit took 1-10 ms on a busy machine): whoever reaps mt-trace's
+ * orphans reaps it. */
+static void stop_watchdog(struct tracer *t)
+{
+	if (t->watchdog <= 0)
+		return;
+	kill(t->watchdog, SIGKILL);
+	t->watchdog = -1;
+}
+
 static void cleanup(struct tracer *t)
 {
 	if (t->has_control)
@@ -1194,6 +1223,7 @@ static void cleanup(struct tracer *t)
 	free(t->live);
 	mt_code_free(&t->code);
 	mt_tracer_stacks_free(t);
+	stop_watchdog(t);
 	ring_buffer__free(t->rings);
 	mt_trace__destroy(t->skel);
 	free(t->ev);
@@ -1204,8 +1234,11 @@ static void cleanup(struct tracer *t)
 
 int mt_trace_run(const struct mt_tracer_opts *opts)
 {
-	struct tracer t = {
-	    .opts = opts, .release_fd = -1, .pidfd = -1, .sample_fd = -1};
+	struct tracer t = {.opts = opts,
+			   .release_fd = -1,
+			   .pidfd = -1,
+			   .sample_fd = -1,
+			   .watchdog = -1};
 	struct mt_meta end = {0};
 	uint64_t rss_dropped;
 	sigset_t old;
@@ -1230,7 +1263,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		fprintf(stderr, "mt-trace: physical memory: %s\n",
 			mt_physical_method_note(opts->verbose > 0));
 	if (open_control(&t) || setup_bpf(&t) || start_sampling(&t) ||
-	    write_header(&t) || release_child(&t)) {
+	    write_header(&t) || (start_watchdog(&t), release_child(&t))) {
 		/* closing the door makes the waiting child exit */
 		close(t.release_fd);
 		waitpid(t.child, NULL, 0);

@@ -226,6 +226,42 @@ static int open_new_code(const struct mt_event *e, char *path, size_t plen)
 	return open(proc, O_RDONLY | O_CLOEXEC);
 }
 
+/*
+ * Undo the stop the BPF side made for e, if it made one, then say so in
+ * the resumed table, in that order: should mt-trace die between the two,
+ * its watchdog continues the process once more (harmless), never not at
+ * all.
+ */
+static void resume(struct mt_code *c, const struct mt_event *e)
+{
+	__u32 pid = e->pid;
+	__u64 stop = e->timestamp;
+
+	if (!(e->flags & MT_NEW_CODE_STOPPED))
+		return;
+	kill(e->pid, SIGCONT);
+	bpf_map_update_elem(c->resumed_fd, &pid, &stop, BPF_ANY);
+}
+
+void mt_code_exited(struct mt_code *c, pid_t pid)
+{
+	c->exited =
+	    mt_grow(c->exited, &c->cap_exited, c->nexited + 1, sizeof(pid));
+	c->exited[c->nexited++] = pid;
+}
+
+/* An exited process is stopped no more: its resumed entry goes (after
+ * the inspection, which may resume a stop it made before exiting). */
+static void forget_exited(struct mt_code *c)
+{
+	for (size_t i = 0; i < c->nexited; i++) {
+		__u32 pid = c->exited[i];
+
+		bpf_map_delete_elem(c->resumed_fd, &pid);
+	}
+	c->nexited = 0;
+}
+
 void mt_code_queue(struct mt_code *c, const struct mt_event *e)
 {
 	c->queued =
@@ -261,18 +297,18 @@ void mt_code_inspect_queued(struct mt_code *c)
 			}
 			mark_inspected(c, &key);
 		}
-		/* the BPF side stopped it for this; it is traced now */
-		if (c->stop)
-			kill(e.pid, SIGCONT);
+		resume(c, &e); /* it is traced now */
 	}
 	c->nqueued = 0;
+	forget_exited(c);
 }
 
 void mt_code_resume_queued(struct mt_code *c)
 {
-	for (size_t i = 0; i < c->nqueued && c->stop; i++)
-		kill(c->queued[i].pid, SIGCONT);
+	for (size_t i = 0; i < c->nqueued; i++)
+		resume(c, &c->queued[i]);
 	c->nqueued = 0;
+	forget_exited(c);
 }
 
 int mt_code_scan(struct mt_code *c, char *const *paths, size_t n, pid_t pid)
@@ -286,7 +322,7 @@ int mt_code_scan(struct mt_code *c, char *const *paths, size_t n, pid_t pid)
 
 void mt_code_use_bpf(struct mt_code *c, struct mt_trace *skel,
 		     enum mt_probe_mode mode, const struct mt_code_host *host,
-		     bool stop, int verbose)
+		     int verbose)
 {
 	mt_attach_destroy(&c->attach);
 	mt_attach_init(&c->attach, mode,
@@ -294,8 +330,8 @@ void mt_code_use_bpf(struct mt_code *c, struct mt_trace *skel,
 						 : skel->progs.alloc_enter,
 		       skel->progs.alloc_return, verbose);
 	c->code_files_fd = bpf_map__fd(skel->maps.code_files);
+	c->resumed_fd = bpf_map__fd(skel->maps.resumed);
 	c->host = *host;
-	c->stop = stop;
 	c->verbose = verbose;
 	if (verbose)
 		fprintf(stderr, "mt-trace: allocator probes: %s\n",
@@ -323,8 +359,10 @@ void mt_code_free(struct mt_code *c)
 	free(c->donors);
 	free(c->inspected);
 	free(c->queued);
+	free(c->exited);
 	c->donors = NULL;
 	c->inspected = NULL;
 	c->queued = NULL;
-	c->ndonors = c->ninspected = c->nqueued = 0;
+	c->exited = NULL;
+	c->ndonors = c->ninspected = c->nqueued = c->nexited = 0;
 }

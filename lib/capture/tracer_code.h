@@ -50,7 +50,7 @@ struct mt_code {
 	struct mt_attach attach;
 	struct mt_code_host host;
 	int code_files_fd; /* the BPF side's table of inspected files */
-	bool stop; /* processes wait for their new code (no --no-stop) */
+	int resumed_fd;	   /* its table of the stops undone (watchdog.c) */
 	int verbose;
 	int links_refused; /* errno of MT_CODE_NO_SUCH_LINKS */
 	/* files whose code was inspected for allocators (both the kernel's
@@ -64,6 +64,10 @@ struct mt_code {
 	/* NEW_CODE records of (stopped) processes, waiting for inspection */
 	struct mt_event *queued;
 	size_t nqueued, cap_queued;
+	/* processes that exited since the last inspection: their entries in
+	 * the resumed table go after it */
+	pid_t *exited;
+	size_t nexited, cap_exited;
 };
 
 /* The kernel has no links of the probe mode (uprobe sessions before 6.10,
@@ -76,7 +80,7 @@ struct mt_code {
  * what was inspected is kept across restarts. */
 void mt_code_use_bpf(struct mt_code *c, struct mt_trace *skel,
 		     enum mt_probe_mode mode, const struct mt_code_host *host,
-		     bool stop, int verbose);
+		     int verbose);
 
 /* Probe the allocators of path (mt-trace's C library) for pid before the
  * command starts: 0, MT_CODE_NO_SUCH_LINKS, or -1 (message printed). */
@@ -89,6 +93,9 @@ int mt_code_scan(struct mt_code *c, char *const *paths, size_t n, pid_t pid);
 /* A NEW_CODE record from the lifecycle ring: inspected at the next
  * mt_code_inspect_queued(), its process waiting till then. */
 void mt_code_queue(struct mt_code *c, const struct mt_event *e);
+
+/* Process pid exited (its Exit record was read). */
+void mt_code_exited(struct mt_code *c, pid_t pid);
 
 /* Inspect every queued file, attach its allocators' probes, and let the
  * processes that wait for it continue. */

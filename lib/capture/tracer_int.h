@@ -40,6 +40,7 @@ struct tracer {
 	int pidfd;
 	int release_fd;	 /* write end: one byte lets the child exec */
 	int exec_err_fd; /* read end: errno of a failed exec */
+	pid_t watchdog;	 /* continues stopped processes if we die, or -1 */
 	int ncpus;
 	bool rss; /* kmem:rss_stat is traced */
 	struct mt_control control;

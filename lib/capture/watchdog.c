@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: MIT
+/*
+ * watchdog.c - never leave a traced process stopped.
+ *
+ * The BPF side stops a process that maps new code until mt-trace has
+ * inspected the file and sent SIGCONT (tracer_code.c).  Should mt-trace die
+ * in between (SIGKILL, the OOM killer, a crash), nobody would send it: the
+ * process would stay stopped for good, reparented to init.  So mt-trace
+ * forks this watchdog once the BPF side is loaded.  It keeps two maps and
+ * a pidfd of mt-trace, nothing else (no link, so mt-trace's death detaches
+ * every probe; not the trace's output, so its reader sees the end; its own
+ * session, so no signal meant for the command's terminal reaches it), and
+ * sleeps until mt-trace ends.  Then every process in `stopped` whose stop
+ * is not the one `resumed` records (the BPF side writes the first before
+ * each stop, mt-trace the second after each SIGCONT) gets a SIGCONT.
+ * mt-trace ending normally has continued everyone itself (and its
+ * background detacher whoever a last BPF program stopped): it kills its
+ * watchdog on the way out, so nothing outlives it.
+ *
+ * When mt-trace died, a BPF program that began before its links went may
+ * still be on its way to a stop: the table is read again after a grace
+ * time.  A process continued twice (mt-trace died between its SIGCONT and
+ * its note of it) sees one more SIGCONT, which a stopped process ignores.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include "mt_watchdog.h"
+
+/* Long enough for any BPF program running when mt-trace's links closed
+ * to have finished (they run for microseconds; the links' RCU grace
+ * periods take a few milliseconds). */
+#define GRACE_MS 50
+
+/* The stops the watchdog has undone: a stop is undone once. */
+struct undone {
+	__u32 pid[64];
+	__u64 stop[64];
+	int n;
+};
+
+static bool undone_before(const struct undone *u, __u32 pid, __u64 stop)
+{
+	for (int i = 0; i < u->n; i++)
+		if (u->pid[i] == pid && u->stop[i] == stop)
+			return true;
+	return false;
+}
+
+/* Continue every process stopped and not resumed; the number continued. */
+static int resume_stopped(int stopped_fd, int resumed_fd, struct undone *u)
+{
+	__u32 key, next;
+	__u32 *prev = NULL;
+	__u64 stop, done;
+	int n = 0;
+
+	while (bpf_map_get_next_key(stopped_fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(stopped_fd, &key, &stop))
+			continue; /* it exited meanwhile */
+		if ((bpf_map_lookup_elem(resumed_fd, &key, &done) == 0 &&
+		     done == stop) ||
+		    undone_before(u, key, stop))
+			continue;
+		if (kill(key, SIGCONT) == 0)
+			n++;
+		if (u->n < 64) {
+			u->pid[u->n] = key;
+			u->stop[u->n++] = stop;
+		}
+	}
+	return n;
+}
+
+/* Close every descriptor but keep[0..2] (sorted here). */
+static void keep_only(int keep[3])
+{
+	int lo = 3;
+
+	for (int i = 0; i < 3; i++)
+		for (int j = i + 1; j < 3; j++)
+			if (keep[j] < keep[i]) {
+				int x = keep[i];
+
+				keep[i] = keep[j];
+				keep[j] = x;
+			}
+	for (int i = 0; i < 3; i++) {
+		if (keep[i] > lo)
+			close_range(lo, keep[i] - 1, 0);
+		lo = keep[i] + 1;
+	}
+	close_range(lo, ~0u, 0);
+}
+
+static _Noreturn void watch(pid_t tracer, int stopped_fd, int resumed_fd)
+{
+	int pidfd = syscall(SYS_pidfd_open, tracer, 0);
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	int keep[3] = {stopped_fd, resumed_fd, pidfd};
+	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+	struct timespec grace = {0, GRACE_MS * 1000000L};
+	struct undone undone = {.n = 0};
+	int n;
+
+	/* stderr stays: it says so, should it have to act */
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+	}
+	setsid();
+	prctl(PR_SET_NAME, "mt-trace-watch");
+	keep_only(keep);
+	/* without a pidfd, or if mt-trace is gone already, act now */
+	while (pidfd >= 0 && getppid() == tracer && poll(&p, 1, -1) < 0 &&
+	       errno == EINTR)
+		;
+	n = resume_stopped(stopped_fd, resumed_fd, &undone);
+	nanosleep(&grace, NULL);
+	n += resume_stopped(stopped_fd, resumed_fd, &undone);
+	if (n)
+		fprintf(stderr,
+			"mt-trace: watchdog: mt-trace (pid %d) ended with %d "
+			"processes stopped for it; continued them\n",
+			(int)tracer, n);
+	_exit(0);
+}
+
+int mt_watchdog_start(int stopped_fd, int resumed_fd)
+{
+	pid_t tracer = getpid(), pid = fork();
+
+	if (pid < 0) {
+		fprintf(stderr, "mt-trace: watchdog: fork: %s\n",
+			strerror(errno));
+		return -1;
+	}
+	if (pid == 0)
+		watch(tracer, stopped_fd, resumed_fd);
+	return pid;
+}
