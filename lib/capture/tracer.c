@@ -747,7 +747,9 @@ static int collect(struct tracer *t, bool final)
 		if (rc)
 			return -1;
 	}
-	memmove(t->ev, t->ev + i, (t->nev - i) * sizeof(*t->ev));
+	/* t->ev is NULL until the first event: memmove's arguments may not */
+	if (i < t->nev)
+		memmove(t->ev, t->ev + i, (t->nev - i) * sizeof(*t->ev));
 	t->nev -= i;
 	keep_life_from(t, j);
 	t->written_until = until;
