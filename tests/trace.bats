@@ -622,7 +622,7 @@ links_of() {
 	# a prefix that could be two options
 	run mt-trace --no -- "$MT_FIXTURES/exitwith" 9
 	assert_failure 125
-	assert_output --partial "'--no' is ambiguous"
+	assert_output --partial "mt-trace: option '--no' is ambiguous"
 	# nothing was run by any of them (exitwith would have exited 9)
 	refute_output --partial "exitwith"
 }

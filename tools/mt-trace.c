@@ -288,6 +288,9 @@ int main(int argc, char **argv)
 	env = getenv("MT_STACKS");
 	if (env && *env)
 		o.stacks = parse_bool(env, "MT_STACKS");
+	/* getopt's own messages name the tool as every other message does,
+	 * not the path it was run by */
+	argv[0] = (char *)"mt-trace";
 	/* '+': stop at the first non-option, CMD's own options are CMD's */
 	while ((c = getopt_long(argc, argv, "+o:vh", longopts, NULL)) != -1) {
 		switch (c) {
