@@ -227,7 +227,7 @@ static void draw(struct canvas *c, const struct node *n, double x,
 		 unsigned depth)
 {
 	double w = (double)n->value * c->scale;
-	double y = c->height - PAD - (depth + 1) * ROW;
+	double y = TITLE_H + PAD + depth * ROW; /* the root on top */
 	char value[64];
 	unsigned rgb[3];
 
@@ -298,7 +298,7 @@ int mt_flame_svg(FILE *out, json_t *doc, enum mt_site_metric m)
 		"<text x=\"%.0f\" y=\"24\" font-size=\"16\" "
 		"text-anchor=\"middle\">Allocation sites: %s</text>\n"
 		"<text x=\"%.0f\" y=\"40\" text-anchor=\"middle\" "
-		"fill=\"#555\">total %s; callers below callees; hover a "
+		"fill=\"#555\">total %s; callers above callees; hover a "
 		"frame for its value</text>\n",
 		W, c.height, W, c.height, W / 2, metric_title(m), W / 2, value);
 	if (root.value)
@@ -308,7 +308,7 @@ int mt_flame_svg(FILE *out, json_t *doc, enum mt_site_metric m)
 			"<text x=\"%.0f\" y=\"%.0f\" "
 			"text-anchor=\"middle\">no allocation "
 			"site with a value</text>\n",
-			W / 2, c.height - PAD - ROW);
+			W / 2, TITLE_H + PAD + ROW);
 	fputs("</svg>\n", out);
 	tree_free(root.child);
 	return ferror(out) ? -1 : 0;

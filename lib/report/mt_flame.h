@@ -3,7 +3,8 @@
  * mt_flame.h - the allocation sites of a run (the "sites" section of a
  * timelines document, mt_sites.h) as a flame graph: each frame as wide as
  * what the stacks through it hold (bytes live at the heap peak, allocated,
- * calls, or leaked), callers below their callees.  Two shapes:
+ * calls, or leaked), callers above their callees (an icicle: the widest
+ * frames stay at the top of a tall picture).  Two shapes:
  *
  *   folded  the text flamegraph.pl, inferno and speedscope read: one line
  *           per stack, frames root first separated by ';', then a space

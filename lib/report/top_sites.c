@@ -131,8 +131,8 @@ static void print_site(FILE *out, size_t rank, json_t *site,
 	for (size_t k = 0; k < shown; k++)
 		print_frame(out, json_array_get(frames, k));
 	if (shown < n)
-		fprintf(out, "        ... %zu more frames (--stack-depth)\n",
-			n - shown);
+		fprintf(out, "        ... %zu more frame%s (--stack-depth)\n",
+			n - shown, n - shown == 1 ? "" : "s");
 	else if (json_is_true(json_object_get(site, "truncated")))
 		fputs("        ... (stack truncated when traced)\n", out);
 }
@@ -155,6 +155,9 @@ void mt_top_sites_text(FILE *out, json_t *doc, const struct mt_sites_view *v)
 		fputs("  (none)\n", out);
 	for (size_t i = 0; i < n && i < v->top; i++)
 		print_site(out, i + 1, sites[i], v);
+	/* the document may hold fewer sites than there were stacks */
+	if (count > n)
+		n = (size_t)count;
 	if (n > v->top)
 		fprintf(out, "  (%zu more sites: --top all lists all)\n",
 			n - v->top);
