@@ -946,3 +946,46 @@ svg_clashes() {
 	[ "$orange" -gt 100 ]
 	[ "$brown" -gt 100 ]
 }
+
+@test "a child forked without exec is named after its parent's program, also when the parent is not listed" {
+	# 100 runs the command, 101 forks from it without exec and execs
+	# nothing; 102 execs, 103 forks from 102 without exec
+	mk a --command "./parent-prog --flag" <<-EOF
+		Malloc addr=0x1000 size=1
+		Fork pid=101 ppid=100
+		Malloc pid=101 addr=0x2000 size=10MiB
+		Fork pid=102 ppid=100
+		Exec pid=102 path=/usr/bin/worker
+		Fork pid=103 ppid=102
+		Malloc pid=103 addr=0x3000 size=5MiB
+		Exit exit_code=0
+	EOF
+	mt-reconstruct "$T/a.msgpack" >"$T/a.json"
+	[ "$(jq -c '[.processes[] | [.pid, .program]]' "$T/a.json")" = '[[100,"./parent-prog"],[101,"./parent-prog"],[102,"/usr/bin/worker"],[103,"/usr/bin/worker"]]' ]
+	# --top 2: the parents (100, 102) are not in the document reconstructed
+	# in-process, the children still have their names
+	run mt-report --top 2 "$T/a.msgpack"
+	assert_line --regexp '^ +101 parent-prog +10\.0 MiB '
+	assert_line --regexp '^ +103 worker +5\.00 MiB '
+	[ "$(mt-report --json --top 2 "$T/a.msgpack" | jq -c '[.top_processes[].name]')" = '["parent-prog","worker"]' ]
+}
+
+@test "a progress line on a terminal (stderr) once a run takes more than a second" {
+	[ -x "$MT_BUILD/tests/mt-gen" ] || skip "build/tests/mt-gen not built"
+	"$MT_BUILD/tests/mt-gen" --events 300000 --seed 5 -o "$T/g.raw"
+	size=$(stat -c %s "$T/g.raw")
+	head -c $((size / 4)) "$T/g.raw" >"$T/head"
+	tail -c +$((size / 4 + 1)) "$T/g.raw" >"$T/tail"
+	cat "$T/head" "$T/tail" | cmp - "$T/g.raw"
+	# the input stalls for 1.5 s after its first quarter: the run is
+	# longer than a second, with events still to come
+	for tool in mt-reconstruct mt-report; do
+		script -qec "sh -c '(cat $T/head; sleep 1.5; cat $T/tail) | $tool -o /dev/null'" /dev/null >"$T/tty"
+		grep -q "$tool: [0-9,]* events, [0-9.]* [KM]iB read, [0-9.]* s" "$T/tty"
+		# and the line is erased at the end
+		grep -q $'\r\033\[K' "$T/tty"
+		# stderr not a terminal: no progress
+		(cat "$T/head"; sleep 1.5; cat "$T/tail") | $tool -o /dev/null 2>"$T/err"
+		[ ! -s "$T/err" ]
+	done
+}

@@ -220,6 +220,11 @@ static const char *parse_args(struct env *env, int argc, char **argv)
 	return optind < argc ? argv[optind] : "-";
 }
 
+static void on_progress(void *arg, const struct mt_input *in, uint64_t records)
+{
+	mt_progress_update(arg, records, mt_input_offset(in));
+}
+
 static size_t json_flags(const struct env *env, FILE *out)
 {
 	bool pretty = env->json_style == JSON_PRETTY ||
@@ -235,6 +240,7 @@ int main(int argc, char **argv)
 	const char *path, *name;
 	char errbuf[1024];
 	struct mt_input *in;
+	struct mt_progress progress;
 	bool complete;
 
 	mt_output_init();
@@ -251,10 +257,14 @@ int main(int argc, char **argv)
 		errx(MT_EXIT_UNUSABLE, "%s", mt_input_error(in));
 	if (env.output && !freopen(env.output, "w", stdout))
 		err(MT_EXIT_UNUSABLE, "%s", env.output);
+	mt_progress_init(&progress, "mt-reconstruct");
+	env.opts.progress = on_progress;
+	env.opts.progress_arg = &progress;
 	recon = mt_recon_new(&env.opts, mt_input_meta(in), mt_input_format(in));
 	if (!recon)
 		errx(MT_EXIT_UNUSABLE, "out of memory");
 	complete = mt_recon_read(recon, in) == 0;
+	mt_progress_end(&progress);
 	if (env.opts.section && !mt_recon_section_seen(recon))
 		errx(MT_EXIT_UNUSABLE, "--section %s: no marker \"%s\" in %s",
 		     env.opts.section, env.opts.section, path);

@@ -417,13 +417,24 @@ static int check_complete(const struct env *env, json_t *doc)
 	return env->allow_incomplete ? 0 : MT_EXIT_UNUSABLE;
 }
 
+static void on_progress(void *arg, const struct mt_input *in, uint64_t records)
+{
+	mt_progress_update(arg, records, mt_input_offset(in));
+}
+
 static json_t *load(const struct env *env, const char *path)
 {
+	struct mt_recon_opts recon = env->recon;
+	struct mt_progress progress;
 	char errbuf[1024];
 	json_t *doc;
 
 	mt_stdin_note(path);
-	doc = mt_report_load(path, &env->recon, errbuf, sizeof(errbuf));
+	mt_progress_init(&progress, "mt-report");
+	recon.progress = on_progress;
+	recon.progress_arg = &progress;
+	doc = mt_report_load(path, &recon, errbuf, sizeof(errbuf));
+	mt_progress_end(&progress);
 	if (!doc)
 		errx(MT_EXIT_UNUSABLE, "%s", errbuf);
 	return doc;

@@ -46,7 +46,14 @@ struct mt_recon_opts {
 	/* allocation sites (runs traced with stacks, mt_sites.h) */
 	unsigned max_sites;	    /* the heaviest N by each metric (0: all) */
 	struct mt_sym_opts symbols; /* where their frames are symbolized */
+	/* mt_recon_read calls progress every MT_RECON_PROGRESS_EVERY
+	 * records read (NULL: never), for a progress line */
+	void (*progress)(void *arg, const struct mt_input *in,
+			 uint64_t records);
+	void *progress_arg;
 };
+
+#define MT_RECON_PROGRESS_EVERY (1u << 16)
 
 /* Defaults: adaptive, 2000 points for the tree and 128 per process, 20
  * leaks for the tree and 5 per process, 10 sizes, series of the 20

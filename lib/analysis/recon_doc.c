@@ -161,6 +161,19 @@ static void execs_emit(struct emit *e, const char *key, const struct proc *p)
 	emit_close(e, true);
 }
 
+/* "program": what the process runs (proc_program), or null */
+static void program_emit(struct emit *e, const struct mt_recon *r,
+			 const struct proc *p)
+{
+	size_t len;
+	const char *program = proc_program(r, p, &len);
+
+	if (program)
+		emit_strn(e, "program", program, len);
+	else
+		emit_null(e, "program");
+}
+
 static void proc_emit(struct emit *e, struct mt_recon *r, struct proc *p)
 {
 	bool pts = p->with_series;
@@ -172,6 +185,7 @@ static void proc_emit(struct emit *e, struct mt_recon *r, struct proc *p)
 	else
 		emit_null(e, "ppid");
 	execs_emit(e, "execs", p);
+	program_emit(e, r, p);
 	emit_int(e, "start_ns", p->start_t);
 	if (p->ended)
 		emit_int(e, "end_ns", p->end_t);

@@ -162,6 +162,7 @@ struct proc {
 	uint64_t start_t, end_t;
 	struct exec *execs;
 	size_t nexecs;
+	char *program; /* forked without exec: the parent's program */
 	struct ranges maps;
 	uint64_t brk_cur;
 	struct series mapped;
@@ -343,6 +344,10 @@ struct proc *proc_lookup(struct mt_recon *r, uint32_t pid, uint64_t t);
 void end_address_space(struct mt_recon *r, struct proc *p, uint64_t t,
 		       const char *why);
 void on_process_fork(struct mt_recon *r, const struct mt_event *ev, uint64_t t);
+/* the program p runs (its last exec, inherited at fork, or the command
+ * for the root process): NULL when unknown */
+const char *proc_program(const struct mt_recon *r, const struct proc *p,
+			 size_t *len);
 void on_process_exec(struct mt_recon *r, struct proc *p,
 		     const struct mt_record *rec, uint64_t t);
 void on_process_exit(struct mt_recon *r, struct proc *p, uint32_t status,

@@ -150,6 +150,32 @@ static void inherit_blocks(struct proc *child, const struct proc *parent)
 	}
 }
 
+/*
+ * The program p runs: its last exec; else what it was forked running; else,
+ * for the root process, the command.  NULL when unknown.
+ */
+const char *proc_program(const struct mt_recon *r, const struct proc *p,
+			 size_t *len)
+{
+	const char *cmd;
+
+	if (p->nexecs) {
+		*len = p->execs[p->nexecs - 1].len;
+		return p->execs[p->nexecs - 1].path;
+	}
+	if (p->program) {
+		*len = strlen(p->program);
+		return p->program;
+	}
+	cmd = r->meta.root_pid && p->pid == r->meta.root_pid
+		  ? json_string_value(json_array_get(
+			json_object_get(r->header, "command"), 0))
+		  : NULL;
+	if (cmd)
+		*len = strlen(cmd);
+	return cmd;
+}
+
 void on_process_fork(struct mt_recon *r, const struct mt_event *ev, uint64_t t)
 {
 	uint32_t ppid = (uint32_t)ev->old_addr;
@@ -165,6 +191,13 @@ void on_process_fork(struct mt_recon *r, const struct mt_event *ev, uint64_t t)
 	child->has_ppid = true;
 	if (!parent || parent == child)
 		return;
+	/* until it execs, it runs its parent's program */
+	if (!child->nexecs && !child->program) {
+		size_t len;
+		const char *program = proc_program(r, parent, &len);
+
+		child->program = program ? strndup(program, len) : NULL;
+	}
 	/* the child's address space is a copy of the parent's */
 	inherit_blocks(child, parent);
 	for (size_t i = 0; i < parent->maps.n; i++) {
@@ -445,5 +478,6 @@ void proc_free(struct proc *p)
 	for (size_t i = 0; i < p->nexecs; i++)
 		free(p->execs[i].path);
 	free(p->execs);
+	free(p->program);
 	free(p);
 }

@@ -438,6 +438,7 @@ int mt_recon_read(struct mt_recon *r, struct mt_input *in)
 {
 	struct mt_record ring[RING];
 	unsigned head = 0, n = 0; /* held: ring[head], ... n of them */
+	uint64_t records = 0;
 	int rc;
 
 	for (;;) {
@@ -446,6 +447,9 @@ int mt_recon_read(struct mt_recon *r, struct mt_input *in)
 		rc = mt_input_next(in, x);
 		if (rc <= 0)
 			break;
+		if (++records % MT_RECON_PROGRESS_EVERY == 0 &&
+		    r->opts.progress)
+			r->opts.progress(r->opts.progress_arg, in, records);
 		if (x->str) { /* valid only until the next read: apply now */
 			for (; n; n--, head = (head + 1) & (RING - 1))
 				mt_recon_event(r, &ring[head]);

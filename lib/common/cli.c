@@ -6,9 +6,11 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mt_cli.h"
+#include "mt_human.h"
 
 void mt_output_init(void)
 {
@@ -55,4 +57,49 @@ void mt_stdin_note(const char *path)
 	if ((!path || !strcmp(path, "-")) && isatty(STDIN_FILENO))
 		warnx("reading a trace from standard input (a terminal): "
 		      "pipe one in or name a FILE; --help for more");
+}
+
+#define PROGRESS_AFTER 1.0  /* s: short runs stay silent */
+#define PROGRESS_STEP  0.25 /* s between two updates */
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void mt_progress_init(struct mt_progress *p, const char *prog)
+{
+	p->prog = prog;
+	p->on = isatty(STDERR_FILENO);
+	p->shown = false;
+	p->start = now_s();
+	p->next = p->start + PROGRESS_AFTER;
+}
+
+void mt_progress_update(struct mt_progress *p, uint64_t events,
+			uint64_t bytes_read)
+{
+	char count[32], bytes[32];
+	double t;
+
+	if (!p->on)
+		return;
+	t = now_s();
+	if (t < p->next)
+		return;
+	p->next = t + PROGRESS_STEP;
+	fprintf(stderr, "\r%s: %s events, %s read, %.1f s\033[K", p->prog,
+		mt_fmt_count(count, sizeof(count), events),
+		mt_fmt_bytes(bytes, sizeof(bytes), bytes_read), t - p->start);
+	p->shown = true;
+}
+
+void mt_progress_end(struct mt_progress *p)
+{
+	if (p->shown)
+		fprintf(stderr, "\r\033[K");
+	p->shown = false;
 }

@@ -8,6 +8,7 @@
 #define MT_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* The exit statuses of every tool (man pages, EXIT STATUS). */
@@ -38,5 +39,26 @@ void mt_output_failed(FILE *out, const char *name) __attribute__((noreturn));
  * say on stderr that the tool waits for a trace there.
  */
 void mt_stdin_note(const char *path);
+
+/*
+ * A progress line on stderr, only when stderr is a terminal and only once
+ * a run has taken a second: "mt-reconstruct: 12,345,678 events, 1.2 GiB
+ * read, 3.5 s", rewritten in place a few times a second, erased at the
+ * end.
+ */
+struct mt_progress {
+	const char *prog;
+	bool on, shown;
+	double start, next;
+};
+
+void mt_progress_init(struct mt_progress *p, const char *prog);
+
+/* Cheap enough to call every few thousand events: one clock read. */
+void mt_progress_update(struct mt_progress *p, uint64_t events,
+			uint64_t bytes_read);
+
+/* Erase the line (before any other message or the output). */
+void mt_progress_end(struct mt_progress *p);
 
 #endif /* MT_CLI_H */

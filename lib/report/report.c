@@ -378,8 +378,8 @@ static json_t *parent_of(json_t *by_pid, json_t *p)
 }
 
 /*
- * The program a process last ran: its name when the timelines give one,
- * else its last exec; without one, what its parent ran (a fork without
+ * The program a process last ran: its "program" when the timelines give
+ * one (mt-reconstruct knows every process), else its last exec; without one, what its parent ran (a fork without
  * exec runs its parent's program), up to the root process, which ran the
  * command.  "?" when the chain leaves the document.
  */
@@ -389,7 +389,7 @@ static const char *proc_name(json_t *doc, json_t *by_pid, json_t *p)
 	 * crafted document */
 	for (int depth = 0; p && depth < 64; depth++) {
 		const char *name =
-		    json_string_value(json_object_get(p, "name"));
+		    json_string_value(json_object_get(p, "program"));
 		json_t *execs = json_object_get(p, "execs");
 		size_t n = json_array_size(execs);
 
