@@ -459,3 +459,29 @@ $(ALLOC_OUT)/dlopen_alloc: $(ALLOC_DIR)/dlopen_alloc.c $(ALLOC_HDRS) \
 	$(Q)$(CC) $(ALLOC_CFLAGS) $< -o $@ -ldl
 
 fixtures: $(ALLOC_FIXTURES)
+
+# ---- call stack fixtures (issue 11): tests/stacks.bats -------------------
+# A known call chain without frame pointers (-O2 -fomit-frame-pointer, as
+# Debian builds): the executable, the library it links and the same
+# library loaded with dlopen; -g so addr2line and gdb name the frames.
+STACKS_DIR := tests/fixtures/stacks
+STACKS_OUT := $(OUTPUT)/fixtures/stacks
+STACKS_CFLAGS := -std=gnu11 -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror
+STACKS_FIXTURES := $(addprefix $(STACKS_OUT)/,stacks libstk.so libstk_dl.so)
+
+$(STACKS_OUT):
+	$(Q)mkdir -p $@
+$(STACKS_OUT)/libstk.so: $(STACKS_DIR)/libstk.c | $(STACKS_OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(STACKS_CFLAGS) -fPIC -shared $< -o $@
+# its calls bind to its own functions, not to libstk.so's of the same name
+$(STACKS_OUT)/libstk_dl.so: $(STACKS_DIR)/libstk.c | $(STACKS_OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(STACKS_CFLAGS) -fPIC -shared -Wl,-Bsymbolic $< -o $@
+$(STACKS_OUT)/stacks: $(STACKS_DIR)/stacks.c $(STACKS_OUT)/libstk.so \
+		| $(STACKS_OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(STACKS_CFLAGS) -pthread $< -o $@ -L$(STACKS_OUT) -lstk \
+		-Wl,-rpath,'$$ORIGIN' -ldl
+
+fixtures: $(STACKS_FIXTURES)

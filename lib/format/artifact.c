@@ -484,12 +484,65 @@ static void put_argv_k(struct map_writer *w, const char *key, size_t klen,
 	w->n++;
 }
 
+/* A stack's frames: [[file, address], ...] (mt_event.h, MT_FRAME). */
+static void put_frames_k(struct map_writer *w, const char *key, size_t klen,
+			 const uint64_t *frames, uint32_t n)
+{
+	/* a pair takes at most 1 + 9 + 9 bytes, or "[65535,N]," in JSON */
+	if (!room(w, (size_t)n * 32 + MAP_ROOM))
+		return;
+	if (w->msgpack) {
+		char *p = mp_array_header(mp_key(w->p, key, klen), n);
+
+		for (uint32_t i = 0; i < n; i++) {
+			*p++ = MP_FIXARRAY | 2;
+			p = mp_uint(p, MT_FRAME_FILE(frames[i]));
+			p = mp_uint(p, MT_FRAME_ADDR(frames[i]));
+		}
+		w->p = p;
+	} else {
+		char *p = js_key(w, key, klen);
+
+		*p++ = '[';
+		for (uint32_t i = 0; i < n; i++) {
+			if (i)
+				*p++ = ',';
+			*p++ = '[';
+			p = js_u64(p, MT_FRAME_FILE(frames[i]));
+			*p++ = ',';
+			p = js_u64(p, MT_FRAME_ADDR(frames[i]));
+			*p++ = ']';
+		}
+		*p++ = ']';
+		w->p = p;
+	}
+	w->n++;
+}
+
+/* Bytes as lowercase hex text (a build-id). */
+static void put_hex_k(struct map_writer *w, const char *key, size_t klen,
+		      const uint8_t *bytes, size_t len)
+{
+	static const char digits[] = "0123456789abcdef";
+	char text[2 * 255];
+
+	if (len > sizeof(text) / 2)
+		len = sizeof(text) / 2;
+	for (size_t i = 0; i < len; i++) {
+		text[2 * i] = digits[bytes[i] >> 4];
+		text[2 * i + 1] = digits[bytes[i] & 15];
+	}
+	put_str_k(w, key, klen, text, 2 * len);
+}
+
 #define put_u64(w, k, u)       put_u64_k(w, KEY(k), u)
 #define put_bool(w, k, b)      put_bool_k(w, KEY(k), b)
 #define put_name(w, k, v)      put_name_k(w, KEY(k), v)
 #define put_str(w, k, s, len)  put_str_k(w, KEY(k), s, len)
 #define put_cstr(w, k, s)      put_cstr_k(w, KEY(k), s)
 #define put_argv(w, k, av, ac) put_argv_k(w, KEY(k), av, ac)
+#define put_frames(w, k, f, n) put_frames_k(w, KEY(k), f, n)
+#define put_hex(w, k, b, len)  put_hex_k(w, KEY(k), b, len)
 
 /* ---- the maps -------------------------------------------------------- */
 
@@ -580,9 +633,38 @@ static inline void event_kind_keys(struct map_writer *w,
 	case MT_EV_LOST:
 		put_u64(w, "count", ev->size);
 		break;
+	case MT_EV_CODE_MAP:
+		put_u64(w, "file", ev->old_size);
+		put_u64(w, "addr", ev->addr);
+		put_u64(w, "size", ev->size);
+		put_u64(w, "offset", ev->old_addr);
+		break;
 	default:
 		break;
 	}
+}
+
+/* The maps that say what stack and file ids mean: no pid, tid or time. */
+static int put_stack_or_file(struct mt_artifact *a, const struct name *type,
+			     const struct mt_record *rec)
+{
+	struct map_writer w;
+
+	if (!begin_map(a, &w))
+		return a->error;
+	put_name(&w, "type", type);
+	if (rec->ev.kind == MT_EV_STACK) {
+		put_u64(&w, "stack", rec->ev.addr);
+		put_frames(&w, "frames", rec->frames, rec->nframes);
+		put_bool(&w, "truncated", rec->ev.flags & MT_STACK_TRUNCATED);
+	} else {
+		put_u64(&w, "file", rec->ev.addr);
+		put_str(&w, "path", rec->str ? rec->str : "", rec->str_len);
+		if (rec->build_id_len)
+			put_hex(&w, "build_id", rec->build_id,
+				rec->build_id_len);
+	}
+	return end_map(&w);
 }
 
 /* ---- API ------------------------------------------------------------- */
@@ -689,6 +771,8 @@ int mt_artifact_header(struct mt_artifact *a, const struct mt_meta *meta)
 	put_bool(&w, "syscalls_tracked", meta->flags & MT_HDR_SYSCALLS);
 	put_bool(&w, "rss_tracked", meta->flags & MT_HDR_RSS);
 	put_bool(&w, "physical_tracked", meta->flags & MT_HDR_PHYSICAL);
+	if (meta->flags & MT_HDR_STACKS)
+		put_bool(&w, "stacks_tracked", true);
 	return end_map(&w);
 }
 
@@ -785,6 +869,8 @@ int mt_artifact_record(struct mt_artifact *a, const struct mt_record *rec)
 	a->events++;
 	if (ev->kind == MT_EV_LOST)
 		a->lost += ev->size;
+	if (ev->kind == MT_EV_STACK || ev->kind == MT_EV_CODE_FILE)
+		return put_stack_or_file(a, &a->type_names[ev->kind], rec);
 	if (!begin_map(a, &w))
 		return a->error;
 	put_name(&w, "type", &a->type_names[ev->kind]);
@@ -792,6 +878,8 @@ int mt_artifact_record(struct mt_artifact *a, const struct mt_record *rec)
 	put_u64(&w, "tid", ev->tid);
 	put_u64(&w, "timestamp", ev->timestamp);
 	event_kind_keys(&w, rec);
+	if (rec->stack)
+		put_u64(&w, "stack", rec->stack);
 	return end_map(&w);
 }
 

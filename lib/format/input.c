@@ -200,6 +200,7 @@ void mt_input_close(struct mt_input *in)
 		msgpack_zone_destroy(&in->zone);
 	mt_meta_free(&in->meta);
 	free(in->str);
+	free(in->frames);
 	free(in->guesses);
 	mt_zreader_free(in->zstd);
 	if (in->mapped)

@@ -983,7 +983,8 @@ static void mp_check_fast_event(struct mt_input *in, size_t size,
 	    slow_size != size || fields_role(in, 0, &f, &role, &kind) ||
 	    role != OBJ_EVENT || fields_to_record(in, 0, &f, kind, &slow) ||
 	    memcmp(&slow.ev, &fast->ev, sizeof(slow.ev)) ||
-	    slow.str_len != fast->str_len || !slow.str != !fast->str ||
+	    slow.stack != fast->stack || slow.str_len != fast->str_len ||
+	    !slow.str != !fast->str ||
 	    (slow.str && memcmp(slow.str, fast->str, slow.str_len)))
 		__builtin_trap();
 }

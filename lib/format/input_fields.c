@@ -38,6 +38,12 @@ const char *const key_names[K_MAX] = {
     [K_PSS_SHMEM] = "pss_shmem",
     [K_COUNT] = "count",
     [K_KIND] = "kind",
+    [K_STACK] = "stack",
+    [K_FRAMES] = "frames",
+    [K_TRUNCATED] = "truncated",
+    [K_FILE] = "file",
+    [K_BUILD_ID] = "build_id",
+    [K_OFFSET] = "offset",
     [K_FORMAT] = "format",
     [K_VERSION] = "version",
     [K_COMMAND] = "command",
@@ -51,6 +57,7 @@ const char *const key_names[K_MAX] = {
     [K_SYSCALLS_TRACKED] = "syscalls_tracked",
     [K_RSS_TRACKED] = "rss_tracked",
     [K_PHYSICAL_TRACKED] = "physical_tracked",
+    [K_STACKS_TRACKED] = "stacks_tracked",
     [K_COMPLETE] = "complete",
     [K_END_MONOTONIC] = "end_monotonic",
     [K_EVENTS] = "events",
@@ -249,9 +256,130 @@ static int fields_kind_values(struct mt_input *in, uint64_t off,
 		       get_ev(in, off, f, K_PSS_SHMEM, &ev->old_size);
 	case MT_EV_LOST:
 		return get_ev(in, off, f, K_COUNT, &ev->size);
+	case MT_EV_CODE_MAP:
+		return get_ev(in, off, f, K_FILE, &ev->old_size) ||
+		       get_ev(in, off, f, K_OFFSET, &ev->old_addr);
 	default:
 		return 0;
 	}
+}
+
+/* A Stack map's frames: [[file, address], ...], innermost first. */
+static int fields_frames(struct mt_input *in, uint64_t off,
+			 const struct value *v, struct mt_record *rec)
+{
+	if (v->type != V_ARRAY || v->n == 0 || !v->pair_at)
+		return input_fail(in, off,
+				  "Stack: \"frames\": expected a non-empty "
+				  "array");
+	if (v->n > in->frames_cap) {
+		uint64_t *frames = realloc(in->frames, v->n * sizeof(*frames));
+
+		if (!frames)
+			return input_fail(in, off, "out of memory");
+		in->frames = frames;
+		in->frames_cap = v->n;
+	}
+	for (size_t i = 0; i < v->n; i++) {
+		uint64_t file, addr;
+
+		if (!v->pair_at(v->arr, i, &file, &addr) ||
+		    file > MT_FRAME_FILE_MAX || addr > MT_FRAME_ADDR_MASK)
+			return input_fail(in, off,
+					  "Stack: \"frames\": element %zu is "
+					  "not [file, address]",
+					  i);
+		in->frames[i] = MT_FRAME(file, addr);
+	}
+	rec->frames = in->frames;
+	rec->nframes = v->n;
+	return 0;
+}
+
+static int fields_stack(struct mt_input *in, uint64_t off,
+			const struct fields *f, struct mt_record *rec)
+{
+	bool truncated = false;
+
+	if (require(in, off, f, "Stack", K_STACK) ||
+	    require(in, off, f, "Stack", K_FRAMES) ||
+	    get_ev(in, off, f, K_STACK, &rec->ev.addr) ||
+	    get_bool(in, off, f, K_TRUNCATED, &truncated))
+		return -1;
+	if (rec->ev.addr != in->stacks_seen + 1)
+		return input_fail(
+		    in, off, "Stack: id %" PRIu64 " (expected %" PRIu64 ")",
+		    (uint64_t)rec->ev.addr, in->stacks_seen + 1);
+	if (fields_frames(in, off, val(f, K_FRAMES), rec))
+		return -1;
+	rec->ev.size = rec->nframes;
+	rec->ev.flags = truncated ? MT_STACK_TRUNCATED : 0;
+	in->stacks_seen++;
+	return 0;
+}
+
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+static int fields_code_file(struct mt_input *in, uint64_t off,
+			    const struct fields *f, struct mt_record *rec)
+{
+	const char *path = NULL, *hex = NULL;
+	size_t path_len = 0, hex_len = 0;
+
+	if (require(in, off, f, "CodeFile", K_FILE) ||
+	    require(in, off, f, "CodeFile", K_PATH) ||
+	    get_ev(in, off, f, K_FILE, &rec->ev.addr) ||
+	    get_str(in, off, f, K_PATH, &path, &path_len) ||
+	    get_str(in, off, f, K_BUILD_ID, &hex, &hex_len))
+		return -1;
+	if (rec->ev.addr == 0 || rec->ev.addr > MT_FRAME_FILE_MAX)
+		return input_fail(in, off,
+				  "CodeFile: \"file\" %" PRIu64
+				  " is not from 1 to %u",
+				  (uint64_t)rec->ev.addr, MT_FRAME_FILE_MAX);
+	if (hex_len % 2 || hex_len / 2 > sizeof(in->build_id))
+		return input_fail(in, off,
+				  "CodeFile: \"build_id\": expected up to %zu "
+				  "bytes in hex",
+				  sizeof(in->build_id));
+	for (size_t i = 0; i < hex_len / 2; i++) {
+		int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return input_fail(in, off,
+					  "CodeFile: \"build_id\": not "
+					  "lowercase hex");
+		in->build_id[i] = hi << 4 | lo;
+	}
+	if (!input_keep_str(in, path, path_len))
+		return input_fail(in, off, "out of memory");
+	rec->str = in->str;
+	rec->str_len = path_len;
+	rec->build_id = hex_len ? in->build_id : NULL;
+	rec->build_id_len = hex_len / 2;
+	rec->ev.flags = hex_len / 2;
+	return 0;
+}
+
+/* An event's "stack": a Stack map before it described it. */
+static int fields_stack_ref(struct mt_input *in, uint64_t off,
+			    const struct fields *f, struct mt_record *rec)
+{
+	if (get_uint(in, off, f, K_STACK, &rec->stack))
+		return -1;
+	if (rec->stack == 0 || rec->stack > in->stacks_seen)
+		return input_fail(in, off,
+				  "%s: \"stack\" %" PRIu64
+				  " names no Stack before it",
+				  mt_kind_name(rec->ev.kind), rec->stack);
+	return 0;
 }
 
 int fields_to_record(struct mt_input *in, uint64_t off, const struct fields *f,
@@ -262,6 +390,13 @@ int fields_to_record(struct mt_input *in, uint64_t off, const struct fields *f,
 
 	memset(rec, 0, sizeof(*rec));
 	ev->kind = kind;
+	/* what the ids mean: no pid, tid or time */
+	if (kind == MT_EV_STACK)
+		return fields_stack(in, off, f, rec);
+	if (kind == MT_EV_CODE_FILE)
+		return fields_code_file(in, off, f, rec);
+	if (has(f, K_STACK) && fields_stack_ref(in, off, f, rec))
+		return -1;
 	if (require(in, off, f, mt_kind_name(kind), K_PID) ||
 	    require(in, off, f, mt_kind_name(kind), K_TIMESTAMP) ||
 	    get_u32f(in, off, f, K_PID, &pid) ||
@@ -367,6 +502,7 @@ int fields_to_header(struct mt_input *in, uint64_t off, const struct fields *f)
 	    header_flag(in, off, f, K_SYSCALLS_TRACKED, MT_HDR_SYSCALLS) ||
 	    header_flag(in, off, f, K_RSS_TRACKED, MT_HDR_RSS) ||
 	    header_flag(in, off, f, K_PHYSICAL_TRACKED, MT_HDR_PHYSICAL) ||
+	    header_flag(in, off, f, K_STACKS_TRACKED, MT_HDR_STACKS) ||
 	    header_command(in, off, val(f, K_COMMAND)))
 		return -1;
 	m->host = strndup(host ? host : "", host_len);

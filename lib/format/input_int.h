@@ -66,6 +66,11 @@ struct mt_input {
 	uint64_t body_off;     /* file offset of its first record */
 	uint64_t pending_lost; /* LOST record still to yield */
 	uint64_t last_ts;
+	uint64_t stacks_seen; /* STACK records (ids count from 1) */
+	/* a Stack map's frames, a CodeFile map's build-id */
+	uint64_t *frames;
+	size_t frames_cap;
+	uint8_t build_id[255];
 
 	/* EXEC path / MARKER name of the last record */
 	char *str;
@@ -175,6 +180,12 @@ enum key {
 	K_PSS_SHMEM,
 	K_COUNT,
 	K_KIND,
+	K_STACK,
+	K_FRAMES,
+	K_TRUNCATED,
+	K_FILE,
+	K_BUILD_ID,
+	K_OFFSET,
 	/* header */
 	K_FORMAT,
 	K_VERSION,
@@ -189,6 +200,7 @@ enum key {
 	K_SYSCALLS_TRACKED,
 	K_RSS_TRACKED,
 	K_PHYSICAL_TRACKED,
+	K_STACKS_TRACKED,
 	/* trailer */
 	K_COMPLETE,
 	K_END_MONOTONIC,
@@ -204,7 +216,8 @@ extern const char *const key_names[K_MAX];
 enum value_type { V_NONE, V_UINT, V_NEGATIVE, V_BOOL, V_STR, V_ARRAY, V_OTHER };
 
 /* One value of a map, whatever the encoding.  Arrays are only read as
- * arrays of strings (the header's command), through str_at. */
+ * arrays of strings (the header's command), through str_at, or of pairs
+ * of unsigned integers (a stack's frames), through pair_at. */
 struct value {
 	enum value_type type;
 	uint64_t u;
@@ -214,6 +227,7 @@ struct value {
 	const void *arr;
 	size_t n;
 	bool (*str_at)(const void *arr, size_t i, const char **s, size_t *len);
+	bool (*pair_at)(const void *arr, size_t i, uint64_t *a, uint64_t *b);
 };
 
 /* The values of one map; v[k] is only set when bit k of present is, so

@@ -23,6 +23,21 @@ static bool js_str_at(const void *arr, size_t i, const char **s, size_t *len)
 	return true;
 }
 
+/* [a, b]: two unsigned integers (a stack frame) */
+static bool js_pair_at(const void *arr, size_t i, uint64_t *a, uint64_t *b)
+{
+	json_t *e = json_array_get((json_t *)arr, i);
+	json_t *x = json_array_get(e, 0), *y = json_array_get(e, 1);
+
+	if (!json_is_array(e) || json_array_size(e) != 2 ||
+	    !json_is_integer(x) || !json_is_integer(y) ||
+	    json_integer_value(x) < 0 || json_integer_value(y) < 0)
+		return false;
+	*a = json_integer_value(x);
+	*b = json_integer_value(y);
+	return true;
+}
+
 static void js_value(json_t *j, struct value *v)
 {
 	memset(v, 0, sizeof(*v));
@@ -50,6 +65,7 @@ static void js_value(json_t *j, struct value *v)
 		v->arr = j;
 		v->n = json_array_size(j);
 		v->str_at = js_str_at;
+		v->pair_at = js_pair_at;
 		break;
 	default:
 		v->type = V_OTHER;

@@ -154,6 +154,21 @@ static bool mp_str_at(const void *arr, size_t i, const char **s, size_t *len)
 	return true;
 }
 
+/* [a, b]: two unsigned integers (a stack frame) */
+static bool mp_pair_at(const void *arr, size_t i, uint64_t *a, uint64_t *b)
+{
+	const msgpack_object *o = &((const msgpack_object_array *)arr)->ptr[i];
+	const msgpack_object *p = o->via.array.ptr;
+
+	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 2 ||
+	    p[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+	    p[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+		return false;
+	*a = p[0].via.u64;
+	*b = p[1].via.u64;
+	return true;
+}
+
 static void mp_value(const msgpack_object *o, struct value *v)
 {
 	memset(v, 0, sizeof(*v));
@@ -180,6 +195,7 @@ static void mp_value(const msgpack_object *o, struct value *v)
 		v->arr = &o->via.array;
 		v->n = o->via.array.size;
 		v->str_at = mp_str_at;
+		v->pair_at = mp_pair_at;
 		break;
 	default:
 		v->type = V_OTHER;

@@ -298,6 +298,147 @@ static int raw_payload(struct mt_input *in, struct mt_record *rec,
 	return 0;
 }
 
+/* The index of the record just read in its batch (for messages). */
+static uint32_t record_index(const struct mt_input *in)
+{
+	return in->batch_count - in->batch_left - 1;
+}
+
+/* A STACK record: its frames are the payload, 8 bytes each. */
+static int raw_stack(struct mt_input *in, struct mt_record *rec,
+		     uint64_t rec_off)
+{
+	const struct mt_event *ev = &rec->ev;
+
+	if (ev->addr != in->stacks_seen + 1)
+		return input_fail(in, rec_off,
+				  "batch %" PRIu64 ": record %" PRIu32
+				  ": Stack id %" PRIu64 " (expected %" PRIu64
+				  ")",
+				  in->seq, record_index(in), (uint64_t)ev->addr,
+				  in->stacks_seen + 1);
+	if (ev->size == 0 || ev->aux != ev->size * sizeof(uint64_t))
+		return input_fail(
+		    in, rec_off,
+		    "batch %" PRIu64 ": record %" PRIu32 ": Stack of %" PRIu64
+		    " frames with a payload of %" PRIu32 " bytes (8 a frame)",
+		    in->seq, record_index(in), (uint64_t)ev->size, ev->aux);
+	if (raw_payload(in, rec, rec_off))
+		return -1;
+	/* in->str is malloc'ed: aligned for the frames */
+	rec->frames = (const uint64_t *)(const void *)in->str;
+	rec->nframes = ev->size;
+	rec->str = NULL;
+	rec->str_len = 0;
+	in->stacks_seen++;
+	return 0;
+}
+
+/* A CODE_FILE record: the build-id, then the path, as payload. */
+static int raw_code_file(struct mt_input *in, struct mt_record *rec,
+			 uint64_t rec_off)
+{
+	const struct mt_event *ev = &rec->ev;
+
+	if (ev->addr == 0 || ev->addr > MT_FRAME_FILE_MAX ||
+	    ev->flags > ev->aux)
+		return input_fail(in, rec_off,
+				  "batch %" PRIu64 ": record %" PRIu32
+				  ": CodeFile %" PRIu64
+				  " with a build-id of %u bytes in a payload "
+				  "of %" PRIu32,
+				  in->seq, record_index(in), (uint64_t)ev->addr,
+				  ev->flags, ev->aux);
+	if (raw_payload(in, rec, rec_off))
+		return -1;
+	rec->build_id_len = ev->flags;
+	rec->build_id = ev->flags ? (const uint8_t *)in->str : NULL;
+	rec->str = in->str + ev->flags;
+	rec->str_len = ev->aux - ev->flags;
+	return 0;
+}
+
+/* One record and its payload, if any (a STACK_REF as it is). */
+static int raw_record(struct mt_input *in, struct mt_record *rec,
+		      uint64_t rec_off)
+{
+	if (!fill(in, in->event_size))
+		return raw_body_truncated(in);
+	memcpy(&rec->ev, cur(in), sizeof(rec->ev));
+	consume(in, in->event_size);
+	in->batch_left--;
+	rec->str = NULL;
+	rec->str_len = 0;
+	rec->stack = 0;
+	rec->frames = NULL;
+	rec->nframes = 0;
+	rec->build_id = NULL;
+	rec->build_id_len = 0;
+	in->last_ts = rec->ev.timestamp;
+	switch (rec->ev.kind) {
+	case MT_EV_EXEC:
+	case MT_EV_MARKER:
+	case MT_EV_ALLOCATOR:
+		return raw_payload(in, rec, rec_off) ? -1 : 1;
+	case MT_EV_STACK:
+		return raw_stack(in, rec, rec_off) ? -1 : 1;
+	case MT_EV_CODE_FILE:
+		return raw_code_file(in, rec, rec_off) ? -1 : 1;
+	case MT_EV_STACK_REF:
+		return 1;
+	case MT_EV_NONE:
+	case MT_EV_DATA:
+	case MT_EV_LOST:
+		break;
+	default:
+		if (mt_kind_name(rec->ev.kind)) /* a kind artifacts can hold */
+			return 1;
+	}
+	return input_fail(in, rec_off,
+			  "batch %" PRIu64 ": record %" PRIu32
+			  ": unexpected event kind %u",
+			  in->seq, record_index(in), rec->ev.kind);
+}
+
+/* The events a call stack belongs to. */
+static bool takes_a_stack(unsigned kind)
+{
+	return kind >= MT_EV_MALLOC && kind <= MT_EV_BRK;
+}
+
+/* A STACK_REF was read into rec: its id goes with the record after it,
+ * which must be an event of the same thread in the same batch. */
+static int raw_stack_ref(struct mt_input *in, struct mt_record *rec,
+			 uint64_t rec_off)
+{
+	uint64_t id = rec->ev.addr;
+	uint32_t tid = rec->ev.tid, index = record_index(in);
+	int ret;
+
+	if (id == 0 || id > in->stacks_seen)
+		return input_fail(in, rec_off,
+				  "batch %" PRIu64 ": record %" PRIu32
+				  ": StackRef to stack %" PRIu64
+				  ", not described before",
+				  in->seq, index, id);
+	if (in->batch_left == 0)
+		return input_fail(in, rec_off,
+				  "batch %" PRIu64 ": record %" PRIu32
+				  ": StackRef ends its batch",
+				  in->seq, index);
+	ret = raw_record(in, rec, offset_now(in));
+	if (ret != 1)
+		return ret;
+	if (!takes_a_stack(rec->ev.kind) || rec->ev.tid != tid)
+		return input_fail(in, rec_off,
+				  "batch %" PRIu64 ": record %" PRIu32
+				  ": StackRef not followed by an allocation "
+				  "or address-space event of thread %" PRIu32,
+				  in->seq, index, tid);
+	rec->stack = id;
+	return 1;
+}
+
 int raw_next(struct mt_input *in, struct mt_record *rec)
 {
 	uint64_t rec_off;
@@ -320,29 +461,8 @@ int raw_next(struct mt_input *in, struct mt_record *rec)
 		return 1;
 	}
 	rec_off = offset_now(in);
-	if (!fill(in, in->event_size))
-		return raw_body_truncated(in);
-	memcpy(&rec->ev, cur(in), sizeof(rec->ev));
-	consume(in, in->event_size);
-	in->batch_left--;
-	rec->str = NULL;
-	rec->str_len = 0;
-	in->last_ts = rec->ev.timestamp;
-	switch (rec->ev.kind) {
-	case MT_EV_EXEC:
-	case MT_EV_MARKER:
-	case MT_EV_ALLOCATOR:
-		return raw_payload(in, rec, rec_off) ? -1 : 1;
-	case MT_EV_NONE:
-	case MT_EV_DATA:
-	case MT_EV_LOST:
-		break;
-	default:
-		if (mt_kind_name(rec->ev.kind)) /* a kind artifacts can hold */
-			return 1;
-	}
-	return input_fail(
-	    in, rec_off,
-	    "batch %" PRIu64 ": record %" PRIu32 ": unexpected event kind %u",
-	    in->seq, in->batch_count - in->batch_left - 1, rec->ev.kind);
+	ret = raw_record(in, rec, rec_off);
+	if (ret == 1 && rec->ev.kind == MT_EV_STACK_REF)
+		return raw_stack_ref(in, rec, rec_off);
+	return ret;
 }

@@ -29,6 +29,10 @@ static const char *const kind_names[MT_EV_KIND_MAX] = {
     [MT_EV_DISABLE] = "Disable",
     [MT_EV_LOST] = "Lost",
     [MT_EV_ALLOCATOR] = "Allocator",
+    /* MT_EV_STACK_REF is the next record's "stack" key: no name */
+    [MT_EV_STACK] = "Stack",
+    [MT_EV_CODE_FILE] = "CodeFile",
+    [MT_EV_CODE_MAP] = "CodeMap",
 };
 
 const char *mt_kind_name(unsigned kind)

@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""stacks_check.py - the call stacks of an mt artifact, named by tools mt
+did not write: python3-msgpack decodes the artifact, binutils' addr2line
+names each frame from the file's own debug information, readelf gives a
+program's entry point (run it with /usr/bin/python3).
+
+  stacks_check.py chain ART SIZE [--files]
+      the stack of the allocation of SIZE bytes (exactly one): one line per
+      frame, innermost first, the function addr2line names at address - 1
+      (frames are return addresses; --files: then the file's base name),
+      then "truncated: true|false"
+  stacks_check.py depth ART SIZE
+      "FRAMES TRUNCATED" of that allocation's stack
+  stacks_check.py complete ART
+      "COMPLETE TOTAL": of the allocator events (Malloc, Calloc, Realloc,
+      AlignedAlloc) with a stack, how many end in the entry code of a
+      program (its _start, at readelf's entry point) or of a thread
+      (clone3's child, in libc)
+  stacks_check.py gdb-chain
+      reads gdb's "bt" from stdin: the function names of its frames, but
+      malloc's own
+
+Exit status: 0, or 2 when the artifact cannot be used.
+"""
+import re
+import subprocess
+import sys
+
+import msgpack
+
+ALLOCATIONS = ("Malloc", "Calloc", "Realloc", "AlignedAlloc")
+
+
+def load(path):
+    with open(path, "rb") as f:
+        maps = list(msgpack.Unpacker(f, raw=False, strict_map_key=False))
+    files, stacks, events = {}, {}, []
+    for m in maps:
+        t = m.get("type")
+        if t == "CodeFile":
+            files[m["file"]] = m["path"]
+        elif t == "Stack":
+            stacks[m["stack"]] = m
+        elif "stack" in m:
+            if m["stack"] not in stacks:
+                sys.exit(f"{path}: stack {m['stack']} used before its Stack map")
+            events.append(m)
+    return files, stacks, events
+
+
+def names(path, addrs):
+    """addr2line's function names for addresses of one file."""
+    out = subprocess.run(
+        ["addr2line", "-f", "-e", path] + [hex(a) for a in addrs],
+        capture_output=True, text=True, check=True).stdout.split("\n")
+    return out[0:2 * len(addrs):2]
+
+
+def stack_of(art, size):
+    files, stacks, events = load(art)
+    found = [e for e in events if e["type"] in ALLOCATIONS and e.get("size") == size]
+    if len(found) != 1:
+        sys.exit(f"{art}: {len(found)} allocations of {size} bytes with a stack")
+    return files, stacks[found[0]["stack"]]
+
+
+def chain(art, size, with_files):
+    files, stack = stack_of(art, size)
+    for file, addr in stack["frames"]:
+        if file == 0:
+            print(f"?? {addr:#x}")
+        elif with_files:
+            print(names(files[file], [addr - 1])[0], files[file].split("/")[-1])
+        else:
+            print(names(files[file], [addr - 1])[0])
+    print("truncated:", "true" if stack["truncated"] else "false")
+
+
+def depth(art, size):
+    _, stack = stack_of(art, size)
+    print(len(stack["frames"]), "true" if stack["truncated"] else "false")
+
+
+def entry_point(path, cache={}):
+    if path not in cache:
+        out = subprocess.run(["readelf", "-h", path], capture_output=True,
+                             text=True).stdout
+        m = re.search(r"Entry point address:\s+0x([0-9a-f]+)", out)
+        cache[path] = int(m.group(1), 16) if m else None
+    return cache[path]
+
+
+def thread_start(path, cache={}):
+    """[start, end) of libc's clone3 (a thread's first frame)."""
+    if path not in cache:
+        cache[path] = None
+        out = subprocess.run(["readelf", "-sW", path], capture_output=True,
+                             text=True).stdout
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) >= 8 and f[7].split("@")[0] in ("__clone3", "clone3"):
+                cache[path] = (int(f[1], 16), int(f[1], 16) + int(f[2], 0))
+    return cache[path]
+
+
+def complete(art):
+    files, stacks, events = load(art)
+    total = done = 0
+    for e in events:
+        if e["type"] not in ALLOCATIONS:
+            continue
+        total += 1
+        file, addr = stacks[e["stack"]]["frames"][-1]
+        if file == 0:
+            continue
+        path = files[file]
+        entry, clone = entry_point(path), thread_start(path)
+        # _start calls __libc_start_main within its first ~40 bytes
+        if entry is not None and entry < addr <= entry + 64:
+            done += 1
+        elif clone and clone[0] < addr <= clone[1]:
+            done += 1
+    print(done, total)
+
+
+def gdb_chain():
+    for line in sys.stdin:
+        m = re.match(r"#(\d+)\s+(?:0x[0-9a-f]+ in )?(\S+) \(", line)
+        if m and "malloc" not in m.group(2):
+            print(m.group(2))
+
+
+def main():
+    cmd = sys.argv[1] if len(sys.argv) > 1 else ""
+    if cmd == "chain":
+        chain(sys.argv[2], int(sys.argv[3]), "--files" in sys.argv[4:])
+    elif cmd == "depth":
+        depth(sys.argv[2], int(sys.argv[3]))
+    elif cmd == "complete":
+        complete(sys.argv[2])
+    elif cmd == "gdb-chain":
+        gdb_chain()
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+#!/usr/bin/env bats
+# Call stacks (mt-trace --stacks, issue 11), checked against tools mt did
+# not write: addr2line names each recorded frame from the fixture's own
+# debug information, gdb's backtrace at a breakpoint on the same malloc
+# gives the chain to expect, readelf the entry point a complete stack
+# ends in (tests/lib/stacks_check.py; python3-msgpack decodes).
+#
+# The fixture (tests/fixtures/stacks/) is built -O2 -fomit-frame-pointer,
+# the library that calls malloc too, like Debian's own binaries: no frame
+# pointer chain to follow.
+
+load helpers
+
+CHECK="$TOP/tests/lib/stacks_check.py"
+STACKS="$MT_FIXTURES/stacks/stacks"
+
+setup() {
+	require_bpf
+	T="$BATS_TEST_TMPDIR"
+	export T
+	[ -x "$STACKS" ] || fail "no $STACKS: run 'make fixtures'"
+}
+
+# The chain gdb shows where the malloc of SIZE bytes in `stacks MODE` is
+# called (the entry of stk_leaf, the function that calls it: a breakpoint
+# in libc's malloc itself meets the int3 of any global uprobe another
+# session put there), down to the frame named LAST.
+gdb_chain() {
+	gdb -batch -nx -ex 'set debuginfod enabled off' \
+		-ex 'set breakpoint pending on' \
+		-ex "break stk_leaf if \$rdi == $1" -ex run -ex bt \
+		--args "$STACKS" "$2" </dev/null 2>/dev/null |
+		"$PY" "$CHECK" gdb-chain | sed -n "1,/^$3\$/p"
+}
+
+# The recorded chain of the same malloc, to the same frame.
+mt_chain() {
+	"$PY" "$CHECK" chain "$T/out.msgpack" "$1" | sed -n "1,/^$2\$/p"
+}
+
+@test "a malloc in a shared library: the chain to main, frame by frame as gdb sees it" {
+	trace_ok --stacks -- "$STACKS" direct
+	run mt_chain 4321 main
+	assert_output "stk_leaf
+stk_mid
+app_inner
+app_outer
+main"
+	[ "$output" = "$(gdb_chain 4321 direct main)" ]
+	# and on to the program's entry: a complete stack
+	run "$PY" "$CHECK" chain "$T/out.msgpack" 4321
+	assert_line --index 5 "__libc_start_call_main"
+	assert_line --index 7 "_start"
+	assert_line "truncated: false"
+}
+
+@test "the same library loaded with dlopen: the chain to main, as gdb sees it" {
+	trace_ok --stacks -- "$STACKS" dlopen
+	run mt_chain 4322 main
+	assert_output "stk_leaf
+stk_mid
+app_inner
+app_outer
+use_dlopen
+main"
+	[ "$output" = "$(gdb_chain 4322 dlopen main)" ]
+	run "$PY" "$CHECK" chain "$T/out.msgpack" 4322 --files
+	assert_line --index 0 "stk_leaf libstk_dl.so"
+	assert_line --index 1 "stk_mid libstk_dl.so"
+	assert_line --index 2 "app_inner stacks"
+	assert_line "truncated: false"
+}
+
+@test "on a second thread: the chain to the thread's routine and its start in libc" {
+	trace_ok --stacks -- "$STACKS" thread
+	run mt_chain 4323 thread_main
+	assert_output "stk_leaf
+stk_mid
+app_inner
+app_outer
+thread_main"
+	[ "$output" = "$(gdb_chain 4323 thread thread_main)" ]
+	run "$PY" "$CHECK" chain "$T/out.msgpack" 4323
+	assert_line --index 5 "start_thread"
+	assert_line "truncated: false"
+}
+
+@test "recursion 500 deep: the stack stops at the depth limit, marked truncated" {
+	trace_ok --stacks -- "$STACKS" recurse 500
+	[ "$trace_status" = 0 ]
+	run "$PY" "$CHECK" depth "$T/out.msgpack" 4324
+	assert_output "127 true"
+	run "$PY" "$CHECK" chain "$T/out.msgpack" 4324
+	assert_line --index 0 "stk_leaf"
+	assert_line --index 1 "stk_mid"
+	assert_line --index 2 "recurse"
+	assert_line --index 126 "recurse"
+	# a shallow one is not
+	trace_ok --stacks --stack-depth 5 -- "$STACKS" direct
+	run "$PY" "$CHECK" depth "$T/out.msgpack" 4321
+	assert_output "5 true"
+}
+
+@test "python3 (Debian's, no frame pointers): 99% of allocation stacks reach the program's entry" {
+	trace_ok --stacks -- /usr/bin/python3 -c 'x = [bytes(100) for _ in range(20000)]; import json, decimal'
+	run "$PY" "$CHECK" complete "$T/out.msgpack"
+	echo "complete/total: $output"
+	read -r done total <<<"$output"
+	[ "$total" -gt 1000 ]
+	[ $((done * 100)) -ge $((total * 99)) ]
+}
+
+@test "each stack and each code file is described once, before its first use" {
+	trace_ok --stacks -- "$STACKS" direct
+	run "$PY" - "$T/out.msgpack" <<-'EOF'
+	import sys, msgpack
+	seen_stacks, seen_files, uses = set(), set(), 0
+	for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False):
+	    if m["type"] == "CodeFile":
+	        assert m["file"] not in seen_files, m
+	        assert len(m.get("build_id", "")) in (0, 40), m
+	        seen_files.add(m["file"])
+	    elif m["type"] == "Stack":
+	        assert m["stack"] == len(seen_stacks) + 1, m
+	        for f, a in m["frames"]:
+	            assert f == 0 or f in seen_files, m
+	        seen_stacks.add(m["stack"])
+	    elif "stack" in m:
+	        assert m["stack"] in seen_stacks, m
+	        uses += 1
+	print(len(seen_files), len(seen_stacks), uses)
+	EOF
+	assert_success
+	read -r files stacks uses <<<"$output"
+	[ "$files" -ge 4 ] # stacks, libstk.so, libc, ld.so
+	[ "$uses" -ge "$stacks" ]
+}
+
+@test "--no-stacks and MT_STACKS=0: no stack records, no stack keys" {
+	trace_ok --no-stacks -- "$STACKS" direct
+	run "$PY" -c 'import sys, msgpack; print(sum(1 for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False) if m["type"] in ("Stack", "CodeFile") or "stack" in m))' "$T/out.msgpack"
+	assert_output 0
+	MT_STACKS=0 trace_ok -- "$STACKS" direct
+	run "$PY" -c 'import sys, msgpack; print(sum(1 for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False) if m["type"] in ("Stack", "CodeFile") or "stack" in m))' "$T/out.msgpack"
+	assert_output 0
+	MT_STACKS=1 trace_ok -- "$STACKS" direct
+	run "$PY" -c 'import sys, msgpack; print(sum(1 for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False) if m["type"] == "Malloc" and m["size"] == 4321 and "stack" in m))' "$T/out.msgpack"
+	assert_output 1
+}
+
+@test "--stack-depth: a bad value is refused with mt-trace's status" {
+	run mt-trace --stack-depth 0 -- true
+	assert_failure 125
+	assert_output --partial "--stack-depth: '0' is not a number of frames from 1 to 127"
+	run mt-trace --stack-depth 128 -- true
+	assert_failure 125
+}
