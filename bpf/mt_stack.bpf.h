@@ -312,4 +312,64 @@ static __always_inline struct mt_event *reserve_stacked(__u64 stack_key)
 	return &se->ev;
 }
 
+/* ---- where code files are mapped (CODE_MAP events) ------------------- */
+
+struct code_vma {
+	__u64 start, end, offset, dev, ino;
+};
+
+static long read_code_vma(struct task_struct *task, struct vm_area_struct *vma,
+			  void *ctx)
+{
+	struct code_vma *cv = ctx;
+	struct file *f = BPF_CORE_READ(vma, vm_file);
+
+	cv->start = BPF_CORE_READ(vma, vm_start);
+	cv->end = BPF_CORE_READ(vma, vm_end);
+	cv->offset = BPF_CORE_READ(vma, vm_pgoff) * page_size;
+	cv->dev = f ? BPF_CORE_READ(f, f_inode, i_sb, s_dev) : 0;
+	cv->ino = f ? BPF_CORE_READ(f, f_inode, i_ino) : 0;
+	return 0;
+}
+
+/* The code mapping at addr of the current process, as a CODE_MAP event
+ * naming its file by device (aux) and inode (old_size): mt-trace turns
+ * them into the file's id. */
+static __always_inline void emit_code_map(__u64 pid_tgid, __u64 addr)
+{
+	struct code_vma cv = {};
+	struct mt_event *e;
+
+	if (!stacks_enabled ||
+	    bpf_find_vma(bpf_get_current_task_btf(), addr, read_code_vma, &cv,
+			 0) ||
+	    !cv.ino)
+		return;
+	e = reserve_event();
+	if (!e)
+		return;
+	fill_event(e, MT_EV_CODE_MAP, pid_tgid);
+	e->addr = cv.start;
+	e->size = cv.end - cv.start;
+	e->old_addr = cv.offset;
+	e->aux = cv.dev;
+	e->old_size = cv.ino;
+	submit_event(e);
+}
+
+/* After an exec: the code the kernel mapped itself, the program's and the
+ * dynamic loader's (where the new program starts: its entry point). */
+static __always_inline void emit_exec_code_maps(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 start_code = BPF_CORE_READ(task, mm, start_code);
+	__u64 entry = BPF_CORE_READ(regs, ip);
+
+	emit_code_map(pid_tgid, start_code);
+	if (entry < start_code || entry >= BPF_CORE_READ(task, mm, end_code))
+		emit_code_map(pid_tgid, entry);
+}
+
 #endif /* MT_STACK_BPF_H */

@@ -621,9 +621,11 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		e->aux = st->sys_arg2;
 		submit_event(e);
 		if ((st->sys_arg1 & PROT_EXEC_) &&
-		    !(st->sys_arg2 & MAP_ANONYMOUS_))
+		    !(st->sys_arg2 & MAP_ANONYMOUS_)) {
 			new_code(fd_file(st->sys_arg3), pid_tgid, ret,
 				 page_align(st->sys_arg0));
+			emit_code_map(pid_tgid, ret);
+		}
 		break;
 	case NR_MUNMAP:
 		if (ret == 0)
@@ -811,6 +813,7 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
 	bpf_ringbuf_submit(r, 0);
 	/* the program's own code: a static allocator is in it */
 	new_code(BPF_CORE_READ(bprm, file), bpf_get_current_pid_tgid(), 0, 0);
+	emit_exec_code_maps();
 	return 0;
 }
 

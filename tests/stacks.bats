@@ -136,6 +136,28 @@ thread_main"
 	[ "$uses" -ge "$stacks" ]
 }
 
+@test "CodeMap: every executable mapping of a file, as the process's own /proc/self/maps has it" {
+	trace_ok --stacks --child-stdout "$T/maps" -- "$STACKS" maps
+	# the process's view: start, end, offset and path of its r-x files
+	awk '$2 ~ /x/ && $6 ~ /^\// { print $1, $3, $6 }' "$T/maps" |
+		sort >"$T/want"
+	"$PY" - "$T/out.msgpack" <<-'EOF' | sort >"$T/got"
+	import sys, msgpack
+	files = {}
+	for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False):
+	    if m["type"] == "CodeFile":
+	        files[m["file"]] = m["path"]
+	    elif m["type"] == "CodeMap":
+	        print(f'{m["addr"]:x}-{m["addr"] + m["size"]:x} '
+	              f'{m["offset"]:08x} {files[m["file"]]}')
+	EOF
+	cat "$T/want"
+	[ "$(wc -l <"$T/want")" -ge 5 ] # program, ld.so, libc, libstk, libstk_dl
+	# the same mappings (libc's path may be written through /lib)
+	diff <(sed 's| /lib/| /usr/lib/|' "$T/want") \
+		<(sed 's| /lib/| /usr/lib/|' "$T/got")
+}
+
 @test "--no-stacks and MT_STACKS=0: no stack records, no stack keys" {
 	trace_ok --no-stacks -- "$STACKS" direct
 	run "$PY" -c 'import sys, msgpack; print(sum(1 for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False) if m["type"] in ("Stack", "CodeFile") or "stack" in m))' "$T/out.msgpack"

@@ -740,6 +740,9 @@ static int collect(struct tracer *t, bool final)
 		} else if (t->ev[i].kind == MT_EV_STACK_REF) {
 			rc = mt_tracer_stack_ref(t, &t->ev[i]);
 			i++;
+		} else if (t->ev[i].kind == MT_EV_CODE_MAP) {
+			rc = mt_tracer_code_map(t, &t->ev[i]);
+			i++;
 		} else {
 			rc = mt_tracer_append(t, &t->ev[i], 1);
 			i++;
@@ -763,6 +766,7 @@ static int drain(struct tracer *t, bool final)
 	/* stopped processes wait for this: before anything else */
 	if (t->code.nqueued || t->code.nexited)
 		mt_code_inspect_queued(&t->code);
+	mt_tracer_code_maps_pending(t);
 	return write_batch(t);
 }
 

@@ -91,6 +91,8 @@ int mt_tracer_stack_file(struct tracer *t, int fd, const char *path, pid_t pid,
 void mt_tracer_stacks_at_exec(struct tracer *t, pid_t pid);
 void mt_tracer_stack_seen(struct tracer *t, const void *data, size_t size);
 int mt_tracer_stack_ref(struct tracer *t, const struct mt_event *staged);
+int mt_tracer_code_map(struct tracer *t, const struct mt_event *staged);
+void mt_tracer_code_maps_pending(struct tracer *t);
 void mt_tracer_stacks_free(struct tracer *t);
 
 #endif /* MT_TRACER_INT_H */

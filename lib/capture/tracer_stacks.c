@@ -64,6 +64,9 @@ struct mt_tracer_stacks {
 	size_t nslots, used;
 	uint32_t next_id;
 	uint64_t unresolved; /* STACK_REFs whose stack could not be found */
+	/* CODE_MAPs of files not inspected yet (their process waits) */
+	struct mt_event *maps_pending;
+	size_t nmaps_pending, cap_maps_pending;
 };
 
 /* ---- set-up ----------------------------------------------------------- */
@@ -394,6 +397,56 @@ int mt_tracer_stack_ref(struct tracer *t, const struct mt_event *staged)
 	return mt_tracer_append(t, &ref, 1);
 }
 
+/* ---- where files are mapped ------------------------------------------ */
+
+/* A CODE_MAP staged by the ring consumer, its file named by device (aux)
+ * and inode (old_size): written with the file's id, or kept until the
+ * file is inspected (a new file's mapping comes before its inspection). */
+int mt_tracer_code_map(struct tracer *t, const struct mt_event *staged)
+{
+	struct mt_tracer_stacks *s = t->stacks;
+	struct mt_code_key key = {.dev = staged->aux, .ino = staged->old_size};
+	struct mt_event e = *staged;
+
+	if (!s)
+		return 0;
+	e.old_size = known_file(s, &key);
+	if (!e.old_size) {
+		s->maps_pending =
+		    mt_grow(s->maps_pending, &s->cap_maps_pending,
+			    s->nmaps_pending + 1, sizeof(*s->maps_pending));
+		s->maps_pending[s->nmaps_pending++] = *staged;
+		return 0;
+	}
+	e.aux = 0;
+	return mt_tracer_append(t, &e, 1);
+}
+
+/* After inspecting new files: the mappings that waited for them (those of
+ * a file that could not be opened are dropped). */
+void mt_tracer_code_maps_pending(struct tracer *t)
+{
+	struct mt_tracer_stacks *s = t->stacks;
+	size_t n = s ? s->nmaps_pending : 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct mt_event e = s->maps_pending[i];
+		struct mt_code_key key = {.dev = e.aux, .ino = e.old_size};
+
+		e.old_size = known_file(s, &key);
+		e.aux = 0;
+		if (e.old_size)
+			mt_tracer_own_event(t, MT_EV_CODE_MAP, e.pid, NULL, 0,
+					    &e);
+	}
+	if (!s)
+		return;
+	/* writing drained the rings: they may have brought more */
+	memmove(s->maps_pending, s->maps_pending + n,
+		(s->nmaps_pending - n) * sizeof(*s->maps_pending));
+	s->nmaps_pending -= n;
+}
+
 void mt_tracer_stacks_free(struct tracer *t)
 {
 	struct mt_tracer_stacks *s = t->stacks;
@@ -410,6 +463,7 @@ void mt_tracer_stacks_free(struct tracer *t)
 	free(s->slots);
 	stacks_reset(s);
 	free(s->file_keys);
+	free(s->maps_pending);
 	free(s);
 	t->stacks = NULL;
 }

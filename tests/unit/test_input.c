@@ -261,7 +261,7 @@ static void test_shapes(void)
 	str("Free");
 	str("pid");
 	uint_min(7);
-	str("stack");
+	str("spare"); /* ("stack" was unknown once; it is an id now) */
 	byte(0x92), uint_min(1), uint_min(2);
 	kv("tid", 8);
 	kv("timestamp", 5000);
