@@ -244,18 +244,19 @@ static __always_inline void send_new_stack(struct mt_stack_record *rec,
 
 /*
  * The call stack of the current thread, whose user registers are ip, sp,
- * bp: its key (0 when stacks are off or there is no room).  ip must be a
- * return address or just past a system call instruction.
+ * bp: its key (0 when there is no room).  ip must be a return address or
+ * just past a system call instruction.  A global function, so the
+ * verifier checks it once on its own, and only when a program can reach
+ * it (callers test stacks_enabled first): inlined into each caller it
+ * cost ~0.5 s of verification at every start.
  */
-static __always_inline __u64 capture_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
-					   __u64 bp)
+__attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
+					      __u64 sp, __u64 bp)
 {
 	struct mt_stack_record *rec;
 	struct task_struct *task;
 	struct unwind u = {};
 
-	if (!stacks_enabled)
-		return 0;
 	rec = stack_scratch_record();
 	if (!rec)
 		return 0;
@@ -283,6 +284,8 @@ static __always_inline __u64 capture_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
  * registers, so the innermost frame is the allocator's caller). */
 static __always_inline __u64 call_stack(struct pt_regs *ctx, __u64 pid_tgid)
 {
+	if (!stacks_enabled)
+		return 0;
 	return capture_stack(pid_tgid, PT_REGS_IP(ctx), PT_REGS_SP(ctx),
 			     ctx->bp);
 }
@@ -334,20 +337,19 @@ static long read_code_vma(struct task_struct *task, struct vm_area_struct *vma,
 
 /* The code mapping at addr of the current process, as a CODE_MAP event
  * naming its file by device (aux) and inode (old_size): mt-trace turns
- * them into the file's id. */
-static __always_inline void emit_code_map(__u64 pid_tgid, __u64 addr)
+ * them into the file's id.  Global, like capture_stack. */
+__attribute__((noinline)) int emit_code_map(__u64 pid_tgid, __u64 addr)
 {
 	struct code_vma cv = {};
 	struct mt_event *e;
 
-	if (!stacks_enabled ||
-	    bpf_find_vma(bpf_get_current_task_btf(), addr, read_code_vma, &cv,
+	if (bpf_find_vma(bpf_get_current_task_btf(), addr, read_code_vma, &cv,
 			 0) ||
 	    !cv.ino)
-		return;
+		return 0;
 	e = reserve_event();
 	if (!e)
-		return;
+		return 0;
 	fill_event(e, MT_EV_CODE_MAP, pid_tgid);
 	e->addr = cv.start;
 	e->size = cv.end - cv.start;
@@ -355,6 +357,7 @@ static __always_inline void emit_code_map(__u64 pid_tgid, __u64 addr)
 	e->aux = cv.dev;
 	e->old_size = cv.ino;
 	submit_event(e);
+	return 0;
 }
 
 /* After an exec: the code the kernel mapped itself, the program's and the
@@ -367,6 +370,8 @@ static __always_inline void emit_exec_code_maps(void)
 	__u64 start_code = BPF_CORE_READ(task, mm, start_code);
 	__u64 entry = BPF_CORE_READ(regs, ip);
 
+	if (!stacks_enabled)
+		return;
 	emit_code_map(pid_tgid, start_code);
 	if (entry < start_code || entry >= BPF_CORE_READ(task, mm, end_code))
 		emit_code_map(pid_tgid, entry);

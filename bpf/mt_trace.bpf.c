@@ -624,7 +624,8 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		    !(st->sys_arg2 & MAP_ANONYMOUS_)) {
 			new_code(fd_file(st->sys_arg3), pid_tgid, ret,
 				 page_align(st->sys_arg0));
-			emit_code_map(pid_tgid, ret);
+			if (stacks_enabled)
+				emit_code_map(pid_tgid, ret);
 		}
 		break;
 	case NR_MUNMAP:
