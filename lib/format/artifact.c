@@ -495,7 +495,7 @@ static void put_frames_k(struct map_writer *w, const char *key, size_t klen,
 		char *p = mp_array_header(mp_key(w->p, key, klen), n);
 
 		for (uint32_t i = 0; i < n; i++) {
-			*p++ = MP_FIXARRAY | 2;
+			*p++ = (char)(MP_FIXARRAY | 2);
 			p = mp_uint(p, MT_FRAME_FILE(frames[i]));
 			p = mp_uint(p, MT_FRAME_ADDR(frames[i]));
 		}
