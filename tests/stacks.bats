@@ -112,7 +112,8 @@ thread_main"
 
 @test "each stack and each code file is described once, before its first use" {
 	trace_ok --stacks -- "$STACKS" direct
-	run "$PY" - "$T/out.msgpack" <<-'EOF'
+	zstd -dcf "$T/out.msgpack" >"$T/out.plain"
+	run "$PY" - "$T/out.plain" <<-'EOF'
 	import sys, msgpack
 	seen_stacks, seen_files, uses = set(), set(), 0
 	for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False):
@@ -141,7 +142,8 @@ thread_main"
 	# the process's view: start, end, offset and path of its r-x files
 	awk '$2 ~ /x/ && $6 ~ /^\// { print $1, $3, $6 }' "$T/maps" |
 		sort >"$T/want"
-	"$PY" - "$T/out.msgpack" <<-'EOF' | sort >"$T/got"
+	zstd -dcf "$T/out.msgpack" >"$T/out.plain"
+	"$PY" - "$T/out.plain" <<-'EOF' | sort >"$T/got"
 	import sys, msgpack
 	files = {}
 	for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False):
@@ -160,13 +162,13 @@ thread_main"
 
 @test "--no-stacks and MT_STACKS=0: no stack records, no stack keys" {
 	trace_ok --no-stacks -- "$STACKS" direct
-	run "$PY" -c 'import sys, msgpack; print(sum(1 for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False) if m["type"] in ("Stack", "CodeFile") or "stack" in m))' "$T/out.msgpack"
+	run "$PY" -c 'import sys, msgpack; print(sum(1 for m in msgpack.Unpacker(sys.stdin.buffer, raw=False) if m["type"] in ("Stack", "CodeFile") or "stack" in m))' < <(zstd -dcf "$T/out.msgpack")
 	assert_output 0
 	MT_STACKS=0 trace_ok -- "$STACKS" direct
-	run "$PY" -c 'import sys, msgpack; print(sum(1 for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False) if m["type"] in ("Stack", "CodeFile") or "stack" in m))' "$T/out.msgpack"
+	run "$PY" -c 'import sys, msgpack; print(sum(1 for m in msgpack.Unpacker(sys.stdin.buffer, raw=False) if m["type"] in ("Stack", "CodeFile") or "stack" in m))' < <(zstd -dcf "$T/out.msgpack")
 	assert_output 0
 	MT_STACKS=1 trace_ok -- "$STACKS" direct
-	run "$PY" -c 'import sys, msgpack; print(sum(1 for m in msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False) if m["type"] == "Malloc" and m["size"] == 4321 and "stack" in m))' "$T/out.msgpack"
+	run "$PY" -c 'import sys, msgpack; print(sum(1 for m in msgpack.Unpacker(sys.stdin.buffer, raw=False) if m["type"] == "Malloc" and m["size"] == 4321 and "stack" in m))' < <(zstd -dcf "$T/out.msgpack")
 	assert_output 1
 }
 

@@ -22,17 +22,21 @@ program's entry point (run it with /usr/bin/python3).
 
 Exit status: 0, or 2 when the artifact cannot be used.
 """
+import os
 import re
 import subprocess
 import sys
 
 import msgpack
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mtzstd import open_plain  # noqa: E402  (mt-encode compresses)
+
 ALLOCATIONS = ("Malloc", "Calloc", "Realloc", "AlignedAlloc")
 
 
 def load(path):
-    with open(path, "rb") as f:
+    with open_plain(path) as f:
         maps = list(msgpack.Unpacker(f, raw=False, strict_map_key=False))
     files, stacks, events = {}, {}, []
     for m in maps:
