@@ -564,7 +564,7 @@ static int on_lifecycle(void *ctx, void *data, size_t size)
 		live_add(t, e->pid);
 	} else if (e->kind == MT_EV_EXIT) {
 		live_remove(t, e->pid);
-		if (t->opts->track_allocators)
+		if (t->watchdog > 0) /* stops are made and recorded */
 			mt_code_exited(&t->code, e->pid);
 	}
 	if (e->kind == MT_EV_EXEC) {

@@ -100,6 +100,8 @@ static void keep_only(int keep[3])
 				keep[j] = x;
 			}
 	for (int i = 0; i < 3; i++) {
+		if (keep[i] < lo)
+			continue; /* -1: none */
 		if (keep[i] > lo)
 			close_range(lo, keep[i] - 1, 0);
 		lo = keep[i] + 1;
@@ -125,10 +127,13 @@ static _Noreturn void watch(pid_t tracer, int stopped_fd, int resumed_fd)
 	setsid();
 	prctl(PR_SET_NAME, "mt-trace-watch");
 	keep_only(keep);
-	/* without a pidfd, or if mt-trace is gone already, act now */
-	while (pidfd >= 0 && getppid() == tracer && poll(&p, 1, -1) < 0 &&
-	       errno == EINTR)
-		;
+	/* until mt-trace is gone (re-parented, the watchdog knows it too) */
+	while (getppid() == tracer) {
+		if (pidfd >= 0 && poll(&p, 1, -1) > 0)
+			break;
+		if (pidfd < 0)
+			nanosleep(&grace, NULL);
+	}
 	n = resume_stopped(stopped_fd, resumed_fd, &undone);
 	nanosleep(&grace, NULL);
 	n += resume_stopped(stopped_fd, resumed_fd, &undone);
