@@ -21,8 +21,17 @@ setup() {
 teardown() {
 	rm -rf "$S"
 	if [ -n "${made_user:-}" ]; then
-		userdel "$made_user" 2>/dev/null || true
-		groupdel "$made_user-x" 2>/dev/null || true
+		# retried while another session holds /etc/passwd's lock
+		for _ in 1 2 3 4 5; do
+			userdel "$made_user" 2>/dev/null && break
+			id "$made_user" >/dev/null 2>&1 || break
+			sleep 0.5
+		done
+		for _ in 1 2 3 4 5; do
+			groupdel "$made_user-x" 2>/dev/null && break
+			getent group "$made_user-x" >/dev/null || break
+			sleep 0.5
+		done
 	fi
 }
 
