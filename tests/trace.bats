@@ -14,6 +14,14 @@ setup() {
 	export MT_FIXTURE_LOG="$T/fixture.log" MT_FIXTURES
 }
 
+# a directory a test made outside $T (one every user can reach), removed
+# whether the test passed or not
+teardown() {
+	if [ -n "${shared_dir:-}" ]; then
+		rm -rf "$shared_dir"
+	fi
+}
+
 # check_fixture NAME [KINDS]: trace the fixture and compare its windows.
 check_fixture() {
 	trace_ok -- "$MT_FIXTURES/$1"
@@ -560,12 +568,11 @@ links_of() {
 @test "under sudo (SUDO_UID/SUDO_GID set), CMD runs as the invoking user" {
 	require_bpf
 	# --child-stdout is opened as that user: a directory nobody can write
-	d=$(mktemp -d /tmp/mt-sudo.XXXXXX)
-	chmod 1777 "$d"
+	shared_dir=$(mktemp -d /tmp/mt-sudo.XXXXXX)
+	chmod 1777 "$shared_dir"
 	SUDO_UID=65534 SUDO_GID=65534 SUDO_USER=nobody \
-		trace_ok --child-stdout "$d/id.out" -- id -u
-	run cat "$d/id.out"
-	rm -rf "$d"
+		trace_ok --child-stdout "$shared_dir/id.out" -- id -u
+	run cat "$shared_dir/id.out"
 	assert_output 65534
 }
 
