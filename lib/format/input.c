@@ -187,7 +187,8 @@ const char *mt_input_error(const struct mt_input *in)
 
 uint64_t mt_input_offset(const struct mt_input *in)
 {
-	return offset_now(in);
+	/* compressed: how far into the file, not into what it holds */
+	return in->zstd ? mt_zreader_offset(in->zstd) : offset_now(in);
 }
 
 void mt_input_close(struct mt_input *in)

@@ -78,7 +78,8 @@ int mt_input_next(struct mt_input *in, struct mt_record *rec);
 
 const char *mt_input_error(const struct mt_input *in);
 
-/* Byte offset of the next unread byte (for messages). */
+/* Byte offset of the next unread byte of the input (for messages and
+ * progress); for zstd-compressed input, the compressed bytes consumed. */
 uint64_t mt_input_offset(const struct mt_input *in);
 
 void mt_input_close(struct mt_input *in);

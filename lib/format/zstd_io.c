@@ -156,7 +156,8 @@ struct mt_zreader *mt_zreader_new(FILE *f, const void *head, size_t head_len)
 		return NULL;
 	}
 	ZSTD_DCtx_setParameter(z->ds, ZSTD_d_windowLogMax, WINDOW_LOG_MAX);
-	memcpy(z->buf, head, head_len);
+	if (head_len) /* head may be NULL then */
+		memcpy(z->buf, head, head_len);
 	z->in = (ZSTD_inBuffer){.src = z->buf, .size = head_len};
 	return z;
 }
