@@ -450,3 +450,31 @@ ten_mib() {
 	[ "$(j a .allocators_tracked)" = true ]
 	[ "$(j a .tree.heap.peak)" = 10 ]
 }
+
+@test "an input over 4 GiB: mt-read, mt-encode, mt-reconstruct and mt-report keep their memory bounded" {
+	# 80,000 records padded to 64 KiB each (the padding a hole): a 5.3 GB
+	# raw stream on ~330 MB of disk.  Mapped input is let go 4 MiB at a
+	# time; a 32-bit mask of the offset once stopped that past 4 GiB, and
+	# every page read there stayed (a page a record: 60 MB or more, where
+	# 6-8 MB is the reader's own).
+	local big="$T/big.raw" tool rss
+	"$MT_BUILD/tests/mt-gen" --events 80000 --event-size 65536 --seed 3 \
+		-o "$big"
+	[ "$(stat -c %s "$big")" -gt $((4 << 30)) ]
+	for tool in "$MT_BUILD/tests/mt-read" "mt-encode -u -o $T/big.msgpack" \
+		"mt-reconstruct -o $T/big.json" "mt-report"; do
+		/usr/bin/time -f %M -o "$T/rss" $tool "$big" >"$T/out" 2>"$T/err" ||
+			{ cat "$T/err"; false; }
+		rss=$(tail -1 "$T/rss")
+		echo "$tool: peak RSS $rss KiB"
+		[ "$rss" -lt 32768 ]
+		# and every record was read (mt-read says how many)
+		[ "$tool" != "$MT_BUILD/tests/mt-read" ] ||
+			grep "format raw, 80000 records, 0 lost" "$T/err"
+	done
+	jq -e '.input.complete and .events == 80000' "$T/big.json"
+	"$PY" -c 'import msgpack, sys
+n = sum(1 for m in msgpack.Unpacker(open(sys.argv[1], "rb")) if m["type"] not in ("Header", "Trailer"))
+assert n == 80000, n' "$T/big.msgpack"
+	rm -f "$big"
+}

@@ -505,6 +505,15 @@ int fields_to_header(struct mt_input *in, uint64_t off, const struct fields *f)
 	    header_flag(in, off, f, K_STACKS_TRACKED, MT_HDR_STACKS) ||
 	    header_command(in, off, val(f, K_COMMAND)))
 		return -1;
+	/* 0: not known (the writer's page_size for a Header that had none) */
+	if (m->page_size && (m->page_size < MT_PAGE_SIZE_MIN ||
+			     m->page_size > MT_PAGE_SIZE_MAX ||
+			     (m->page_size & (m->page_size - 1))))
+		return input_fail(in, off,
+				  "Header: \"page_size\" %" PRIu32
+				  " is not a power of two from %u to %u",
+				  m->page_size, MT_PAGE_SIZE_MIN,
+				  MT_PAGE_SIZE_MAX);
 	m->host = strndup(host ? host : "", host_len);
 	if (!m->host)
 		return input_fail(in, off, "out of memory");

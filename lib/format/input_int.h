@@ -25,13 +25,18 @@
 
 #include "mt_input.h"
 
-#define BUF_START   (64 * 1024)	  /* grows for long headers and objects */
-#define RAW_BUF	    (256u * 1024) /* the raw stream: big reads */
-#define DROP_STEP   (4u << 20)	  /* mapped input: pages let go at a time */
-#define MP_BUF	    (1u << 20)	  /* MessagePack: big reads, rare moves */
-#define MAX_HEADER  (16u << 20)	  /* raw stream header incl. strings */
-#define MAX_OBJECT  (4u << 20)	  /* one MessagePack map or JSON line */
-#define MAX_PAYLOAD (1u << 20)	  /* an EXEC path or MARKER name */
+/* DROP_STEP is a size_t: it masks 64-bit offsets, and a 32-bit mask cut
+ * the offsets of inputs over 4 GiB (their pages were never let go). */
+#define BUF_START   (64 * 1024)	      /* grows for long headers and objects */
+#define RAW_BUF	    (256u * 1024)     /* the raw stream: big reads */
+#define DROP_STEP   ((size_t)4 << 20) /* mapped input: let go at a time */
+#define MP_BUF	    (1u << 20)	      /* MessagePack: big reads, rare moves */
+#define MAX_HEADER  (16u << 20)	      /* raw stream header incl. strings */
+#define MAX_OBJECT  (4u << 20)	      /* one MessagePack map or JSON line */
+#define MAX_PAYLOAD (1u << 20)	      /* an EXEC path or MARKER name */
+/* the page sizes a stream header may give (a power of two between) */
+#define MT_PAGE_SIZE_MIN 4096u
+#define MT_PAGE_SIZE_MAX (1u << 30)
 /* bytes the fast layer may read past a map's start (input_fast.c) */
 #define FAST_SLACK 8192u
 

@@ -7,6 +7,8 @@
  * error, never a clean end.
  */
 #include <inttypes.h>
+#include <stddef.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,11 +29,7 @@ static int raw_header_strings(struct mt_input *in, const unsigned char *s,
 	const unsigned char *nul;
 	uint64_t off = offset_now(in) + sizeof(struct mt_raw_header);
 
-	if (argc > size)
-		return input_fail(in, off,
-				  "stream header: %" PRIu32
-				  " arguments cannot fit in %zu string bytes",
-				  argc, size);
+	/* raw_header_check made sure argc <= size */
 	in->meta.argv = calloc(argc + 1, sizeof(char *));
 	if (!in->meta.argv)
 		return input_fail(in, off, "out of memory");
@@ -59,6 +57,67 @@ static int raw_header_strings(struct mt_input *in, const unsigned char *s,
 	return 0;
 }
 
+/* The clocks mt-trace may stamp events with (clock_gettime's ids). */
+static bool known_clock(uint32_t id)
+{
+	return id == CLOCK_REALTIME || id == CLOCK_MONOTONIC ||
+	       id == CLOCK_MONOTONIC_RAW || id == CLOCK_BOOTTIME;
+}
+
+#define HDR_AT(field) offsetof(struct mt_raw_header, field)
+
+/*
+ * Every field of the stream header that later arithmetic trusts, checked
+ * before anything is sized or computed from it: a flipped bit must be an
+ * error naming the field and its byte, never a huge allocation, a mapping
+ * of the wrong size or a page rounding that is no rounding.
+ */
+static int raw_header_check(struct mt_input *in, const struct mt_raw_header *h)
+{
+	if (h->version != MT_RAW_VERSION)
+		return input_fail(in, HDR_AT(version),
+				  "stream header: unsupported version %" PRIu32
+				  " (this reader knows %d)",
+				  h->version, MT_RAW_VERSION);
+	if (h->header_size > MAX_HEADER ||
+	    (uint64_t)h->header_size < sizeof(*h) + (uint64_t)h->strings_size)
+		return input_fail(in, HDR_AT(header_size),
+				  "stream header: header_size %" PRIu32
+				  " does not hold %zu + strings_size %" PRIu32
+				  " bytes",
+				  h->header_size, sizeof(*h), h->strings_size);
+	if (h->event_size < MT_EVENT_SIZE)
+		return input_fail(in, HDR_AT(event_size),
+				  "stream header: event_size %" PRIu32
+				  " is smaller than %d",
+				  h->event_size, MT_EVENT_SIZE);
+	if (h->event_size > MAX_OBJECT)
+		return input_fail(in, HDR_AT(event_size),
+				  "stream header: event_size %" PRIu32
+				  " is too large (at most %u)",
+				  h->event_size, MAX_OBJECT);
+	if (h->page_size < MT_PAGE_SIZE_MIN ||
+	    h->page_size > MT_PAGE_SIZE_MAX ||
+	    (h->page_size & (h->page_size - 1)))
+		return input_fail(in, HDR_AT(page_size),
+				  "stream header: page_size %" PRIu32
+				  " is not a power of two from %u to %u",
+				  h->page_size, MT_PAGE_SIZE_MIN,
+				  MT_PAGE_SIZE_MAX);
+	if (!known_clock(h->clock_id))
+		return input_fail(in, HDR_AT(clock_id),
+				  "stream header: clock_id %" PRIu32
+				  " is no clock mt-trace uses",
+				  h->clock_id);
+	if (h->argc > h->strings_size)
+		return input_fail(
+		    in, HDR_AT(argc),
+		    "stream header: argc %" PRIu32
+		    " arguments cannot fit in strings_size %" PRIu32 " bytes",
+		    h->argc, h->strings_size);
+	return 0;
+}
+
 int raw_open(struct mt_input *in)
 {
 	struct mt_raw_header hdr;
@@ -77,29 +136,8 @@ int raw_open(struct mt_input *in)
 		    "got %zu",
 		    sizeof(hdr), got);
 	memcpy(&hdr, cur(in), sizeof(hdr));
-	if (hdr.version != MT_RAW_VERSION)
-		return input_fail(in, 8,
-				  "stream header: unsupported version %" PRIu32
-				  " (this reader knows %d)",
-				  hdr.version, MT_RAW_VERSION);
-	if (hdr.event_size < MT_EVENT_SIZE)
-		return input_fail(in, 16,
-				  "stream header: event_size %" PRIu32
-				  " is smaller than %d",
-				  hdr.event_size, MT_EVENT_SIZE);
-	if (hdr.event_size > MAX_OBJECT)
-		return input_fail(in, 16,
-				  "stream header: event_size %" PRIu32
-				  " is too large",
-				  hdr.event_size);
-	if (hdr.header_size > MAX_HEADER ||
-	    (uint64_t)hdr.header_size <
-		sizeof(hdr) + (uint64_t)hdr.strings_size)
-		return input_fail(
-		    in, 12,
-		    "stream header: header_size %" PRIu32
-		    " does not hold %zu + strings_size %" PRIu32 " bytes",
-		    hdr.header_size, sizeof(hdr), hdr.strings_size);
+	if (raw_header_check(in, &hdr))
+		return -1;
 	if (!fill(in, hdr.header_size)) {
 		if (in->state < 0)
 			return -1;

@@ -8,12 +8,18 @@
  * --expect FILE also writes the records a reader must yield, one JSON
  * object per line with the raw fields ({"kind":1,"pid":...}), so tests have
  * a truth that does not come from the reader under test.
+ *
+ * --event-size N (more than MT_EVENT_SIZE, into a file) pads every record
+ * to N bytes, as the header's event_size allows; the padding is left a
+ * hole, so a stream of many GiB (tests of inputs over 4 GiB) is made in
+ * moments and takes little disk.
  */
 #include <err.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,10 +48,11 @@ struct proc {
 
 struct gen {
 	uint64_t rng;
-	uint64_t events; /* records to write (not counting payload slots) */
-	uint64_t lost;	 /* lost events to spread over batches */
-	uint32_t batch;	 /* slots per batch */
-	bool truncate;	 /* leave the trailer out */
+	uint64_t events;     /* records to write (not counting payload slots) */
+	uint64_t lost;	     /* lost events to spread over batches */
+	uint32_t batch;	     /* slots per batch */
+	uint32_t event_size; /* bytes per record in the stream */
+	bool truncate;	     /* leave the trailer out */
 	int fd;
 	FILE *expect;
 	uint64_t ts;
@@ -84,11 +91,39 @@ static void check(int ret, const char *what)
 	}
 }
 
+/* A batch whose records are event_size bytes: each record's bytes, then
+ * a hole up to the next. */
+static void write_padded_batch(struct gen *g)
+{
+	struct mt_raw_batch b = {
+	    .magic = MT_BATCH_MAGIC,
+	    .count = g->nslots,
+	    .bytes = g->nslots * g->event_size,
+	    .seq = g->seq,
+	    .lost = g->batch_lost,
+	};
+
+	if ((uint64_t)g->nslots * g->event_size > UINT32_MAX)
+		errx(2, "--event-size: a batch of %u records is over 4 GiB",
+		     g->nslots);
+	if (write(g->fd, &b, sizeof(b)) != sizeof(b))
+		err(1, "write batch");
+	for (uint32_t i = 0; i < g->nslots; i++)
+		if (write(g->fd, &g->slots[i], MT_EVENT_SIZE) !=
+			MT_EVENT_SIZE ||
+		    lseek(g->fd, g->event_size - MT_EVENT_SIZE, SEEK_CUR) < 0)
+			err(1, "write batch");
+}
+
 static void flush_batch(struct gen *g)
 {
-	check(mt_raw_write_batch(g->fd, g->seq++, g->batch_lost, g->slots,
-				 g->nslots),
-	      "write batch");
+	if (g->event_size > MT_EVENT_SIZE)
+		write_padded_batch(g);
+	else
+		check(mt_raw_write_batch(g->fd, g->seq, g->batch_lost, g->slots,
+					 g->nslots),
+		      "write batch");
+	g->seq++;
 	g->meta.events += g->nslots;
 	g->meta.lost += g->batch_lost;
 	g->meta.batches++;
@@ -432,7 +467,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: mt-gen [--events N] [--seed S] [--batch N] [--lost N]\n"
-		"              [--truncate] [--expect FILE] [-o FILE]\n");
+		"              [--truncate] [--expect FILE] [--event-size N] "
+		"[-o FILE]\n");
 }
 
 static uint64_t number(const char *s)
@@ -457,6 +493,7 @@ static void parse_args(int argc, char **argv, struct gen *g, uint64_t *seed)
 	    {"truncate", no_argument, NULL, 't'},
 	    {"expect", required_argument, NULL, 'e'},
 	    {"output", required_argument, NULL, 'o'},
+	    {"event-size", required_argument, NULL, 'E'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
@@ -482,6 +519,13 @@ static void parse_args(int argc, char **argv, struct gen *g, uint64_t *seed)
 		case 't':
 			g->truncate = true;
 			break;
+		case 'E':
+			g->event_size = number(optarg);
+			if (g->event_size < MT_EVENT_SIZE ||
+			    g->event_size > 4 << 20)
+				errx(2, "--event-size: %d to 4194304 bytes",
+				     MT_EVENT_SIZE);
+			break;
 		case 'e':
 			g->expect = fopen(optarg, "w");
 			if (!g->expect)
@@ -506,7 +550,10 @@ static void parse_args(int argc, char **argv, struct gen *g, uint64_t *seed)
 int main(int argc, char **argv)
 {
 	static char *args[] = {"mt-gen-workload", "--synthetic", NULL};
-	struct gen g = {.events = 1000, .batch = 256, .fd = STDOUT_FILENO};
+	struct gen g = {.events = 1000,
+			.batch = 256,
+			.event_size = MT_EVENT_SIZE,
+			.fd = STDOUT_FILENO};
 	uint64_t seed = 1;
 
 	parse_args(argc, argv, &g, &seed);
@@ -533,6 +580,12 @@ int main(int argc, char **argv)
 	init_proc(&g.procs[0], 1000);
 	g.procs[0].threads = 4;
 	check(mt_raw_write_header(g.fd, &g.meta), "write header");
+	/* the writer's header says MT_EVENT_SIZE: say event_size instead */
+	if (g.event_size != MT_EVENT_SIZE &&
+	    pwrite(g.fd, &g.event_size, sizeof(g.event_size),
+		   offsetof(struct mt_raw_header, event_size)) !=
+		sizeof(g.event_size))
+		err(1, "--event-size needs -o FILE");
 	while (g.emitted < g.events)
 		gen_one(&g);
 	if (g.nslots)

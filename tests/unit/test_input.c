@@ -7,6 +7,7 @@
  * a stream (read in blocks): the records must hold exactly the values
  * written, whichever decoder path took them, and bad maps must be named.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "mt_input.h"
+#include "mt_raw.h"
 #include "formats_test.h"
 
 /* ---- a byte writer --------------------------------------------------- */
@@ -752,6 +754,89 @@ static void test_head_shapes(void)
 	CHECK_INT(g.rec[n + 18].ev.aux, 3000);
 }
 
+/* ---- the raw stream's header ----------------------------------------- */
+
+/*
+ * A raw stream header with one field set to value (width bytes at off),
+ * written by the library's writer and then changed: opening it must fail
+ * with an error naming want_field at its byte want_at, or (want_field NULL)
+ * succeed with page_size read as written.
+ */
+static void raw_header_case(size_t off, uint64_t value, size_t width,
+			    const char *want_field, size_t want_at)
+{
+	static char *args[] = {"prog", "-x"};
+	struct mt_meta meta = {.page_size = 4096,
+			       .clock_id = 1,
+			       .root_pid = 7,
+			       .start_monotonic_ns = 1000,
+			       .host = "box",
+			       .argc = 2,
+			       .argv = args};
+	char path[] = "/tmp/test_input_raw.XXXXXX", err[512] = "", at[32];
+	int fd = mkstemp(path);
+	struct mt_input *in;
+
+	CHECK(fd >= 0);
+	if (fd < 0)
+		return;
+	CHECK_INT(mt_raw_write_header(fd, &meta), 0);
+	CHECK_INT(pwrite(fd, &value, width, off), (ssize_t)width);
+	close(fd);
+	in = mt_input_open(path, err, sizeof(err));
+	unlink(path);
+	if (!want_field) {
+		CHECK(in != NULL);
+		if (in)
+			CHECK_INT(mt_input_meta(in)->page_size, value);
+		mt_input_close(in);
+		return;
+	}
+	CHECK(in == NULL);
+	mt_input_close(in);
+	snprintf(at, sizeof(at), ": byte %zu: stream header: ", want_at);
+	if (!strstr(err, at) || !strstr(err, want_field))
+		fprintf(stderr, "raw header: %s = %" PRIu64 ": got \"%s\"\n",
+			want_field, value, err);
+	CHECK(strstr(err, at) != NULL);
+	CHECK(strstr(err, want_field) != NULL);
+}
+
+#define RAW_AT(field)	 offsetof(struct mt_raw_header, field)
+#define RAW_WIDTH(field) sizeof(((struct mt_raw_header *)0)->field)
+#define RAW_BAD(field, value)                                                  \
+	raw_header_case(RAW_AT(field), value, RAW_WIDTH(field), #field,        \
+			RAW_AT(field))
+
+/* Every header field later arithmetic trusts is checked, with an error
+ * naming it and its byte; the page sizes a machine may have pass. */
+static void test_raw_header(void)
+{
+	static const uint64_t bad_pages[] = {
+	    0, 1, 3, 2048, 4095, 4097, 12288, 1ull << 31, 0xffffffffull};
+	static const uint64_t good_pages[] = {4096, 16384, 65536, 2 << 20,
+					      1 << 30};
+
+	for (size_t i = 0; i < sizeof(bad_pages) / sizeof(*bad_pages); i++)
+		RAW_BAD(page_size, bad_pages[i]);
+	for (size_t i = 0; i < sizeof(good_pages) / sizeof(*good_pages); i++)
+		raw_header_case(RAW_AT(page_size), good_pages[i],
+				RAW_WIDTH(page_size), NULL, 0);
+	RAW_BAD(version, 2);
+	RAW_BAD(header_size, 8);	 /* less than the header itself */
+	RAW_BAD(header_size, 64u << 20); /* more than any header */
+	RAW_BAD(event_size, 0);
+	RAW_BAD(event_size, MT_EVENT_SIZE - 1);
+	RAW_BAD(event_size, 0xffffffffull);
+	RAW_BAD(clock_id, 3); /* CLOCK_THREAD_CPUTIME_ID: no event clock */
+	RAW_BAD(clock_id, 0xffffffffull);
+	RAW_BAD(argc, 0xffffffffull);
+	/* strings_size past header_size: named as header_size, which must
+	 * hold the strings */
+	raw_header_case(RAW_AT(strings_size), 1u << 20, RAW_WIDTH(strings_size),
+			"header_size", RAW_AT(header_size));
+}
+
 int main(void)
 {
 	test_shrink();
@@ -761,5 +846,6 @@ int main(void)
 	test_errors();
 	test_many();
 	test_head_shapes();
+	test_raw_header();
 	return test_summary("test_input");
 }
