@@ -478,3 +478,39 @@ n = sum(1 for m in msgpack.Unpacker(open(sys.argv[1], "rb")) if m["type"] not in
 assert n == 80000, n' "$T/big.msgpack"
 	rm -f "$big"
 }
+
+@test "a late event of an exited process (its Munmap written after its Exit) is counted, never a second process" {
+	# 101's Munmap happened at 4 us, before its Exit at 5 us, but was
+	# written after it (mt-trace read its two rings one after the other).
+	mk late <<-'SCRIPT'
+		Malloc pid=100 addr=0x1000 size=100 t=1000
+		Fork pid=101 ppid=100 t=2000
+		Mmap pid=101 addr=0x7f0000000000 size=1MiB t=3000
+		Exit pid=101 exit_code=0 t=5000
+		Munmap pid=101 addr=0x7f0000000000 size=1MiB t=4000
+		Free pid=101 addr=0x1000 t=4500
+		Exit pid=100 exit_code=0 t=9000
+	SCRIPT
+	recon late
+	[ "$(j late .late_events)" = 2 ]
+	[ "$(j late .processes_count)" = 2 ]
+	[ "$(j late '[.processes[] | [.pid, .ppid]]')" = "[[100,null],[101,100]]" ]
+	# 101 ended with its mapping and the block it inherited: its own
+	# mapped bytes peaked at 1 MiB, and it leaked nothing of its own
+	[ "$(j late '.processes[1].mapped.peak')" = $MiB ]
+	[ "$(j late '.processes[1].events')" = 2 ]
+	[ "$(j late .events)" = 7 ]
+	[ "$(j late .tree.leaks.count)" = 1 ] # 100's block, at its exit
+
+	# a Fork of an ended pid is its reuse: a new process, no late event
+	mk reuse <<-'SCRIPT'
+		Fork pid=101 ppid=100 t=2000
+		Exit pid=101 exit_code=0 t=5000
+		Fork pid=101 ppid=100 t=7000
+		Malloc pid=101 addr=0x2000 size=10 t=7500
+		Exit pid=101 exit_code=0 t=8000
+	SCRIPT
+	recon reuse
+	[ "$(j reuse .late_events)" = 0 ]
+	[ "$(j reuse '[.processes[] | [.pid, .ppid, .totals.allocations]]')" = "[[101,100,0],[101,100,1]]" ]
+}

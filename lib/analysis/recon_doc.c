@@ -383,6 +383,7 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 			    JI(meta && meta->lost > r->lost_events
 				   ? meta->lost
 				   : r->lost_events));
+	json_object_set_new(doc, "late_events", JI(r->late_events));
 	json_object_set_new(
 	    doc, "resolution",
 	    json_pack("{s:s, s:I, s:I}", "mode", resolution_name(r->cfg.mode),

@@ -218,6 +218,9 @@ struct mt_recon {
 	uint64_t sizes_untracked;
 	struct leak_top leaks;
 	uint64_t events, lost_events, by_kind[MT_EV_KIND_MAX + 1];
+	/* events of a process after its exit (not its pid's reuse): not
+	 * applied, and no new process */
+	uint64_t late_events;
 	json_t *markers;
 };
 
@@ -338,8 +341,11 @@ void leak_top_sort(struct leak_top *lt);
 /* ---- processes and sections (recon_procs.c) -------------------------- */
 
 struct pid_slot *pid_slot(struct mt_recon *r, uint32_t pid);
-/* proc_get past the recent processes: the pid hash, or a new process. */
-struct proc *proc_lookup(struct mt_recon *r, uint32_t pid, uint64_t t);
+/* proc_get past the recent processes: the pid hash, or a new process
+ * (forked: for the process's Fork); NULL for a late event of an ended
+ * process (counted in late_events). */
+struct proc *proc_lookup(struct mt_recon *r, uint32_t pid, uint64_t t,
+			 bool forked);
 /* exec or exit: what the process still held is leaked (why says which). */
 void end_address_space(struct mt_recon *r, struct proc *p, uint64_t t,
 		       const char *why);
@@ -378,8 +384,8 @@ static inline uint64_t rel_time(struct mt_recon *r, uint64_t ts)
 	return ts > r->origin ? ts - r->origin : 0;
 }
 
-/* The live process with this pid; a new one if it never was seen or its
- * last incarnation ended (pid reuse). */
+/* The live process with this pid; a new one if it never was seen; NULL
+ * for a late event of one that ended (proc_lookup). */
 static inline struct proc *proc_get(struct mt_recon *r, uint32_t pid,
 				    uint64_t t)
 {
@@ -387,7 +393,7 @@ static inline struct proc *proc_get(struct mt_recon *r, uint32_t pid,
 
 	if (p && p->pid == pid && !p->ended)
 		return p;
-	return proc_lookup(r, pid, t);
+	return proc_lookup(r, pid, t, false);
 }
 
 /* A series takes points and peaks only inside the section (always when

@@ -58,14 +58,35 @@ struct pid_slot *pid_slot(struct mt_recon *r, uint32_t pid)
 	return &r->pids[i];
 }
 
-/* proc_get past the recent processes: the pid hash, or a new process. */
-struct proc *proc_lookup(struct mt_recon *r, uint32_t pid, uint64_t t)
+/*
+ * An event of a pid whose process has ended, other than a Fork: a late
+ * event of that process (mt-trace reads two rings, and an old trace may
+ * hold a process's last Munmap after its Exit), not a new process.  A
+ * reused pid starts with the Fork that made it; only when events were
+ * lost, and the event comes after the exit, may that Fork be the one
+ * missing.
+ */
+static bool late_event(const struct mt_recon *r, const struct proc *ended,
+		       uint64_t t)
+{
+	return t <= ended->end_t || !r->lost_events;
+}
+
+/* proc_get past the recent processes: the pid hash, or a new process
+ * (forked: the event is the process's Fork); NULL for a late event of an
+ * ended process, counted. */
+struct proc *proc_lookup(struct mt_recon *r, uint32_t pid, uint64_t t,
+			 bool forked)
 {
 	struct proc **recent = &r->recent[pid % RECENT];
 	struct pid_slot *s = pid_slot(r, pid);
 
 	if (!s)
 		return NULL;
+	if (s->pid && s->p->ended && !forked && late_event(r, s->p, t)) {
+		r->late_events++;
+		return NULL;
+	}
 	if (!s->pid || s->p->ended) {
 		struct proc *p = proc_new(r, pid, t);
 
@@ -184,7 +205,7 @@ void on_process_fork(struct mt_recon *r, const struct mt_event *ev, uint64_t t)
 	struct proc *child;
 
 	r->recent[ev->pid % RECENT] = NULL;
-	child = proc_get(r, ev->pid, t);
+	child = proc_lookup(r, ev->pid, t, true);
 	if (!child)
 		return;
 	child->ppid = ppid;
