@@ -4,12 +4,17 @@
  * general path (input_msgpack.c), and mt_input_next, its front door.
  *
  * Nearly every object of an artifact is an event map of a few short str
- * keys with unsigned integer values.  mp_fast_event decodes exactly those
- * straight into a record, in one pass, without struct fields; anything
- * else it declines, and the general path (input_msgpack.c) decodes it, with its
- * error messages.  So the fast path needs no error handling of its own, but it
- * must agree with the general path on every map it accepts (MT_FUZZ_DIFF
- * checks that).
+ * keys with unsigned integer values, in the order lib/format/artifact.c
+ * writes them.  The fast layer decodes exactly those straight into a
+ * record, in one pass, without struct fields: a map whose head (count,
+ * type, pid, tid, timestamp, addr) has the shape of the last map of its
+ * kind is checked with a few masked vector compares (shape_event);
+ * another is read key by key at fixed places (fixed_event), and its shape
+ * learnt.  Anything else (another key order, another key, a value that is
+ * not an unsigned integer) it declines, and the general path
+ * (input_msgpack.c) decodes it, with its error messages.  So the fast
+ * layer needs no error handling of its own, but it must agree with
+ * msgpack-c on every map it accepts (MT_FUZZ_DIFF checks that).
  *
  * It runs only while FAST_SLACK bytes are buffered (at the end of the
  * input, zeros make up the rest: pad_tail): a fixmap of at most 15
@@ -42,7 +47,7 @@ static struct name_words name_words(const unsigned char *s, size_t len)
 	return w;
 }
 
-/* Names to small values (enum key, event kind) by open addressing on a
+/* Names to small values (event kinds) by open addressing on a
  * multiplicative hash of their words; verified word by word. */
 #define NAME_SLOTS 128
 
@@ -52,7 +57,7 @@ struct name_table {
 	uint8_t value[NAME_SLOTS];
 };
 
-static struct name_table fast_keys, fast_kinds;
+static struct name_table fast_kinds;
 static struct name_words type_key; /* "type" as encoded */
 
 static unsigned name_hash(struct name_words w)
@@ -90,12 +95,6 @@ static inline unsigned name_find(const struct name_table *t,
 	return none;
 }
 
-/* The keys of the event maps the fast path takes. */
-static const enum key fast_key_list[] = {
-    K_TYPE,	K_PID,	     K_TID,  K_TIMESTAMP, K_ADDR, K_SIZE,   K_OLD_ADDR,
-    K_OLD_SIZE, K_ALIGNMENT, K_PROT, K_FLAGS,	  K_PPID, K_MEMBER, K_COUNT,
-};
-
 static void fixed_tables(void);
 
 __attribute__((constructor)) static void fast_tables(void)
@@ -106,10 +105,6 @@ __attribute__((constructor)) static void fast_tables(void)
 		memset(ones, 0xff, len);
 		memcpy(&name_mask[len], ones, sizeof(ones));
 	}
-	for (size_t i = 0; i < sizeof(fast_key_list) / sizeof(*fast_key_list);
-	     i++)
-		name_add(&fast_keys, key_names[fast_key_list[i]],
-			 fast_key_list[i]);
 	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++)
 		if (mt_kind_name(kind) && strlen(mt_kind_name(kind)) <= 16)
 			name_add(&fast_kinds, mt_kind_name(kind), kind);
@@ -140,36 +135,12 @@ static inline int fast_str(const unsigned char **p, const unsigned char **s)
 	return len;
 }
 
-/* An unsigned integer at *p (a positive fixint or uint 8..64). */
-static inline bool fast_uint(const unsigned char **p, uint64_t *u)
-{
-	const unsigned char *q = *p;
-	unsigned width;
-	uint64_t word;
-
-	if (*q <= 0x7f) {
-		*u = *q;
-		*p = q + 1;
-		return true;
-	}
-	if (*q < 0xcc || *q > 0xcf)
-		return false;
-	width = 1u << (*q - 0xcc);
-	memcpy(&word, q + 1, sizeof(word)); /* big-endian, width bytes */
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	word = __builtin_bswap64(word);
-#endif
-	*u = word >> (64 - 8 * width);
-	*p = q + 1 + width;
-	return true;
-}
-
 /*
- * A guess at the str at some place of a map, as encoded (header and name,
- * at most 16 bytes): what the last map of the same kind had there.  Maps
- * of a kind repeat their keys in order and types repeat, so one masked
- * compare usually tells the key or kind without hashing; the header holds
- * the length, so equal bytes are the same str.  An empty guess masks
+ * A guess at the type of a map, as encoded (header and name, at most 16
+ * bytes): what the last map whose type started with the same two bytes
+ * had.  Types repeat, so one masked compare usually tells the kind
+ * without hashing; the header holds the length, so equal bytes are the
+ * same str.  An empty guess masks
  * nothing out and expects zeros, which no str starts with, and its value
  * declines the map should it ever match.
  */
@@ -177,14 +148,8 @@ struct guess {
 	struct name_words bytes, mask;
 	uint8_t size;
 	uint8_t value;
-	/* a key's guess may take in its value's type byte too (the widths
-	 * of a kind's values repeat as well): then the value is the
-	 * big-endian word at val_at shifted right by val_shift, and the pair
-	 * ends pair_size bytes on; pair_size 0: the key alone */
-	uint8_t val_at, val_shift, pair_size;
 };
 
-#define GUESS_POS   16 /* a fixmap has at most 15 pairs */
 #define GUESS_TYPES 32 /* types, by their first two bytes */
 
 /*
@@ -213,7 +178,6 @@ struct shape {
 
 struct guesses {
 	struct shape shape[SHAPE_SLOTS];
-	struct guess key[MT_EV_KIND_MAX][GUESS_POS]; /* by kind, position */
 	struct guess type[GUESS_TYPES];
 };
 
@@ -221,8 +185,7 @@ struct guesses *guesses_new(void)
 {
 	struct guesses *gs =
 	    aligned_alloc(_Alignof(struct guesses), sizeof(*gs));
-	const struct guess key = {.mask = {~0ull, ~0ull}, .value = K_MAX},
-			   type = {.mask = {~0ull, ~0ull}, .value = MT_EV_NONE};
+	const struct guess type = {.mask = {~0ull, ~0ull}, .value = MT_EV_NONE};
 	/* no map starts with 0xc1 (never used in MessagePack) */
 	const struct shape none = {.bytes = {{0xc1}}, .mask = {{0xff}}};
 
@@ -230,9 +193,6 @@ struct guesses *guesses_new(void)
 		return NULL;
 	for (unsigned i = 0; i < SHAPE_SLOTS; i++)
 		gs->shape[i] = none;
-	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++)
-		for (unsigned i = 0; i < GUESS_POS; i++)
-			gs->key[kind][i] = key;
 	for (unsigned i = 0; i < GUESS_TYPES; i++)
 		gs->type[i] = type;
 	return gs;
@@ -247,57 +207,6 @@ static void guess_set(struct guess *g, const unsigned char *p, size_t size,
 	g->bytes = name_words(p, size);
 	g->size = size;
 	g->value = value;
-	g->pair_size = 0;
-}
-
-/* The key guess g (just matched at key) takes in the type byte of the
- * unsigned value after it: a positive fixint (any, so the type byte's top
- * bit is masked in) or uint 8..64 (this exact width). */
-static void guess_value(struct guess *g, const unsigned char *key)
-{
-	const unsigned char *q = key + g->size;
-	unsigned char mask[16], bytes[16];
-	unsigned width;
-
-	struct name_words w, km;
-
-	if (g->size >= 16)
-		return;
-	km = name_mask[g->size];
-	w = name_words(key, g->size);
-	if (w.lo != (g->bytes.lo & km.lo) || w.hi != (g->bytes.hi & km.hi) ||
-	    (*q > 0x7f && (*q < 0xcc || *q > 0xcf)))
-		return; /* the guess is not this key's, or no such value */
-	memcpy(mask, &km, sizeof(mask));
-	memcpy(bytes, &w, sizeof(bytes));
-	if (*q <= 0x7f) {
-		mask[g->size] = 0x80;
-		bytes[g->size] = 0;
-		g->val_at = g->size;
-		width = 1;
-	} else {
-		mask[g->size] = 0xff;
-		bytes[g->size] = *q;
-		g->val_at = g->size + 1;
-		width = 1u << (*q - 0xcc);
-	}
-	memcpy(&g->mask, mask, sizeof(mask));
-	memcpy(&g->bytes, bytes, sizeof(bytes));
-	g->val_shift = 64 - 8 * width;
-	g->pair_size = g->val_at + width;
-}
-
-/* The value at p + g->val_at, as guess_value found it. */
-static inline uint64_t guessed_value(const unsigned char *p,
-				     const struct guess *g)
-{
-	uint64_t word;
-
-	memcpy(&word, p + g->val_at, sizeof(word)); /* big-endian */
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	word = __builtin_bswap64(word);
-#endif
-	return word >> g->val_shift;
 }
 
 /* fast_name when the guess was wrong: the table, and a new guess. */
@@ -333,171 +242,27 @@ fast_name(const unsigned char **p, struct guess *g, const struct name_table *t,
 	return fast_name_lookup(p, g, t, none);
 }
 
-/* What one event map held: unsigned values by key, the kind, the Rss
- * member when it is a name. */
-struct fast_map {
-	uint64_t present; /* bit per enum key */
-	uint64_t u[K_MAX];
-	unsigned kind;
-	const unsigned char *member;
-	int member_len;
-};
-
-/* The map's first pair, its type: an event kind, else the general path
- * decides (Header, Trailer, an error to report, or a map in another key
- * order). */
-static inline bool fast_type(const unsigned char **p, struct fast_map *m,
-			     struct guesses *gs)
+/* The map's first pair, its type: an event kind, or MT_EV_NONE for the
+ * general path to decide (Header, Trailer, an error to report, or a map in
+ * another key order). */
+static inline unsigned fast_type(const unsigned char **p, struct guesses *gs)
 {
 	struct name_words w = name_words(*p, 5);
 	struct guess *g;
 
 	if (w.lo != type_key.lo || w.hi != type_key.hi)
-		return false;
+		return MT_EV_NONE;
 	*p += 5;
 	g = &gs->type[((*p)[0] + (*p)[1]) % GUESS_TYPES];
-	m->kind = fast_name(p, g, &fast_kinds, MT_EV_NONE);
-	m->present = 1ull << K_TYPE;
-	return m->kind != MT_EV_NONE;
-}
-
-/* An Rss member: a name or a number. */
-static inline bool fast_member(const unsigned char **p, struct fast_map *m)
-{
-	m->member_len = fast_str(p, &m->member);
-	if (m->member_len >= 0)
-		return true;
-	m->member = NULL;
-	return fast_uint(p, &m->u[K_MEMBER]);
-}
-
-/* The pairs after the type, keys guessed from the last map of the kind:
- * false to decline the map. */
-static inline bool fast_pairs(const unsigned char **p, struct fast_map *m,
-			      unsigned n, struct guess *row)
-{
-	for (struct guess *g = row + 1; g < row + n; g++) {
-		struct name_words w;
-		const unsigned char *key = *p;
-		unsigned k;
-
-		memcpy(&w, key, sizeof(w));
-		if ((w.lo & g->mask.lo) == g->bytes.lo &&
-		    (w.hi & g->mask.hi) == g->bytes.hi && g->pair_size) {
-			/* key and value type as guessed: one compare */
-			m->u[g->value] = guessed_value(key, g);
-			m->present |= 1ull << g->value;
-			*p = key + g->pair_size;
-			continue;
-		}
-		if (g->pair_size &&
-		    ((w.lo ^ g->bytes.lo) & name_mask[g->size].lo) == 0 &&
-		    ((w.hi ^ g->bytes.hi) & name_mask[g->size].hi) == 0) {
-			/* the key as guessed, its value of another width */
-			k = g->value;
-			*p = key + g->size;
-		} else {
-			k = fast_name(p, g, &fast_keys, K_MAX);
-		}
-		if (k == K_MAX || k == K_TYPE)
-			return false;
-		m->present |= 1ull << k;
-		if (k == K_MEMBER)
-			if (!fast_member(p, m))
-				return false;
-		if (k != K_MEMBER) {
-			if (!fast_uint(p, &m->u[k]))
-				return false;
-			guess_value(g, key);
-		}
-	}
-	return true;
-}
-
-static bool fast_has(const struct fast_map *m, enum key k)
-{
-	return m->present >> k & 1;
-}
-
-/* An Rss member by name, as fields_rss_member reads it. */
-static bool fast_rss_member(const struct fast_map *m, struct mt_event *ev)
-{
-	if (!m->member) {
-		ev->aux = m->u[K_MEMBER];
-		return m->u[K_MEMBER] <= UINT32_MAX;
-	}
-	for (unsigned i = 0; i < 4; i++) {
-		if ((size_t)m->member_len == strlen(rss_members[i]) &&
-		    !memcmp(m->member, rss_members[i], m->member_len)) {
-			ev->aux = i;
-			return true;
-		}
-	}
-	return false;
-}
-
-/* The kind's own keys, as fields_kind_values reads them. */
-static bool fast_kind_values(const struct fast_map *m, struct mt_event *ev)
-{
-	switch (ev->kind) {
-	case MT_EV_ALIGNED_ALLOC:
-		if (fast_has(m, K_ALIGNMENT))
-			ev->old_size = m->u[K_ALIGNMENT];
-		return true;
-	case MT_EV_MMAP:
-		ev->flags = fast_has(m, K_PROT) ? m->u[K_PROT] : 0;
-		if (fast_has(m, K_FLAGS))
-			ev->aux = m->u[K_FLAGS];
-		return !fast_has(m, K_FLAGS) || m->u[K_FLAGS] <= UINT32_MAX;
-	case MT_EV_FORK:
-		if (fast_has(m, K_PPID))
-			ev->old_addr = m->u[K_PPID];
-		return true;
-	case MT_EV_RSS:
-		return fast_has(m, K_MEMBER) && fast_rss_member(m, ev);
-	case MT_EV_LOST:
-		if (fast_has(m, K_COUNT))
-			ev->size = m->u[K_COUNT];
-		return true;
-	case MT_EV_EXEC: /* strings and exit statuses: the general path */
-	case MT_EV_MARKER:
-	case MT_EV_ALLOCATOR:
-	case MT_EV_EXIT:
-	case MT_EV_PSS:
-		return false;
-	default:
-		return true;
-	}
-}
-
-/* The fields every event has, as fields_to_record reads them (the keys
- * up to K_OLD_SIZE start at 0, absent or not). */
-static bool fast_to_record(const struct fast_map *m, struct mt_record *rec)
-{
-	struct mt_event *ev = &rec->ev;
-
-	if (m->kind == MT_EV_NONE || !fast_has(m, K_PID) ||
-	    !fast_has(m, K_TIMESTAMP) || m->u[K_PID] > UINT32_MAX ||
-	    m->u[K_TID] > UINT32_MAX)
-		return false;
-	memset(rec, 0, sizeof(*rec));
-	ev->kind = m->kind;
-	ev->pid = m->u[K_PID];
-	ev->tid = m->u[K_TID];
-	ev->timestamp = m->u[K_TIMESTAMP];
-	ev->addr = m->u[K_ADDR];
-	ev->size = m->u[K_SIZE];
-	ev->old_addr = m->u[K_OLD_ADDR];
-	ev->old_size = m->u[K_OLD_SIZE];
-	return fast_kind_values(m, ev);
+	return fast_name(p, g, &fast_kinds, MT_EV_NONE);
 }
 
 /*
- * The maps of the commonest kinds, in the key order lib/artifact.c writes
- * them (man/mt-format.5): every key and every value's type checked at a
- * fixed place, without a branch per pair; any difference (another order,
- * another key, a value not an unsigned integer) declines the map, and the
- * guessing path above takes it.  What is accepted reads as there.
+ * The maps of the commonest kinds, in the key order lib/format/artifact.c
+ * writes them (man/mt-format.5): every key and every value's type checked
+ * at a fixed place, without a branch per pair; any difference (another
+ * order, another key, a value not an unsigned integer) declines the map,
+ * and the general path takes it.
  */
 struct fixed_key {
 	struct name_words bytes, mask; /* the key as encoded: a fixstr */
@@ -926,34 +691,25 @@ static void shape_learn(struct guesses *gs, const unsigned char *map,
 	*shape_slot(gs, map) = s;
 }
 
-/* mp_fast_event but for the shape of the head: the map read pair by pair
- * (and the shape of its kind learnt from it). */
+/* mp_fast_event but for the shape of the head: the map read key by key at
+ * fixed places (and the shape of its kind learnt from it). */
 static inline __attribute__((always_inline)) bool
 unshaped_event(const unsigned char *p, struct mt_record *rec, size_t *size,
 	       struct guesses *gs)
 {
 	const unsigned char *start = p, *pairs;
-	struct fast_map m;
-	unsigned n;
+	unsigned n, kind;
 
 	if (*p < 0x81 || *p > 0x8f)
 		return false;
 	n = *p++ & 0x0f;
-	if (!fast_type(&p, &m, gs))
+	kind = fast_type(&p, gs);
+	if (kind == MT_EV_NONE)
 		return false;
 	pairs = p;
-	if (fixed_event(p, n, m.kind, rec, &p)) {
-		shape_learn(gs, start, pairs, m.kind);
-		*size = p - start;
-		return true;
-	}
-	memset(m.u, 0, (K_OLD_SIZE + 1) * sizeof(*m.u));
-	m.member = NULL;
-	m.member_len = 0;
-	if (!fast_pairs(&p, &m, n, gs->key[m.kind]))
+	if (!fixed_event(p, n, kind, rec, &p))
 		return false;
-	if (!fast_to_record(&m, rec))
-		return false;
+	shape_learn(gs, start, pairs, kind);
 	*size = p - start;
 	return true;
 }
@@ -969,7 +725,8 @@ mp_fast_event(const unsigned char *p, struct mt_record *rec, size_t *size,
 }
 
 #ifdef MT_FUZZ_DIFF
-/* Fuzzing: whatever the fast path accepts, the general path reads alike. */
+/* Fuzzing: whatever the fast layer accepts, msgpack-c (the reference
+ * decoder) and input_fields.c read alike: the same size, the same record. */
 static void mp_check_fast_event(struct mt_input *in, size_t size,
 				const struct mt_record *fast)
 {
@@ -977,11 +734,10 @@ static void mp_check_fast_event(struct mt_input *in, size_t size,
 	struct mt_record slow;
 	enum object_role role;
 	unsigned kind = MT_EV_NONE;
-	size_t slow_size = 0;
 
-	if (mp_flat_fields(cur(in), avail(in), &f, &slow_size) != 1 ||
-	    slow_size != size || fields_role(in, 0, &f, &role, &kind) ||
-	    role != OBJ_EVENT || fields_to_record(in, 0, &f, kind, &slow) ||
+	if (!mp_reference_fields(in, size, &f) ||
+	    fields_role(in, 0, &f, &role, &kind) || role != OBJ_EVENT ||
+	    fields_to_record(in, 0, &f, kind, &slow) ||
 	    memcmp(&slow.ev, &fast->ev, sizeof(slow.ev)) ||
 	    slow.stack != fast->stack || slow.str_len != fast->str_len ||
 	    !slow.str != !fast->str ||

@@ -331,8 +331,9 @@ int mp_open(struct mt_input *in);
  * Returns 1, 0 at a clean end of input, -1 on error. */
 int mp_next_fields(struct mt_input *in, struct fields *f, uint64_t *off);
 #ifdef MT_FUZZ_DIFF
-int mp_flat_fields(const unsigned char *p, size_t avail, struct fields *f,
-		   size_t *size);
+/* The map of size bytes at the reader's position through msgpack-c:
+ * true if it is one map of exactly that size. */
+bool mp_reference_fields(struct mt_input *in, size_t size, struct fields *f);
 #endif
 
 /* The fast layer's memory of the maps it has seen. */
