@@ -23,6 +23,7 @@
 #include <stdlib.h>
 
 #include "mt_reconstruct.h"
+#include "mt_sites.h"
 
 #define INHERITED      (1ull << 63) /* flag bits in block.size */
 #define OUTSIDE	       (1ull << 62) /* allocated outside the --section */
@@ -82,9 +83,10 @@ struct series_cfg {
 /* deletion (no tombstones, so probes stay short after many frees).     */
 
 struct block {
-	uint64_t addr; /* 0 = empty slot */
-	uint64_t size; /* | INHERITED, OUTSIDE */
-	uint64_t t;    /* first seen, ns since origin */
+	uint64_t addr;	/* 0 = empty slot */
+	uint64_t size;	/* | INHERITED, OUTSIDE */
+	uint64_t t;	/* first seen, ns since origin */
+	uint32_t stack; /* its call stack (mt_sites.h), 0: none */
 };
 
 struct blocks {
@@ -222,6 +224,11 @@ struct mt_recon {
 	 * applied, and no new process */
 	uint64_t late_events;
 	json_t *markers;
+	/* allocation sites, from the first Stack record on; the stack of
+	 * the event being applied */
+	struct mt_sites *sites;
+	bool sites_on;
+	uint64_t cur_stack;
 };
 
 /* ---- series (recon_series.c) ----------------------------------------- */

@@ -115,6 +115,8 @@ void end_address_space(struct mt_recon *r, struct proc *p, uint64_t t,
 			continue;
 		struct leak lk = {p->pid, b->addr, b->size, b->t, t, why};
 
+		if (r->sites_on)
+			mt_sites_leak(r->sites, b->stack, b->size);
 		leak_add(&p->leaks, &lk);
 		leak_add(&r->leaks, &lk);
 	}
@@ -165,7 +167,8 @@ static void inherit_blocks(struct proc *child, const struct proc *parent)
 			continue;
 		if (c->addr) /* the child's own event came first: keep it */
 			continue;
-		*c = (struct block){b->addr, b->size | INHERITED, b->t};
+		*c = (struct block){b->addr, b->size | INHERITED, b->t,
+				    b->stack};
 		cb->used++;
 		child->inherited_bytes += b->size & SIZE_MASK;
 	}

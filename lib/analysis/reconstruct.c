@@ -96,16 +96,21 @@ static void heap_alloc(struct mt_recon *r, struct proc *p, uint64_t addr,
 		} else if (!(b->size & OUTSIDE)) {
 			p->heap_own -= b->size;
 			r->tree_heap -= b->size;
+			if (r->sites_on)
+				mt_sites_release(r->sites, b->stack, b->size);
 		}
 	} else {
 		p->blocks.used++;
 	}
 	if (r->in_section) {
-		*b = (struct block){addr, size, t};
+		*b = (struct block){addr, size, t, (uint32_t)r->cur_stack};
+		if (r->sites_on)
+			mt_sites_alloc(r->sites, r->cur_stack, size, true);
 		p->heap_own += size;
 		r->tree_heap += size;
 	} else {
-		*b = (struct block){addr, size | OUTSIDE, t};
+		*b = (struct block){addr, size | OUTSIDE, t,
+				    (uint32_t)r->cur_stack};
 	}
 	heap_changed(r, p, t); /* also when a reused address fell out */
 }
@@ -127,6 +132,8 @@ static int64_t heap_release(struct mt_recon *r, struct proc *p, uint64_t addr)
 	}
 	p->heap_own -= size;
 	r->tree_heap -= size;
+	if (r->sites_on)
+		mt_sites_release(r->sites, b->stack, size);
 	blocks_remove(&p->blocks, b);
 	return (int64_t)size;
 }
@@ -326,6 +333,17 @@ static void on_other(struct mt_recon *r, const struct mt_record *rec)
 		r->lost_events += ev->size;
 		return;
 	}
+	if (ev->kind == MT_EV_STACK || ev->kind == MT_EV_CODE_FILE) {
+		/* sites count from the first stack on (a trace with stacks
+		 * describes one before its first allocation): what is live
+		 * before is the no-stack site's */
+		if (!r->sites_on && ev->kind == MT_EV_STACK) {
+			r->sites_on = true;
+			mt_sites_alloc(r->sites, 0, r->tree_heap, false);
+		}
+		mt_sites_describe(r->sites, rec);
+		return;
+	}
 	t = rel_time(r, ev->timestamp);
 	if (ev->kind == MT_EV_FORK) {
 		if (ev->pid)
@@ -380,6 +398,7 @@ void mt_recon_event(struct mt_recon *r, const struct mt_record *rec)
 	if (!p)
 		return;
 	p->events++;
+	r->cur_stack = rec->stack;
 	on_memory(r, p, ev, t);
 }
 
@@ -527,7 +546,8 @@ struct mt_recon *mt_recon_new(const struct mt_recon_opts *opts,
 	r->in_section = !r->opts.section;
 	r->sizes = calloc(SIZE_TABLE_MAX, sizeof(*r->sizes));
 	r->small_sizes = calloc(SMALL_SIZES, sizeof(*r->small_sizes));
-	if (!r->sizes || !r->small_sizes ||
+	r->sites = mt_sites_new();
+	if (!r->sizes || !r->small_sizes || !r->sites ||
 	    leak_top_init(&r->leaks, r->opts.max_leaks) < 0) {
 		mt_recon_free(r);
 		return NULL;
@@ -545,6 +565,7 @@ void mt_recon_free(struct mt_recon *r)
 	}
 	free(r->pids);
 	free(r->kept);
+	mt_sites_free(r->sites);
 	free(r->heap.pts);
 	free(r->mapped.pts);
 	for (int g = 0; g < NGAUGES; g++)
