@@ -469,7 +469,9 @@ int mt_recon_read(struct mt_recon *r, struct mt_input *in)
 		if (++records % MT_RECON_PROGRESS_EVERY == 0 &&
 		    r->opts.progress)
 			r->opts.progress(r->opts.progress_arg, in, records);
-		if (x->str) { /* valid only until the next read: apply now */
+		/* strings and frames are valid only until the next read:
+		 * apply now */
+		if (x->str || x->nframes) {
 			for (; n; n--, head = (head + 1) & (RING - 1))
 				mt_recon_event(r, &ring[head]);
 			mt_recon_event(r, x);
