@@ -54,11 +54,11 @@ ten_mib() {
 	[ "$(j a .tree.totals.allocations)" = 11 ]
 	[ "$(j a .tree.totals.frees)" = 5 ]
 	[ "$(j a .tree.totals.calls.malloc)" = 11 ]
-	[ "$(j a .tree.leaks.bytes)" = $((7 * MiB)) ]
-	[ "$(j a .tree.leaks.count)" = 6 ]
-	[ "$(j a '.tree.leaks.blocks[0].size')" = $((2 * MiB)) ]
-	[ "$(j a '.tree.leaks.blocks[0].at')" = '"exit"' ]
-	[ "$(j a '.tree.leaks.blocks[0].first_seen_ns')" = 16000 ]
+	[ "$(j a .tree.not_freed.bytes)" = $((7 * MiB)) ]
+	[ "$(j a .tree.not_freed.count)" = 6 ]
+	[ "$(j a '.tree.not_freed.blocks[0].size')" = $((2 * MiB)) ]
+	[ "$(j a '.tree.not_freed.blocks[0].at')" = '"exit"' ]
+	[ "$(j a '.tree.not_freed.blocks[0].first_seen_ns')" = 16000 ]
 	[ "$(j a .command)" = '["./ten","a"]' ]
 	[ "$(j a .exit)" = '{"code":0}' ]
 	[ "$(j a .input.complete)" = true ]
@@ -85,9 +85,9 @@ ten_mib() {
 	[ "$(j a '.processes[1].pid')" = 200 ]
 	[ "$(j a '.processes[1].ppid')" = 100 ]
 	[ "$(j a '.processes[1].heap.peak')" = 30 ]
-	[ "$(j a '.processes[1].leaks.bytes')" = 30 ]
+	[ "$(j a '.processes[1].not_freed.bytes')" = 30 ]
 	[ "$(j a '.processes[1].exit')" = '{"code":1}' ]
-	[ "$(j a '.processes[0].leaks.bytes')" = 50 ]
+	[ "$(j a '.processes[0].not_freed.bytes')" = 50 ]
 }
 
 @test "exec ends the address space: live blocks are leaks at exec" {
@@ -101,9 +101,9 @@ ten_mib() {
 	EOF
 	recon a
 	[ "$(j a '.processes[0].execs[0].path')" = '"/usr/bin/next"' ]
-	[ "$(j a '.processes[0].leaks.bytes')" = 64 ]
-	[ "$(j a '.processes[0].leaks.blocks[0].at')" = '"exec"' ]
-	[ "$(j a '.processes[0].leaks.blocks[0].at_ns')" = 2000 ]
+	[ "$(j a '.processes[0].not_freed.bytes')" = 64 ]
+	[ "$(j a '.processes[0].not_freed.blocks[0].at')" = '"exec"' ]
+	[ "$(j a '.processes[0].not_freed.blocks[0].at_ns')" = 2000 ]
 	# the free after exec is of an address the new program never had
 	[ "$(j a .tree.totals.unknown_frees)" = 1 ]
 	[ "$(j a .tree.totals.frees)" = 1 ]
@@ -139,7 +139,7 @@ ten_mib() {
 	[ "$(j a .tree.totals.allocations)" = 3 ]
 	[ "$(j a .tree.totals.reallocs)" = 4 ]
 	[ "$(j a .tree.totals.allocated_bytes)" = 600 ]
-	[ "$(j a .tree.leaks.bytes)" = 0 ]
+	[ "$(j a .tree.not_freed.bytes)" = 0 ]
 }
 
 @test "mapped memory: munmap of a hole, MAP_FIXED over, mremap, brk without old_addr" {
@@ -208,8 +208,8 @@ ten_mib() {
 	[ "$(j m .tree.heap.peak)" = 42 ]
 	[ "$(j m .tree.totals.allocations)" = 1 ]
 	[ "$(j m .tree.totals.calls.realloc)" = 1 ]
-	[ "$(j m .tree.leaks.bytes)" = 42 ]
-	[ "$(j m '.tree.leaks.blocks[0].at')" = '"end"' ]
+	[ "$(j m .tree.not_freed.bytes)" = 42 ]
+	[ "$(j m '.tree.not_freed.blocks[0].at')" = '"end"' ]
 	[ "$(j m '.processes[0].pid')" = 1 ]
 }
 
@@ -220,7 +220,7 @@ ten_mib() {
 	recon m
 	[ "$(j m .tree.heap.peak)" = "$(j a .tree.heap.peak)" ]
 	[ "$(j m .tree.totals)" = "$(j a .tree.totals)" ]
-	[ "$(j m .tree.leaks.bytes)" = "$(j a .tree.leaks.bytes)" ]
+	[ "$(j m .tree.not_freed.bytes)" = "$(j a .tree.not_freed.bytes)" ]
 }
 
 @test "JSON Lines input gives the same timelines as MessagePack" {
@@ -378,7 +378,7 @@ ten_mib() {
 	[ "$(j a .tree.totals.unknown_frees)" = 0 ]
 	[ "$(j a .tree.mapped.peak)" = $MiB ]
 	# retained: the section's blocks still live at exit
-	[ "$(j a .tree.leaks.bytes)" = $((2 * MiB)) ]
+	[ "$(j a .tree.not_freed.bytes)" = $((2 * MiB)) ]
 	# without --section: everything
 	recon a
 	[ "$(j a .section)" = null ]
@@ -500,7 +500,7 @@ assert n == 80000, n' "$T/big.msgpack"
 	[ "$(j late '.processes[1].mapped.peak')" = $MiB ]
 	[ "$(j late '.processes[1].events')" = 2 ]
 	[ "$(j late .events)" = 7 ]
-	[ "$(j late .tree.leaks.count)" = 1 ] # 100's block, at its exit
+	[ "$(j late .tree.not_freed.count)" = 1 ] # 100's block, at its exit
 
 	# a Fork of an ended pid is its reuse: a new process, no late event
 	mk reuse <<-'SCRIPT'

@@ -989,3 +989,18 @@ svg_clashes() {
 		[ ! -s "$T/err" ]
 	done
 }
+
+@test "timelines: not_freed in the document; one of an earlier mt-reconstruct (leaks) still reports" {
+	ten_mib | mk a
+	mt-reconstruct "$T/a.msgpack" >"$T/a.json"
+	[ "$(jq -c '[.tree.not_freed.bytes, .tree.not_freed.count, has("leaks"), (.tree | has("leaks"))]' "$T/a.json")" = "[$((7 * MiB + 300)),7,false,false]" ]
+	[ "$(jq -c '[.processes[].not_freed.bytes]' "$T/a.json")" = "[$((7 * MiB)),300]" ]
+	# the key as mt-reconstruct wrote it before
+	jq -c '.tree |= (.leaks = .not_freed | del(.not_freed)) |
+		.processes |= map(.leaks = .not_freed | del(.not_freed))' "$T/a.json" >"$T/old.json"
+	grep -q '"leaks"' "$T/old.json"
+	mt-report --json "$T/a.json" | jq -c 'del(.input_format)' >"$T/1"
+	mt-report --json "$T/old.json" | jq -c 'del(.input_format)' >"$T/2"
+	diff "$T/1" "$T/2"
+	[ "$(jq .tree.not_freed "$T/2")" = $((7 * MiB + 300)) ]
+}

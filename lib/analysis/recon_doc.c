@@ -198,7 +198,7 @@ static void proc_emit(struct emit *e, struct mt_recon *r, struct proc *p)
 	gauges_emit(e, "rss", r, p->gauge_s, &r->pcfg, pts, false);
 	gauges_emit(e, "physical", r, p->gauge_s, &r->pcfg, pts, true);
 	totals_emit(e, "totals", &p->tot);
-	leaks_emit(e, "leaks", &p->leaks, false);
+	leaks_emit(e, "not_freed", &p->leaks, false);
 	emit_close(e, false);
 }
 
@@ -401,7 +401,7 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 	gauges_emit(&e, "rss", r, r->gauge_s, &r->cfg, true, false);
 	gauges_emit(&e, "physical", r, r->gauge_s, &r->cfg, true, true);
 	totals_emit(&e, "totals", &sum);
-	leaks_emit(&e, "leaks", &r->leaks, true);
+	leaks_emit(&e, "not_freed", &r->leaks, true);
 	json_object_set_new(tree, "histogram", histogram_json(r));
 	json_object_set_new(tree, "top_sizes", top_sizes_json(r));
 	json_object_set_new(doc, "tree", tree);

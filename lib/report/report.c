@@ -94,6 +94,28 @@ static bool format_key_first(const char *s, size_t n)
 	return n - i >= sizeof(val) - 1 && !memcmp(s + i, val, sizeof(val) - 1);
 }
 
+/* o's "leaks", as earlier versions of mt-reconstruct called it, renamed
+ * "not_freed" */
+static void rename_leaks(json_t *o)
+{
+	json_t *leaks = json_object_get(o, "leaks");
+
+	if (leaks && !json_object_get(o, "not_freed")) {
+		json_object_set(o, "not_freed", leaks);
+		json_object_del(o, "leaks");
+	}
+}
+
+static void upgrade_timelines(json_t *doc)
+{
+	json_t *p;
+	size_t i;
+
+	rename_leaks(json_object_get(doc, "tree"));
+	json_array_foreach(json_object_get(doc, "processes"), i, p)
+	    rename_leaks(p);
+}
+
 static json_t *load_timelines(FILE *f, const char *name, char *err,
 			      size_t errlen)
 {
@@ -117,6 +139,7 @@ static json_t *load_timelines(FILE *f, const char *name, char *err,
 		json_decref(doc);
 		return NULL;
 	}
+	upgrade_timelines(doc);
 	return doc;
 }
 
@@ -379,9 +402,10 @@ static json_t *parent_of(json_t *by_pid, json_t *p)
 
 /*
  * The program a process last ran: its "program" when the timelines give
- * one (mt-reconstruct knows every process), else its last exec; without one, what its parent ran (a fork without
- * exec runs its parent's program), up to the root process, which ran the
- * command.  "?" when the chain leaves the document.
+ * one (mt-reconstruct knows every process), else its last exec; without one,
+ * what its parent ran (a fork without exec runs its parent's program), up to
+ * the root process, which ran the command.  "?" when the chain leaves the
+ * document.
  */
 static const char *proc_name(json_t *doc, json_t *by_pid, json_t *p)
 {
@@ -411,12 +435,11 @@ static const char *proc_name(json_t *doc, json_t *by_pid, json_t *p)
 
 /*
  * What was not freed: every block still allocated when its process
- * exited or exec'd, or the trace ended, reachable or not.  The timelines
- * call it "leaks"; the report says what it is (man mt-report).
+ * exited or exec'd, or the trace ended, reachable or not (man mt-report).
  */
-#define NOT_FREED_BYTES	 "leaks.bytes"
-#define NOT_FREED_BLOCKS "leaks.count"
-#define NOT_FREED_LIST	 "tree.leaks.blocks"
+#define NOT_FREED_BYTES	 "not_freed.bytes"
+#define NOT_FREED_BLOCKS "not_freed.count"
+#define NOT_FREED_LIST	 "tree.not_freed.blocks"
 
 /* ------------------------------------------------------------------ */
 /* Rows of the table                                                    */

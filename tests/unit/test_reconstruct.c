@@ -110,10 +110,10 @@ static void test_peak_and_leaks(void)
 	CHECK_INT(get(doc, -1, "totals", "allocated_bytes"), 12 * MiB);
 	CHECK_INT(get(doc, -1, "totals", "allocations"), 11);
 	CHECK_INT(get(doc, -1, "totals", "frees"), 5);
-	CHECK_INT(get(doc, -1, "leaks", "bytes"), 7 * MiB);
-	CHECK_INT(get(doc, -1, "leaks", "count"), 6);
+	CHECK_INT(get(doc, -1, "not_freed", "bytes"), 7 * MiB);
+	CHECK_INT(get(doc, -1, "not_freed", "count"), 6);
 	json_t *blocks = json_object_get(
-	    json_object_get(json_object_get(doc, "tree"), "leaks"), "blocks");
+	    json_object_get(json_object_get(doc, "tree"), "not_freed"), "blocks");
 	CHECK_INT(json_integer_value(
 		      json_object_get(json_array_get(blocks, 0), "size")),
 		  2 * MiB);
@@ -158,7 +158,7 @@ static void test_leak_ties(void)
 		json_t *p =
 		    json_array_get(json_object_get(doc, "processes"), 0);
 		json_t *b =
-		    json_object_get(json_object_get(p, "leaks"), "blocks");
+		    json_object_get(json_object_get(p, "not_freed"), "blocks");
 
 		CHECK_INT(json_array_size(b), 3);
 		for (size_t i = 0; i < 3; i++)
@@ -236,10 +236,10 @@ static void test_pid_reuse(void)
 	CHECK_INT(get(doc, 1, "ppid", NULL), 7);
 	CHECK_INT(get(doc, 0, "heap", "peak"), 64);
 	CHECK_INT(get(doc, 1, "heap", "peak"), 32);
-	CHECK_INT(get(doc, 0, "leaks", "bytes"), 64); /* at its exit */
-	CHECK_INT(get(doc, 1, "leaks", "bytes"), 32); /* live at the end */
+	CHECK_INT(get(doc, 0, "not_freed", "bytes"), 64); /* at its exit */
+	CHECK_INT(get(doc, 1, "not_freed", "bytes"), 32); /* live at the end */
 	CHECK_INT(get(doc, 1, "totals", "unknown_frees"), 1);
-	CHECK_INT(get(doc, -1, "leaks", "bytes"), 96);
+	CHECK_INT(get(doc, -1, "not_freed", "bytes"), 96);
 	json_decref(doc);
 }
 
@@ -262,12 +262,12 @@ static void test_fork(void)
 	CHECK_INT(get(doc, -1, "heap", "peak"), 180);
 	CHECK_INT(get(doc, 1, "heap", "peak"), 30);
 	CHECK_INT(get(doc, 1, "ppid", NULL), 100);
-	CHECK_INT(get(doc, 1, "leaks", "bytes"), 30);
-	CHECK_INT(get(doc, 1, "leaks", "count"), 1);
+	CHECK_INT(get(doc, 1, "not_freed", "bytes"), 30);
+	CHECK_INT(get(doc, 1, "not_freed", "count"), 1);
 	/* the parent never exited: 0xb000 is live at the end */
-	CHECK_INT(get(doc, 0, "leaks", "bytes"), 50);
+	CHECK_INT(get(doc, 0, "not_freed", "bytes"), 50);
 	CHECK_INT(get(doc, 0, "heap", "final"), 0);
-	CHECK_INT(get(doc, -1, "leaks", "bytes"), 80);
+	CHECK_INT(get(doc, -1, "not_freed", "bytes"), 80);
 	json_t *ex = json_object_get(
 	    json_array_get(json_object_get(doc, "processes"), 1), "exit");
 	CHECK_INT(json_integer_value(json_object_get(ex, "code")), 1);
@@ -290,8 +290,8 @@ static void test_exec_and_unknown_free(void)
 	CHECK_INT(get(doc, 0, "totals", "unknown_frees"), 2);
 	CHECK_INT(get(doc, 0, "totals", "frees"), 0);
 	CHECK_INT(get(doc, -1, "heap", "peak"), 64);
-	CHECK_INT(get(doc, 0, "leaks", "count"), 2);
-	CHECK_INT(get(doc, 0, "leaks", "bytes"), 72);
+	CHECK_INT(get(doc, 0, "not_freed", "count"), 2);
+	CHECK_INT(get(doc, 0, "not_freed", "bytes"), 72);
 	json_t *p = json_array_get(json_object_get(doc, "processes"), 0);
 	json_t *execs = json_object_get(p, "execs");
 	const char *path;
@@ -304,7 +304,7 @@ static void test_exec_and_unknown_free(void)
 	path = json_string_value(
 	    json_object_get(json_array_get(execs, 0), "path"));
 	CHECK(path && !strcmp(path, "a\xef\xbf\xbd(b\xef\xbf\xbd\xc3\xa9"));
-	json_t *b = json_object_get(json_object_get(p, "leaks"), "blocks");
+	json_t *b = json_object_get(json_object_get(p, "not_freed"), "blocks");
 	CHECK(!strcmp(
 	    json_string_value(json_object_get(json_array_get(b, 0), "at")),
 	    "exec"));
@@ -329,7 +329,7 @@ static void test_realloc(void)
 	CHECK_INT(get(doc, -1, "totals", "allocations"), 4);
 	CHECK_INT(get(doc, -1, "totals", "allocated_bytes"), 610);
 	CHECK_INT(get(doc, -1, "totals", "unknown_reallocs"), 1);
-	CHECK_INT(get(doc, -1, "leaks", "bytes"), 200);
+	CHECK_INT(get(doc, -1, "not_freed", "bytes"), 200);
 	json_decref(doc);
 }
 
@@ -473,7 +473,7 @@ static void test_random_heap(void)
 	json_t *doc = finish();
 
 	CHECK_INT(get(doc, -1, "heap", "peak"), peak);
-	CHECK_INT(get(doc, -1, "leaks", "bytes"), live);
+	CHECK_INT(get(doc, -1, "not_freed", "bytes"), live);
 	CHECK_INT(get(doc, -1, "totals", "unknown_frees"), 0);
 	json_decref(doc);
 }
