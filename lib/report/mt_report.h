@@ -52,8 +52,8 @@ const char *mt_report_incomplete(json_t *doc);
 
 /* Thresholds; a gate is on when its has_ flag is set. */
 struct mt_gates {
-	bool has_peak_heap, has_total_allocated, has_allocations,
-	    has_not_freed, has_peak_rss;
+	bool has_peak_heap, has_total_allocated, has_allocations, has_not_freed,
+	    has_peak_rss;
 	uint64_t max_peak_heap, max_total_allocated, max_allocations,
 	    max_not_freed, max_peak_rss;
 	bool strict; /* any lost event, or an incomplete trace, fails */
