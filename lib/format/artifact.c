@@ -644,7 +644,8 @@ static inline void event_kind_keys(struct map_writer *w,
 	}
 }
 
-/* The maps that say what stack and file ids mean: no pid, tid or time. */
+/* The maps that say what stack and file ids mean, stamped with their first
+ * use like every map (consumers expect pid, tid and timestamp on all). */
 static int put_stack_or_file(struct mt_artifact *a, const struct name *type,
 			     const struct mt_record *rec)
 {
@@ -653,6 +654,9 @@ static int put_stack_or_file(struct mt_artifact *a, const struct name *type,
 	if (!begin_map(a, &w))
 		return a->error;
 	put_name(&w, "type", type);
+	put_u64(&w, "pid", rec->ev.pid);
+	put_u64(&w, "tid", rec->ev.tid);
+	put_u64(&w, "timestamp", rec->ev.timestamp);
 	if (rec->ev.kind == MT_EV_STACK) {
 		put_u64(&w, "stack", rec->ev.addr);
 		put_frames(&w, "frames", rec->frames, rec->nframes);

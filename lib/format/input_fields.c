@@ -390,11 +390,19 @@ int fields_to_record(struct mt_input *in, uint64_t off, const struct fields *f,
 
 	memset(rec, 0, sizeof(*rec));
 	ev->kind = kind;
-	/* what the ids mean: no pid, tid or time */
-	if (kind == MT_EV_STACK)
-		return fields_stack(in, off, f, rec);
-	if (kind == MT_EV_CODE_FILE)
-		return fields_code_file(in, off, f, rec);
+	if (kind == MT_EV_STACK || kind == MT_EV_CODE_FILE) {
+		/* what the ids mean: their pid, tid and time are only when
+		 * they were first used */
+		if ((kind == MT_EV_STACK ? fields_stack(in, off, f, rec)
+					 : fields_code_file(in, off, f, rec)) ||
+		    get_u32f(in, off, f, K_PID, &pid) ||
+		    get_u32f(in, off, f, K_TID, &tid) ||
+		    get_ev(in, off, f, K_TIMESTAMP, &ev->timestamp))
+			return -1;
+		ev->pid = pid;
+		ev->tid = tid;
+		return 0;
+	}
 	if (has(f, K_STACK) && fields_stack_ref(in, off, f, rec))
 		return -1;
 	if (require(in, off, f, mt_kind_name(kind), K_PID) ||

@@ -166,6 +166,8 @@ static void check_records(struct mt_input *in)
 	CHECK_INT(mt_input_next(in, &rec), 1);
 	CHECK_INT(rec.ev.kind, MT_EV_CODE_FILE);
 	CHECK_INT(rec.ev.addr, 1);
+	CHECK_INT(rec.ev.pid, 7);
+	CHECK_INT(rec.ev.timestamp, 10);
 	CHECK_INT(rec.build_id_len, sizeof(build_id));
 	CHECK(rec.build_id && !memcmp(rec.build_id, build_id, 20));
 	CHECK_INT(rec.str_len, sizeof(path) - 1);
@@ -174,6 +176,8 @@ static void check_records(struct mt_input *in)
 	CHECK_INT(mt_input_next(in, &rec), 1);
 	CHECK_INT(rec.ev.kind, MT_EV_STACK);
 	CHECK_INT(rec.ev.addr, 1);
+	CHECK_INT(rec.ev.tid, 8);
+	CHECK_INT(rec.ev.timestamp, 11);
 	CHECK_INT(rec.nframes, 9);
 	CHECK_INT(rec.ev.flags & MT_STACK_TRUNCATED, 0);
 	CHECK(rec.frames && !memcmp(rec.frames, frames, sizeof(frames)));
