@@ -177,7 +177,10 @@ static int write_code_file(struct tracer *t, uint32_t id,
 	fields.old_addr = key->dev;
 	fields.old_size = key->ino;
 	fields.flags = id_len;
-	return mt_tracer_own_event(t, MT_EV_CODE_FILE, pid, payload,
+	/* a file inspected before the command starts (mt-trace's libc, --scan
+	 * files) is no process's yet: pid 0, as the tracer's own records */
+	return mt_tracer_own_event(t, MT_EV_CODE_FILE,
+				   t->release_fd >= 0 ? 0 : pid, payload,
 				   id_len + path_len, &fields);
 }
 

@@ -35,6 +35,7 @@ NAMES = {1: "Malloc", 2: "Free", 3: "Calloc", 4: "Realloc", 5: "AlignedAlloc",
          11: "Exec", 12: "Exit", 14: "Rss", 15: "Pss", 16: "Marker",
          17: "Enable", 18: "Disable", 19: "Lost", 20: "Allocator"}
 EXEC, DATA, MARKER, LOST, ALLOCATOR = 11, 13, 16, 19, 20
+STACK, CODE_FILE = 23, 24  # call stacks: their payload too
 FAMILIES = {1: "libc", 2: "libstdc++", 3: "jemalloc", 4: "mimalloc",
             5: "tcmalloc"}
 MEMBERS = ["file", "anon", "swap", "shmem"]
@@ -96,7 +97,7 @@ def parse_raw(data):
                               "aux", "addr", "size", "old_addr", "old_size"),
                              f))
                 i += 1
-                if r["kind"] in (EXEC, MARKER, ALLOCATOR):
+                if r["kind"] in (EXEC, MARKER, ALLOCATOR, STACK, CODE_FILE):
                     n = (r["aux"] + 55) // 56
                     if (i + n) * event_size > len(body):
                         raise Cut("payload")
