@@ -386,7 +386,8 @@ static int allocator_found(void *ctx, pid_t pid, const char *path,
 static void code_file_found(void *ctx, int fd, const char *path, pid_t pid,
 			    const struct mt_code_key *key)
 {
-	mt_tracer_stack_file(ctx, fd, path, pid, key);
+	(void)pid; /* its CODE_FILE is stamped with the file's first use */
+	mt_tracer_stack_file(ctx, fd, path, key);
 }
 
 static void exec_inspected(void *ctx, pid_t pid)

@@ -51,6 +51,16 @@ struct stack_slot {
 	uint64_t *frames; /* until written */
 };
 
+/* A code file known to the unwinder: its CODE_FILE record, written just
+ * before the first record that names the file (its first frame or
+ * mapping), so it carries that use's pid and time. */
+struct code_file {
+	bool written;
+	uint8_t build_id_len;
+	uint8_t build_id[64];
+	char *path;
+};
+
 struct mt_tracer_stacks {
 	/* the BPF side's rows, mapped */
 	struct mt_cfi_row *rows;
@@ -58,7 +68,8 @@ struct mt_tracer_stacks {
 	bool rows_full_said;
 	/* code files by identity */
 	struct mt_code_key *file_keys;
-	size_t nfiles, cap_files;
+	struct code_file *files; /* by id - 1, as file_keys */
+	size_t nfiles, cap_files, cap_file_info;
 	/* stacks by key: open addressing, power-of-two size */
 	struct stack_slot *slots;
 	size_t nslots, used;
@@ -90,6 +101,8 @@ static void stacks_reset(struct mt_tracer_stacks *s)
 		munmap(s->rows, s->rows_cap * sizeof(*s->rows));
 	s->rows = NULL;
 	s->rows_used = s->rows_cap = 0;
+	for (size_t i = 0; i < s->nfiles; i++)
+		free(s->files[i].path);
 	s->nfiles = 0;
 }
 
@@ -156,35 +169,60 @@ static bool publish_rows(struct tracer *t, const struct mt_cfi_table *table,
 	return true;
 }
 
-/* The CODE_FILE record: build-id bytes, then the path. */
-static int write_code_file(struct tracer *t, uint32_t id,
-			   const struct mt_code_key *key, const char *via,
-			   const char *path, pid_t pid)
+/* Remember what the CODE_FILE record of file id will say. */
+static void describe_file(struct mt_tracer_stacks *s, uint32_t id,
+			  const char *via, const char *path)
 {
-	char payload[64 + PATH_MAX];
-	struct mt_event fields = {0};
-	uint8_t build_id[64];
-	int id_len = mt_elf_build_id(via, build_id, sizeof(build_id));
-	size_t path_len = strlen(path);
+	struct code_file *f;
+	int len;
 
-	if (id_len < 0)
-		id_len = 0;
-	if (path_len > PATH_MAX - (size_t)id_len)
-		path_len = PATH_MAX - id_len;
-	memcpy(payload, build_id, id_len);
-	memcpy(payload + id_len, path, path_len);
-	fields.addr = id;
-	fields.old_addr = key->dev;
-	fields.old_size = key->ino;
-	fields.flags = id_len;
-	/* a file inspected before the command starts (mt-trace's libc, --scan
-	 * files) is no process's yet: pid 0, as the tracer's own records */
-	return mt_tracer_own_event(t, MT_EV_CODE_FILE,
-				   t->release_fd >= 0 ? 0 : pid, payload,
-				   id_len + path_len, &fields);
+	s->files = mt_grow(s->files, &s->cap_file_info, id, sizeof(*s->files));
+	f = &s->files[id - 1];
+	memset(f, 0, sizeof(*f));
+	len = mt_elf_build_id(via, f->build_id, sizeof(f->build_id));
+	f->build_id_len = len > 0 ? len : 0;
+	f->path = strdup(path);
+	if (!f->path) {
+		fprintf(stderr, "mt-trace: out of memory\n");
+		exit(MT_EXIT_TRACER_FAILED);
+	}
 }
 
-int mt_tracer_stack_file(struct tracer *t, int fd, const char *path, pid_t pid,
+/* The CODE_FILE record of file id (build-id bytes, then the path as
+ * payload), if not written yet, stamped as use: the record about to name
+ * the file. */
+static int write_code_file(struct tracer *t, uint32_t id,
+			   const struct mt_event *use)
+{
+	struct mt_tracer_stacks *s = t->stacks;
+	struct mt_event recs[1 + (64 + PATH_MAX + MT_DATA_PER_RECORD - 1) /
+				     MT_DATA_PER_RECORD];
+	struct code_file *f;
+	size_t path_len, len, n;
+
+	if (id == 0 || id > s->nfiles || s->files[id - 1].written)
+		return 0;
+	f = &s->files[id - 1];
+	f->written = true;
+	path_len = strnlen(f->path, PATH_MAX);
+	len = f->build_id_len + path_len;
+	n = 1 + (len + MT_DATA_PER_RECORD - 1) / MT_DATA_PER_RECORD;
+	memset(recs, 0, n * sizeof(recs[0]));
+	recs[0].timestamp = use->timestamp;
+	recs[0].pid = use->pid;
+	recs[0].tid = use->tid;
+	recs[0].kind = MT_EV_CODE_FILE;
+	recs[0].addr = id;
+	recs[0].old_addr = s->file_keys[id - 1].dev;
+	recs[0].old_size = s->file_keys[id - 1].ino;
+	recs[0].flags = f->build_id_len;
+	recs[0].aux = len;
+	memcpy(&recs[1], f->build_id, f->build_id_len);
+	memcpy((char *)&recs[1] + f->build_id_len, f->path, path_len);
+	return mt_tracer_append(t, recs, n);
+}
+
+int mt_tracer_stack_file(struct tracer *t, int fd, const char *path,
 			 const struct mt_code_key *key)
 {
 	struct mt_tracer_stacks *s = t->stacks;
@@ -200,8 +238,7 @@ int mt_tracer_stack_file(struct tracer *t, int fd, const char *path, pid_t pid,
 	s->file_keys[s->nfiles++] = *key;
 	file.id = s->nfiles;
 	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
-	if (write_code_file(t, file.id, key, via, path, pid))
-		return -1;
+	describe_file(s, file.id, via, path);
 	rc = mt_cfi_build(fd, &table, err, sizeof(err));
 	if (rc == 0) {
 		file.vaddr_minus_offset = table.vaddr_minus_offset;
@@ -263,7 +300,7 @@ void mt_tracer_stacks_at_exec(struct tracer *t, pid_t pid)
 			key.dev = ((uint64_t)major(st.st_dev) << 20) |
 				  minor(st.st_dev);
 			key.ino = st.st_ino;
-			mt_tracer_stack_file(t, fd, path, pid, &key);
+			mt_tracer_stack_file(t, fd, path, &key);
 		}
 		close(fd);
 	}
@@ -366,6 +403,9 @@ static int write_stack(struct tracer *t, struct stack_slot *slot,
 	    recs[1 + (MT_STACK_DEPTH_MAX * 8 + MT_DATA_PER_RECORD - 1) /
 			 MT_DATA_PER_RECORD];
 
+	for (size_t i = 0; i < slot->nframes; i++)
+		if (write_code_file(t, MT_FRAME_FILE(slot->frames[i]), ref))
+			return -1;
 	memset(recs, 0, n * sizeof(recs[0]));
 	recs[0] = *ref;
 	recs[0].kind = MT_EV_STACK;
@@ -422,6 +462,8 @@ int mt_tracer_code_map(struct tracer *t, const struct mt_event *staged)
 		return 0;
 	}
 	e.aux = 0;
+	if (write_code_file(t, e.old_size, &e))
+		return -1;
 	return mt_tracer_append(t, &e, 1);
 }
 
@@ -438,7 +480,7 @@ void mt_tracer_code_maps_pending(struct tracer *t)
 
 		e.old_size = known_file(s, &key);
 		e.aux = 0;
-		if (e.old_size)
+		if (e.old_size && write_code_file(t, e.old_size, &e) == 0)
 			mt_tracer_own_event(t, MT_EV_CODE_MAP, e.pid, NULL, 0,
 					    &e);
 	}
@@ -465,6 +507,7 @@ void mt_tracer_stacks_free(struct tracer *t)
 		free(s->slots[i].frames);
 	free(s->slots);
 	stacks_reset(s);
+	free(s->files);
 	free(s->file_keys);
 	free(s->maps_pending);
 	free(s);
