@@ -238,8 +238,9 @@ static __always_inline void send_new_stack(struct mt_stack_record *rec,
 	bytes = sizeof(rec->ev) + rec->ev.size * sizeof(rec->frames[0]);
 	if (bytes > sizeof(*rec))
 		bytes = sizeof(*rec);
-	if (bpf_ringbuf_output(&events, rec, bytes, 0))
-		count_lost(MT_LOST_EVENTS_RING);
+	/* no room in the ring: not a lost event, mt-trace reads the stack
+	 * from the table instead (only a full table loses it) */
+	bpf_ringbuf_output(&events, rec, bytes, 0);
 }
 
 /*
