@@ -33,7 +33,7 @@ LDLIBS_COMMON := -lmsgpackc -ljansson -lzstd -lm
 LDLIBS_BPF := -lbpf -ldw -lelf -lz -lpthread -lZydis
 # libdw: offline symbolization (lib/analysis/symbolize.c), in what links
 # the analysis stage
-LDLIBS_DW := -ldw -lelf
+LDLIBS_DW := -ldw -lelf -lstdc++
 
 ifeq ($(V),1)
 Q =

@@ -338,11 +338,43 @@ static Dwarf_Addr module_addr(Dwfl_Module *mod, uint64_t elf_addr)
 	return elf_addr + bias;
 }
 
-static const char *die_name(Dwarf_Die *die)
+static const char *remember(struct mt_symbolizer *s, char *str);
+
+/* libstdc++'s demangler (the C++ ABI's, in every g++ program's runtime) */
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len,
+			    int *status);
+
+/* A C++ (Itanium ABI) name as people read it, as addr2line -C and gdb
+ * print it: "ns::f(int)"; any other name as it is. */
+static const char *demangled(struct mt_symbolizer *s, const char *name)
+{
+	int status = -1;
+	char *d;
+
+	if (!name || strncmp(name, "_Z", 2) != 0)
+		return name;
+	d = __cxa_demangle(name, NULL, NULL, &status);
+	if (status != 0 || !d) {
+		free(d);
+		return name;
+	}
+	return remember(s, d) ? d : name;
+}
+
+/* A function's name: its linkage name demangled where it has one (C++:
+ * qualified, with its parameters), else its plain name; both through
+ * DW_AT_abstract_origin / DW_AT_specification. */
+static const char *die_name(struct mt_symbolizer *s, Dwarf_Die *die,
+			    bool *linkage)
 {
 	Dwarf_Attribute mem, *a;
 
-	/* through DW_AT_abstract_origin / DW_AT_specification */
+	a = dwarf_attr_integrate(die, DW_AT_linkage_name, &mem);
+	if (!a)
+		a = dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &mem);
+	*linkage = a && dwarf_formstring(a);
+	if (*linkage)
+		return demangled(s, dwarf_formstring(a));
 	a = dwarf_attr_integrate(die, DW_AT_name, &mem);
 	return a ? dwarf_formstring(a) : NULL;
 }
@@ -406,7 +438,8 @@ static const char *fallback_name(struct mt_symbolizer *s, uint32_t file,
  * them, each with the line it is at (the line table's for the innermost,
  * the inlined call's call_line for the others).  0 without DWARF there.
  */
-static unsigned dwarf_frames(Dwfl_Module *mod, Dwarf_Addr addr,
+static unsigned dwarf_frames(struct mt_symbolizer *s, Dwfl_Module *mod,
+			     Dwarf_Addr addr, bool *outer_linkage,
 			     struct mt_sym_frame *frames, unsigned max)
 {
 	Dwarf_Addr cubias;
@@ -436,7 +469,7 @@ static unsigned dwarf_frames(Dwfl_Module *mod, Dwarf_Addr addr,
 		    tag != DW_TAG_subprogram)
 			continue;
 		/* file and line were set by the inlined frame before */
-		name = die_name(&scopes[i]);
+		name = die_name(s, &scopes[i], outer_linkage);
 		frames[n].function = name;
 		frames[n].inlined = tag == DW_TAG_inlined_subroutine;
 		frames[n].resolved = name != NULL;
@@ -467,20 +500,27 @@ static void symbolize(struct mt_symbolizer *s, uint32_t file, uint64_t elf_addr,
 		Dwarf_Addr addr = module_addr(f->mod, elf_addr - 1);
 		GElf_Off symoff;
 		GElf_Sym sym;
-		const char *symname = dwfl_module_addrinfo(
-		    f->mod, addr, &symoff, &sym, NULL, NULL, NULL);
+		const char *symname =
+		    demangled(s, dwfl_module_addrinfo(f->mod, addr, &symoff,
+						      &sym, NULL, NULL, NULL));
 		Dwfl_Line *line = dwfl_module_getsrc(f->mod, addr);
 		int lineno = 0;
 		const char *src =
 		    line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL)
 			 : NULL;
 
-		n = dwarf_frames(f->mod, addr, frames, MAX_INLINED);
+		bool outer_linkage = false;
+
+		n = dwarf_frames(s, f->mod, addr, &outer_linkage, frames,
+				 MAX_INLINED);
 		if (n == 0 && symname) /* symbols, no DWARF here */
 			frames[n++] = (struct mt_sym_frame){.function = symname,
 							    .resolved = true};
-		/* the outermost name from DWARF may be missing (artificial) */
-		if (n && !frames[n - 1].function && symname) {
+		/* the function the code is in: its symbol (demangled) unless
+		 * DWARF has its full linkage name; DWARF's plain name lacks
+		 * C++'s scope and parameters and may be missing (artificial).
+		 * This is what addr2line -f -C prints. */
+		if (n && !frames[n - 1].inlined && !outer_linkage && symname) {
 			frames[n - 1].function = symname;
 			frames[n - 1].resolved = true;
 		}

@@ -120,7 +120,7 @@ static void normalize_where(const char *in, char *out, size_t len)
 
 /* addr2line -a -f -i for every address of [start, start + size). */
 static size_t addr2line(const char *path, uint64_t start, uint64_t size,
-			struct truth *t)
+			bool demangle, struct truth *t)
 {
 	char list[64], line[1024];
 	size_t n = 0;
@@ -132,7 +132,8 @@ static size_t addr2line(const char *path, uint64_t start, uint64_t size,
 		fprintf(f, "0x%" PRIx64 "\n", a);
 	if (f)
 		fclose(f);
-	p = run("addr2line -a -f -i -e '%s' < %s", path, list);
+	p = run("addr2line -a -f -i %s -e '%s' < %s", demangle ? "-C" : "",
+		path, list);
 	while (p && fgets(line, sizeof(line), p)) {
 		if (!strncmp(line, "0x", 2)) {
 			t[n].addr = strtoull(line, NULL, 16);
@@ -169,7 +170,8 @@ static void where_of(const struct mt_sym_frame *fr, char *out, size_t len)
 
 /* Every address of func in the fixture, looked up as a return address, must
  * give addr2line's frames: names and lines, innermost first. */
-static void check_against_addr2line(const char *fixture, const char *func)
+static void check_against_addr2line(const char *fixture, const char *func,
+				    bool demangle)
 {
 	char path[4200], id[200], where[128];
 	struct mt_symbolizer *s = mt_sym_new(NULL);
@@ -177,13 +179,13 @@ static void check_against_addr2line(const char *fixture, const char *func)
 	static struct truth t[4096];
 	size_t n, mismatches = 0, inlined_seen = 0;
 
-	snprintf(path, sizeof(path), "%s/sym/%s", fixtures, fixture);
+	snprintf(path, sizeof(path), "%s/%s", fixtures, fixture);
 	build_id_of(path, id, sizeof(id));
 	CHECK(strlen(id) == 40);
 	add_file(s, 1, path, id);
 	CHECK_INT(symbol_range(path, func, &start, &size), 0);
 	CHECK(size > 0 && size < 4096);
-	n = addr2line(path, start, size, t);
+	n = addr2line(path, start, size, demangle, t);
 	CHECK_INT(n, size);
 	for (size_t i = 0; i < n; i++) {
 		const struct mt_sym_loc *loc;
@@ -392,10 +394,14 @@ int main(void)
 
 	snprintf(fixtures, sizeof(fixtures), "%s",
 		 env ? env : "build/fixtures");
-	check_against_addr2line("inlined", "make_table");
-	check_against_addr2line("inlined", "main");
-	check_against_addr2line("inlined_exec", "make_table");
-	check_against_addr2line("inlined_exec", "main");
+	check_against_addr2line("sym/inlined", "make_table", false);
+	check_against_addr2line("sym/inlined", "main", false);
+	check_against_addr2line("sym/inlined_exec", "make_table", false);
+	check_against_addr2line("sym/inlined_exec", "main", false);
+	/* C++: names demangled as addr2line -C prints them */
+	check_against_addr2line("alloc/cxx_operators", "_ZL10expect_newPvm",
+				true);
+	check_against_addr2line("alloc/cxx_operators", "main", true);
 	check_offline();
 	return test_summary("test_symbolize");
 }
