@@ -176,7 +176,7 @@ static void sums(unsigned seed)
 		  tree(doc, "totals", "allocated_bytes"));
 	CHECK_INT(sum_of(doc, "allocations"),
 		  tree(doc, "totals", "allocations"));
-	CHECK_INT(sum_of(doc, "leaked_bytes"), tree(doc, "leaks", "bytes"));
+	CHECK_INT(sum_of(doc, "leaked_bytes"), tree(doc, "not_freed", "bytes"));
 	CHECK_INT(json_integer_value(json_object_get(
 		      json_object_get(doc, "sites"), "heap_peak")),
 		  tree(doc, "heap", "peak"));
