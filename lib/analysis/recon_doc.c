@@ -116,8 +116,10 @@ static void exit_emit(struct emit *e, const char *key, int kind, int value)
 	emit_close(e, false);
 }
 
+/* s[g]: the series of gauge g */
 static void gauges_emit(struct emit *e, const char *key,
-			const struct mt_recon *r, const struct series *s,
+			const struct mt_recon *r,
+			const struct series *const s[NGAUGES],
 			const struct series_cfg *cfg, bool points,
 			bool physical)
 {
@@ -144,7 +146,7 @@ static void gauges_emit(struct emit *e, const char *key,
 		const char *name = physical ? pss[i].name : rss[i].name;
 		enum gauge g = physical ? pss[i].g : rss[i].g;
 
-		series_emit(e, name, &s[g], cfg, points);
+		series_emit(e, name, s[g], cfg, points);
 	}
 	emit_close(e, false);
 }
@@ -176,8 +178,13 @@ static void program_emit(struct emit *e, const struct mt_recon *r,
 
 static void proc_emit(struct emit *e, struct mt_recon *r, struct proc *p)
 {
+	/* a PSS gauge the process never had reads as a series never set */
+	static const struct series never;
+	const struct series *s[NGAUGES];
 	bool pts = p->with_series;
 
+	for (int g = 0; g < NGAUGES; g++)
+		s[g] = proc_gauge_s(p, g) ? proc_gauge_s(p, g) : &never;
 	emit_open(e, NULL, false);
 	emit_int(e, "pid", p->pid);
 	if (p->has_ppid)
@@ -195,8 +202,8 @@ static void proc_emit(struct emit *e, struct mt_recon *r, struct proc *p)
 	emit_int(e, "events", p->events);
 	series_emit(e, "heap", &p->heap, &r->pcfg, pts);
 	series_emit(e, "mapped", &p->mapped, &r->pcfg, pts);
-	gauges_emit(e, "rss", r, p->gauge_s, &r->pcfg, pts, false);
-	gauges_emit(e, "physical", r, p->gauge_s, &r->pcfg, pts, true);
+	gauges_emit(e, "rss", r, s, &r->pcfg, pts, false);
+	gauges_emit(e, "physical", r, s, &r->pcfg, pts, true);
 	totals_emit(e, "totals", &p->tot);
 	leaks_emit(e, "not_freed", &p->leaks, false);
 	emit_close(e, false);
@@ -328,6 +335,7 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 {
 	json_t *doc = json_object(), *in, *tree;
 	struct emit e = emit_into(doc);
+	const struct series *tree_gauges[NGAUGES];
 	struct totals sum = {0};
 	uint64_t end_t;
 	bool trailer = meta && meta->has_trailer;
@@ -398,8 +406,10 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 	e = emit_into(tree);
 	series_emit(&e, "heap", &r->heap, &r->cfg, true);
 	series_emit(&e, "mapped", &r->mapped, &r->cfg, true);
-	gauges_emit(&e, "rss", r, r->gauge_s, &r->cfg, true, false);
-	gauges_emit(&e, "physical", r, r->gauge_s, &r->cfg, true, true);
+	for (int g = 0; g < NGAUGES; g++)
+		tree_gauges[g] = &r->gauge_s[g];
+	gauges_emit(&e, "rss", r, tree_gauges, &r->cfg, true, false);
+	gauges_emit(&e, "physical", r, tree_gauges, &r->cfg, true, true);
 	totals_emit(&e, "totals", &sum);
 	leaks_emit(&e, "not_freed", &r->leaks, true);
 	json_object_set_new(tree, "histogram", histogram_json(r));

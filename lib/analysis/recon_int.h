@@ -66,7 +66,6 @@ struct series {
 	 * and their series' points would cost a cache miss per event */
 	struct point tail;
 	unsigned shift; /* adaptive/exact: bucket = t >> shift */
-	uint64_t width; /* fixed: bucket = t / width */
 	uint64_t peak;	/* exact, never bucketed */
 	uint64_t peak_t;
 	uint64_t cur;
@@ -169,7 +168,10 @@ struct proc {
 	uint64_t brk_cur;
 	struct series mapped;
 	uint64_t gauge[NGAUGES];
-	struct series gauge_s[NGAUGES];
+	/* the RSS gauges' series; the PSS ones (--physical only) are
+	 * allocated at the first PSS event: see proc_gauge_s */
+	struct series gauge_s[G_RSS_TOTAL + 1];
+	struct series *pss_s;
 	struct leak_top leaks;
 	struct proc *next; /* creation order */
 };
@@ -230,6 +232,14 @@ struct mt_recon {
 	bool sites_on;
 	uint64_t cur_stack;
 };
+
+/* Process p's series of gauge g; NULL for a PSS gauge it never had. */
+static inline struct series *proc_gauge_s(struct proc *p, enum gauge g)
+{
+	if (g <= G_RSS_TOTAL)
+		return &p->gauge_s[g];
+	return p->pss_s ? &p->pss_s[g - G_PSS_TOTAL] : NULL;
+}
 
 /* ---- series (recon_series.c) ----------------------------------------- */
 
@@ -340,7 +350,11 @@ void ranges_clear(struct ranges *r);
 
 /* ---- leaks (recon_leaks.c) ------------------------------------------- */
 
+/* An empty top of cap leaks; its array is allocated at the first leak. */
 int leak_top_init(struct leak_top *lt, size_t cap);
+/* A process's top once it ended: its array cut to the leaks it holds (no
+ * leak_add after). */
+void leak_top_shrink(struct leak_top *lt);
 void leak_add(struct leak_top *lt, const struct leak *lk);
 /* The kept leaks in listing order, heaviest first. */
 void leak_top_sort(struct leak_top *lt);

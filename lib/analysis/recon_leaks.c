@@ -51,6 +51,9 @@ void leak_add(struct leak_top *lt, const struct leak *lk)
 	lt->bytes += lk->size;
 	if (!lt->cap)
 		return;
+	/* most processes leak nothing: the array comes with the first */
+	if (!lt->v && !(lt->v = calloc(lt->cap, sizeof(*lt->v))))
+		return; /* out of memory: counted, not listed */
 	if (lt->n < lt->cap) {
 		size_t i = lt->n++;
 
@@ -72,9 +75,23 @@ int leak_top_init(struct leak_top *lt, size_t cap)
 {
 	memset(lt, 0, sizeof(*lt));
 	lt->cap = cap;
-	if (cap && !(lt->v = calloc(cap, sizeof(*lt->v))))
-		return -1;
 	return 0;
+}
+
+void leak_top_shrink(struct leak_top *lt)
+{
+	struct leak *v;
+
+	if (!lt->v || lt->n == lt->cap)
+		return;
+	if (!lt->n) {
+		free(lt->v);
+		lt->v = NULL;
+		return;
+	}
+	v = realloc(lt->v, lt->n * sizeof(*v));
+	if (v)
+		lt->v = v;
 }
 
 static int leak_cmp(const void *a, const void *b)
@@ -86,5 +103,6 @@ static int leak_cmp(const void *a, const void *b)
 
 void leak_top_sort(struct leak_top *lt)
 {
-	qsort(lt->v, lt->n, sizeof(*lt->v), leak_cmp);
+	if (lt->n) /* else v may be NULL: no array until the first leak */
+		qsort(lt->v, lt->n, sizeof(*lt->v), leak_cmp);
 }

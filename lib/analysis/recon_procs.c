@@ -276,7 +276,7 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
  */
 static char *exec_path(const char *s, size_t n, size_t *len)
 {
-	char *out = malloc(3 * n + 1), *o = out;
+	char *out = malloc(3 * n + 1), *o = out, *shrunk;
 
 	if (!out)
 		return NULL;
@@ -295,7 +295,9 @@ static char *exec_path(const char *s, size_t n, size_t *len)
 	}
 	*o = 0;
 	*len = o - out;
-	return out;
+	/* kept as long as its process: no room for the worst case */
+	shrunk = realloc(out, *len + 1);
+	return shrunk ? shrunk : out;
 }
 
 void on_process_exec(struct mt_recon *r, struct proc *p,
@@ -337,7 +339,8 @@ static void proc_drop_series(struct proc *p)
 	series_drop(&p->heap);
 	series_drop(&p->mapped);
 	for (int g = 0; g < NGAUGES; g++)
-		series_drop(&p->gauge_s[g]);
+		if (proc_gauge_s(p, g))
+			series_drop(proc_gauge_s(p, g));
 }
 
 static void proc_keep_series(struct proc *p)
@@ -345,7 +348,8 @@ static void proc_keep_series(struct proc *p)
 	series_shrink(&p->heap);
 	series_shrink(&p->mapped);
 	for (int g = 0; g < NGAUGES; g++)
-		series_shrink(&p->gauge_s[g]);
+		if (proc_gauge_s(p, g))
+			series_shrink(proc_gauge_s(p, g));
 }
 
 static void kept_sift_down(struct mt_recon *r, size_t i)
@@ -410,6 +414,7 @@ void on_process_exit(struct mt_recon *r, struct proc *p, uint32_t status,
 		     uint64_t t)
 {
 	end_address_space(r, p, t, "exit");
+	leak_top_shrink(&p->leaks);
 	keep_if_heavy(r, p);
 	p->ended = true;
 	p->end_t = t;
@@ -497,7 +502,9 @@ void proc_free(struct proc *p)
 	free(p->heap.pts);
 	free(p->mapped.pts);
 	for (int g = 0; g < NGAUGES; g++)
-		free(p->gauge_s[g].pts);
+		if (proc_gauge_s(p, g))
+			free(proc_gauge_s(p, g)->pts);
+	free(p->pss_s);
 	free(p->leaks.v);
 	for (size_t i = 0; i < p->nexecs; i++)
 		free(p->execs[i].path);

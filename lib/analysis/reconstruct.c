@@ -237,11 +237,19 @@ static void on_mapping(struct mt_recon *r, struct proc *p,
 void gauge_set(struct mt_recon *r, struct proc *p, enum gauge g, uint64_t v,
 	       uint64_t t)
 {
-	if (p->gauge[g] == v && p->gauge_s[g].n)
+	struct series *s = proc_gauge_s(p, g);
+
+	if (!s) { /* a PSS gauge, the process's first */
+		p->pss_s = calloc(NGAUGES - G_PSS_TOTAL, sizeof(*p->pss_s));
+		if (!p->pss_s)
+			return; /* out of memory: the sample goes unseen */
+		s = proc_gauge_s(p, g);
+	}
+	if (p->gauge[g] == v && s->n)
 		return;
 	r->gauge[g] += v - p->gauge[g]; /* wraps correctly when lower */
 	p->gauge[g] = v;
-	track(r, &p->gauge_s[g], &r->pcfg, t, v);
+	track(r, s, &r->pcfg, t, v);
 	track(r, &r->gauge_s[g], &r->cfg, t, r->gauge[g]);
 }
 
@@ -421,7 +429,7 @@ static inline void prefetch_proc(const struct mt_recon *r,
 	__builtin_prefetch(p);
 	__builtin_prefetch((const char *)p + 64);
 	__builtin_prefetch((const char *)p + 128);
-	if (ev->kind == MT_EV_RSS && ev->aux < NGAUGES) {
+	if (ev->kind == MT_EV_RSS && ev->aux <= G_RSS_SHMEM) {
 		__builtin_prefetch(&p->gauge[ev->aux]);
 		__builtin_prefetch(&p->gauge_s[ev->aux]);
 		__builtin_prefetch(&p->gauge_s[G_RSS_TOTAL]);
