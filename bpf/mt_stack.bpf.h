@@ -309,7 +309,7 @@ static __always_inline struct mt_event *reserve_stacked(__u64 stack_key)
 		return reserve_event();
 	se = bpf_ringbuf_reserve(&events, sizeof(*se), 0);
 	if (!se) {
-		count_lost(MT_LOST_EVENTS_RING);
+		ring_full(MT_LOST_EVENTS_RING, events_high_water);
 		return NULL;
 	}
 	se->stack_key = stack_key;

@@ -41,6 +41,21 @@ volatile __u32 discover_code = 0;
  * default) or let it run on while mt-trace attaches (--no-stop). */
 const volatile bool stop_for_new_code = true;
 
+/*
+ * Backpressure (the default; off with --no-backpressure or --no-stop): a
+ * traced process whose record finds its ring past the ring's high-water
+ * mark is stopped until mt-trace has drained the ring, instead of losing
+ * what it would make next.  The marks are set by mt-trace (0: never); the
+ * switch goes off once mt-trace stops reading, so that it never leaves a
+ * process stopped.  Every stop bumps `throttles`, which mt-trace reads
+ * through the mapped .bss: the `throttled` table is looked at only when
+ * it moved.
+ */
+const volatile __u64 events_high_water = 0;
+const volatile __u64 lifecycle_high_water = 0;
+volatile __u32 backpressure = 0;
+volatile __u64 throttles = 0;
+
 /* Flipped at run time by mt-trace (enable/disable, --start-disabled). */
 volatile __u32 allocs_enabled = 1;
 volatile __u32 syscalls_enabled = 1;
@@ -102,6 +117,26 @@ struct {
 	__type(value, __u64);
 } resumed SEC(".maps");
 
+/* Processes stopped by backpressure: tgid -> when, written after the
+ * stop; `unthrottled` (mt-trace's) holds the stop it undid last, the same
+ * pair of one-writer tables as stopped/resumed, watched by the watchdog
+ * the same way. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64);
+} throttled SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64);
+} unthrottled SEC(".maps");
+
 /* Events that could not be delivered, by enum mt_lost_reason. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -155,12 +190,64 @@ static __always_inline bool is_traced(__u32 tgid)
 	return state && *state == MT_TRACED;
 }
 
+#define SIGSTOP_ 19
+#define SIGCONT_ 18
+
+/*
+ * Backpressure: stop the current process, a traced one, until mt-trace
+ * has drained the rings.  Stop first, then put the stop on record: mt-trace
+ * continues only recorded stops, so its SIGCONT always comes after the
+ * SIGSTOP (a SIGCONT cancels a stop still pending; one sent before would
+ * leave the process stopped for good).  A stop that cannot be recorded is
+ * undone at once.  Threads of the process on other CPUs stop with it (a
+ * group stop); the few records they make meanwhile fit above the mark.
+ */
+static __always_inline void throttle(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 when;
+
+	if (!backpressure || !is_traced(tgid))
+		return;
+	if (bpf_send_signal(SIGSTOP_))
+		return; /* an exiting task: no stop */
+	when = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&throttled, &tgid, &when, BPF_ANY)) {
+		bpf_send_signal(SIGCONT_);
+		return;
+	}
+	__sync_fetch_and_add(&throttles, 1);
+}
+
+/* The ring's fill level after a record went in: the wake-up flag for the
+ * consumer, and a stop past the high-water mark. */
+static __always_inline __u64 ring_pressure(void *ring, __u64 wakeup_at,
+					   __u64 high_water)
+{
+	__u64 filled = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
+
+	if (filled < wakeup_at)
+		return BPF_RB_NO_WAKEUP;
+	if (high_water && filled >= high_water)
+		throttle();
+	return BPF_RB_FORCE_WAKEUP;
+}
+
+/* A record did not fit: counted as lost, and its maker waits for the next
+ * ones (the event itself is reserved before anything is decided). */
+static __always_inline void ring_full(__u32 reason, __u64 high_water)
+{
+	count_lost(reason);
+	if (high_water)
+		throttle();
+}
+
 static __always_inline struct mt_event *reserve_event(void)
 {
 	struct mt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
 	if (!e)
-		count_lost(MT_LOST_EVENTS_RING);
+		ring_full(MT_LOST_EVENTS_RING, events_high_water);
 	return e;
 }
 
@@ -169,17 +256,22 @@ static __always_inline struct mt_event *reserve_lifecycle(__u64 bytes)
 	struct mt_event *e = bpf_ringbuf_reserve(&lifecycle, bytes, 0);
 
 	if (!e)
-		count_lost(MT_LOST_LIFECYCLE_RING);
+		ring_full(MT_LOST_LIFECYCLE_RING, lifecycle_high_water);
 	return e;
 }
 
 static __always_inline void submit_event(struct mt_event *e)
 {
-	__u64 flags = BPF_RB_NO_WAKEUP;
+	bpf_ringbuf_submit(
+	    e, ring_pressure(&events, wakeup_bytes, events_high_water));
+}
 
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
-		flags = BPF_RB_FORCE_WAKEUP;
-	bpf_ringbuf_submit(e, flags);
+/* A fork or exec record (the ring's own wake-up rule: a consumer waiting
+ * is woken). */
+static __always_inline void submit_lifecycle(void *e)
+{
+	ring_pressure(&lifecycle, 0, lifecycle_high_water);
+	bpf_ringbuf_submit(e, 0);
 }
 
 static __always_inline void fill_event(struct mt_event *e, __u16 kind,
@@ -449,7 +541,6 @@ int alloc_session(struct pt_regs *ctx)
 
 /* ---- code mapped by traced processes ------------------------------------ */
 
-#define SIGSTOP_       19
 #define PROT_EXEC_     0x4
 #define MAP_ANONYMOUS_ 0x20
 
@@ -701,10 +792,8 @@ static __always_inline void emit_rss(struct rss_slot *slot)
 	e->pid = slot->owner_tgid; /* the tid stays the task that caused it */
 	e->aux = slot->member;
 	e->size = slot->size;
-	flags = bpf_ringbuf_query(&lifecycle, BPF_RB_AVAIL_DATA) >=
-			lifecycle_wakeup_bytes
-		    ? BPF_RB_FORCE_WAKEUP
-		    : BPF_RB_NO_WAKEUP;
+	flags = ring_pressure(&lifecycle, lifecycle_wakeup_bytes,
+			      lifecycle_high_water);
 	bpf_ringbuf_submit(e, flags);
 }
 
@@ -781,7 +870,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	e->pid = child_tgid;
 	e->tid = child_tgid;
 	e->old_addr = parent_tgid;
-	bpf_ringbuf_submit(e, 0);
+	submit_lifecycle(e);
 	return 0;
 }
 
@@ -811,7 +900,7 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
 	len = bpf_probe_read_kernel_str(r->path, sizeof(r->path),
 					BPF_CORE_READ(bprm, filename));
 	r->ev.aux = len > 0 ? len - 1 : 0; /* without the NUL */
-	bpf_ringbuf_submit(r, 0);
+	submit_lifecycle(r);
 	/* the program's own code: a static allocator is in it */
 	new_code(BPF_CORE_READ(bprm, file), bpf_get_current_pid_tgid(), 0, 0);
 	emit_exec_code_maps();
@@ -842,5 +931,6 @@ int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
 	}
 	bpf_map_delete_elem(&traced, &tgid);
 	bpf_map_delete_elem(&stopped, &tgid); /* no stop to undo any more */
+	bpf_map_delete_elem(&throttled, &tgid);
 	return 0;
 }

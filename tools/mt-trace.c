@@ -34,7 +34,7 @@ static void usage(FILE *f)
 	      "--no-track-allocators] [--libc PATH]\n"
 	      "                [--control FIFO]"
 	      " [--scan FILE] [--no-stop] [--start-disabled]\n"
-	      "                [--physical]"
+	      "                [--no-backpressure] [--physical]"
 	      " [--interval DURATION] [--wait-detach]\n"
 	      "                [--stacks=BOOL | --no-stacks] [--stack-depth N] "
 	      "-- CMD [ARGS...]\n"
@@ -62,7 +62,12 @@ static void usage(FILE *f)
 	      "      --no-stop             do not stop a process while its new "
 	      "code is inspected\n"
 	      "                            (invisible to it; its first calls "
-	      "may be missed)\n"
+	      "may be missed;\n"
+	      "                            implies --no-backpressure)\n"
+	      "      --no-backpressure     drop (and count) what a full ring "
+	      "cannot hold rather\n"
+	      "                            than stop its maker until it is "
+	      "drained\n"
 	      "      --scan FILE           also probe the allocators of this "
 	      "ELF file (repeatable;\n"
 	      "                            env MT_SCAN=FILE:FILE...)\n"
@@ -237,6 +242,7 @@ int main(int argc, char **argv)
 		OPT_INTERVAL,
 		OPT_SCAN,
 		OPT_NO_STOP,
+		OPT_NO_BACKPRESSURE,
 		OPT_WAIT_DETACH,
 		OPT_STACKS,
 		OPT_NO_STACKS,
@@ -256,6 +262,7 @@ int main(int argc, char **argv)
 	    {"interval", required_argument, NULL, OPT_INTERVAL},
 	    {"scan", required_argument, NULL, OPT_SCAN},
 	    {"no-stop", no_argument, NULL, OPT_NO_STOP},
+	    {"no-backpressure", no_argument, NULL, OPT_NO_BACKPRESSURE},
 	    {"wait-detach", no_argument, NULL, OPT_WAIT_DETACH},
 	    {"stacks", optional_argument, NULL, OPT_STACKS},
 	    {"no-stacks", no_argument, NULL, OPT_NO_STACKS},
@@ -325,6 +332,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_NO_STOP:
 			o.no_stop = true;
+			break;
+		case OPT_NO_BACKPRESSURE:
+			o.no_backpressure = true;
 			break;
 		case OPT_WAIT_DETACH:
 			o.wait_detach = true;

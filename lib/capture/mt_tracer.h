@@ -27,6 +27,7 @@ struct mt_tracer_opts {
 	char **scan;		  /* --scan: more ELF files to probe at start */
 	size_t nscan;
 	bool no_stop;	      /* --no-stop: new code is not waited for */
+	bool no_backpressure; /* --no-backpressure: a full ring drops */
 	bool start_disabled;  /* allocator and syscall events off at first */
 	bool physical;	      /* --physical: PSS of the tree */
 	uint64_t interval_ns; /* --interval for PSS sampling */

@@ -311,6 +311,7 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 	choose_alloc_programs(skel, mode, o->track_allocators);
 	t->probe_mode = mode;
 	mt_tracer_stacks_configure(t, skel);
+	mt_backpressure_configure(t, skel);
 	err = mt_trace__load(skel);
 	if (btf_fd >= 0)
 		close(btf_fd);
@@ -567,6 +568,7 @@ static int on_lifecycle(void *ctx, void *data, size_t size)
 		live_remove(t, e->pid);
 		if (t->watchdog > 0) /* stops are made and recorded */
 			mt_code_exited(&t->code, e->pid);
+		mt_backpressure_exited(t, e->pid);
 	}
 	if (e->kind == MT_EV_EXEC) {
 		payload = e->aux;
@@ -768,6 +770,8 @@ static int drain(struct tracer *t, bool final)
 	if (t->code.nqueued || t->code.nexited)
 		mt_code_inspect_queued(&t->code);
 	mt_tracer_code_maps_pending(t);
+	/* the rings are empty now: whoever filled them goes on */
+	mt_backpressure_release(t, false);
 	return write_batch(t);
 }
 
@@ -1145,6 +1149,7 @@ static void release_stopped(struct tracer *t)
 	if (t->rings)
 		ring_buffer__consume(t->rings);
 	mt_code_resume_queued(&t->code);
+	mt_backpressure_release(t, true);
 }
 
 /*
@@ -1192,16 +1197,20 @@ static bool detach_in_background(struct tracer *t)
 }
 
 /*
- * Stops for new code are undone by mt-trace; should it die before, by its
- * watchdog (watchdog.c).  Only with stops: --no-stop and
- * --track-allocators=false make none.
+ * Stops for new code and for backpressure are undone by mt-trace; should
+ * it die before, by its watchdog (watchdog.c).  Only with stops: --no-stop
+ * makes none, --track-allocators=false none for code.
  */
 static void start_watchdog(struct tracer *t)
 {
-	if (!t->opts->track_allocators || t->opts->no_stop)
+	bool code_stops = t->opts->track_allocators && !t->opts->no_stop;
+
+	if (!code_stops && !t->backpressure)
 		return;
 	t->watchdog = mt_watchdog_start(bpf_map__fd(t->skel->maps.stopped),
-					bpf_map__fd(t->skel->maps.resumed));
+					bpf_map__fd(t->skel->maps.resumed),
+					bpf_map__fd(t->skel->maps.throttled),
+					bpf_map__fd(t->skel->maps.unthrottled));
 }
 
 /* mt-trace is ending with every stop undone (release_stopped(), and its
@@ -1222,8 +1231,10 @@ static void cleanup(struct tracer *t)
 		mt_control_close(&t->control);
 	if (t->sample_fd >= 0)
 		close(t->sample_fd);
-	if (t->skel)
+	if (t->skel) {
 		t->skel->bss->discover_code = 0;
+		t->skel->bss->backpressure = 0;
+	}
 	if (!detach_in_background(t))
 		detach_all(t);
 	release_stopped(t);
@@ -1245,7 +1256,10 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 			   .release_fd = -1,
 			   .pidfd = -1,
 			   .sample_fd = -1,
-			   .watchdog = -1};
+			   .watchdog = -1,
+			   /* a stop is what --no-stop asks never to see */
+			   .backpressure =
+			       !opts->no_backpressure && !opts->no_stop};
 	struct mt_meta end = {0};
 	uint64_t rss_dropped;
 	sigset_t old;

@@ -70,6 +70,10 @@ struct tracer {
 	uint64_t start_realtime_ns;
 	/* call stacks: code files and stack ids (tracer_stacks.c) */
 	struct mt_tracer_stacks *stacks;
+	/* backpressure (backpressure.c): on, and the BPF side's stop count
+	 * when its table was last found all continued */
+	bool backpressure;
+	uint64_t throttles_released;
 };
 
 uint64_t mt_clock_ns(clockid_t id);
@@ -94,5 +98,14 @@ int mt_tracer_stack_ref(struct tracer *t, const struct mt_event *staged);
 int mt_tracer_code_map(struct tracer *t, const struct mt_event *staged);
 void mt_tracer_code_maps_pending(struct tracer *t);
 void mt_tracer_stacks_free(struct tracer *t);
+
+/* backpressure.c */
+/* before the load: the rings' high-water marks (t->backpressure set) */
+void mt_backpressure_configure(struct tracer *t, struct mt_trace *skel);
+/* continue the processes stopped for a full ring, once it is drained;
+ * all: look at the table even when no new stop was counted */
+void mt_backpressure_release(struct tracer *t, bool all);
+/* an exit record was read: the process's note goes */
+void mt_backpressure_exited(struct tracer *t, pid_t pid);
 
 #endif /* MT_TRACER_INT_H */

@@ -5,8 +5,11 @@
  * The BPF side stops a process that maps new code until mt-trace has
  * inspected the file and sent SIGCONT (tracer_code.c).  Should mt-trace die
  * in between (SIGKILL, the OOM killer, a crash), nobody would send it: the
- * process would stay stopped for good, reparented to init.  So mt-trace
- * forks this watchdog once the BPF side is loaded.  It keeps two maps and
+ * process would stay stopped for good, reparented to init; so would one
+ * stopped by backpressure until mt-trace drained a ring (backpressure.c),
+ * whose stops are kept in a second pair of tables, throttled and
+ * unthrottled, written the same way.  So mt-trace
+ * forks this watchdog once the BPF side is loaded.  It keeps four maps and
  * a pidfd of mt-trace, nothing else (no link, so mt-trace's death detaches
  * every probe; not the trace's output, so its reader sees the end; its own
  * session, so no signal meant for the command's terminal reaches it), and
@@ -86,20 +89,22 @@ static int resume_stopped(int stopped_fd, int resumed_fd, struct undone *u)
 	return n;
 }
 
-/* Close every descriptor but keep[0..2] (sorted here). */
-static void keep_only(int keep[3])
+#define NKEEP 5
+
+/* Close every descriptor but keep[0..NKEEP-1] (sorted here). */
+static void keep_only(int keep[NKEEP])
 {
 	int lo = 3;
 
-	for (int i = 0; i < 3; i++)
-		for (int j = i + 1; j < 3; j++)
+	for (int i = 0; i < NKEEP; i++)
+		for (int j = i + 1; j < NKEEP; j++)
 			if (keep[j] < keep[i]) {
 				int x = keep[i];
 
 				keep[i] = keep[j];
 				keep[j] = x;
 			}
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < NKEEP; i++) {
 		if (keep[i] < lo)
 			continue; /* -1: none */
 		if (keep[i] > lo)
@@ -109,11 +114,18 @@ static void keep_only(int keep[3])
 	close_range(lo, ~0u, 0);
 }
 
-static _Noreturn void watch(pid_t tracer, int stopped_fd, int resumed_fd)
+/* Both kinds of stops: for new code, for backpressure. */
+static int resume_all(const int fds[4], struct undone *u)
+{
+	return resume_stopped(fds[0], fds[1], u) +
+	       resume_stopped(fds[2], fds[3], u);
+}
+
+static _Noreturn void watch(pid_t tracer, const int fds[4])
 {
 	int pidfd = syscall(SYS_pidfd_open, tracer, 0);
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	int keep[3] = {stopped_fd, resumed_fd, pidfd};
+	int keep[NKEEP] = {fds[0], fds[1], fds[2], fds[3], pidfd};
 	struct pollfd p = {.fd = pidfd, .events = POLLIN};
 	struct timespec grace = {0, GRACE_MS * 1000000L};
 	struct undone undone = {.n = 0};
@@ -134,9 +146,9 @@ static _Noreturn void watch(pid_t tracer, int stopped_fd, int resumed_fd)
 		if (pidfd < 0)
 			nanosleep(&grace, NULL);
 	}
-	n = resume_stopped(stopped_fd, resumed_fd, &undone);
+	n = resume_all(fds, &undone);
 	nanosleep(&grace, NULL);
-	n += resume_stopped(stopped_fd, resumed_fd, &undone);
+	n += resume_all(fds, &undone);
 	if (n)
 		fprintf(stderr,
 			"mt-trace: watchdog: mt-trace (pid %d) ended with %d "
@@ -145,8 +157,11 @@ static _Noreturn void watch(pid_t tracer, int stopped_fd, int resumed_fd)
 	_exit(0);
 }
 
-int mt_watchdog_start(int stopped_fd, int resumed_fd)
+int mt_watchdog_start(int stopped_fd, int resumed_fd, int throttled_fd,
+		      int unthrottled_fd)
 {
+	const int fds[4] = {stopped_fd, resumed_fd, throttled_fd,
+			    unthrottled_fd};
 	pid_t tracer = getpid(), pid = fork();
 
 	if (pid < 0) {
@@ -155,6 +170,6 @@ int mt_watchdog_start(int stopped_fd, int resumed_fd)
 		return -1;
 	}
 	if (pid == 0)
-		watch(tracer, stopped_fd, resumed_fd);
+		watch(tracer, fds);
 	return pid;
 }
