@@ -4,7 +4,8 @@
  * known by construction (two stacks, a realloc, a fork, an exit), and on
  * random traces of several processes the sites add up to the tree's own
  * figures, computed apart: the bytes live at the peak to the heap peak,
- * the bytes and calls allocated to the totals, the leaks to the leaks.
+ * the bytes and calls allocated to the totals, the bytes leaked to the
+ * tree's "not_freed".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,6 +177,7 @@ static void sums(unsigned seed)
 		  tree(doc, "totals", "allocated_bytes"));
 	CHECK_INT(sum_of(doc, "allocations"),
 		  tree(doc, "totals", "allocations"));
+	CHECK(tree(doc, "not_freed", "bytes") > 0);
 	CHECK_INT(sum_of(doc, "leaked_bytes"), tree(doc, "not_freed", "bytes"));
 	CHECK_INT(json_integer_value(json_object_get(
 		      json_object_get(doc, "sites"), "heap_peak")),
