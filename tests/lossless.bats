@@ -34,10 +34,17 @@ start_hog() {
 	hog=$!
 }
 
-# storm_tree N: 20 storm processes of N pairs at once, under one shell.
+# storm_tree STORM N: 20 STORM processes of N pairs at once, under one
+# shell, which fails when one of them does.
 storm_tree() {
-	bash -c 'for i in $(seq 20); do "$1" "$2" & done; wait' _ \
-		"$MT_FIXTURES/storm" "$1"
+	local pids=() pid
+	for i in $(seq 20); do
+		"$1" "$2" &
+		pids+=($!)
+	done
+	for pid in "${pids[@]}"; do
+		wait "$pid" || return 1
+	done
 }
 export -f storm_tree
 
@@ -51,7 +58,7 @@ counts() {
 	n=$STORM_PAIRS
 	for run in $(seq "$STORM_RUNS"); do
 		MT_FIXTURE_LOG=/dev/null trace_ok -- \
-			bash -c 'storm_tree "$1"' _ "$n"
+			bash -c 'storm_tree "$@"' _ "$MT_FIXTURES/storm" "$n"
 		run counts storm
 		echo "run $run: $output"
 		assert_output "{\"lost\": 0, \"lost_records\": 0, \"processes\": 20, \"counts\": {\"[$n, $n]\": 20}}"
@@ -65,14 +72,14 @@ counts() {
 	n=$STORM_PAIRS
 	# 20 x 2 n events of 64 bytes through a ring of 1,024: full many times
 	MT_FIXTURE_LOG=/dev/null trace_ok --ring-size 64KiB -- \
-		bash -c 'storm_tree "$1"' _ "$n"
+		bash -c 'storm_tree "$@"' _ "$MT_FIXTURES/storm" "$n"
 	run counts storm
 	echo "backpressure: $output"
 	assert_output "{\"lost\": 0, \"lost_records\": 0, \"processes\": 20, \"counts\": {\"[$n, $n]\": 20}}"
 	# the same without it drops: what the test above would see on a
 	# tracer that only counts (the old mt-trace)
 	MT_FIXTURE_LOG=/dev/null trace_ok --ring-size 64KiB --no-backpressure \
-		-- bash -c 'storm_tree "$1"' _ "$n"
+		-- bash -c 'storm_tree "$@"' _ "$MT_FIXTURES/storm" "$n"
 	run "$PY" -c '
 import json, sys
 c = json.load(sys.stdin)
