@@ -111,7 +111,8 @@ $(OUTPUT)/lib/%.o: lib/%.c $(LIB_HDRS) bpf/mt_event.h | $(OUTPUT)/lib
 
 # The tracer's objects embed the BPF program (the skeleton holds its bytes):
 # they must be rebuilt whenever it changes.
-$(addprefix $(OUTPUT)/lib/capture/,tracer.o tracer_code.o physical.o): $(BPF_SKELS)
+$(addprefix $(OUTPUT)/lib/capture/,tracer.o tracer_code.o tracer_batch.o \
+	tracer_drain.o tracer_stacks.o backpressure.o physical.o): $(BPF_SKELS)
 $(LIB_OBJS): | $(BPF_SKELS)
 
 # Rewritten only when the version or the revision changes.

@@ -51,23 +51,12 @@
 #include "mt_watchdog.h"
 #include "tracer_int.h"
 
-/* A batch is written when it holds this many records (about 3.5 MiB), and
- * at every drain. */
-#define BATCH_MAX_RECORDS 65536
 /* How often the events ring is drained when it does not wake us (its BPF
  * side wakes the consumer only at a fill level). */
 #define DRAIN_INTERVAL_MS 50
 
 /* libbpf's print callback has no context pointer */
 static int mt_tracer_verbose;
-
-static uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
 
 /* ---- the child ---------------------------------------------------------- */
 
@@ -333,18 +322,16 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 	return mt_tracer_stacks_loaded(t);
 }
 
-static int on_event(void *ctx, void *data, size_t size);
-static int on_lifecycle(void *ctx, void *data, size_t size);
-
-/* Consumers of both rings, the lifecycle ring first (see collect()). */
+/* Consumers of both rings, the lifecycle ring first (see mt_tracer_collect()).
+ */
 static int make_rings(struct tracer *t)
 {
 	ring_buffer__free(t->rings);
 	t->rings = ring_buffer__new(bpf_map__fd(t->skel->maps.lifecycle),
-				    on_lifecycle, t, NULL);
+				    mt_tracer_on_lifecycle, t, NULL);
 	if (!t->rings ||
 	    ring_buffer__add(t->rings, bpf_map__fd(t->skel->maps.events),
-			     on_event, t)) {
+			     mt_tracer_on_event, t)) {
 		fprintf(stderr, "mt-trace: ring buffer: %s\n", strerror(errno));
 		return -1;
 	}
@@ -496,317 +483,6 @@ static int setup_bpf(struct tracer *t)
 	return 0;
 }
 
-/* ---- draining the rings into batches ------------------------------------ */
-
-/*
- * An event with a stack becomes two staged records, a STACK_REF (addr =
- * the stack's key) and the event, with the same timestamp: the merge by
- * time is stable, so they stay together (tracer_stacks.c turns the key
- * into an id).  A stack's own record is kept aside until first used.
- */
-static int on_event(void *ctx, void *data, size_t size)
-{
-	struct tracer *t = ctx;
-	const struct mt_stacked_event *se = data;
-
-	if (size < sizeof(struct mt_event))
-		return 0;
-	if (se->ev.kind == MT_EV_STACK) {
-		mt_tracer_stack_seen(t, data, size);
-		return 0;
-	}
-	t->ev = mt_grow(t->ev, &t->cap_ev, t->nev + 2, sizeof(*t->ev));
-	if (size >= sizeof(*se) && se->stack_key) {
-		t->ev[t->nev] = se->ev;
-		t->ev[t->nev].kind = MT_EV_STACK_REF;
-		t->ev[t->nev].flags = 0;
-		t->ev[t->nev].aux = 0;
-		t->ev[t->nev].addr = se->stack_key;
-		t->ev[t->nev].size = t->ev[t->nev].old_addr =
-		    t->ev[t->nev].old_size = 0;
-		t->nev++;
-	}
-	memcpy(&t->ev[t->nev++], data, sizeof(struct mt_event));
-	return 0;
-}
-
-static void live_add(struct tracer *t, pid_t pid)
-{
-	t->live =
-	    mt_grow(t->live, &t->cap_live, t->nlive + 1, sizeof(*t->live));
-	t->live[t->nlive++] = pid;
-}
-
-static void live_remove(struct tracer *t, pid_t pid)
-{
-	for (size_t i = 0; i < t->nlive; i++) {
-		if (t->live[i] == pid) {
-			t->live[i] = t->live[--t->nlive];
-			return;
-		}
-	}
-}
-
-/* Lifecycle records keep their payload (an exec's path) as DATA slots
- * right after the record, as the raw format wants them. */
-static int on_lifecycle(void *ctx, void *data, size_t size)
-{
-	struct tracer *t = ctx;
-	const struct mt_event *e = data;
-	size_t payload = 0, nslots;
-
-	if (size < sizeof(*e))
-		return 0;
-	if (e->kind == MT_EV_NEW_CODE) {
-		/* for mt-trace alone: the process waits for its inspection */
-		mt_code_queue(&t->code, e);
-		return 0;
-	}
-	if (e->kind == MT_EV_FORK) {
-		live_add(t, e->pid);
-	} else if (e->kind == MT_EV_EXIT) {
-		live_remove(t, e->pid);
-		if (t->watchdog > 0) /* stops are made and recorded */
-			mt_code_exited(&t->code, e->pid);
-		mt_backpressure_exited(t, e->pid);
-	}
-	if (e->kind == MT_EV_EXEC) {
-		payload = e->aux;
-		if (payload > size - sizeof(*e))
-			payload = size - sizeof(*e);
-	}
-	nslots = 1 + (payload + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE;
-	t->life_slots =
-	    mt_grow(t->life_slots, &t->cap_life_slots, t->nlife_slots + nslots,
-		    sizeof(*t->life_slots));
-	t->life =
-	    mt_grow(t->life, &t->cap_life, t->nlife + 1, sizeof(*t->life));
-	memset(&t->life_slots[t->nlife_slots], 0, nslots * MT_EVENT_SIZE);
-	memcpy(&t->life_slots[t->nlife_slots], e, sizeof(*e));
-	t->life_slots[t->nlife_slots].aux = payload ? payload : e->aux;
-	if (payload)
-		memcpy(&t->life_slots[t->nlife_slots + 1], e + 1, payload);
-	t->life[t->nlife++] = (struct staged_life){
-	    .timestamp = e->timestamp,
-	    .first = t->nlife_slots,
-	    .nslots = nslots,
-	};
-	t->nlife_slots += nslots;
-	return 0;
-}
-
-/* Sum of the per-CPU counters first..last-1 of the `lost` map. */
-static uint64_t read_counters(struct tracer *t, __u32 first, __u32 last)
-{
-	uint64_t total = 0, vals[t->ncpus];
-
-	for (__u32 k = first; k < last; k++) {
-		if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.lost), &k,
-					vals))
-			continue;
-		for (int c = 0; c < t->ncpus; c++)
-			total += vals[c];
-	}
-	return total;
-}
-
-static uint64_t read_lost(struct tracer *t)
-{
-	return read_counters(t, 0, MT_LOST_MAX);
-}
-
-static void output_gone(struct tracer *t)
-{
-	if (t->output_failed)
-		return; /* said once: its write and its epoll both tell */
-	fprintf(stderr,
-		"mt-trace: %s: the reader went away; stopping the command\n",
-		t->opts->out_name);
-	t->output_failed = true;
-}
-
-static int write_batch(struct tracer *t)
-{
-	struct mt_event *records =
-	    (struct mt_event *)(t->batch + sizeof(struct mt_raw_batch));
-	uint64_t lost_now = read_lost(t);
-	uint64_t lost = lost_now - t->lost_reported;
-	int err;
-
-	if (t->batch_records == 0 && lost == 0)
-		return 0;
-	err = mt_raw_write_batch(t->opts->out_fd, t->seq, lost, records,
-				 t->batch_records);
-	if (err) {
-		if (err == -EPIPE)
-			output_gone(t);
-		else
-			fprintf(stderr, "mt-trace: %s: %s\n", t->opts->out_name,
-				strerror(-err));
-		t->output_failed = true;
-		return -1;
-	}
-	t->seq++;
-	t->lost_reported = lost_now;
-	t->events_written += t->batch_records;
-	t->batch_records = 0;
-	return 0;
-}
-
-int mt_tracer_append(struct tracer *t, const struct mt_event *slots, size_t n)
-{
-	struct mt_event *records =
-	    (struct mt_event *)(t->batch + sizeof(struct mt_raw_batch));
-
-	if (t->batch_records + n > BATCH_MAX_RECORDS && write_batch(t))
-		return -1;
-	memcpy(&records[t->batch_records], slots, n * MT_EVENT_SIZE);
-	t->batch_records += n;
-	if (slots[0].timestamp > t->last_record_ns)
-		t->last_record_ns = slots[0].timestamp;
-	return 0;
-}
-
-/* Sort the few records the rings delivered out of time order (per-CPU
- * reservations race); nearly sorted input, so insertion sort. */
-static void sort_by_time(struct mt_event *ev, size_t n)
-{
-	for (size_t i = 1; i < n; i++) {
-		struct mt_event x = ev[i];
-		size_t j = i;
-
-		while (j > 0 && ev[j - 1].timestamp > x.timestamp) {
-			ev[j] = ev[j - 1];
-			j--;
-		}
-		ev[j] = x;
-	}
-}
-
-/* Keep the staged lifecycle records from first on (held for the next
- * drain) at the front of their arrays. */
-static void keep_life_from(struct tracer *t, size_t first)
-{
-	size_t slot = 0;
-
-	for (size_t k = first; k < t->nlife; k++) {
-		struct staged_life *l = &t->life[k];
-
-		memmove(&t->life_slots[slot], &t->life_slots[l->first],
-			l->nslots * sizeof(*t->life_slots));
-		t->life[k - first] =
-		    (struct staged_life){.timestamp = l->timestamp,
-					 .first = slot,
-					 .nslots = l->nslots};
-		slot += l->nslots;
-	}
-	t->nlife -= first;
-	t->nlife_slots = slot;
-}
-
-/*
- * Drain both rings and merge them by time into the batch, up to a
- * watermark: the time just before the lifecycle ring is read.  Every
- * record stamped up to it is written now, in time order; later ones wait
- * for the next drain.  That keeps each process's records in order across
- * the two rings:
- *  - an exit is committed after the process's last event: the lifecycle
- *    ring is read first and the events ring after it, so the events of an
- *    exit read now are all read too (reading the events ring first wrote
- *    a Munmap made just before an exit one drain after the Exit);
- *  - a fork is committed before the child first runs: a child's event
- *    stamped up to the watermark has its Fork in this drain or an earlier
- *    one, and a child whose Fork is not read yet has only later events.
- * final: the command is gone, write everything.
- */
-static int collect(struct tracer *t, bool final)
-{
-	uint64_t until = final ? UINT64_MAX : clock_ns(CLOCK_MONOTONIC);
-	size_t i = 0, j = 0;
-	int rc;
-
-	rc = ring_buffer__consume(t->rings);
-	if (rc < 0 && rc != -EINTR) {
-		fprintf(stderr, "mt-trace: ring buffer: %s\n", strerror(-rc));
-		return -1;
-	}
-	sort_by_time(t->ev, t->nev);
-	while ((i < t->nev && t->ev[i].timestamp <= until) ||
-	       (j < t->nlife && t->life[j].timestamp <= until)) {
-		if (j < t->nlife && t->life[j].timestamp <= until &&
-		    (i == t->nev ||
-		     t->life[j].timestamp <= t->ev[i].timestamp)) {
-			rc = mt_tracer_append(t,
-					      &t->life_slots[t->life[j].first],
-					      t->life[j].nslots);
-			j++;
-		} else if (t->ev[i].kind == MT_EV_STACK_REF) {
-			rc = mt_tracer_stack_ref(t, &t->ev[i]);
-			i++;
-		} else if (t->ev[i].kind == MT_EV_CODE_MAP) {
-			rc = mt_tracer_code_map(t, &t->ev[i]);
-			i++;
-		} else {
-			rc = mt_tracer_append(t, &t->ev[i], 1);
-			i++;
-		}
-		if (rc)
-			return -1;
-	}
-	/* t->ev is NULL until the first event: memmove's arguments may not */
-	if (i < t->nev)
-		memmove(t->ev, t->ev + i, (t->nev - i) * sizeof(*t->ev));
-	t->nev -= i;
-	keep_life_from(t, j);
-	t->written_until = until;
-	return 0;
-}
-
-static int drain(struct tracer *t, bool final)
-{
-	if (collect(t, final))
-		return -1;
-	/* stopped processes wait for this: before anything else */
-	if (t->code.nqueued || t->code.nexited)
-		mt_code_inspect_queued(&t->code);
-	mt_tracer_code_maps_pending(t);
-	/* the rings are empty now: whoever filled them goes on */
-	mt_backpressure_release(t, false);
-	return write_batch(t);
-}
-
-/*
- * An event mt-trace itself makes (marker, enable, disable, PSS sample):
- * stamped now, after everything the rings hold, so it lands after every
- * event that happened before it (and before those collect() keeps for the
- * next drain).
- */
-int mt_tracer_own_event(struct tracer *t, uint16_t kind, pid_t pid,
-			const void *payload, size_t len,
-			const struct mt_event *fields)
-{
-	struct mt_event
-	    slots[1 + (PATH_MAX + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE];
-	size_t nslots = 1 + (len + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE;
-
-	if (len > PATH_MAX)
-		return -1;
-	if (collect(t, false))
-		return -1;
-	memset(slots, 0, nslots * MT_EVENT_SIZE);
-	if (fields)
-		slots[0] = *fields;
-	slots[0].timestamp = clock_ns(CLOCK_MONOTONIC);
-	if (slots[0].timestamp > t->written_until)
-		slots[0].timestamp = t->written_until;
-	slots[0].pid = slots[0].tid = pid;
-	slots[0].kind = kind;
-	slots[0].aux = len ? len : slots[0].aux;
-	if (len)
-		memcpy(&slots[1], payload, len);
-	return mt_tracer_append(t, slots, nslots);
-}
-
 /* ---- the loop ------------------------------------------------------------ */
 
 static int make_signalfd(sigset_t *old)
@@ -932,7 +608,7 @@ static void on_control(void *ctx, enum mt_control_cmd cmd, const char *arg,
 	case MT_CTL_ENABLE:
 	case MT_CTL_DISABLE:
 		/* drain first: what happened before the switch stays in */
-		rc = collect(t, false);
+		rc = mt_tracer_collect(t, false);
 		set_enabled(t, cmd == MT_CTL_ENABLE);
 		if (!rc)
 			rc = mt_tracer_own_event(
@@ -1065,7 +741,7 @@ static int trace_loop(struct tracer *t, int sfd)
 				mt_control_read(&t->control, on_control, t);
 				break;
 			case SRC_OUTPUT:
-				output_gone(t);
+				mt_tracer_output_gone(t);
 				break;
 			case SRC_SAMPLE:
 				if (read(t->sample_fd, &ticks, sizeof(ticks)) >
@@ -1074,7 +750,7 @@ static int trace_loop(struct tracer *t, int sfd)
 				break;
 			}
 		}
-		if (drain(t, false))
+		if (mt_tracer_drain(t, false))
 			break;
 	}
 	close(epfd);
@@ -1265,8 +941,8 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	sigset_t old;
 	int sfd, status, err;
 
-	t.start_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
-	t.start_realtime_ns = clock_ns(CLOCK_REALTIME);
+	t.start_monotonic_ns = mt_clock_ns(CLOCK_MONOTONIC);
+	t.start_realtime_ns = mt_clock_ns(CLOCK_REALTIME);
 	signal(SIGPIPE, SIG_IGN);
 	t.batch = malloc(sizeof(struct mt_raw_batch) +
 			 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
@@ -1279,7 +955,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	t.rss = opts->rss && ensure_tracefs() == 0;
 	if (opts->rss && !t.rss)
 		fprintf(stderr, "mt-trace: warning: tracing without RSS\n");
-	live_add(&t, t.child);
+	mt_tracer_live_add(&t, t.child);
 	if (opts->physical)
 		fprintf(stderr, "mt-trace: physical memory: %s\n",
 			mt_physical_method_note(opts->verbose > 0));
@@ -1302,14 +978,14 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	status = wait_child_status(&t, &end);
 	report_exec_failure(&t);
 	/* everything the command did is committed by now: last drain */
-	if (drain(&t, true) || write_batch(&t)) {
+	if (mt_tracer_drain(&t, true) || mt_tracer_write_batch(&t)) {
 		cleanup(&t);
 		return MT_EXIT_TRACER_FAILED;
 	}
 	/* the command's own end, not when its trace was all written (a slow
 	 * reader may have held mt-trace up long after) */
 	end.end_monotonic_ns =
-	    t.last_record_ns ? t.last_record_ns : clock_ns(CLOCK_MONOTONIC);
+	    t.last_record_ns ? t.last_record_ns : mt_clock_ns(CLOCK_MONOTONIC);
 	end.events = t.events_written;
 	end.lost = t.lost_reported;
 	end.batches = t.seq;
@@ -1318,8 +994,8 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	if (err)
 		fprintf(stderr, "mt-trace: %s: %s\n", opts->out_name,
 			strerror(-err));
-	rss_dropped = read_counters(&t, MT_DROP_RSS_UNATTRIBUTED,
-				    MT_DROP_RSS_UNATTRIBUTED + 1);
+	rss_dropped = mt_tracer_read_counters(&t, MT_DROP_RSS_UNATTRIBUTED,
+					      MT_DROP_RSS_UNATTRIBUTED + 1);
 	if (opts->verbose && t.rss)
 		fprintf(stderr,
 			"mt-trace: %llu RSS updates not attributable (new or "

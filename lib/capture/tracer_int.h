@@ -76,10 +76,31 @@ struct tracer {
 	uint64_t throttles_released;
 };
 
-uint64_t mt_clock_ns(clockid_t id);
+static inline uint64_t mt_clock_ns(clockid_t id)
+{
+	struct timespec ts;
 
-/* Append records to the batch being built (tracer.c). */
+	clock_gettime(id, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* tracer_drain.c: the rings' callbacks, and their draining into batches
+ * (final: the last drain, which writes everything it holds) */
+int mt_tracer_on_event(void *ctx, void *data, size_t size);
+int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size);
+void mt_tracer_live_add(struct tracer *t, pid_t pid);
+int mt_tracer_collect(struct tracer *t, bool final);
+int mt_tracer_drain(struct tracer *t, bool final);
+
+/* tracer_batch.c: the batch being built, and its writing.  A batch is
+ * written when it holds BATCH_MAX_RECORDS records (about 3.5 MiB), and at
+ * every drain. */
+#define BATCH_MAX_RECORDS 65536
 int mt_tracer_append(struct tracer *t, const struct mt_event *slots, size_t n);
+int mt_tracer_write_batch(struct tracer *t);
+/* sum of the per-CPU counters first..last-1 of the `lost` map */
+uint64_t mt_tracer_read_counters(struct tracer *t, __u32 first, __u32 last);
+void mt_tracer_output_gone(struct tracer *t);
 
 /* Append an event mt-trace makes itself, after all the rings hold. */
 int mt_tracer_own_event(struct tracer *t, uint16_t kind, pid_t pid,
@@ -96,7 +117,10 @@ void mt_tracer_stacks_at_exec(struct tracer *t, pid_t pid);
 void mt_tracer_stack_seen(struct tracer *t, const void *data, size_t size);
 int mt_tracer_stack_ref(struct tracer *t, const struct mt_event *staged);
 int mt_tracer_code_map(struct tracer *t, const struct mt_event *staged);
-void mt_tracer_code_maps_pending(struct tracer *t);
+/* emit: how the core writes a CodeMap that waited (stamped now) */
+void mt_tracer_code_maps_pending(struct tracer *t,
+				 int (*emit)(struct tracer *t,
+					     const struct mt_event *e));
 void mt_tracer_stacks_free(struct tracer *t);
 
 /* backpressure.c */

@@ -469,7 +469,9 @@ int mt_tracer_code_map(struct tracer *t, const struct mt_event *staged)
 
 /* After inspecting new files: the mappings that waited for them (those of
  * a file that could not be opened are dropped). */
-void mt_tracer_code_maps_pending(struct tracer *t)
+void mt_tracer_code_maps_pending(struct tracer *t,
+				 int (*emit)(struct tracer *t,
+					     const struct mt_event *e))
 {
 	struct mt_tracer_stacks *s = t->stacks;
 	size_t n = s ? s->nmaps_pending : 0;
@@ -481,8 +483,7 @@ void mt_tracer_code_maps_pending(struct tracer *t)
 		e.old_size = known_file(s, &key);
 		e.aux = 0;
 		if (e.old_size && write_code_file(t, e.old_size, &e) == 0)
-			mt_tracer_own_event(t, MT_EV_CODE_MAP, e.pid, NULL, 0,
-					    &e);
+			emit(t, &e);
 	}
 	if (!s)
 		return;

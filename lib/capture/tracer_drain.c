@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tracer_drain.c - the two ring buffers drained into the raw stream's
+ * batches: events and lifecycle records merged by time against a
+ * watermark so that each process's records stay in order (its Fork
+ * before, its Exit after all it did), new code queued for inspection,
+ * and the events mt-trace makes itself stamped after what the rings held.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "mt_grow.h"
+#include "mt_probe.h"
+#include "mt_raw.h"
+#include "mt_stack.h"
+#include "mt_trace.skel.h"
+#include "tracer_int.h"
+
+/* ---- the rings drained into batches ------------------------------------ */
+
+/*
+ * An event with a stack becomes two staged records, a STACK_REF (addr =
+ * the stack's key) and the event, with the same timestamp: the merge by
+ * time is stable, so they stay together (tracer_stacks.c turns the key
+ * into an id).  A stack's own record is kept aside until first used.
+ */
+int mt_tracer_on_event(void *ctx, void *data, size_t size)
+{
+	struct tracer *t = ctx;
+	const struct mt_stacked_event *se = data;
+
+	if (size < sizeof(struct mt_event))
+		return 0;
+	if (se->ev.kind == MT_EV_STACK) {
+		mt_tracer_stack_seen(t, data, size);
+		return 0;
+	}
+	t->ev = mt_grow(t->ev, &t->cap_ev, t->nev + 2, sizeof(*t->ev));
+	if (size >= sizeof(*se) && se->stack_key) {
+		t->ev[t->nev] = se->ev;
+		t->ev[t->nev].kind = MT_EV_STACK_REF;
+		t->ev[t->nev].flags = 0;
+		t->ev[t->nev].aux = 0;
+		t->ev[t->nev].addr = se->stack_key;
+		t->ev[t->nev].size = t->ev[t->nev].old_addr =
+		    t->ev[t->nev].old_size = 0;
+		t->nev++;
+	}
+	memcpy(&t->ev[t->nev++], data, sizeof(struct mt_event));
+	return 0;
+}
+
+void mt_tracer_live_add(struct tracer *t, pid_t pid)
+{
+	t->live =
+	    mt_grow(t->live, &t->cap_live, t->nlive + 1, sizeof(*t->live));
+	t->live[t->nlive++] = pid;
+}
+
+static void live_remove(struct tracer *t, pid_t pid)
+{
+	for (size_t i = 0; i < t->nlive; i++) {
+		if (t->live[i] == pid) {
+			t->live[i] = t->live[--t->nlive];
+			return;
+		}
+	}
+}
+
+/* Lifecycle records keep their payload (an exec's path) as DATA slots
+ * right after the record, as the raw format wants them. */
+int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size)
+{
+	struct tracer *t = ctx;
+	const struct mt_event *e = data;
+	size_t payload = 0, nslots;
+
+	if (size < sizeof(*e))
+		return 0;
+	if (e->kind == MT_EV_NEW_CODE) {
+		/* for mt-trace alone: the process waits for its inspection */
+		mt_code_queue(&t->code, e);
+		return 0;
+	}
+	if (e->kind == MT_EV_FORK) {
+		mt_tracer_live_add(t, e->pid);
+	} else if (e->kind == MT_EV_EXIT) {
+		live_remove(t, e->pid);
+		if (t->watchdog > 0) /* stops are made and recorded */
+			mt_code_exited(&t->code, e->pid);
+		mt_backpressure_exited(t, e->pid);
+	}
+	if (e->kind == MT_EV_EXEC) {
+		payload = e->aux;
+		if (payload > size - sizeof(*e))
+			payload = size - sizeof(*e);
+	}
+	nslots = 1 + (payload + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE;
+	t->life_slots =
+	    mt_grow(t->life_slots, &t->cap_life_slots, t->nlife_slots + nslots,
+		    sizeof(*t->life_slots));
+	t->life =
+	    mt_grow(t->life, &t->cap_life, t->nlife + 1, sizeof(*t->life));
+	memset(&t->life_slots[t->nlife_slots], 0, nslots * MT_EVENT_SIZE);
+	memcpy(&t->life_slots[t->nlife_slots], e, sizeof(*e));
+	t->life_slots[t->nlife_slots].aux = payload ? payload : e->aux;
+	if (payload)
+		memcpy(&t->life_slots[t->nlife_slots + 1], e + 1, payload);
+	t->life[t->nlife++] = (struct staged_life){
+	    .timestamp = e->timestamp,
+	    .first = t->nlife_slots,
+	    .nslots = nslots,
+	};
+	t->nlife_slots += nslots;
+	return 0;
+}
+
+/* Sort the few records the rings delivered out of time order (per-CPU
+ * reservations race); nearly sorted input, so insertion sort. */
+static void sort_by_time(struct mt_event *ev, size_t n)
+{
+	for (size_t i = 1; i < n; i++) {
+		struct mt_event x = ev[i];
+		size_t j = i;
+
+		while (j > 0 && ev[j - 1].timestamp > x.timestamp) {
+			ev[j] = ev[j - 1];
+			j--;
+		}
+		ev[j] = x;
+	}
+}
+
+/* Keep the staged lifecycle records from first on (held for the next
+ * drain) at the front of their arrays. */
+static void keep_life_from(struct tracer *t, size_t first)
+{
+	size_t slot = 0;
+
+	for (size_t k = first; k < t->nlife; k++) {
+		struct staged_life *l = &t->life[k];
+
+		memmove(&t->life_slots[slot], &t->life_slots[l->first],
+			l->nslots * sizeof(*t->life_slots));
+		t->life[k - first] =
+		    (struct staged_life){.timestamp = l->timestamp,
+					 .first = slot,
+					 .nslots = l->nslots};
+		slot += l->nslots;
+	}
+	t->nlife -= first;
+	t->nlife_slots = slot;
+}
+
+/*
+ * Drain both rings and merge them by time into the batch, up to a
+ * watermark: the time just before the lifecycle ring is read.  Every
+ * record stamped up to it is written now, in time order; later ones wait
+ * for the next drain.  That keeps each process's records in order across
+ * the two rings:
+ *  - an exit is committed after the process's last event: the lifecycle
+ *    ring is read first and the events ring after it, so the events of an
+ *    exit read now are all read too (reading the events ring first wrote
+ *    a Munmap made just before an exit one drain after the Exit);
+ *  - a fork is committed before the child first runs: a child's event
+ *    stamped up to the watermark has its Fork in this drain or an earlier
+ *    one, and a child whose Fork is not read yet has only later events.
+ * final: the command is gone, write everything.
+ */
+int mt_tracer_collect(struct tracer *t, bool final)
+{
+	uint64_t until = final ? UINT64_MAX : mt_clock_ns(CLOCK_MONOTONIC);
+	size_t i = 0, j = 0;
+	int rc;
+
+	rc = ring_buffer__consume(t->rings);
+	if (rc < 0 && rc != -EINTR) {
+		fprintf(stderr, "mt-trace: ring buffer: %s\n", strerror(-rc));
+		return -1;
+	}
+	sort_by_time(t->ev, t->nev);
+	while ((i < t->nev && t->ev[i].timestamp <= until) ||
+	       (j < t->nlife && t->life[j].timestamp <= until)) {
+		if (j < t->nlife && t->life[j].timestamp <= until &&
+		    (i == t->nev ||
+		     t->life[j].timestamp <= t->ev[i].timestamp)) {
+			rc = mt_tracer_append(t,
+					      &t->life_slots[t->life[j].first],
+					      t->life[j].nslots);
+			j++;
+		} else if (t->ev[i].kind == MT_EV_STACK_REF) {
+			rc = mt_tracer_stack_ref(t, &t->ev[i]);
+			i++;
+		} else if (t->ev[i].kind == MT_EV_CODE_MAP) {
+			rc = mt_tracer_code_map(t, &t->ev[i]);
+			i++;
+		} else {
+			rc = mt_tracer_append(t, &t->ev[i], 1);
+			i++;
+		}
+		if (rc)
+			return -1;
+	}
+	/* t->ev is NULL until the first event: memmove's arguments may not */
+	if (i < t->nev)
+		memmove(t->ev, t->ev + i, (t->nev - i) * sizeof(*t->ev));
+	t->nev -= i;
+	keep_life_from(t, j);
+	t->written_until = until;
+	return 0;
+}
+
+/* a CodeMap that waited for its file's inspection, stamped now */
+static int code_map_event(struct tracer *t, const struct mt_event *e)
+{
+	return mt_tracer_own_event(t, MT_EV_CODE_MAP, e->pid, NULL, 0, e);
+}
+
+int mt_tracer_drain(struct tracer *t, bool final)
+{
+	if (mt_tracer_collect(t, final))
+		return -1;
+	/* stopped processes wait for this: before anything else */
+	if (t->code.nqueued || t->code.nexited)
+		mt_code_inspect_queued(&t->code);
+	mt_tracer_code_maps_pending(t, code_map_event);
+	/* the rings are empty now: whoever filled them goes on */
+	mt_backpressure_release(t, false);
+	return mt_tracer_write_batch(t);
+}
+
+/*
+ * An event mt-trace itself makes (marker, enable, disable, PSS sample):
+ * stamped now, after everything the rings hold, so it lands after every
+ * event that happened before it (and before those mt_tracer_collect() keeps for
+ * the next drain).
+ */
+int mt_tracer_own_event(struct tracer *t, uint16_t kind, pid_t pid,
+			const void *payload, size_t len,
+			const struct mt_event *fields)
+{
+	struct mt_event
+	    slots[1 + (PATH_MAX + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE];
+	size_t nslots = 1 + (len + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE;
+
+	if (len > PATH_MAX)
+		return -1;
+	if (mt_tracer_collect(t, false))
+		return -1;
+	memset(slots, 0, nslots * MT_EVENT_SIZE);
+	if (fields)
+		slots[0] = *fields;
+	slots[0].timestamp = mt_clock_ns(CLOCK_MONOTONIC);
+	if (slots[0].timestamp > t->written_until)
+		slots[0].timestamp = t->written_until;
+	slots[0].pid = slots[0].tid = pid;
+	slots[0].kind = kind;
+	slots[0].aux = len ? len : slots[0].aux;
+	if (len)
+		memcpy(&slots[1], payload, len);
+	return mt_tracer_append(t, slots, nslots);
+}
