@@ -63,7 +63,7 @@ chain_artifact() {
 	run jq -c '.sites | [.count, .heap_peak, .sort]' "$T/r.json"
 	assert_output '[3,3300,"peak"]'
 	run jq -c '[.sites.top[] | [.stack, .peak_bytes, .allocated_bytes,
-		.allocations, .leaked_bytes, .leaked_blocks, .truncated]]' "$T/r.json"
+		.allocations, .not_freed_bytes, .not_freed_blocks, .truncated]]' "$T/r.json"
 	assert_output '[[2,3000,3000,1,0,0,true],[1,300,300,3,200,2,false],[3,0,100,1,100,1,false]]'
 	# the tree's own peak agrees with the sites'
 	run jq '.tree.peak_heap' "$T/r.json"
@@ -87,7 +87,7 @@ chain_artifact() {
 	run mt-report --top 2 --stack-depth 2 "$T/run.msgpack"
 	assert_success
 	assert_output --partial "top allocation sites by bytes live at the heap peak (3 distinct stacks)"
-	assert_output --partial "#1   2.93 KiB at peak, 2.93 KiB allocated in 1 calls, 0 B leaked"
+	assert_output --partial "#1   2.93 KiB at peak, 2.93 KiB allocated in 1 calls, 0 B not freed"
 	assert_output --partial "        0x7f0000001000"
 	assert_output --partial "        new_cell  inlined.c:"
 	assert_output --partial "... 2 more frames (--stack-depth)"
@@ -95,11 +95,11 @@ chain_artifact() {
 	refute_output --partial "#3 "
 	run mt-report --sort leaked --top 1 "$T/run.msgpack"
 	assert_success
-	assert_output --partial "top allocation sites by bytes leaked"
-	assert_output --partial "#1   300 B at peak, 300 B allocated in 3 calls, 200 B leaked"
+	assert_output --partial "top allocation sites by bytes not freed"
+	assert_output --partial "#1   300 B at peak, 300 B allocated in 3 calls, 200 B not freed"
 	run mt-report --sort bytes "$T/run.msgpack"
 	assert_failure 2
-	assert_output --partial "--sort: not one of peak, allocated, count, leaked: bytes"
+	assert_output --partial "--sort: not one of peak, allocated, count, not-freed: bytes"
 }
 
 @test "--folded: one line per stack, root first, the value per metric" {
@@ -242,7 +242,7 @@ chain_artifact() {
 	echo "$output" >"$T/r.json"
 	# 100 blocks of 64..163 bytes, all still live at exit
 	run jq -c '.sites.top[0] | [.allocations, .allocated_bytes,
-		.peak_bytes, .leaked_bytes, .leaked_blocks, .truncated]' "$T/r.json"
+		.peak_bytes, .not_freed_bytes, .not_freed_blocks, .truncated]' "$T/r.json"
 	assert_output '[100,11350,11350,11350,100,false]'
 	run jq -r '[.sites.top[0].frames[0:4][].function] | join(" ")' "$T/r.json"
 	assert_output "new_cell fill_row make_table main"

@@ -79,7 +79,7 @@ static const char usage_text[] =
     "\n"
     "allocation sites (runs traced with call stacks):\n"
     "      --sort METRIC        rank sites by peak (default), allocated, "
-    "count, leaked\n"
+    "count, not-freed\n"
     "      --stack-depth N      frames shown per site (default 6, 0: "
     "all)\n"
     "      --flamegraph FILE    also draw a flame graph SVG into FILE "
@@ -251,8 +251,9 @@ static enum mt_site_metric metric_arg(const char *opt, const char *v)
 	enum mt_site_metric m;
 
 	if (mt_site_metric_parse(v, &m) < 0)
-		usage_error("%s: not one of peak, allocated, count, leaked: %s",
-			    opt, v);
+		usage_error(
+		    "%s: not one of peak, allocated, count, not-freed: %s", opt,
+		    v);
 	return m;
 }
 

@@ -33,7 +33,8 @@ enum mt_site_metric {
 	MT_SITE_METRICS
 };
 
-/* "peak", "allocated", "count", "leaked"; and back (-1 if none). */
+/* "peak", "allocated", "count", "not-freed" (also read as "leaked", its
+ * old name); and back (-1 if none). */
 const char *mt_site_metric_name(enum mt_site_metric m);
 int mt_site_metric_parse(const char *name, enum mt_site_metric *m);
 

@@ -42,9 +42,9 @@ struct mt_sites {
 };
 
 static const char *const metric_names[MT_SITE_METRICS] = {"peak", "allocated",
-							  "count", "leaked"};
+							  "count", "not-freed"};
 static const char *const metric_keys[MT_SITE_METRICS] = {
-    "peak_bytes", "allocated_bytes", "allocations", "leaked_bytes"};
+    "peak_bytes", "allocated_bytes", "allocations", "not_freed_bytes"};
 
 const char *mt_site_metric_name(enum mt_site_metric m)
 {
@@ -58,6 +58,9 @@ const char *mt_site_metric_key(enum mt_site_metric m)
 
 int mt_site_metric_parse(const char *name, enum mt_site_metric *m)
 {
+	/* its name until 0.4: "leaked" read as valgrind's "definitely lost" */
+	if (!strcmp(name, "leaked"))
+		name = metric_names[MT_SITE_METRICS - 1];
 	for (int i = 0; i < MT_SITE_METRICS; i++)
 		if (!strcmp(name, metric_names[i])) {
 			*m = (enum mt_site_metric)i;
@@ -342,7 +345,7 @@ static json_t *site_json(struct mt_sites *s, struct mt_symbolizer *sym,
 	for (int m = 0; m < MT_SITE_METRICS; m++)
 		json_object_set_new(o, metric_keys[m],
 				    json_integer((json_int_t)site->metric[m]));
-	json_object_set_new(o, "leaked_blocks",
+	json_object_set_new(o, "not_freed_blocks",
 			    json_integer((json_int_t)site->leaked_blocks));
 	json_object_set_new(o, "truncated", json_boolean(site->truncated));
 	json_object_set_new(o, "frames", frames_json(s, sym, site));

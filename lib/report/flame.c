@@ -270,7 +270,7 @@ static const char *metric_title(enum mt_site_metric m)
 	case MT_SITE_COUNT:
 		return "allocation calls";
 	default:
-		return "bytes leaked (live when their process ended)";
+		return "bytes not freed (live when their process ended)";
 	}
 }
 

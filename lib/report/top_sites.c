@@ -84,7 +84,7 @@ static const char *metric_words(enum mt_site_metric m)
 	case MT_SITE_COUNT:
 		return "allocation calls";
 	default:
-		return "bytes leaked";
+		return "bytes not freed";
 	}
 }
 
@@ -119,7 +119,8 @@ static void print_site(FILE *out, size_t rank, json_t *site,
 	char peak[32], allocated[32], calls[32], leaked[32];
 
 	fprintf(
-	    out, "  #%-3zu %s at peak, %s allocated in %s calls, %s leaked\n",
+	    out,
+	    "  #%-3zu %s at peak, %s allocated in %s calls, %s not freed\n",
 	    rank, mt_fmt_bytes(peak, sizeof(peak), value_of(site, 0)),
 	    mt_fmt_bytes(allocated, sizeof(allocated),
 			 (double)value_of(site, MT_SITE_ALLOCATED)),

@@ -16,15 +16,15 @@
 static const char *doc_text =
     "{\"sites\": {\"count\": 3, \"sites\": ["
     " {\"stack\": 1, \"peak_bytes\": 300, \"allocated_bytes\": 1000,"
-    "  \"allocations\": 10, \"leaked_bytes\": 0, \"truncated\": false,"
+    "  \"allocations\": 10, \"not_freed_bytes\": 0, \"truncated\": false,"
     "  \"frames\": [{\"function\": \"new_cell\"}, {\"function\": "
     "\"fill_row\"},"
     "   {\"function\": \"main\"}]},"
     " {\"stack\": 2, \"peak_bytes\": 100, \"allocated_bytes\": 100,"
-    "  \"allocations\": 1, \"leaked_bytes\": 100, \"truncated\": true,"
+    "  \"allocations\": 1, \"not_freed_bytes\": 100, \"truncated\": true,"
     "  \"frames\": [{\"function\": \"a;b<c>\"}, {\"function\": \"main\"}]},"
     " {\"stack\": 0, \"peak_bytes\": 0, \"allocated_bytes\": 5,"
-    "  \"allocations\": 1, \"leaked_bytes\": 0, \"frames\": []}"
+    "  \"allocations\": 1, \"not_freed_bytes\": 0, \"frames\": []}"
     "]}}";
 
 static char *capture(json_t *doc, enum mt_site_metric m, bool svg)

@@ -134,8 +134,8 @@ static void known(void)
 	CHECK_INT(site_value(doc, 1, "allocated_bytes"), 400);
 	CHECK_INT(site_value(doc, 1, "allocations"), 2);
 	CHECK_INT(site_value(doc, 2, "allocated_bytes"), 250);
-	CHECK_INT(site_value(doc, 2, "leaked_bytes"), 50);
-	CHECK_INT(site_value(doc, 1, "leaked_bytes"), 300);
+	CHECK_INT(site_value(doc, 2, "not_freed_bytes"), 50);
+	CHECK_INT(site_value(doc, 1, "not_freed_bytes"), 300);
 	CHECK_INT(site_value(doc, 0, "allocated_bytes"), 0); /* before */
 	json_decref(doc);
 }
@@ -178,7 +178,7 @@ static void sums(unsigned seed)
 	CHECK_INT(sum_of(doc, "allocations"),
 		  tree(doc, "totals", "allocations"));
 	CHECK(tree(doc, "not_freed", "bytes") > 0);
-	CHECK_INT(sum_of(doc, "leaked_bytes"), tree(doc, "not_freed", "bytes"));
+	CHECK_INT(sum_of(doc, "not_freed_bytes"), tree(doc, "not_freed", "bytes"));
 	CHECK_INT(json_integer_value(json_object_get(
 		      json_object_get(doc, "sites"), "heap_peak")),
 		  tree(doc, "heap", "peak"));

@@ -86,9 +86,9 @@ static void known_sequence(void)
 	CHECK_INT(metric(doc, 3, "allocated_bytes"), 0);
 	CHECK_INT(metric(doc, 2, "allocations"), 3);
 	CHECK_INT(metric(doc, 3, "allocations"), 0);
-	CHECK_INT(metric(doc, 2, "leaked_bytes"), 150);
-	CHECK_INT(metric(doc, 2, "leaked_blocks"), 1);
-	CHECK_INT(metric(doc, 3, "leaked_bytes"), 10);
+	CHECK_INT(metric(doc, 2, "not_freed_bytes"), 150);
+	CHECK_INT(metric(doc, 2, "not_freed_blocks"), 1);
+	CHECK_INT(metric(doc, 3, "not_freed_bytes"), 10);
 	/* heaviest at the peak first */
 	CHECK_INT(
 	    json_integer_value(json_object_get(
@@ -127,6 +127,10 @@ static void known_sequence(void)
 
 	enum mt_site_metric m;
 
+	CHECK_INT(mt_site_metric_parse("not-freed", &m), 0);
+	CHECK_INT(m, MT_SITE_LEAKED);
+	CHECK_STR(mt_site_metric_name(MT_SITE_LEAKED), "not-freed");
+	m = MT_SITE_PEAK; /* the old name still reads */
 	CHECK_INT(mt_site_metric_parse("leaked", &m), 0);
 	CHECK_INT(m, MT_SITE_LEAKED);
 	CHECK_INT(mt_site_metric_parse("bytes", &m), -1);
