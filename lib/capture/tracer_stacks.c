@@ -485,7 +485,7 @@ void mt_tracer_code_maps_pending(struct tracer *t,
 		if (e.old_size && write_code_file(t, e.old_size, &e) == 0)
 			emit(t, &e);
 	}
-	if (!s)
+	if (n == 0) /* nothing waited (maps_pending may be NULL) */
 		return;
 	/* writing drained the rings: they may have brought more */
 	memmove(s->maps_pending, s->maps_pending + n,
