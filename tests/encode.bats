@@ -205,10 +205,14 @@ os.execvp(sys.argv[1], sys.argv[1:])' mt-encode < "$T/fifo" > "$T/hand.msgpack" 
 	pid=$!
 	# wait until mt-encode runs and has set SIGINT aside (bit 2 of SigIgn);
 	# up to 30 s: under ASan on a loaded machine 5 s was once too short
+	# comm first: the python wrapper ignores SIGINT too until it execs
+	# (bash's background jobs start with it ignored), so SigIgn read before
+	# the exec and comm read after it would pass too early
 	for _ in $(seq 600); do
-		ign=$(awk '/^SigIgn:/ { print $2 }' "/proc/$pid/status")
-		[ "$(cat "/proc/$pid/comm")" = mt-encode ] &&
+		if [ "$(cat "/proc/$pid/comm")" = mt-encode ]; then
+			ign=$(awk '/^SigIgn:/ { print $2 }' "/proc/$pid/status")
 			(( 0x$ign & 2 )) && break
+		fi
 		sleep 0.05
 	done
 	kill -INT "$pid"
