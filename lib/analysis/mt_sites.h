@@ -35,6 +35,8 @@ enum mt_site_metric {
 
 /* "peak", "allocated", "count", "not-freed" (also read as "leaked", its
  * old name); and back (-1 if none). */
+/* what a metric counts, in words for headings ("bytes allocated") */
+const char *mt_site_metric_words(enum mt_site_metric m);
 const char *mt_site_metric_name(enum mt_site_metric m);
 int mt_site_metric_parse(const char *name, enum mt_site_metric *m);
 

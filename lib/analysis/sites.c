@@ -56,6 +56,20 @@ const char *mt_site_metric_key(enum mt_site_metric m)
 	return m < MT_SITE_METRICS ? metric_keys[m] : NULL;
 }
 
+const char *mt_site_metric_words(enum mt_site_metric m)
+{
+	switch (m) {
+	case MT_SITE_PEAK:
+		return "bytes live at the heap peak";
+	case MT_SITE_ALLOCATED:
+		return "bytes allocated";
+	case MT_SITE_COUNT:
+		return "allocation calls";
+	default:
+		return "bytes not freed";
+	}
+}
+
 int mt_site_metric_parse(const char *name, enum mt_site_metric *m)
 {
 	/* its name until 0.4: "leaked" read as valgrind's "definitely lost" */

@@ -12,6 +12,7 @@
 
 #include "mt_flame.h"
 #include "mt_human.h"
+#include "mt_svg.h"
 
 /* ------------------------------------------------------------------ */
 /* The stacks, root first                                               */
@@ -178,29 +179,6 @@ struct canvas {
 	double height;
 };
 
-static void xml_text(FILE *out, const char *s, size_t max)
-{
-	for (size_t i = 0; s[i] && i < max; i++) {
-		switch (s[i]) {
-		case '<':
-			fputs("&lt;", out);
-			break;
-		case '>':
-			fputs("&gt;", out);
-			break;
-		case '&':
-			fputs("&amp;", out);
-			break;
-		case '"':
-			fputs("&quot;", out);
-			break;
-		default:
-			if ((unsigned char)s[i] >= 0x20)
-				fputc(s[i], out);
-		}
-	}
-}
-
 static void value_text(char *buf, size_t len, enum mt_site_metric m, uint64_t v)
 {
 	char n[64];
@@ -236,7 +214,7 @@ static void draw(struct canvas *c, const struct node *n, double x,
 	value_text(value, sizeof(value), c->metric, n->value);
 	colour(n->name, rgb);
 	fputs("<g><title>", c->out);
-	xml_text(c->out, n->name, SIZE_MAX);
+	mt_svg_text(c->out, n->name, SIZE_MAX);
 	fprintf(c->out, " (%s, %.2f%%)</title>", value,
 		c->total ? 100.0 * (double)n->value / (double)c->total : 0);
 	fprintf(c->out,
@@ -249,7 +227,7 @@ static void draw(struct canvas *c, const struct node *n, double x,
 
 		fprintf(c->out, "<text x=\"%.2f\" y=\"%.1f\">", x + 3,
 			y + ROW - 5);
-		xml_text(c->out, n->name, len <= fit ? len : fit - 2);
+		mt_svg_text(c->out, n->name, len <= fit ? len : fit - 2);
 		fputs(len <= fit ? "" : "..", c->out);
 		fputs("</text>", c->out);
 	}
@@ -262,16 +240,9 @@ static void draw(struct canvas *c, const struct node *n, double x,
 
 static const char *metric_title(enum mt_site_metric m)
 {
-	switch (m) {
-	case MT_SITE_PEAK:
-		return "bytes live at the heap peak";
-	case MT_SITE_ALLOCATED:
-		return "bytes allocated";
-	case MT_SITE_COUNT:
-		return "allocation calls";
-	default:
+	if (m == MT_SITE_LEAKED)
 		return "bytes not freed (live when their process ended)";
-	}
+	return mt_site_metric_words(m);
 }
 
 int mt_flame_svg(FILE *out, json_t *doc, enum mt_site_metric m)

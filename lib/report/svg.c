@@ -69,10 +69,12 @@ static double py(const struct plot *p, double v)
 	return TOP + PH - (p->v_max > 0 ? v / p->v_max * PH : 0);
 }
 
-static void xml_text(FILE *out, const char *s)
+/* XML text (element content or an attribute value): at most max bytes of s,
+ * markup characters escaped, control characters other than tab left out */
+void mt_svg_text(FILE *out, const char *s, size_t max)
 {
-	for (; *s; s++) {
-		switch (*s) {
+	for (size_t i = 0; s[i] && i < max; i++) {
+		switch (s[i]) {
 		case '<':
 			fputs("&lt;", out);
 			break;
@@ -86,10 +88,15 @@ static void xml_text(FILE *out, const char *s)
 			fputs("&quot;", out);
 			break;
 		default:
-			if ((unsigned char)*s >= 0x20 || *s == '\t')
-				fputc(*s, out);
+			if ((unsigned char)s[i] >= 0x20 || s[i] == '\t')
+				fputc(s[i], out);
 		}
 	}
+}
+
+static void xml_text(FILE *out, const char *s)
+{
+	mt_svg_text(out, s, SIZE_MAX);
 }
 
 /* A "nice" step (1, 2 or 5 times a power of ten of unit) giving about

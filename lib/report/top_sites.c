@@ -74,20 +74,6 @@ static json_t **sorted_sites(json_t *doc, enum mt_site_metric m, size_t *n)
 	return v;
 }
 
-static const char *metric_words(enum mt_site_metric m)
-{
-	switch (m) {
-	case MT_SITE_PEAK:
-		return "bytes live at the heap peak";
-	case MT_SITE_ALLOCATED:
-		return "bytes allocated";
-	case MT_SITE_COUNT:
-		return "allocation calls";
-	default:
-		return "bytes not freed";
-	}
-}
-
 static const char *base_name(const char *path)
 {
 	const char *slash = path ? strrchr(path, '/') : NULL;
@@ -150,7 +136,7 @@ void mt_top_sites_text(FILE *out, json_t *doc, const struct mt_sites_view *v)
 	    !(sites = sorted_sites(doc, v->sort, &n)))
 		return;
 	fprintf(out, "\ntop allocation sites by %s (%s distinct stacks)\n",
-		metric_words(v->sort),
+		mt_site_metric_words(v->sort),
 		mt_fmt_count(total, sizeof(total), count));
 	if (n == 0)
 		fputs("  (none)\n", out);
@@ -301,7 +287,7 @@ void mt_sites_growth_text(FILE *out, json_t *growth,
 	if (!json_is_array(growth))
 		return;
 	fprintf(out, "\nallocation sites that grew most, by %s\n",
-		metric_words(v->sort));
+		mt_site_metric_words(v->sort));
 	if (!json_array_size(growth))
 		fputs("  (none grew)\n", out);
 	json_array_foreach(growth, i, row)
