@@ -26,14 +26,14 @@ setup() {
 
 @test "a slow reader: the duration is the command's own, not the time mt-trace waited to write" {
 	require_bpf
-	# 4,000 allocator events (224 KB) fill the pipe: mt-trace waits 2 s
+	# 4,000 allocator events (224 KB) fill the pipe: mt-trace waits 6 s
 	# for the reader while the command, done in a few ms, has exited
 	start=$(date +%s%N)
 	mt-trace -- "$MT_FIXTURES/allocheavy" 2000 2>"$T/trace.err" |
-		(sleep 2; cat) >"$T/slow.raw"
+		(sleep 6; cat) >"$T/slow.raw"
 	waited_ms=$((($(date +%s%N) - start) / 1000000))
 	echo "pipeline: $waited_ms ms"
-	[ "$waited_ms" -ge 2000 ]
+	[ "$waited_ms" -ge 6000 ]
 	run "$PY" "$TOP/tests/lib/order_check.py" times "$T/slow.raw"
 	assert_success
 	echo "$output"
@@ -43,7 +43,9 @@ setup() {
 	[ "$(jq '.end == .last and .last == .root_exit' <<<"$times")" = true ]
 	span_ms=$(jq '(.end - .start) / 1000000 | floor' <<<"$times")
 	echo "traced span: $span_ms ms"
-	[ "$span_ms" -lt 1500 ]
+	# far below the 6 s wait even on a loaded machine, where the command
+	# itself may take a second or two
+	[ "$span_ms" -lt 4000 ]
 	# and that is the duration the later stages report
 	run bash -c 'mt-encode "$T/slow.raw" | mt-reconstruct | jq .duration_ns'
 	assert_success
