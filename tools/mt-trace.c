@@ -36,6 +36,7 @@ static void usage(FILE *f)
 	      " [--scan FILE] [--no-stop] [--start-disabled]\n"
 	      "                [--no-backpressure] [--physical]"
 	      " [--interval DURATION] [--wait-detach]\n"
+	      "                [--global-probes]\n"
 	      "                [--stacks=BOOL | --no-stacks] [--stack-depth N] "
 	      "-- CMD [ARGS...]\n"
 	      "       mt-trace --help | --version\n"
@@ -85,6 +86,11 @@ static void usage(FILE *f)
 	      "(default: a\n"
 	      "                            background process removes them "
 	      "just after)\n"
+	      "      --global-probes       probe the allocators for every "
+	      "process on the machine,\n"
+	      "                            not only the tree's (for trees "
+	      "that leave mt-trace's\n"
+	      "                            mount namespace: nsenter, setns)\n"
 	      "      --stacks=BOOL         record the call stack of every "
 	      "allocation, mmap,\n"
 	      "                            munmap, mremap and brk (default "
@@ -244,6 +250,7 @@ int main(int argc, char **argv)
 		OPT_NO_STOP,
 		OPT_NO_BACKPRESSURE,
 		OPT_WAIT_DETACH,
+		OPT_GLOBAL_PROBES,
 		OPT_STACKS,
 		OPT_NO_STACKS,
 		OPT_STACK_DEPTH,
@@ -264,6 +271,7 @@ int main(int argc, char **argv)
 	    {"no-stop", no_argument, NULL, OPT_NO_STOP},
 	    {"no-backpressure", no_argument, NULL, OPT_NO_BACKPRESSURE},
 	    {"wait-detach", no_argument, NULL, OPT_WAIT_DETACH},
+	    {"global-probes", no_argument, NULL, OPT_GLOBAL_PROBES},
 	    {"stacks", optional_argument, NULL, OPT_STACKS},
 	    {"no-stacks", no_argument, NULL, OPT_NO_STACKS},
 	    {"stack-depth", required_argument, NULL, OPT_STACK_DEPTH},
@@ -338,6 +346,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_WAIT_DETACH:
 			o.wait_detach = true;
+			break;
+		case OPT_GLOBAL_PROBES:
+			o.global_probes = true;
 			break;
 		case OPT_STACKS:
 			o.stacks = bool_arg("--stacks", argc, argv);

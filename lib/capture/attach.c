@@ -62,6 +62,11 @@ void mt_attach_init(struct mt_attach *a, enum mt_probe_mode mode,
 	a->verbose = verbose;
 }
 
+void mt_attach_set_pid(struct mt_attach *a, pid_t pid)
+{
+	a->pid = pid;
+}
+
 int mt_probe_attach_type(enum mt_probe_mode mode)
 {
 	return mode == MT_PROBES_SESSION ? BPF_TRACE_UPROBE_SESSION_
@@ -112,7 +117,7 @@ static int attach_multi(struct mt_attach *a, struct bpf_program *prog,
 	attr.cookies = (uintptr_t)cookies;
 	attr.cnt = n;
 	attr.uflags = retprobe ? BPF_F_UPROBE_MULTI_RETURN_ : 0;
-	attr.pid = 0; /* every process: children are found by the BPF side */
+	attr.pid = a->pid; /* 0: every process; the BPF side finds the tree */
 	_Static_assert(sizeof(attr) <= sizeof(big), "bpf_attr too small");
 	memset(&big, 0, sizeof(big));
 	memcpy(&big, &attr, sizeof(attr));
@@ -132,8 +137,8 @@ static int attach_classic(struct mt_attach *a, struct bpf_program *prog,
 		struct bpf_link *link;
 		int err;
 
-		link = bpf_program__attach_uprobe_opts(prog, -1, path,
-						       p[i].offset, &opts);
+		link = bpf_program__attach_uprobe_opts(
+		    prog, a->pid ? a->pid : -1, path, p[i].offset, &opts);
 		if (!link)
 			return -errno;
 		err = keep_link(a, link, -1);

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "mt_allocators.h"
 
@@ -26,6 +27,7 @@ struct mt_attach {
 				      (cookie = mt_probe_fn) */
 	struct bpf_program *ret;   /* return program; NULL with a session */
 	enum mt_probe_mode mode;
+	pid_t pid; /* links trap only this process; 0: every process */
 	int verbose;
 	size_t nprobes;
 	size_t nlinks;
@@ -36,6 +38,16 @@ struct mt_attach {
 void mt_attach_init(struct mt_attach *a, enum mt_probe_mode mode,
 		    struct bpf_program *enter, struct bpf_program *ret,
 		    int verbose);
+
+/*
+ * Probes attached from now on trap only process pid (0: every process
+ * mapping the file, the default; mt-trace confines those to the traced
+ * tree with private copies, mt_confine.h).  The kernel filters by the
+ * process's memory: a fork child inherits the breakpoints but not the
+ * filter, so it needs links of its own before it runs (FACTS.md).  For
+ * --fast: a process that cannot carry the preload can be probed alone.
+ */
+void mt_attach_set_pid(struct mt_attach *a, pid_t pid);
 
 /* The attach type the allocator programs are loaded with for a session or
  * multi mode, and their links made with (classic: the default). */

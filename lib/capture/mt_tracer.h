@@ -32,6 +32,7 @@ struct mt_tracer_opts {
 	bool physical;	      /* --physical: PSS of the tree */
 	uint64_t interval_ns; /* --interval for PSS sampling */
 	bool wait_detach;     /* remove the probes before exiting */
+	bool global_probes;   /* --global-probes: not confined to the tree */
 	bool stacks;	      /* call stacks of allocations (--stacks) */
 	uint32_t stack_depth; /* deepest stack kept, <= MT_STACK_DEPTH_MAX */
 	const struct mt_user *user; /* who CMD runs as (mt_user.h) */

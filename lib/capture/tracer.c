@@ -37,6 +37,7 @@
 #include <bpf/libbpf.h>
 
 #include "mt_attach.h"
+#include "mt_confine.h"
 #include "mt_control.h"
 #include "mt_core_btf.h"
 #include "mt_elf.h"
@@ -130,6 +131,44 @@ static int spawn_child(struct tracer *t)
 	return 0;
 }
 
+/*
+ * Probes for the tree alone (confine.c): private copies of the C library
+ * and the known allocator libraries, in a mount namespace the command
+ * inherits, so it must be made before the command is forked.  Without the
+ * privilege for it the probes are global, as they always were: every
+ * process mapping those files pays a trap per call while the trace runs.
+ */
+static void confine_probes(struct tracer *t)
+{
+	const struct mt_tracer_opts *o = t->opts;
+	const char *libc = o->libc_path ? o->libc_path : mt_self_libc();
+	char paths[MT_CONFINE_MAX_FILES][4096];
+	const char *list[MT_CONFINE_MAX_FILES];
+	uint64_t start = mt_clock_ns(CLOCK_MONOTONIC);
+	size_t n;
+
+	if (!o->track_allocators || o->global_probes || !libc[0])
+		return;
+	n = mt_confine_known_files(libc, paths);
+	for (size_t i = 0; i < n; i++)
+		list[i] = paths[i];
+	if (mt_confine_files(&t->confine, list, n, o->verbose)) {
+		fprintf(stderr,
+			"mt-trace: warning: allocator probes are global: every "
+			"process on the machine that maps %s pays a trap per "
+			"allocator call while this trace runs (confining them "
+			"to the traced tree failed: %s)\n",
+			libc, t->confine.why);
+		return;
+	}
+	if (o->verbose)
+		fprintf(stderr,
+			"mt-trace: allocator probes confined to the tree: %zu "
+			"private copies, %zu KiB, in %.2f ms\n",
+			t->confine.ncopies, t->confine.copy_bytes >> 10,
+			(mt_clock_ns(CLOCK_MONOTONIC) - start) / 1e6);
+}
+
 /* ---- privileges and tracefs --------------------------------------------- */
 
 static uint64_t effective_caps(void)
@@ -202,7 +241,8 @@ static bool tracefs_ready(void)
  * need tracefs.  When it is not mounted, mount it in a
  * mount namespace of mt-trace's own: nothing changes for the rest of the
  * machine, and the mount goes away with mt-trace.  The child was forked
- * before, so it stays in the original namespace.
+ * before, so it stays in the namespace it was forked in (the host's, or
+ * the tree's of confine_probes()).
  */
 static int ensure_tracefs(void)
 {
@@ -553,7 +593,8 @@ static int write_header(struct tracer *t)
 	meta.flags =
 	    MT_HDR_SYSCALLS | (o->track_allocators ? MT_HDR_ALLOCATORS : 0) |
 	    (t->rss ? MT_HDR_RSS : 0) | (o->physical ? MT_HDR_PHYSICAL : 0) |
-	    (o->stacks ? MT_HDR_STACKS : 0);
+	    (o->stacks ? MT_HDR_STACKS : 0) |
+	    (t->confine.confined ? MT_HDR_CONFINED : 0);
 	meta.start_monotonic_ns = t->start_monotonic_ns;
 	meta.start_realtime_ns = t->start_realtime_ns;
 	meta.host = un.nodename;
@@ -947,6 +988,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	t.batch = malloc(sizeof(struct mt_raw_batch) +
 			 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
 	sfd = make_signalfd(&old);
+	confine_probes(&t);
 	if (!t.batch || sfd < 0 || spawn_child(&t)) {
 		fprintf(stderr, "mt-trace: cannot start the command\n");
 		return MT_EXIT_TRACER_FAILED;

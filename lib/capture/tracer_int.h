@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "mt_attach.h"
+#include "mt_confine.h"
 #include "mt_control.h"
 #include "mt_event.h"
 #include "mt_probe.h"
@@ -35,6 +36,7 @@ struct tracer {
 	struct mt_trace *skel;
 	struct mt_code code;	       /* finding and probing allocators */
 	enum mt_probe_mode probe_mode; /* what the loaded programs are for */
+	struct mt_confine confine;     /* the tree's private allocator files */
 	struct ring_buffer *rings;
 	pid_t child;
 	int pidfd;

@@ -37,6 +37,10 @@
 #define MT_HDR_RSS 0x4	      /* RSS events were traced */
 #define MT_HDR_PHYSICAL 0x8   /* physical (PSS) events were traced */
 #define MT_HDR_STACKS 0x10    /* call stacks were captured */
+#define MT_HDR_CONFINED 0x20  /* allocator probes trapped only the traced
+				 tree (private copies of the C library and
+				 known allocator libraries); absent with
+				 MT_HDR_ALLOCATORS: probes were global */
 
 /* mt_raw_trailer.exit_kind / mt_meta.exit_kind */
 enum mt_exit_kind {
