@@ -242,8 +242,11 @@ class Table:
                       % row["skipped"])
             else:
                 for key, what in (("during", "default"),
+                                  ("during_global", "--global-probes"),
                                   ("during_noalloc",
                                    "--track-allocators=false")):
+                    if key not in row:
+                        continue
                     during = load(self.results, row[key])
                     print("  during an mt-trace %-24s %8.1f ns  (%.1fx)" % (
                         what + " session:", during["ns_per_pair"],
@@ -257,6 +260,28 @@ class Table:
                 print("  a traced malloc+free pair hits three probes (malloc "
                       "entry and return, free):\n  %.0f ns a call before any "
                       "BPF runs, on this machine" % (1.5 * one))
+            print()
+
+    def fork_rss(self):
+        for row in self.of_kind("fork_rss"):
+            runs = [(what, load(self.results, row[key]))
+                    for key, what in (("untraced", "untraced"),
+                                      ("default", "traced"),
+                                      ("global", "traced, --global-probes"))]
+            print("RSS a traced process gains (fork_rss: 100 malloc+free "
+                  "pairs, fork, 100 more in the child), kB")
+            fmt = "  %-8s %-24s %6s %6s %6s %6s %6s"
+            print(fmt % ("process", "run", "VmRSS", "anon", "file", "shmem",
+                         "Pss"))
+            for who in ("parent", "child"):
+                for what, fig in runs:
+                    f = fig[who]
+                    print(fmt % (who, what, f["rss"], f["anon"], f["file"],
+                                 f["shmem"], f["pss"]))
+            if row.get("others"):
+                print("  note: %s other mt-trace session(s) ran: global "
+                      "probes of theirs change the untraced figures too"
+                      % row["others"])
             print()
 
     def offline(self):
@@ -323,6 +348,7 @@ def main():
     table.percall()
     table.storm()
     table.bystander()
+    table.fork_rss()
     table.offline()
     table.sizes()
     table.target_table()
