@@ -126,6 +126,12 @@ foreign_probes_note() {
 	if [ "$(echo "$before" | jq -r '.mem == .file')" != true ]; then
 		foreign_probes_note "malloc was patched before this session"
 	fi
+	if [ "$(echo "$during" | jq -r '.mem == .file')" != true ]; then
+		run "$PY" "$HITS" code "$outside" malloc
+		if [ "$(echo "$output" | jq -r '.mem == .file')" != true ]; then
+			foreign_probes_note "malloc is patched with our session gone"
+		fi
+	fi
 	[ "$(echo "$during" | jq -r '.mem == .file')" = true ]
 }
 
@@ -138,6 +144,10 @@ foreign_probes_note() {
 	run valgrind -q --error-exitcode=99 /bin/ls /
 	end_session
 	echo "$output" | tail -5
+	if [ "$status" -ne 0 ] &&
+		! valgrind -q --error-exitcode=99 /bin/ls / >/dev/null 2>&1; then
+		foreign_probes_note "valgrind fails with our session gone too"
+	fi
 	assert_success
 
 	start_session --global-probes
