@@ -99,10 +99,18 @@ int input_start_zstd(struct mt_input *in)
 	if (in->mapped) {
 		input_unmap_file(in);
 		in->mapped = false;
-		in->buf = malloc(BUF_START);
-		in->cap = BUF_START;
-		if (!in->buf)
+		in->buf = NULL;
+		in->cap = 0;
+	}
+	/* room for a whole frame of mt's after what is left unread: the
+	 * decoder then writes it here in one call (zstd_io.c) */
+	if (in->cap < ZBUF_BYTES) {
+		unsigned char *buf = realloc(in->buf, ZBUF_BYTES);
+
+		if (!buf)
 			return input_fail(in, 0, "out of memory");
+		in->buf = buf;
+		in->cap = ZBUF_BYTES;
 	}
 	in->start = in->end = 0;
 	in->buf_off = 0;

@@ -24,6 +24,7 @@
 #include <msgpack.h>
 
 #include "mt_input.h"
+#include "mt_zstd.h"
 
 /* DROP_STEP is a size_t: it masks 64-bit offsets, and a 32-bit mask cut
  * the offsets of inputs over 4 GiB (their pages were never let go). */
@@ -34,6 +35,8 @@
 #define MAX_HEADER  (16u << 20)	      /* raw stream header incl. strings */
 #define MAX_OBJECT  (4u << 20)	      /* one MessagePack map or JSON line */
 #define MAX_PAYLOAD (1u << 20)	      /* an EXEC path or MARKER name */
+/* compressed input: room for two of mt-encode's frames, decompressed */
+#define ZBUF_BYTES ((size_t)MT_ZSTD_FRAME_BYTES * 2)
 /* the page sizes a stream header may give (a power of two between) */
 #define MT_PAGE_SIZE_MIN 4096u
 #define MT_PAGE_SIZE_MAX (1u << 30)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "mt_zstd.h"
 
@@ -22,6 +23,11 @@
  * mt's frames need 1-4 MiB; zstd's own default limit is the same 128 MiB.
  */
 #define WINDOW_LOG_MAX 27
+
+/* Compressed bytes a reader buffers: whole frames of mt's (1 MiB of
+ * MessagePack, 0.1-0.3 MiB compressed) with room to spare, so that most
+ * frames decode in one call (decode_whole_frame). */
+#define ZREAD_BYTES ((size_t)2 << 20)
 
 bool mt_zstd_magic(const void *p, size_t len)
 {
@@ -146,7 +152,7 @@ struct mt_zreader *mt_zreader_new(FILE *f, const void *head, size_t head_len)
 	if (!z)
 		return NULL;
 	z->f = f;
-	z->cap = ZSTD_DStreamInSize();
+	z->cap = ZREAD_BYTES;
 	if (z->cap < head_len)
 		z->cap = head_len;
 	z->buf = malloc(z->cap);
@@ -168,27 +174,81 @@ static ssize_t zfail(struct mt_zreader *z, uint64_t off, const char *what)
 	return -1;
 }
 
-/* More compressed bytes; false at the end of the input (or an error,
- * with z->err set). */
+/* More compressed bytes after those not consumed yet (moved to the
+ * buffer's start); false at the end of the input, when the buffer is
+ * full, or on an error (with z->err set). */
 static bool refill(struct mt_zreader *z)
 {
+	size_t left = z->in.size - z->in.pos;
 	size_t n;
 
 	if (z->eof || !z->f)
 		return z->eof = true, false;
-	z->buf_off += z->in.size;
-	n = fread(z->buf, 1, z->cap, z->f);
-	z->in = (ZSTD_inBuffer){.src = z->buf, .size = n};
+	if (z->in.pos > 0) {
+		memmove(z->buf, z->buf + z->in.pos, left);
+		z->buf_off += z->in.pos;
+		z->in = (ZSTD_inBuffer){.src = z->buf, .size = left};
+	}
+	if (left == z->cap)
+		return false;
+	n = fread(z->buf + left, 1, z->cap - left, z->f);
+	z->in.size += n;
 	if (n == 0) {
 		if (ferror(z->f)) {
 			snprintf(z->err, sizeof(z->err),
-				 "byte %" PRIu64 ": read error: %s", z->buf_off,
-				 strerror(errno));
+				 "byte %" PRIu64 ": read error: %s",
+				 z->buf_off + left, strerror(errno));
 			return false;
 		}
 		z->eof = true;
 	}
 	return n > 0;
+}
+
+/*
+ * The next frame decoded whole, straight into dst, when its header says
+ * how long it is, that fits in cap, and all of its compressed bytes can be
+ * buffered: one call to zstd, no streaming window, no copy out of it (mt's
+ * frames are all like that).  > 0 bytes given, 0 when the frame must be
+ * streamed instead (unknown or large size, a skippable or empty frame, cut
+ * short, damaged: the streaming decoder then says how), -1 on a damaged
+ * frame.
+ */
+static ssize_t decode_whole_frame(struct mt_zreader *z, void *dst, size_t cap)
+{
+	unsigned long long content;
+	size_t frame_len, got;
+
+	for (;;) {
+		const unsigned char *src = z->buf + z->in.pos;
+		size_t have = z->in.size - z->in.pos;
+
+		content = ZSTD_getFrameContentSize(src, have);
+		frame_len = ZSTD_findFrameCompressedSize(src, have);
+		if (!ZSTD_isError(frame_len))
+			break;
+		/* the frame's end (or its header) is not buffered: read more;
+		 * anything else is for the streaming decoder to name */
+		if (ZSTD_getErrorCode(frame_len) != ZSTD_error_srcSize_wrong ||
+		    z->err[0] || !refill(z))
+			return 0;
+	}
+	if (content == ZSTD_CONTENTSIZE_UNKNOWN ||
+	    content == ZSTD_CONTENTSIZE_ERROR || content == 0 || content > cap)
+		return 0;
+	z->frame_off = z->buf_off + z->in.pos;
+	got =
+	    ZSTD_decompressDCtx(z->ds, dst, cap, z->buf + z->in.pos, frame_len);
+	if (ZSTD_isError(got)) {
+		char what[160];
+
+		snprintf(what, sizeof(what),
+			 "zstd frame at byte %" PRIu64 ": %s", z->frame_off,
+			 ZSTD_getErrorName(got));
+		return zfail(z, z->frame_off, what);
+	}
+	z->in.pos += frame_len;
+	return got;
 }
 
 /* One step of the decoder; -1 on damage, else 0. */
@@ -221,6 +281,12 @@ ssize_t mt_zreader_read(struct mt_zreader *z, void *dst, size_t cap)
 
 	if (z->err[0])
 		return -1;
+	if (!z->in_frame) {
+		ssize_t whole = decode_whole_frame(z, dst, cap);
+
+		if (whole != 0 || z->err[0])
+			return z->err[0] ? -1 : whole;
+	}
 	while (out.pos < out.size) {
 		size_t had = out.pos;
 		bool at_end = false;

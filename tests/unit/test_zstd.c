@@ -237,11 +237,92 @@ static void test_flipped_bits(void)
 	free(src);
 }
 
+/*
+ * Frames of random bytes (they stay about as long compressed) around the
+ * reader's 2 MiB of compressed bytes: frames cross its end, so the reader
+ * keeps a frame's head and reads on for its tail before decoding it whole;
+ * one 3 MiB frame never fits and is streamed.  Every byte comes back, in
+ * big and in small reads, and a flipped bit deep in the stream names the
+ * frame it is in, by its compressed offset.
+ */
+static void test_frames_across_the_buffer(void)
+{
+	const size_t sizes[] = {700000, 700000, 700000, 700000, 3u << 20,
+				700000, 700000, 700000, 1000};
+	const size_t nframes = sizeof(sizes) / sizeof(sizes[0]);
+	size_t len = 0, off = 0, frame_at[16], cap_out;
+	struct mt_zwriter *zw = mt_zwriter_new(1, 0);
+	int fd = memfd_create("zstd", 0);
+	unsigned char *src, *comp, *out;
+	uint64_t x = 88172645463325252ull;
+	size_t comp_len;
+	char err[256];
+
+	for (size_t i = 0; i < nframes; i++)
+		len += sizes[i];
+	src = malloc(len);
+	for (size_t i = 0; i < len; i++) { /* xorshift: incompressible */
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		src[i] = (unsigned char)x;
+	}
+	for (size_t i = 0; i < nframes; i++) {
+		frame_at[i] = mt_zwriter_written(zw);
+		CHECK_INT(mt_zwriter_frame(zw, fd, src + off, sizes[i]), 0);
+		off += sizes[i];
+	}
+	comp_len = lseek(fd, 0, SEEK_END);
+	CHECK(comp_len > len); /* random bytes: stored, a little longer */
+	comp = malloc(comp_len);
+	if (pread(fd, comp, comp_len, 0) != (ssize_t)comp_len)
+		abort();
+	close(fd);
+	mt_zwriter_free(zw);
+	cap_out = len + (4u << 20);
+	out = malloc(cap_out);
+	for (int pass = 0; pass < 3; pass++) {
+		/* whole frames into 4 MiB; 64 KiB reads; then a bit flipped */
+		size_t cap = pass == 1 ? 1u << 16 : 4u << 20, got = 0;
+		FILE *f = fmemopen(comp, comp_len, "r");
+		struct mt_zreader *z = mt_zreader_new(f, NULL, 0);
+		ssize_t n;
+
+		if (pass == 2)
+			comp[frame_at[6] + 5000] ^= 0x20;
+		while ((n = mt_zreader_read(z, out + got, cap)) > 0)
+			got += n;
+		snprintf(err, sizeof(err), "%s", mt_zreader_error(z));
+		mt_zreader_free(z);
+		fclose(f);
+		if (pass < 2) {
+			CHECK_INT(n, 0);
+			CHECK_INT(got, len);
+			CHECK(got == len && !memcmp(out, src, len));
+			continue;
+		}
+		char want[64];
+
+		CHECK_INT(n, -1);
+		snprintf(want, sizeof(want),
+			 "zstd frame at byte %zu: ", frame_at[6]);
+		CHECK(strstr(err, want) != NULL);
+		if (!strstr(err, want))
+			fprintf(stderr, "flipped bit: %s (want %s)\n", err,
+				want);
+		/* the six frames before it came back whole, nothing of it */
+		CHECK_INT(got, len - sizes[6] - sizes[7] - sizes[8]);
+		CHECK(!memcmp(out, src, len - sizes[6] - sizes[7] - sizes[8]));
+	}
+	free(out);
+	free(comp);
+	free(src);
+}
+
 int main(void)
 {
 	test_frames_round_trip();
 	test_skippable_and_empty();
 	test_every_cut();
 	test_flipped_bits();
+	test_frames_across_the_buffer();
 	return test_summary("test_zstd");
 }
