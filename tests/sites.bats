@@ -163,6 +163,92 @@ chain_artifact() {
 	assert_line --index 0 '<?xml version="1.0" encoding="UTF-8"?>'
 }
 
+# The address space by the same three stacks: 1 maps 16 KiB that 2's
+# mremap moves; 2 maps 8 KiB of which 3's munmap takes 4; 3 grows the break
+# twice (4 + 8 KiB), 1 shrinks it by 4.  The peak (32 KiB, after the second
+# brk) holds 16 KiB of 1, 4 of 2 and 12 of 3; 8 KiB of 3 and 4 of 2 stay
+# mapped.
+mapped_artifact() {
+	mk mapped <<-EOF
+		CodeFile file=1 path=$BIN build_id=$ID
+		Stack stack=1 frames=1:$RET_MALLOC,1:$RET_TABLE
+		Stack stack=2 frames=0:0x7f0000002000
+		Stack stack=3 frames=1:$RET_TABLE
+		Mmap addr=0x10000 size=16KiB stack=1
+		Mmap addr=0x20000 size=8KiB stack=2
+		Munmap addr=0x20000 size=4KiB stack=3
+		Brk addr=0x101000 old_addr=0x100000 stack=3
+		Brk addr=0x103000 old_addr=0x101000 stack=3
+		Brk addr=0x102000 old_addr=0x103000 stack=1
+		Mremap addr=0x40000 size=12KiB old_addr=0x10000 old_size=16KiB stack=2
+		Malloc addr=0x1000 size=100 stack=1
+		Munmap addr=0x40000 size=12KiB stack=3
+	EOF
+}
+
+@test "address-space sites: mmap, mremap, munmap and brk by stack, apart from the heap" {
+	mapped_artifact
+	run mt-report --json "$T/mapped.msgpack"
+	assert_success
+	echo "$output" >"$T/r.json"
+	run jq -c '.mapped_sites | [.count, .mapped_peak, .sort]' "$T/r.json"
+	assert_output '[3,32768,"peak"]'
+	run jq -c '[.mapped_sites.top[] | [.stack, .peak_bytes, .allocated_bytes,
+		.allocations, .not_freed_bytes, .not_freed_blocks]]' "$T/r.json"
+	assert_output '[[1,16384,16384,1,0,0],[3,12288,12288,2,8192,2],[2,4096,20480,2,4096,1]]'
+	# the timelines' own mapped peak agrees; the heap is counted apart
+	run jq -c '[.tree.peak_mapped, .sites.heap_peak,
+		[.sites.top[] | [.stack, .allocated_bytes]]]' "$T/r.json"
+	assert_output '[32768,100,[[1,100]]]'
+	run jq -r '[.mapped_sites.top[0].frames[].function] | join(" ")' "$T/r.json"
+	assert_output "new_cell fill_row make_table main"
+
+	run mt-report "$T/mapped.msgpack"
+	assert_success
+	assert_output --partial "top address-space (mmap, mremap, brk) sites by bytes mapped at the peak (3 distinct stacks)"
+	assert_output --partial "#2   12.0 KiB at peak, 12.0 KiB mapped in 2 calls, 8.00 KiB not unmapped"
+	run mt-report --sort not-freed "$T/mapped.msgpack"
+	assert_output --partial "sites by bytes not unmapped (3 distinct stacks)"
+
+	run mt-report --folded --space mapped "$T/mapped.msgpack"
+	assert_success
+	assert_output "$(printf '%s\n' 'main;make_table;fill_row;new_cell 16384' \
+		'main 12288' '0x7f0000002000 4096')"
+	run mt-report --folded --space mapped --flamegraph-of count "$T/mapped.msgpack"
+	assert_output "$(printf '%s\n' 'main;make_table;fill_row;new_cell 1' \
+		'main 2' '0x7f0000002000 2')"
+	# the heap's stay the default
+	run mt-report --folded "$T/mapped.msgpack"
+	assert_output 'main;make_table;fill_row;new_cell 100'
+
+	run mt-report --flamegraph - --space mapped "$T/mapped.msgpack"
+	assert_success
+	assert_output --partial ">Address-space sites: bytes mapped at the peak</text>"
+	assert_output --partial "<title>all (32.0 KiB, 100.00%)</title>"
+	assert_output --partial "<title>main (28.0 KiB, 87.50%)</title>"
+	assert_output --partial "<title>make_table (16.0 KiB, 50.00%)</title>"
+	# --compare weighs the same space: against the heap-only run, every
+	# mapped byte grew
+	chain_artifact
+	run mt-report --compare "$T/run.msgpack" "$T/mapped.msgpack" --space mapped
+	assert_success
+	assert_output --partial "address-space sites that grew most, by bytes mapped at the peak"
+	assert_output --partial "#1   +16.0 KiB (0 B -> 16.0 KiB)"
+	run mt-report --space stack "$T/mapped.msgpack"
+	assert_failure 2
+	assert_output --partial "--space: not one of heap, mapped: stack"
+}
+
+@test "address-space sites: no table when nothing was mapped with a stack" {
+	chain_artifact
+	run mt-report "$T/run.msgpack"
+	assert_success
+	refute_output --partial "address-space"
+	run mt-report --json "$T/run.msgpack"
+	run jq -c '.mapped_sites | [.count, .mapped_peak, .top]' <<<"$output"
+	assert_output '[0,0,[]]'
+}
+
 @test "--flamegraph on a run without stacks: exit 2, said why" {
 	mk nostack <<-EOF
 		Malloc addr=0x1000 size=100
@@ -172,8 +258,11 @@ chain_artifact() {
 	assert_output --partial "no call stacks in this run"
 	run mt-report --json "$T/nostack.msgpack"
 	assert_success
-	run jq -c .sites <<<"$output"
-	assert_output null
+	run jq -c '[.sites, .mapped_sites]' <<<"$output"
+	assert_output '[null,null]'
+	run mt-report --folded --space mapped "$T/nostack.msgpack"
+	assert_success
+	assert_output ""
 }
 
 @test "symbolized offline: the binary gone, its debug file by build-id in --debug-dir; another build-id never used" {

@@ -160,6 +160,38 @@ thread_main"
 		<(sed 's| /lib/| /usr/lib/|' "$T/got")
 }
 
+@test "address-space sites: mmap, mremap, munmap and brk from known functions, exact bytes per site" {
+	trace_ok --stacks -- "$STACKS" mmap
+	mt-report --json --top all "$T/out.msgpack" >"$T/r.json"
+	# per function of the fixture (sites whose stack passes through it):
+	# bytes mapped, calls, bytes at the tree's mapped peak, not unmapped
+	run jq -r '.mapped_sites.top as $s | ("map_kept", "map_dropped",
+		"map_small", "map_moved", "brk_grow", "map_peak", "brk_shrink",
+		"unmap_range") as $f
+		| [$s[] | select([.frames[].function] | index($f))]
+		| "\($f) \(map(.allocated_bytes) | add // 0) \(map(.allocations)
+		| add // 0) \(map(.peak_bytes) | add // 0) \(map(.not_freed_bytes)
+		| add // 0)"' "$T/r.json"
+	assert_output "map_kept 12288 1 12288 12288
+map_dropped 20480 1 0 0
+map_small 8192 1 0 0
+map_moved 24576 1 0 0
+brk_grow 131072 2 65536 65536
+map_peak 16777216 1 16777216 0
+brk_shrink 0 0 0 0
+unmap_range 0 0 0 0"
+	# every mapped byte at the peak belongs to one site: the sites add up
+	# to the timelines' own peak (ld.so's mappings included)
+	run jq -r '[([.mapped_sites.top[].peak_bytes] | add),
+		.mapped_sites.mapped_peak, .tree.peak_mapped] | unique | length' "$T/r.json"
+	assert_output 1
+	# and the stack of map_kept's mmap: libc's mmap (inlined in itself with
+	# its debug file), then the fixture's chain (address_space inlined)
+	run jq -r '.mapped_sites.top[] | select([.frames[].function]
+		| index("map_kept")) | [.frames[].function] | join(" ")' "$T/r.json"
+	assert_output --regexp "^([^ ]*mmap[^ ]* ){1,2}map_pages map_kept address_space main "
+}
+
 @test "--no-stacks and MT_STACKS=0: no stack records, no stack keys" {
 	trace_ok --no-stacks -- "$STACKS" direct
 	run "$PY" -c 'import sys, msgpack; print(sum(1 for m in msgpack.Unpacker(sys.stdin.buffer, raw=False) if m["type"] in ("Stack", "CodeFile") or "stack" in m))' < <(zstd -dcf "$T/out.msgpack")

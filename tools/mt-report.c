@@ -88,6 +88,10 @@ static const char usage_text[] =
     "--folded)\n"
     "      --folded             folded stacks (flamegraph.pl, inferno, "
     "speedscope)\n"
+    "      --space SPACE        what --flamegraph, --folded and --compare "
+    "weigh:\n"
+    "                           heap (default) or mapped (mmap, mremap, "
+    "brk)\n"
     "      --debug-dir DIR      separate debug files also under DIR "
     "(repeatable)\n"
     "      --sysroot DIR        the traced files under DIR (another "
@@ -180,6 +184,7 @@ enum {
 	O_FLAMEGRAPH,
 	O_FLAMEGRAPH_OF,
 	O_FOLDED,
+	O_SPACE,
 	O_DEBUG_DIR,
 	O_SYSROOT,
 };
@@ -212,6 +217,7 @@ static const struct option longopts[] = {
     {"flamegraph", required_argument, NULL, O_FLAMEGRAPH},
     {"flamegraph-of", required_argument, NULL, O_FLAMEGRAPH_OF},
     {"folded", no_argument, NULL, O_FOLDED},
+    {"space", required_argument, NULL, O_SPACE},
     {"debug-dir", required_argument, NULL, O_DEBUG_DIR},
     {"sysroot", required_argument, NULL, O_SYSROOT},
     {NULL, 0, NULL, 0},
@@ -280,6 +286,10 @@ static void sites_option(struct env *env, int c, const char *v)
 		break;
 	case O_FOLDED:
 		env->folded = true;
+		break;
+	case O_SPACE:
+		if (mt_site_space_parse(v, &env->sites.space) < 0)
+			usage_error("--space: not one of heap, mapped: %s", v);
 		break;
 	case O_DEBUG_DIR:
 		if (sym->ndebug_dirs == max_dirs)
@@ -355,6 +365,7 @@ static void option(struct env *env, int c, const char *v)
 	case O_FLAMEGRAPH:
 	case O_FLAMEGRAPH_OF:
 	case O_FOLDED:
+	case O_SPACE:
 	case O_DEBUG_DIR:
 	case O_SYSROOT:
 		sites_option(env, c, v);
@@ -471,7 +482,7 @@ static void write_flamegraph(const struct env *env, json_t *doc)
 	f = strcmp(path, "-") ? fopen(path, "w") : stdout;
 	if (!f)
 		err(MT_EXIT_UNUSABLE, "%s", path);
-	if (mt_flame_svg(f, doc, env->flame_of) < 0)
+	if (mt_flame_svg(f, doc, env->sites.space, env->flame_of) < 0)
 		mt_output_failed(f, path);
 	if (f != stdout)
 		mt_output_close(f, path);
@@ -567,20 +578,36 @@ static int report(const struct env *env, FILE *out, const char *path)
 			json_object_set_new(facts, "ok",
 					    json_boolean(status == 0));
 		}
-		json_object_set_new(facts, "sites",
-				    mt_top_sites_json(doc, &env->sites));
+		/* without stacks "sites" is null and "mapped_sites" (newer)
+		 * left out, so such a report reads as it always did */
+		for (int sp = 0; sp < MT_SITE_SPACES; sp++) {
+			struct mt_sites_view v = env->sites;
+
+			v.space = (enum mt_site_space)sp;
+			if (sp && !mt_top_sites_present(doc))
+				break;
+			json_object_set_new(facts,
+					    mt_site_space_section(v.space),
+					    mt_top_sites_json(doc, &v));
+		}
 		json_dumpf(facts, out, json_flags(env, out));
 		fputc('\n', out);
 		json_decref(facts);
 	} else if (env->folded) {
-		if (mt_flame_folded(out, doc, env->flame_of) < 0)
+		if (mt_flame_folded(out, doc, env->sites.space, env->flame_of) <
+		    0)
 			mt_output_failed(out, env->output ? env->output
 							  : "<stdout>");
 	} else if ((!env->svg || strcmp(env->svg, "-") || out != stdout) &&
 		   (!env->flamegraph || strcmp(env->flamegraph, "-") ||
 		    out != stdout)) {
 		mt_report_text(out, doc, &env->view);
-		mt_top_sites_text(out, doc, &env->sites);
+		for (int sp = 0; sp < MT_SITE_SPACES; sp++) {
+			struct mt_sites_view v = env->sites;
+
+			v.space = (enum mt_site_space)sp;
+			mt_top_sites_text(out, doc, &v);
+		}
 	}
 	status = worse(status, check_complete(env, doc));
 	json_decref(results);

@@ -423,10 +423,11 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 					    r->sections, "duration_ns",
 					    (json_int_t)r->section_ns)
 				: json_null());
-	if (r->sites_on)
-		json_object_set_new(doc, "sites",
-				    mt_sites_json(r->sites, &r->opts.symbols,
-						  r->opts.max_sites));
+	for (int sp = 0; r->sites_on && sp < MT_SITE_SPACES; sp++)
+		json_object_set_new(
+		    doc, mt_site_space_section((enum mt_site_space)sp),
+		    mt_sites_json(r->sites, (enum mt_site_space)sp,
+				  &r->opts.symbols, r->opts.max_sites));
 	return doc;
 }
 

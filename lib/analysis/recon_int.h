@@ -101,6 +101,7 @@ struct blocks {
 struct range {
 	uint64_t start, end;
 	bool uncounted; /* inherited at fork, or mapped outside the section */
+	uint32_t stack; /* the call stack that mapped it (mt_sites.h) */
 };
 
 struct ranges {
@@ -342,10 +343,14 @@ static inline void blocks_remove(struct blocks *b, struct block *victim)
 /* The first range whose end lies above addr. */
 size_t ranges_search(const struct ranges *r, uint64_t addr);
 int ranges_insert_at(struct ranges *r, size_t i, struct range x);
-/* Unmap [start, end): trims, splits (a hole in a mapping) or drops. */
-void ranges_remove(struct ranges *r, uint64_t start, uint64_t end);
-/* Map [start, end), replacing whatever was there (MAP_FIXED). */
-void ranges_add(struct ranges *r, uint64_t start, uint64_t end, bool uncounted);
+/* Unmap [start, end): trims, splits (a hole in a mapping) or drops.  The
+ * counted bytes gone are released from their sites (sites NULL: none). */
+void ranges_remove(struct ranges *r, uint64_t start, uint64_t end,
+		   struct mt_sites *sites);
+/* Map [start, end), replacing whatever was there (MAP_FIXED); counted,
+ * the new range's bytes are allocated by stack in sites (NULL: none). */
+void ranges_add(struct ranges *r, uint64_t start, uint64_t end, bool uncounted,
+		uint32_t stack, struct mt_sites *sites);
 void ranges_clear(struct ranges *r);
 
 /* ---- leaks (recon_leaks.c) ------------------------------------------- */

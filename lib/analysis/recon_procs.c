@@ -116,7 +116,8 @@ void end_address_space(struct mt_recon *r, struct proc *p, uint64_t t,
 		struct leak lk = {p->pid, b->addr, b->size, b->t, t, why};
 
 		if (r->sites_on)
-			mt_sites_leak(r->sites, b->stack, b->size);
+			mt_sites_leak(r->sites, MT_SITES_HEAP, b->stack,
+				      b->size);
 		leak_add(&p->leaks, &lk);
 		leak_add(&r->leaks, &lk);
 	}
@@ -127,6 +128,13 @@ void end_address_space(struct mt_recon *r, struct proc *p, uint64_t t,
 		heap_changed(r, p, t);
 	}
 	p->inherited_bytes = 0;
+	for (size_t i = 0; r->sites_on && i < p->maps.n; i++) {
+		const struct range *x = &p->maps.v[i];
+
+		if (!x->uncounted)
+			mt_sites_leak(r->sites, MT_SITES_MAPPED, x->stack,
+				      x->end - x->start);
+	}
 	ranges_clear(&p->maps);
 	mapped_changed(r, p, before, t);
 	p->brk_cur = 0;

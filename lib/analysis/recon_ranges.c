@@ -4,7 +4,9 @@
  * non-overlapping [start, end), with the bytes it mapped itself counted
  * (what it inherited at fork, or mapped outside the --section, is
  * tracked but not counted).  mmap replaces what was there (MAP_FIXED),
- * munmap trims, splits or drops.
+ * munmap trims, splits or drops.  Each range keeps the stack that mapped
+ * it, so the address space's sites (mt_sites.h) get back exactly the bytes
+ * unmapped, whoever unmaps them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -46,14 +48,19 @@ int ranges_insert_at(struct ranges *r, size_t i, struct range x)
 	return 0;
 }
 
-void ranges_uncount(struct ranges *r, const struct range *x, uint64_t bytes)
+static void ranges_uncount(struct ranges *r, const struct range *x,
+			   uint64_t bytes, struct mt_sites *sites)
 {
-	if (!x->uncounted)
-		r->own_bytes -= bytes;
+	if (x->uncounted)
+		return;
+	r->own_bytes -= bytes;
+	if (sites)
+		mt_sites_release(sites, MT_SITES_MAPPED, x->stack, bytes);
 }
 
 /* Unmap [start, end): trims, splits (a hole in a mapping) or drops. */
-void ranges_remove(struct ranges *r, uint64_t start, uint64_t end)
+void ranges_remove(struct ranges *r, uint64_t start, uint64_t end,
+		   struct mt_sites *sites)
 {
 	size_t i = ranges_search(r, start), j;
 
@@ -61,9 +68,10 @@ void ranges_remove(struct ranges *r, uint64_t start, uint64_t end)
 		struct range *x = &r->v[i];
 
 		if (x->end > end) { /* a hole inside one mapping */
-			struct range tail = {end, x->end, x->uncounted};
+			struct range tail = {end, x->end, x->uncounted,
+					     x->stack};
 
-			ranges_uncount(r, x, end - start);
+			ranges_uncount(r, x, end - start, sites);
 			x->end = start;
 			/* the tail's bytes stay counted: insert re-adds */
 			if (!tail.uncounted)
@@ -71,14 +79,14 @@ void ranges_remove(struct ranges *r, uint64_t start, uint64_t end)
 			ranges_insert_at(r, i + 1, tail);
 			return;
 		}
-		ranges_uncount(r, x, x->end - start);
+		ranges_uncount(r, x, x->end - start, sites);
 		x->end = start;
 		i++;
 	}
 	for (j = i; j < r->n && r->v[j].end <= end; j++)
-		ranges_uncount(r, &r->v[j], r->v[j].end - r->v[j].start);
+		ranges_uncount(r, &r->v[j], r->v[j].end - r->v[j].start, sites);
 	if (j < r->n && r->v[j].start < end) {
-		ranges_uncount(r, &r->v[j], end - r->v[j].start);
+		ranges_uncount(r, &r->v[j], end - r->v[j].start, sites);
 		r->v[j].start = end;
 	}
 	if (j > i) {
@@ -88,13 +96,17 @@ void ranges_remove(struct ranges *r, uint64_t start, uint64_t end)
 }
 
 /* Map [start, end), replacing whatever was there (MAP_FIXED). */
-void ranges_add(struct ranges *r, uint64_t start, uint64_t end, bool uncounted)
+void ranges_add(struct ranges *r, uint64_t start, uint64_t end, bool uncounted,
+		uint32_t stack, struct mt_sites *sites)
 {
 	if (end <= start)
 		return;
-	ranges_remove(r, start, end);
+	ranges_remove(r, start, end, sites);
 	ranges_insert_at(r, ranges_search(r, start),
-			 (struct range){start, end, uncounted});
+			 (struct range){start, end, uncounted, stack});
+	if (sites && !uncounted)
+		mt_sites_alloc(sites, MT_SITES_MAPPED, stack, end - start,
+			       true);
 }
 
 void ranges_clear(struct ranges *r)

@@ -97,7 +97,8 @@ static void heap_alloc(struct mt_recon *r, struct proc *p, uint64_t addr,
 			p->heap_own -= b->size;
 			r->tree_heap -= b->size;
 			if (r->sites_on)
-				mt_sites_release(r->sites, b->stack, b->size);
+				mt_sites_release(r->sites, MT_SITES_HEAP,
+						 b->stack, b->size);
 		}
 	} else {
 		p->blocks.used++;
@@ -105,7 +106,8 @@ static void heap_alloc(struct mt_recon *r, struct proc *p, uint64_t addr,
 	if (r->in_section) {
 		*b = (struct block){addr, size, t, (uint32_t)r->cur_stack};
 		if (r->sites_on)
-			mt_sites_alloc(r->sites, r->cur_stack, size, true);
+			mt_sites_alloc(r->sites, MT_SITES_HEAP, r->cur_stack,
+				       size, true);
 		p->heap_own += size;
 		r->tree_heap += size;
 	} else {
@@ -133,7 +135,7 @@ static int64_t heap_release(struct mt_recon *r, struct proc *p, uint64_t addr)
 	p->heap_own -= size;
 	r->tree_heap -= size;
 	if (r->sites_on)
-		mt_sites_release(r->sites, b->stack, size);
+		mt_sites_release(r->sites, MT_SITES_HEAP, b->stack, size);
 	blocks_remove(&p->blocks, b);
 	return (int64_t)size;
 }
@@ -191,25 +193,29 @@ static inline uint64_t page_up(const struct mt_recon *r, uint64_t x)
 	return (x + ps - 1) / ps * ps;
 }
 
+/* mremap is taken as realloc is: the old range released from its site,
+ * the new one (all of it) allocated by the mremap's stack. */
 static void on_mapping(struct mt_recon *r, struct proc *p,
 		       const struct mt_event *ev, uint64_t t)
 {
 	uint64_t before = p->maps.own_bytes;
+	struct mt_sites *sites = r->sites_on ? r->sites : NULL;
+	uint32_t stack = (uint32_t)r->cur_stack;
 
 	switch (ev->kind) {
 	case MT_EV_MMAP:
 		ranges_add(&p->maps, ev->addr, ev->addr + page_up(r, ev->size),
-			   !r->in_section);
+			   !r->in_section, stack, sites);
 		break;
 	case MT_EV_MUNMAP:
 		ranges_remove(&p->maps, ev->addr,
-			      ev->addr + page_up(r, ev->size));
+			      ev->addr + page_up(r, ev->size), sites);
 		break;
 	case MT_EV_MREMAP:
 		ranges_remove(&p->maps, ev->old_addr,
-			      ev->old_addr + page_up(r, ev->old_size));
+			      ev->old_addr + page_up(r, ev->old_size), sites);
 		ranges_add(&p->maps, ev->addr, ev->addr + page_up(r, ev->size),
-			   !r->in_section);
+			   !r->in_section, stack, sites);
 		break;
 	case MT_EV_BRK: {
 		/* memtrack has no previous break: use the last one seen */
@@ -221,10 +227,10 @@ static void on_mapping(struct mt_recon *r, struct proc *p,
 			break;
 		if (brk > old)
 			ranges_add(&p->maps, page_up(r, old), page_up(r, brk),
-				   !r->in_section);
+				   !r->in_section, stack, sites);
 		else if (brk < old)
 			ranges_remove(&p->maps, page_up(r, brk),
-				      page_up(r, old));
+				      page_up(r, old), sites);
 		break;
 	}
 	}
@@ -347,7 +353,10 @@ static void on_other(struct mt_recon *r, const struct mt_record *rec)
 		 * before is the no-stack site's */
 		if (!r->sites_on && ev->kind == MT_EV_STACK) {
 			r->sites_on = true;
-			mt_sites_alloc(r->sites, 0, r->tree_heap, false);
+			mt_sites_alloc(r->sites, MT_SITES_HEAP, 0, r->tree_heap,
+				       false);
+			mt_sites_alloc(r->sites, MT_SITES_MAPPED, 0,
+				       r->tree_mapped, false);
 		}
 		mt_sites_describe(r->sites, rec);
 		return;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * sites.c - the heap aggregated by call stack, with each site's live bytes
- * at the tree's heap peak found lazily (see mt_sites.h), and its JSON.
+ * sites.c - the heap and the address space aggregated by call stack, with
+ * each site's bytes at the tree's peak found lazily (see mt_sites.h), and
+ * their JSON.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,15 +11,19 @@
 
 #include "mt_sites.h"
 
+/* A site's counters in one space */
 struct site {
-	uint64_t live;	/* bytes live now */
+	uint64_t live;	/* bytes held now */
 	uint64_t saved; /* live when epoch saved_epoch began */
 	uint64_t metric[MT_SITE_METRICS]; /* [MT_SITE_PEAK] set at the end */
 	uint64_t leaked_blocks;
 	uint32_t saved_epoch;
-	uint32_t nframes;
+};
+
+/* A stack as its Stack record described it */
+struct stack_desc {
 	uint64_t *frames; /* MT_FRAME() values, innermost first */
-	bool described;	  /* its Stack record was seen */
+	uint32_t nframes;
 	bool truncated;
 };
 
@@ -29,22 +34,41 @@ struct code_file {
 	size_t build_id_len;
 };
 
-struct mt_sites {
-	struct site *v; /* by stack id; [0]: blocks without a stack */
+/* One space's sites, by stack id ([0]: what has no stack), and the
+ * tree's bytes in it */
+struct space {
+	struct site *v;
 	size_t n;
-	bool any;
-	/* the tree's heap and its peak */
 	uint64_t heap, peak;
 	bool at_new_peak; /* heap == peak, reached since the last epoch */
 	uint32_t epoch;	  /* began when the heap last fell from a peak */
+};
+
+struct mt_sites {
+	struct space space[MT_SITE_SPACES];
+	struct stack_desc *stacks; /* by stack id */
+	size_t nstacks;
+	bool any;
 	struct code_file *files;
 	size_t nfiles;
+	struct mt_symbolizer *sym; /* made at the first mt_sites_json */
 };
 
 static const char *const metric_names[MT_SITE_METRICS] = {"peak", "allocated",
 							  "count", "not-freed"};
 static const char *const metric_keys[MT_SITE_METRICS] = {
     "peak_bytes", "allocated_bytes", "allocations", "not_freed_bytes"};
+static const char *const space_names[MT_SITE_SPACES] = {"heap", "mapped"};
+static const char *const space_sections[MT_SITE_SPACES] = {"sites",
+							   "mapped_sites"};
+static const char *const space_peak_keys[MT_SITE_SPACES] = {"heap_peak",
+							    "mapped_peak"};
+static const char *const metric_words[MT_SITE_SPACES][MT_SITE_METRICS] = {
+    {"bytes live at the heap peak", "bytes allocated", "allocation calls",
+     "bytes not freed"},
+    {"bytes mapped at the peak", "bytes mapped", "mapping calls",
+     "bytes not unmapped"},
+};
 
 const char *mt_site_metric_name(enum mt_site_metric m)
 {
@@ -56,18 +80,12 @@ const char *mt_site_metric_key(enum mt_site_metric m)
 	return m < MT_SITE_METRICS ? metric_keys[m] : NULL;
 }
 
-const char *mt_site_metric_words(enum mt_site_metric m)
+const char *mt_site_metric_words(enum mt_site_space space,
+				 enum mt_site_metric m)
 {
-	switch (m) {
-	case MT_SITE_PEAK:
-		return "bytes live at the heap peak";
-	case MT_SITE_ALLOCATED:
-		return "bytes allocated";
-	case MT_SITE_COUNT:
-		return "allocation calls";
-	default:
-		return "bytes not freed";
-	}
+	if (space >= MT_SITE_SPACES || m >= MT_SITE_METRICS)
+		return NULL;
+	return metric_words[space][m];
 }
 
 int mt_site_metric_parse(const char *name, enum mt_site_metric *m)
@@ -83,17 +101,44 @@ int mt_site_metric_parse(const char *name, enum mt_site_metric *m)
 	return -1;
 }
 
+const char *mt_site_space_name(enum mt_site_space space)
+{
+	return space < MT_SITE_SPACES ? space_names[space] : NULL;
+}
+
+int mt_site_space_parse(const char *name, enum mt_site_space *space)
+{
+	for (int i = 0; i < MT_SITE_SPACES; i++)
+		if (!strcmp(name, space_names[i])) {
+			*space = (enum mt_site_space)i;
+			return 0;
+		}
+	return -1;
+}
+
+const char *mt_site_space_section(enum mt_site_space space)
+{
+	return space < MT_SITE_SPACES ? space_sections[space] : NULL;
+}
+
+const char *mt_site_space_peak_key(enum mt_site_space space)
+{
+	return space < MT_SITE_SPACES ? space_peak_keys[space] : NULL;
+}
+
 struct mt_sites *mt_sites_new(void)
 {
 	struct mt_sites *s = calloc(1, sizeof(*s));
 
 	if (!s)
 		return NULL;
-	s->n = 64;
-	s->v = calloc(s->n, sizeof(*s->v));
-	if (!s->v) {
-		free(s);
-		return NULL;
+	for (int i = 0; i < MT_SITE_SPACES; i++) {
+		s->space[i].n = 64;
+		s->space[i].v = calloc(s->space[i].n, sizeof(struct site));
+		if (!s->space[i].v) {
+			mt_sites_free(s);
+			return NULL;
+		}
 	}
 	return s;
 }
@@ -102,49 +147,60 @@ void mt_sites_free(struct mt_sites *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->n; i++)
-		free(s->v[i].frames);
-	free(s->v);
+	for (int i = 0; i < MT_SITE_SPACES; i++)
+		free(s->space[i].v);
+	for (size_t i = 0; i < s->nstacks; i++)
+		free(s->stacks[i].frames);
+	free(s->stacks);
 	for (size_t i = 0; i < s->nfiles; i++) {
 		free(s->files[i].path);
 		free(s->files[i].build_id);
 	}
 	free(s->files);
+	mt_sym_free(s->sym);
 	free(s);
 }
 
-/* The site of stack id, the table grown to hold it; site 0 when the id is
- * beyond reason or memory runs out (its bytes still add up). */
-static struct site *site_of(struct mt_sites *s, uint64_t stack)
+/* Grows *v (*n elements of size bytes, zeroed) to hold index i: 0, or -1
+ * on out-of-memory. */
+static int grow_to(void **v, size_t *n, size_t size, uint64_t i)
 {
-	if (stack < s->n)
-		return &s->v[stack];
-	if (stack > UINT32_MAX)
-		return &s->v[0];
-	size_t n = s->n;
-	struct site *grown;
+	size_t want = *n ? *n : 64;
+	char *grown;
 
-	while (n <= stack)
-		n *= 2;
-	grown = realloc(s->v, n * sizeof(*grown));
+	while (want <= i)
+		want *= 2;
+	grown = realloc(*v, want * size);
 	if (!grown)
-		return &s->v[0];
-	memset(grown + s->n, 0, (n - s->n) * sizeof(*grown));
-	s->v = grown;
-	s->n = n;
-	return &s->v[stack];
+		return -1;
+	memset(grown + *n * size, 0, (want - *n) * size);
+	*v = grown;
+	*n = want;
+	return 0;
+}
+
+/* The site of stack id in sp, the table grown to hold it; site 0 when the
+ * id is beyond reason or memory runs out (its bytes still add up). */
+static struct site *site_of(struct space *sp, uint64_t stack)
+{
+	if (stack < sp->n)
+		return &sp->v[stack];
+	if (stack > UINT32_MAX ||
+	    grow_to((void **)&sp->v, &sp->n, sizeof(*sp->v), stack) < 0)
+		return &sp->v[0];
+	return &sp->v[stack];
 }
 
 static int describe_stack(struct mt_sites *s, const struct mt_record *rec)
 {
 	uint64_t id = rec->ev.addr;
-	struct site *site;
+	struct stack_desc *d;
 	uint64_t *frames = NULL;
 
 	if (id == 0 || id > UINT32_MAX)
 		return 0; /* the reader refuses these; nothing to attach */
-	site = site_of(s, id);
-	if (site == &s->v[0])
+	if (id >= s->nstacks && grow_to((void **)&s->stacks, &s->nstacks,
+					sizeof(*s->stacks), id) < 0)
 		return -1;
 	if (rec->nframes) {
 		frames = malloc(rec->nframes * sizeof(*frames));
@@ -152,11 +208,11 @@ static int describe_stack(struct mt_sites *s, const struct mt_record *rec)
 			return -1;
 		memcpy(frames, rec->frames, rec->nframes * sizeof(*frames));
 	}
-	free(site->frames);
-	site->frames = frames;
-	site->nframes = rec->nframes;
-	site->truncated = rec->ev.flags & MT_STACK_TRUNCATED;
-	site->described = true;
+	d = &s->stacks[id];
+	free(d->frames);
+	d->frames = frames;
+	d->nframes = rec->nframes;
+	d->truncated = rec->ev.flags & MT_STACK_TRUNCATED;
 	s->any = true;
 	return 0;
 }
@@ -199,32 +255,33 @@ int mt_sites_describe(struct mt_sites *s, const struct mt_record *rec)
 }
 
 /* ------------------------------------------------------------------ */
-/* Heap changes                                                         */
+/* Changes of the heap and of the address space                         */
 
 /* Before site's live bytes change: the first change in an epoch saves
  * what they were when it began. */
-static inline void touch(const struct mt_sites *s, struct site *site)
+static inline void touch(const struct space *sp, struct site *site)
 {
-	if (site->saved_epoch != s->epoch) {
-		site->saved_epoch = s->epoch;
+	if (site->saved_epoch != sp->epoch) {
+		site->saved_epoch = sp->epoch;
 		site->saved = site->live;
 	}
 }
 
-/* The heap is about to fall: if it stood at a peak not yet left, that
+/* The space is about to fall: if it stood at a peak not yet left, that
  * moment is the one to remember. */
-static inline void before_fall(struct mt_sites *s)
+static inline void before_fall(struct space *sp)
 {
-	if (s->at_new_peak) {
-		s->at_new_peak = false;
-		s->epoch++;
+	if (sp->at_new_peak) {
+		sp->at_new_peak = false;
+		sp->epoch++;
 	}
 }
 
-void mt_sites_alloc(struct mt_sites *s, uint64_t stack, uint64_t size,
-		    bool counted)
+void mt_sites_alloc(struct mt_sites *s, enum mt_site_space space,
+		    uint64_t stack, uint64_t size, bool counted)
 {
-	struct site *site = site_of(s, stack);
+	struct space *sp = &s->space[space];
+	struct site *site = site_of(sp, stack);
 
 	if (stack)
 		s->any = true;
@@ -234,39 +291,44 @@ void mt_sites_alloc(struct mt_sites *s, uint64_t stack, uint64_t size,
 	}
 	if (!size)
 		return;
-	touch(s, site);
+	touch(sp, site);
 	site->live += size;
-	s->heap += size;
-	if (s->heap > s->peak) {
-		s->peak = s->heap;
-		s->at_new_peak = true;
+	sp->heap += size;
+	if (sp->heap > sp->peak) {
+		sp->peak = sp->heap;
+		sp->at_new_peak = true;
 	}
 }
 
-static void release(struct mt_sites *s, struct site *site, uint64_t size)
+static void release(struct space *sp, struct site *site, uint64_t size)
 {
 	if (!size)
 		return;
-	before_fall(s);
-	touch(s, site);
+	before_fall(sp);
+	touch(sp, site);
 	/* never below 0, whatever the caller's bookkeeping */
 	size = size < site->live ? size : site->live;
 	site->live -= size;
-	s->heap -= size < s->heap ? size : s->heap;
+	sp->heap -= size < sp->heap ? size : sp->heap;
 }
 
-void mt_sites_release(struct mt_sites *s, uint64_t stack, uint64_t size)
+void mt_sites_release(struct mt_sites *s, enum mt_site_space space,
+		      uint64_t stack, uint64_t size)
 {
-	release(s, site_of(s, stack), size);
+	struct space *sp = &s->space[space];
+
+	release(sp, site_of(sp, stack), size);
 }
 
-void mt_sites_leak(struct mt_sites *s, uint64_t stack, uint64_t size)
+void mt_sites_leak(struct mt_sites *s, enum mt_site_space space, uint64_t stack,
+		   uint64_t size)
 {
-	struct site *site = site_of(s, stack);
+	struct space *sp = &s->space[space];
+	struct site *site = site_of(sp, stack);
 
 	site->metric[MT_SITE_LEAKED] += size;
 	site->leaked_blocks++;
-	release(s, site, size);
+	release(sp, site, size);
 }
 
 bool mt_sites_any(const struct mt_sites *s)
@@ -274,25 +336,25 @@ bool mt_sites_any(const struct mt_sites *s)
 	return s->any;
 }
 
-uint64_t mt_sites_heap(const struct mt_sites *s)
+uint64_t mt_sites_heap(const struct mt_sites *s, enum mt_site_space space)
 {
-	return s->heap;
+	return s->space[space].heap;
 }
 
-uint64_t mt_sites_heap_peak(const struct mt_sites *s)
+uint64_t mt_sites_heap_peak(const struct mt_sites *s, enum mt_site_space space)
 {
-	return s->peak;
+	return s->space[space].peak;
 }
 
-/* Every site's live bytes at the peak into metric[MT_SITE_PEAK]. */
-static void settle_peak(struct mt_sites *s)
+/* Every site's bytes at the peak into metric[MT_SITE_PEAK]. */
+static void settle_peak(struct space *sp)
 {
-	for (size_t i = 0; i < s->n; i++) {
-		struct site *site = &s->v[i];
+	for (size_t i = 0; i < sp->n; i++) {
+		struct site *site = &sp->v[i];
 
 		/* still at the last peak: what is live now; else what was
 		 * live when the epoch after it began, if changed since */
-		if (s->at_new_peak || site->saved_epoch != s->epoch)
+		if (sp->at_new_peak || site->saved_epoch != sp->epoch)
 			site->metric[MT_SITE_PEAK] = site->live;
 		else
 			site->metric[MT_SITE_PEAK] = site->saved;
@@ -330,16 +392,17 @@ static json_t *frame_json(const struct mt_sym_frame *fr, const char *object,
 	return o;
 }
 
-static json_t *frames_json(struct mt_sites *s, struct mt_symbolizer *sym,
-			   const struct site *site)
+static json_t *frames_json(struct mt_sites *s, size_t id)
 {
 	json_t *a = json_array();
+	const struct stack_desc *d = id < s->nstacks ? &s->stacks[id] : NULL;
 
-	for (uint32_t i = 0; i < site->nframes; i++) {
-		uint32_t file = MT_FRAME_FILE(site->frames[i]);
-		uint64_t addr = MT_FRAME_ADDR(site->frames[i]);
+	for (uint32_t i = 0; d && i < d->nframes; i++) {
+		uint32_t file = MT_FRAME_FILE(d->frames[i]);
+		uint64_t addr = MT_FRAME_ADDR(d->frames[i]);
 		const struct code_file *f = file ? file_named(s, file) : NULL;
-		const struct mt_sym_loc *loc = mt_sym_lookup(sym, file, addr);
+		const struct mt_sym_loc *loc =
+		    mt_sym_lookup(s->sym, file, addr);
 
 		for (unsigned k = 0; k < loc->nframes; k++)
 			json_array_append_new(a, frame_json(&loc->frames[k],
@@ -349,11 +412,11 @@ static json_t *frames_json(struct mt_sites *s, struct mt_symbolizer *sym,
 	return a;
 }
 
-static json_t *site_json(struct mt_sites *s, struct mt_symbolizer *sym,
-			 size_t id)
+static json_t *site_json(struct mt_sites *s, const struct space *sp, size_t id)
 {
-	const struct site *site = &s->v[id];
+	const struct site *site = &sp->v[id];
 	json_t *o = json_object();
+	bool truncated = id < s->nstacks && s->stacks[id].truncated;
 
 	json_object_set_new(o, "stack", json_integer((json_int_t)id));
 	for (int m = 0; m < MT_SITE_METRICS; m++)
@@ -361,8 +424,8 @@ static json_t *site_json(struct mt_sites *s, struct mt_symbolizer *sym,
 				    json_integer((json_int_t)site->metric[m]));
 	json_object_set_new(o, "not_freed_blocks",
 			    json_integer((json_int_t)site->leaked_blocks));
-	json_object_set_new(o, "truncated", json_boolean(site->truncated));
-	json_object_set_new(o, "frames", frames_json(s, sym, site));
+	json_object_set_new(o, "truncated", json_boolean(truncated));
+	json_object_set_new(o, "frames", frames_json(s, id));
 	return o;
 }
 
@@ -393,70 +456,73 @@ static int site_cmp(const void *a, const void *b)
 	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
 }
 
-static void sort_by(const struct mt_sites *s, size_t *ids, size_t n,
+static void sort_by(const struct space *sp, size_t *ids, size_t n,
 		    enum mt_site_metric m)
 {
-	sort_sites = s->v;
+	sort_sites = sp->v;
 	sort_metric = m;
 	qsort(ids, n, sizeof(*ids), site_cmp);
 }
 
 /* With max_sites: keep[i] for the heaviest max_sites by each metric. */
-static void choose(const struct mt_sites *s, size_t *ids, size_t n,
+static void choose(const struct space *sp, size_t *ids, size_t n,
 		   unsigned max_sites, bool *keep)
 {
 	for (int m = MT_SITE_METRICS - 1; m >= 0; m--) {
-		sort_by(s, ids, n, (enum mt_site_metric)m);
+		sort_by(sp, ids, n, (enum mt_site_metric)m);
 		for (size_t i = 0; i < n; i++)
 			keep[ids[i]] |= i < max_sites;
 	}
 }
 
-static json_t *add_symbols(struct mt_sites *s, const struct mt_sym_opts *opts,
-			   struct mt_symbolizer **sym)
+/* The symbolizer, told every code file, made once: 0, or -1 on
+ * out-of-memory. */
+static int symbolizer(struct mt_sites *s, const struct mt_sym_opts *opts)
 {
-	*sym = mt_sym_new(opts);
-	if (!*sym)
-		return NULL;
+	if (s->sym)
+		return 0;
+	s->sym = mt_sym_new(opts);
+	if (!s->sym)
+		return -1;
 	for (size_t i = 0; i < s->nfiles; i++)
-		mt_sym_add_file(*sym, s->files[i].id, s->files[i].path,
+		mt_sym_add_file(s->sym, s->files[i].id, s->files[i].path,
 				s->files[i].build_id, s->files[i].build_id_len);
-	return json_object();
+	return 0;
 }
 
-json_t *mt_sites_json(struct mt_sites *s, const struct mt_sym_opts *opts,
-		      unsigned max_sites)
+json_t *mt_sites_json(struct mt_sites *s, enum mt_site_space space,
+		      const struct mt_sym_opts *opts, unsigned max_sites)
 {
-	struct mt_symbolizer *sym;
-	json_t *doc = add_symbols(s, opts, &sym), *list = json_array();
-	size_t *ids = malloc(s->n * sizeof(*ids)), n = 0, omitted = 0;
-	bool *keep = calloc(s->n, sizeof(*keep));
+	struct space *sp = &s->space[space];
+	json_t *doc = json_object(), *list = json_array();
+	size_t *ids = malloc(sp->n * sizeof(*ids)), n = 0, omitted = 0;
+	bool *keep = calloc(sp->n, sizeof(*keep));
 	uint64_t omitted_peak = 0;
 
-	if (!doc || !list || !ids || !keep) {
+	if (symbolizer(s, opts) < 0 || !doc || !list || !ids || !keep) {
 		json_decref(doc);
 		json_decref(list);
 		doc = NULL;
 		goto out;
 	}
-	settle_peak(s);
-	for (size_t i = 0; i < s->n; i++)
-		if (has_anything(&s->v[i]))
+	settle_peak(sp);
+	for (size_t i = 0; i < sp->n; i++)
+		if (has_anything(&sp->v[i]))
 			ids[n++] = i;
 	if (max_sites)
-		choose(s, ids, n, max_sites, keep);
-	sort_by(s, ids, n, MT_SITE_PEAK);
+		choose(sp, ids, n, max_sites, keep);
+	sort_by(sp, ids, n, MT_SITE_PEAK);
 	for (size_t i = 0; i < n; i++) {
 		if (max_sites && !keep[ids[i]]) {
 			omitted++;
-			omitted_peak += s->v[ids[i]].metric[MT_SITE_PEAK];
+			omitted_peak += sp->v[ids[i]].metric[MT_SITE_PEAK];
 			continue;
 		}
-		json_array_append_new(list, site_json(s, sym, ids[i]));
+		json_array_append_new(list, site_json(s, sp, ids[i]));
 	}
 	json_object_set_new(doc, "count", json_integer((json_int_t)n));
-	json_object_set_new(doc, "heap_peak",
-			    json_integer((json_int_t)s->peak));
+	json_object_set_new(doc, space_peak_keys[space],
+			    json_integer((json_int_t)sp->peak));
 	json_object_set_new(doc, "omitted", json_integer((json_int_t)omitted));
 	json_object_set_new(doc, "omitted_peak_bytes",
 			    json_integer((json_int_t)omitted_peak));
@@ -464,6 +530,5 @@ json_t *mt_sites_json(struct mt_sites *s, const struct mt_sym_opts *opts,
 out:
 	free(ids);
 	free(keep);
-	mt_sym_free(sym);
 	return doc;
 }

@@ -36,9 +36,10 @@ static const char *frame_name(json_t *frame)
 	return name && *name ? name : "?";
 }
 
-static json_t *sites_of(json_t *doc)
+static json_t *sites_of(json_t *doc, enum mt_site_space space)
 {
-	return json_object_get(json_object_get(doc, "sites"), "sites");
+	return json_object_get(
+	    json_object_get(doc, mt_site_space_section(space)), "sites");
 }
 
 static uint64_t site_value(json_t *site, enum mt_site_metric m)
@@ -49,12 +50,13 @@ static uint64_t site_value(json_t *site, enum mt_site_metric m)
 	return v > 0 ? (uint64_t)v : 0;
 }
 
-int mt_flame_folded(FILE *out, json_t *doc, enum mt_site_metric m)
+int mt_flame_folded(FILE *out, json_t *doc, enum mt_site_space space,
+		    enum mt_site_metric m)
 {
 	size_t i;
 	json_t *site;
 
-	json_array_foreach(sites_of(doc), i, site)
+	json_array_foreach(sites_of(doc, space), i, site)
 	{
 		json_t *frames = json_object_get(site, "frames");
 		uint64_t v = site_value(site, m);
@@ -116,12 +118,13 @@ static void tree_free(struct node *n)
 }
 
 /* root's children: every site's stack, root first, weighted by m */
-static int tree_build(struct node *root, json_t *doc, enum mt_site_metric m)
+static int tree_build(struct node *root, json_t *doc, enum mt_site_space space,
+		      enum mt_site_metric m)
 {
 	size_t i;
 	json_t *site;
 
-	json_array_foreach(sites_of(doc), i, site)
+	json_array_foreach(sites_of(doc, space), i, site)
 	{
 		json_t *frames = json_object_get(site, "frames");
 		uint64_t v = site_value(site, m);
@@ -238,20 +241,24 @@ static void draw(struct canvas *c, const struct node *n, double x,
 	}
 }
 
-static const char *metric_title(enum mt_site_metric m)
+static const char *metric_title(enum mt_site_space space, enum mt_site_metric m)
 {
 	if (m == MT_SITE_LEAKED)
-		return "bytes not freed (live when their process ended)";
-	return mt_site_metric_words(m);
+		return space == MT_SITES_MAPPED
+			   ? "bytes not unmapped (mapped when their process "
+			     "ended)"
+			   : "bytes not freed (live when their process ended)";
+	return mt_site_metric_words(space, m);
 }
 
-int mt_flame_svg(FILE *out, json_t *doc, enum mt_site_metric m)
+int mt_flame_svg(FILE *out, json_t *doc, enum mt_site_space space,
+		 enum mt_site_metric m)
 {
 	struct node root = {.name = "all"};
 	struct canvas c = {.out = out, .metric = m};
 	char value[64];
 
-	if (tree_build(&root, doc, m) < 0) {
+	if (tree_build(&root, doc, space, m) < 0) {
 		tree_free(root.child);
 		errno = ENOMEM;
 		return -1;
@@ -267,19 +274,23 @@ int mt_flame_svg(FILE *out, json_t *doc, enum mt_site_metric m)
 		"font-family=\"monospace\" font-size=\"11\">\n"
 		"<rect width=\"100%%\" height=\"100%%\" fill=\"#fdfdf6\"/>\n"
 		"<text x=\"%.0f\" y=\"24\" font-size=\"16\" "
-		"text-anchor=\"middle\">Allocation sites: %s</text>\n"
+		"text-anchor=\"middle\">%s sites: %s</text>\n"
 		"<text x=\"%.0f\" y=\"40\" text-anchor=\"middle\" "
 		"fill=\"#555\">total %s; callers above callees; hover a "
 		"frame for its value</text>\n",
-		W, c.height, W, c.height, W / 2, metric_title(m), W / 2, value);
+		W, c.height, W, c.height, W / 2,
+		space == MT_SITES_MAPPED ? "Address-space" : "Allocation",
+		metric_title(space, m), W / 2, value);
 	if (root.value)
 		draw(&c, &root, PAD, 0);
 	else
 		fprintf(out,
 			"<text x=\"%.0f\" y=\"%.0f\" "
-			"text-anchor=\"middle\">no allocation "
+			"text-anchor=\"middle\">no %s "
 			"site with a value</text>\n",
-			W / 2, TITLE_H + PAD + ROW);
+			W / 2, TITLE_H + PAD + ROW,
+			space == MT_SITES_MAPPED ? "address-space"
+						 : "allocation");
 	fputs("</svg>\n", out);
 	tree_free(root.child);
 	return ferror(out) ? -1 : 0;

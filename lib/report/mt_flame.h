@@ -20,8 +20,11 @@
 
 #include "mt_sites.h"
 
-/* doc: a timelines document.  0, or -1 when writing failed (errno). */
-int mt_flame_folded(FILE *out, json_t *doc, enum mt_site_metric m);
-int mt_flame_svg(FILE *out, json_t *doc, enum mt_site_metric m);
+/* doc: a timelines document; space: its heap or its address-space sites.
+ * 0, or -1 when writing failed (errno). */
+int mt_flame_folded(FILE *out, json_t *doc, enum mt_site_space space,
+		    enum mt_site_metric m);
+int mt_flame_svg(FILE *out, json_t *doc, enum mt_site_space space,
+		 enum mt_site_metric m);
 
 #endif /* MT_FLAME_H */

@@ -2,9 +2,10 @@
 /*
  * mt_top_sites.h - mt-report's allocation sites: the heaviest sites of a
  * run with their stacks (text and JSON), and the sites whose contribution
- * grew most between two runs.  Input: the "sites" section of a timelines
- * document (mt_sites.h); a run traced without stacks has none, and every
- * function here then writes nothing (or JSON null).
+ * grew most between two runs.  Input: the "sites" (heap) or "mapped_sites"
+ * section of a timelines document (mt_sites.h); a run traced without
+ * stacks has none, and every function here then writes nothing (or JSON
+ * null).
  */
 #ifndef MT_TOP_SITES_H
 #define MT_TOP_SITES_H
@@ -16,6 +17,7 @@
 #include "mt_sites.h"
 
 struct mt_sites_view {
+	enum mt_site_space space; /* whose sites */
 	enum mt_site_metric sort; /* heaviest first by this */
 	unsigned top;		  /* sites shown (MT_ALL: all) */
 	unsigned stack_depth;	  /* frames shown per site in text, 0: all */
@@ -24,7 +26,9 @@ struct mt_sites_view {
 /* Whether doc has a sites section (the run was traced with stacks). */
 bool mt_top_sites_present(json_t *doc);
 
-/* "top allocation sites": each with its values and innermost frames. */
+/* "top allocation sites" (heap) or "top address-space sites" (mapped):
+ * each with its values and innermost frames.  The address space's are
+ * written only when it has any. */
 void mt_top_sites_text(FILE *out, json_t *doc, const struct mt_sites_view *v);
 
 /* The same for --json, every frame (new reference; null without sites). */

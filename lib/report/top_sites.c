@@ -10,14 +10,19 @@
 #include "mt_human.h"
 #include "mt_top_sites.h"
 
-static json_t *site_list(json_t *doc)
+static json_t *section_of(json_t *doc, enum mt_site_space space)
 {
-	return json_object_get(json_object_get(doc, "sites"), "sites");
+	return json_object_get(doc, mt_site_space_section(space));
+}
+
+static json_t *site_list(json_t *doc, enum mt_site_space space)
+{
+	return json_object_get(section_of(doc, space), "sites");
 }
 
 bool mt_top_sites_present(json_t *doc)
 {
-	return json_is_array(site_list(doc));
+	return json_is_array(site_list(doc, MT_SITES_HEAP));
 }
 
 static uint64_t value_of(json_t *site, enum mt_site_metric m)
@@ -56,9 +61,10 @@ static int heavier_first(const void *a, const void *b)
 
 /* The sites by m, heaviest first; *n of them (borrowed references in a
  * malloc'ed array). */
-static json_t **sorted_sites(json_t *doc, enum mt_site_metric m, size_t *n)
+static json_t **sorted_sites(json_t *doc, enum mt_site_space space,
+			     enum mt_site_metric m, size_t *n)
 {
-	json_t *list = site_list(doc), *site, **v;
+	json_t *list = site_list(doc, space), *site, **v;
 	size_t i;
 
 	*n = 0;
@@ -103,16 +109,18 @@ static void print_site(FILE *out, size_t rank, json_t *site,
 	size_t shown =
 	    v->stack_depth && v->stack_depth < n ? v->stack_depth : n;
 	char peak[32], allocated[32], calls[32], leaked[32];
+	bool mapped = v->space == MT_SITES_MAPPED;
 
 	fprintf(
-	    out,
-	    "  #%-3zu %s at peak, %s allocated in %s calls, %s not freed\n",
-	    rank, mt_fmt_bytes(peak, sizeof(peak), value_of(site, 0)),
+	    out, "  #%-3zu %s at peak, %s %s in %s calls, %s not %s\n", rank,
+	    mt_fmt_bytes(peak, sizeof(peak), value_of(site, 0)),
 	    mt_fmt_bytes(allocated, sizeof(allocated),
 			 (double)value_of(site, MT_SITE_ALLOCATED)),
+	    mapped ? "mapped" : "allocated",
 	    mt_fmt_count(calls, sizeof(calls), value_of(site, MT_SITE_COUNT)),
 	    mt_fmt_bytes(leaked, sizeof(leaked),
-			 (double)value_of(site, MT_SITE_LEAKED)));
+			 (double)value_of(site, MT_SITE_LEAKED)),
+	    mapped ? "unmapped" : "freed");
 	if (n == 0)
 		fputs("        (no stack recorded)\n", out);
 	for (size_t k = 0; k < shown; k++)
@@ -129,14 +137,16 @@ void mt_top_sites_text(FILE *out, json_t *doc, const struct mt_sites_view *v)
 	size_t n;
 	json_t **sites;
 	uint64_t count = (uint64_t)json_integer_value(
-	    json_object_get(json_object_get(doc, "sites"), "count"));
+	    json_object_get(section_of(doc, v->space), "count"));
 	char total[32];
+	bool mapped = v->space == MT_SITES_MAPPED;
 
-	if (!mt_top_sites_present(doc) ||
-	    !(sites = sorted_sites(doc, v->sort, &n)))
+	if (!json_is_array(site_list(doc, v->space)) || (mapped && !count) ||
+	    !(sites = sorted_sites(doc, v->space, v->sort, &n)))
 		return;
-	fprintf(out, "\ntop allocation sites by %s (%s distinct stacks)\n",
-		mt_site_metric_words(v->sort),
+	fprintf(out, "\ntop %s sites by %s (%s distinct stacks)\n",
+		mapped ? "address-space (mmap, mremap, brk)" : "allocation",
+		mt_site_metric_words(v->space, v->sort),
 		mt_fmt_count(total, sizeof(total), count));
 	if (n == 0)
 		fputs("  (none)\n", out);
@@ -153,11 +163,12 @@ void mt_top_sites_text(FILE *out, json_t *doc, const struct mt_sites_view *v)
 
 json_t *mt_top_sites_json(json_t *doc, const struct mt_sites_view *v)
 {
-	json_t *sec = json_object_get(doc, "sites"), *top, **sites;
+	const char *peak_key = mt_site_space_peak_key(v->space);
+	json_t *sec = section_of(doc, v->space), *top, **sites;
 	size_t n;
 
-	if (!mt_top_sites_present(doc) ||
-	    !(sites = sorted_sites(doc, v->sort, &n)))
+	if (!json_is_array(site_list(doc, v->space)) ||
+	    !(sites = sorted_sites(doc, v->space, v->sort, &n)))
 		return json_null();
 	top = json_array();
 	for (size_t i = 0; i < n && i < v->top; i++)
@@ -165,8 +176,8 @@ json_t *mt_top_sites_json(json_t *doc, const struct mt_sites_view *v)
 	free(sites);
 	return json_pack("{s:s, s:O, s:O, s:o}", "sort",
 			 mt_site_metric_name(v->sort), "count",
-			 json_object_get(sec, "count"), "heap_peak",
-			 json_object_get(sec, "heap_peak"), "top", top);
+			 json_object_get(sec, "count"), peak_key,
+			 json_object_get(sec, peak_key), "top", top);
 }
 
 /* ------------------------------------------------------------------ */
@@ -197,12 +208,13 @@ static char *site_key(json_t *site)
 }
 
 /* key -> summed value, for one run */
-static json_t *values_by_key(json_t *doc, enum mt_site_metric m)
+static json_t *values_by_key(json_t *doc, enum mt_site_space space,
+			     enum mt_site_metric m)
 {
 	json_t *byk = json_object(), *site;
 	size_t i;
 
-	json_array_foreach(site_list(doc), i, site)
+	json_array_foreach(site_list(doc, space), i, site)
 	{
 		char *key = site_key(site);
 		json_t *have;
@@ -249,10 +261,11 @@ json_t *mt_sites_growth(json_t *base, json_t *head,
 	const char *key;
 	size_t n = 0;
 
-	if (!mt_top_sites_present(base) || !mt_top_sites_present(head))
+	if (!json_is_array(site_list(base, v->space)) ||
+	    !json_is_array(site_list(head, v->space)))
 		return json_null();
-	b = values_by_key(base, v->sort);
-	h = values_by_key(head, v->sort);
+	b = values_by_key(base, v->space, v->sort);
+	h = values_by_key(head, v->space, v->sort);
 	rows = malloc((json_object_size(h) + 1) * sizeof(*rows));
 	json_object_foreach(h, key, value)
 	{
@@ -286,8 +299,9 @@ void mt_sites_growth_text(FILE *out, json_t *growth,
 
 	if (!json_is_array(growth))
 		return;
-	fprintf(out, "\nallocation sites that grew most, by %s\n",
-		mt_site_metric_words(v->sort));
+	fprintf(out, "\n%s sites that grew most, by %s\n",
+		v->space == MT_SITES_MAPPED ? "address-space" : "allocation",
+		mt_site_metric_words(v->space, v->sort));
 	if (!json_array_size(growth))
 		fputs("  (none grew)\n", out);
 	json_array_foreach(growth, i, row)

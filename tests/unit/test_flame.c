@@ -33,7 +33,8 @@ static char *capture(json_t *doc, enum mt_site_metric m, bool svg)
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 
-	CHECK_INT(svg ? mt_flame_svg(f, doc, m) : mt_flame_folded(f, doc, m),
+	CHECK_INT(svg ? mt_flame_svg(f, doc, MT_SITES_HEAP, m)
+		      : mt_flame_folded(f, doc, MT_SITES_HEAP, m),
 		  0);
 	fclose(f);
 	return buf;

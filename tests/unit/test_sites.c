@@ -63,19 +63,20 @@ static void known_sequence(void)
 	stack(s, 1, 3, false);
 	stack(s, 2, 2, true);
 	CHECK(mt_sites_any(s));
-	mt_sites_alloc(s, 1, 100, true);
-	mt_sites_alloc(s, 2, 200, true);
-	mt_sites_release(s, 2, 200); /* leaves the peak: 300 */
-	mt_sites_alloc(s, 2, 150, true);
-	mt_sites_alloc(s, 2, 40, true);	 /* 290: below the peak */
-	mt_sites_alloc(s, 3, 10, false); /* outside the section */
-	mt_sites_leak(s, 2, 150);
-	mt_sites_leak(s, 3, 10);
-	mt_sites_release(s, 1, 100);
-	CHECK_INT(mt_sites_heap_peak(s), 300);
-	CHECK_INT(mt_sites_heap(s), 40);
+	mt_sites_alloc(s, MT_SITES_HEAP, 1, 100, true);
+	mt_sites_alloc(s, MT_SITES_HEAP, 2, 200, true);
+	mt_sites_release(s, MT_SITES_HEAP, 2, 200); /* leaves the peak: 300 */
+	mt_sites_alloc(s, MT_SITES_HEAP, 2, 150, true);
+	mt_sites_alloc(s, MT_SITES_HEAP, 2, 40, true); /* 290: below the peak */
+	mt_sites_alloc(s, MT_SITES_HEAP, 3, 10,
+		       false); /* outside the section */
+	mt_sites_leak(s, MT_SITES_HEAP, 2, 150);
+	mt_sites_leak(s, MT_SITES_HEAP, 3, 10);
+	mt_sites_release(s, MT_SITES_HEAP, 1, 100);
+	CHECK_INT(mt_sites_heap_peak(s, MT_SITES_HEAP), 300);
+	CHECK_INT(mt_sites_heap(s, MT_SITES_HEAP), 40);
 
-	doc = mt_sites_json(s, NULL, 0);
+	doc = mt_sites_json(s, MT_SITES_HEAP, NULL, 0);
 	CHECK_INT(json_integer_value(json_object_get(doc, "count")), 3);
 	CHECK_INT(json_integer_value(json_object_get(doc, "heap_peak")), 300);
 	CHECK_INT(metric(doc, 1, "peak_bytes"), 100);
@@ -108,7 +109,7 @@ static void known_sequence(void)
 	json_decref(doc);
 
 	/* only the heaviest 1 by each metric: 1 (peak), 2 (the rest)... */
-	doc = mt_sites_json(s, NULL, 1);
+	doc = mt_sites_json(s, MT_SITES_HEAP, NULL, 1);
 	CHECK_INT(json_array_size(json_object_get(doc, "sites")), 1);
 	CHECK_INT(json_integer_value(json_object_get(doc, "omitted")), 2);
 	json_decref(doc);
@@ -116,10 +117,10 @@ static void known_sequence(void)
 
 	/* a trace that ends at its peak: what is live then */
 	s = mt_sites_new();
-	mt_sites_alloc(s, 1, 10, true);
-	mt_sites_release(s, 1, 10);
-	mt_sites_alloc(s, 2, 30, true);
-	doc = mt_sites_json(s, NULL, 0);
+	mt_sites_alloc(s, MT_SITES_HEAP, 1, 10, true);
+	mt_sites_release(s, MT_SITES_HEAP, 1, 10);
+	mt_sites_alloc(s, MT_SITES_HEAP, 2, 30, true);
+	doc = mt_sites_json(s, MT_SITES_HEAP, NULL, 0);
 	CHECK_INT(metric(doc, 1, "peak_bytes"), 0);
 	CHECK_INT(metric(doc, 2, "peak_bytes"), 30);
 	json_decref(doc);
@@ -135,6 +136,65 @@ static void known_sequence(void)
 	CHECK_INT(m, MT_SITE_LEAKED);
 	CHECK_INT(mt_site_metric_parse("bytes", &m), -1);
 	CHECK_STR(mt_site_metric_key(MT_SITE_COUNT), "allocations");
+}
+
+/* The heap and the address space are counted apart: each has its own
+ * peak (the heap's blocks come from mmap too), and one Stack record names
+ * the frames of both. */
+static void two_spaces(void)
+{
+	struct mt_sites *s = mt_sites_new();
+	enum mt_site_space sp;
+	json_t *heap, *mapped;
+
+	stack(s, 1, 2, false);
+	stack(s, 2, 1, false);
+	mt_sites_alloc(s, MT_SITES_HEAP, 1, 100, true);
+	mt_sites_alloc(s, MT_SITES_MAPPED, 2, 8192, true);
+	mt_sites_release(s, MT_SITES_HEAP, 1, 100);
+	mt_sites_alloc(s, MT_SITES_HEAP, 1, 50, true);
+	mt_sites_release(s, MT_SITES_MAPPED, 2, 4096);
+	mt_sites_alloc(s, MT_SITES_MAPPED, 1, 4096, true);
+	mt_sites_alloc(s, MT_SITES_MAPPED, 1, 4096, true); /* the peak: 12 K */
+	mt_sites_leak(s, MT_SITES_MAPPED, 2, 4096);
+	CHECK_INT(mt_sites_heap_peak(s, MT_SITES_HEAP), 100);
+	CHECK_INT(mt_sites_heap(s, MT_SITES_HEAP), 50);
+	CHECK_INT(mt_sites_heap_peak(s, MT_SITES_MAPPED), 12288);
+	CHECK_INT(mt_sites_heap(s, MT_SITES_MAPPED), 8192);
+
+	heap = mt_sites_json(s, MT_SITES_HEAP, NULL, 0);
+	mapped = mt_sites_json(s, MT_SITES_MAPPED, NULL, 0);
+	CHECK_INT(json_integer_value(json_object_get(heap, "count")), 1);
+	CHECK_INT(json_integer_value(json_object_get(heap, "heap_peak")), 100);
+	CHECK_INT(metric(heap, 1, "peak_bytes"), 100);
+	CHECK_INT(metric(heap, 1, "allocations"), 2);
+	CHECK_INT(json_integer_value(json_object_get(mapped, "count")), 2);
+	CHECK_INT(json_integer_value(json_object_get(mapped, "mapped_peak")),
+		  12288);
+	CHECK(!json_object_get(mapped, "heap_peak"));
+	CHECK_INT(metric(mapped, 1, "peak_bytes"), 8192);
+	CHECK_INT(metric(mapped, 1, "allocations"), 2);
+	CHECK_INT(metric(mapped, 2, "peak_bytes"), 4096);
+	CHECK_INT(metric(mapped, 2, "allocated_bytes"), 8192);
+	CHECK_INT(metric(mapped, 2, "not_freed_bytes"), 4096);
+	CHECK_INT(json_array_size(
+		      json_object_get(site_by_stack(mapped, 1), "frames")),
+		  2);
+	CHECK_INT(json_array_size(
+		      json_object_get(site_by_stack(mapped, 2), "frames")),
+		  1);
+	json_decref(heap);
+	json_decref(mapped);
+	mt_sites_free(s);
+
+	CHECK_INT(mt_site_space_parse("mapped", &sp), 0);
+	CHECK_INT(sp, MT_SITES_MAPPED);
+	CHECK_INT(mt_site_space_parse("mmap", &sp), -1);
+	CHECK_STR(mt_site_space_section(MT_SITES_MAPPED), "mapped_sites");
+	CHECK_STR(mt_site_metric_words(MT_SITES_MAPPED, MT_SITE_LEAKED),
+		  "bytes not unmapped");
+	CHECK_STR(mt_site_metric_words(MT_SITES_HEAP, MT_SITE_LEAKED),
+		  "bytes not freed");
 }
 
 #define NSITES 50
@@ -153,15 +213,15 @@ static void random_sequences(unsigned seed)
 		uint64_t size = (uint64_t)(rand() % 1000);
 
 		if (rand() % 100 < 52 || !live[site]) {
-			mt_sites_alloc(s, site, size, true);
+			mt_sites_alloc(s, MT_SITES_HEAP, site, size, true);
 			live[site] += size;
 			heap += size;
 		} else {
 			size = size % (live[site] + 1);
 			if (rand() % 10)
-				mt_sites_release(s, site, size);
+				mt_sites_release(s, MT_SITES_HEAP, site, size);
 			else
-				mt_sites_leak(s, site, size);
+				mt_sites_leak(s, MT_SITES_HEAP, site, size);
 			live[site] -= size;
 			heap -= size;
 		}
@@ -170,9 +230,9 @@ static void random_sequences(unsigned seed)
 			memcpy(at_peak, live, sizeof(live));
 		}
 	}
-	CHECK_INT(mt_sites_heap(s), heap);
-	CHECK_INT(mt_sites_heap_peak(s), peak);
-	doc = mt_sites_json(s, NULL, 0);
+	CHECK_INT(mt_sites_heap(s, MT_SITES_HEAP), heap);
+	CHECK_INT(mt_sites_heap_peak(s, MT_SITES_HEAP), peak);
+	doc = mt_sites_json(s, MT_SITES_HEAP, NULL, 0);
 	for (unsigned i = 0; i < NSITES; i++) {
 		long long got = metric(doc, i, "peak_bytes");
 
@@ -195,9 +255,9 @@ static int bench(long n)
 	for (long i = 0; i < n; i++) {
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
 		if (x % 100 < 52)
-			mt_sites_alloc(s, x % 1000, 64, true);
+			mt_sites_alloc(s, MT_SITES_HEAP, x % 1000, 64, true);
 		else
-			mt_sites_release(s, x % 1000, 64);
+			mt_sites_release(s, MT_SITES_HEAP, x % 1000, 64);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	printf("%ld heap changes in %.3f s (%.1f ns each)\n", n,
@@ -215,6 +275,7 @@ int main(int argc, char **argv)
 	if (argc == 3 && !strcmp(argv[1], "--bench"))
 		return bench(atol(argv[2]));
 	known_sequence();
+	two_spaces();
 	for (unsigned seed = 1; seed <= 20; seed++)
 		random_sequences(seed);
 	return test_summary("test_sites");
