@@ -110,6 +110,32 @@ thread_main"
 	[ $((done * 100)) -ge $((total * 99)) ]
 }
 
+@test "python3 building a big list: the top site is the list's own storage, grown from the eval loop" {
+	# The list's item array is 8 bytes a slot it has room for: python
+	# itself says how big it is (getsizeof less an empty list's), and the
+	# top site at the heap peak must hold exactly that.  Debian's
+	# python3.11 has no .symtab: the function that grows the array
+	# (list_resize in _PyList_AppendTakeRefListResize, static) has a name
+	# only with python3.11-dbgsym, so it prints as python3.11+0x...; what
+	# places it on the list-building path is its caller, the eval loop's
+	# LIST_APPEND (_PyEval_EvalFrameDefault, exported), with nothing of
+	# libc's between, and the exact bytes.
+	trace_ok --stacks --child-stdout "$T/py.out" -- /usr/bin/python3 -c \
+		'import sys; l = [None for _ in range(2000000)]; print(sys.getsizeof(l) - sys.getsizeof([]))'
+	array=$(cat "$T/py.out")
+	[ "$array" -ge 16000000 ]
+	mt-report --json --top 1 "$T/out.msgpack" >"$T/r.json"
+	run jq -r '.sites.top[0].peak_bytes' "$T/r.json"
+	assert_output "$array"
+	# from the allocator's caller to the eval loop, only python3.11's code
+	run jq -c '.sites.top[0].frames | (map(.function) |
+		index("_PyEval_EvalFrameDefault")) as $eval |
+		[$eval, (.[0:$eval] | map(.object | split("/") | last) | unique)]' "$T/r.json"
+	assert_output --regexp '^\[[1-3],\["python3\.11"\]\]$'
+	run jq -r '[.sites.top[0].frames[].function] | join(" ")' "$T/r.json"
+	assert_output --regexp " _PyEval_EvalFrameDefault PyEval_EvalCode .* Py_BytesMain "
+}
+
 @test "each stack and each code file is described once, before its first use" {
 	trace_ok --stacks -- "$STACKS" direct
 	zstd -dcf "$T/out.msgpack" >"$T/out.plain"
