@@ -18,13 +18,11 @@
  * size in memory while the tree lives, CAP_SYS_ADMIN, and a tree that
  * leaves the namespace (nsenter, setns) leaves the probes behind.
  *
- * The steps (the ramfs is mounted only in mt-trace's new namespace and
- * detached before the command starts: nothing shows on the host, and the
+ * The steps (the ramfs is never mounted where anyone sees it, and the
  * copies live as long as a bind mount uses them):
  *   unshare(CLONE_NEWNS); make / a slave (host mounts still come in, ours
- *   never go out); mount a ramfs on a fresh directory; copy each file;
- *   bind each copy over its path (read-only); detach the ramfs; remove the
- *   directory.
+ *   never go out); make a ramfs (struct place); copy each file into it;
+ *   bind each copy over its path (read-only); let go of the ramfs.
  * ramfs, not tmpfs: the kernel counts a tmpfs page a process maps as
  * shared memory (RssShmem), a ramfs page as a file page, like the
  * original's, so the tree's RSS by member reads as it would untraced.
@@ -104,20 +102,102 @@ static int find_source(const char *path, struct source *s)
 	return S_ISREG(s->st.st_mode) ? 0 : -EINVAL;
 }
 
-/* Copy s into dir (as copy number i) and bind the copy over s->real. */
-static int copy_and_bind(struct mt_confine *c, const char *dir, size_t i,
+/*
+ * Where the copies are made: a ramfs mounted nowhere (fsmount(2): no
+ * directory to make and remove, nothing to unmount, which costs an RCU
+ * grace period), or, where the kernel binds only from mounts in the
+ * namespace (before Linux 6.15 or so), one mounted on a fresh directory
+ * in mt-trace's namespace and detached once the copies are bound.
+ */
+struct place {
+	int fd;		    /* the ramfs's root directory */
+	char dir[PATH_MAX]; /* where it is mounted; "" when nowhere */
+};
+
+static int place_detached(struct place *p)
+{
+	int fs = fsopen("ramfs", FSOPEN_CLOEXEC), err = 0;
+
+	p->dir[0] = '\0';
+	p->fd = -1;
+	if (fs < 0)
+		return -errno;
+	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
+		p->fd = fsmount(fs, FSMOUNT_CLOEXEC,
+				MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (p->fd < 0)
+		err = -errno;
+	close(fs);
+	return err;
+}
+
+static int place_on_directory(struct mt_confine *c, struct place *p)
+{
+	const char *tmp = getenv("TMPDIR");
+	int err;
+
+	snprintf(p->dir, sizeof(p->dir), "%s/mt-trace.XXXXXX",
+		 tmp && *tmp == '/' ? tmp : "/tmp");
+	p->fd = -1;
+	if (!mkdtemp(p->dir)) {
+		err = fail(c, errno, "creating", p->dir);
+		p->dir[0] = '\0';
+		return err;
+	}
+	if (mount("mt-trace-copies", p->dir, "ramfs", MS_NOSUID | MS_NODEV,
+		  "mode=0700")) {
+		err = fail(c, errno, "mounting a ramfs on", p->dir);
+		rmdir(p->dir);
+		p->dir[0] = '\0';
+		return err;
+	}
+	p->fd = open(p->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	return p->fd < 0 ? fail(c, errno, "opening", p->dir) : 0;
+}
+
+static void place_drop(struct place *p)
+{
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+	if (!p->dir[0])
+		return;
+	umount2(p->dir, MNT_DETACH); /* the binds keep the copies */
+	rmdir(p->dir);
+	p->dir[0] = '\0';
+}
+
+/* Bind the file name in place p over target (the path of the open file
+ * works wherever the place is). */
+static int bind_over(const struct place *p, const char *name,
+		     const char *target)
+{
+	char via[64];
+	int fd = openat(p->fd, name, O_PATH | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
+	if (mount(via, target, NULL, MS_BIND, NULL))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+/* Copy s into p (as copy number i) and bind the copy over s->real. */
+static int copy_and_bind(struct mt_confine *c, const struct place *p, size_t i,
 			 const struct source *s)
 {
-	char copy[PATH_MAX];
+	char name[32];
 	struct stat now;
 	int from, to, err;
 
-	snprintf(copy, sizeof(copy), "%s/%zu", dir, i);
+	snprintf(name, sizeof(name), "%zu", i);
 	from = open(s->real, O_RDONLY | O_CLOEXEC);
 	if (from < 0)
 		return fail(c, errno, "opening", s->real);
-	to = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-		  s->st.st_mode & 07777);
+	to = openat(p->fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+		    s->st.st_mode & 07777);
 	if (to < 0) {
 		err = errno;
 		close(from);
@@ -128,8 +208,11 @@ static int copy_and_bind(struct mt_confine *c, const char *dir, size_t i,
 	close(to);
 	if (err)
 		return fail(c, -err, "copying", s->real);
-	if (mount(copy, s->real, NULL, MS_BIND, NULL))
-		return fail(c, errno, "binding a copy over", s->real);
+	err = bind_over(p, name, s->real);
+	if (err) {
+		fail(c, -err, "binding a copy over", s->real);
+		return err;
+	}
 	/* nobody in the tree writes to it (a write would not reach the
 	 * host's file anyway) */
 	mount(NULL, s->real, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL);
@@ -140,35 +223,28 @@ static int copy_and_bind(struct mt_confine *c, const char *dir, size_t i,
 	return 0;
 }
 
-static int make_ramfs(struct mt_confine *c, char *dir)
+/* The C library's copy, bound: in a detached ramfs where the kernel
+ * allows binding from one, else in one mounted on a directory. */
+static int bind_first(struct mt_confine *c, struct place *p,
+		      const struct source *libc)
 {
-	const char *tmp = getenv("TMPDIR");
+	int err = place_detached(p);
 
-	snprintf(dir, PATH_MAX, "%s/mt-trace.XXXXXX",
-		 tmp && *tmp == '/' ? tmp : "/tmp");
-	if (!mkdtemp(dir))
-		return fail(c, errno, "creating", dir);
-	if (mount("mt-trace-copies", dir, "ramfs", MS_NOSUID | MS_NODEV,
-		  "mode=0700")) {
-		int err = errno;
-
-		rmdir(dir);
-		return fail(c, err, "mounting a ramfs on", dir);
+	if (err == 0) {
+		err = copy_and_bind(c, p, 0, libc);
+		if (err != -EINVAL) /* EINVAL: not from a detached mount */
+			return err;
+		place_drop(p);
 	}
-	return 0;
-}
-
-static void drop_ramfs(const char *dir)
-{
-	umount2(dir, MNT_DETACH); /* the binds keep the copies */
-	rmdir(dir);
+	err = place_on_directory(c, p);
+	return err ? err : copy_and_bind(c, p, 0, libc);
 }
 
 int mt_confine_files(struct mt_confine *c, const char *const *paths, size_t n,
 		     int verbose)
 {
 	struct source src[MT_CONFINE_MAX_FILES];
-	char dir[PATH_MAX];
+	struct place place;
 	int err;
 
 	memset(c, 0, sizeof(*c));
@@ -186,16 +262,13 @@ int mt_confine_files(struct mt_confine *c, const char *const *paths, size_t n,
 		return fail(c, errno, "unshare(CLONE_NEWNS)", NULL);
 	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL))
 		return fail(c, errno, "making / a slave mount", NULL);
-	err = make_ramfs(c, dir);
-	if (err)
-		return err;
-	err = copy_and_bind(c, dir, 0, &src[0]);
+	err = bind_first(c, &place, &src[0]);
 	for (size_t i = 1; i < n && err == 0; i++) {
 		struct mt_confine other = {0};
 
 		if (!src[i].real[0])
 			continue;
-		if (copy_and_bind(&other, dir, i, &src[i]) == 0) {
+		if (copy_and_bind(&other, &place, i, &src[i]) == 0) {
 			c->ncopies++;
 			c->copy_bytes += src[i].st.st_size;
 		} else if (verbose) {
@@ -204,7 +277,7 @@ int mt_confine_files(struct mt_confine *c, const char *const *paths, size_t n,
 				paths[i], other.why);
 		}
 	}
-	drop_ramfs(dir);
+	place_drop(&place);
 	c->confined = err == 0;
 	return err;
 }
