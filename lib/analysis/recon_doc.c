@@ -13,17 +13,18 @@
 
 #define JI(x) json_integer((json_int_t)(x))
 
-static void series_emit(struct emit *e, const char *key, const struct series *s,
-			const struct series_cfg *cfg, bool with_points)
+/* A series: its level, and its points unless s is NULL. */
+static void series_emit(struct emit *e, const char *key, const struct level *lv,
+			const struct series *s, const struct series_cfg *cfg)
 {
 	emit_open(e, key, false);
-	emit_int(e, "peak", s->peak);
-	if (s->peak)
-		emit_int(e, "peak_t_ns", s->peak_t);
+	emit_int(e, "peak", lv->peak);
+	if (lv->peak)
+		emit_int(e, "peak_t_ns", lv->peak_t);
 	else
 		emit_null(e, "peak_t_ns");
-	emit_int(e, "final", s->cur);
-	if (with_points) {
+	emit_int(e, "final", lv->cur);
+	if (s) {
 		uint64_t width = series_width(s, cfg);
 
 		emit_int(e, "bucket_ns", width);
@@ -116,12 +117,12 @@ static void exit_emit(struct emit *e, const char *key, int kind, int value)
 	emit_close(e, false);
 }
 
-/* s[g]: the series of gauge g */
+/* lv[g], s[g]: the level and the series of gauge g; s NULL: no points */
 static void gauges_emit(struct emit *e, const char *key,
 			const struct mt_recon *r,
+			const struct level lv[NGAUGES],
 			const struct series *const s[NGAUGES],
-			const struct series_cfg *cfg, bool points,
-			bool physical)
+			const struct series_cfg *cfg, bool physical)
 {
 	static const struct {
 		const char *name;
@@ -146,12 +147,13 @@ static void gauges_emit(struct emit *e, const char *key,
 		const char *name = physical ? pss[i].name : rss[i].name;
 		enum gauge g = physical ? pss[i].g : rss[i].g;
 
-		series_emit(e, name, s[g], cfg, points);
+		series_emit(e, name, &lv[g], s ? s[g] : NULL, cfg);
 	}
 	emit_close(e, false);
 }
 
-static void execs_emit(struct emit *e, const char *key, const struct proc *p)
+static void execs_emit(struct emit *e, const char *key,
+		       const struct proc_sum *p)
 {
 	emit_open(e, key, true);
 	for (size_t i = 0; i < p->nexecs; i++) {
@@ -165,7 +167,7 @@ static void execs_emit(struct emit *e, const char *key, const struct proc *p)
 
 /* "program": what the process runs (proc_program), or null */
 static void program_emit(struct emit *e, const struct mt_recon *r,
-			 const struct proc *p)
+			 const struct proc_sum *p)
 {
 	size_t len;
 	const char *program = proc_program(r, p, &len);
@@ -176,15 +178,23 @@ static void program_emit(struct emit *e, const struct mt_recon *r,
 		emit_null(e, "program");
 }
 
-static void proc_emit(struct emit *e, struct mt_recon *r, struct proc *p)
+static void proc_emit(struct emit *e, struct mt_recon *r, struct proc_sum *p)
 {
 	/* a PSS gauge the process never had reads as a series never set */
 	static const struct series never;
+	struct level lv[NGAUGES] = {0};
 	const struct series *s[NGAUGES];
-	bool pts = p->with_series;
+	/* the heaviest keep their model, with its series (keep_if_heavy) */
+	struct proc *live = p->with_series ? p->live : NULL;
 
-	for (int g = 0; g < NGAUGES; g++)
-		s[g] = proc_gauge_s(p, g) ? proc_gauge_s(p, g) : &never;
+	for (int g = 0; g < NGAUGES; g++) {
+		if (g < RSS_GAUGES)
+			lv[g] = p->rss[g];
+		else if (p->pss)
+			lv[g] = p->pss[g - G_PSS_TOTAL];
+		s[g] = live && proc_gauge_s(live, g) ? proc_gauge_s(live, g)
+						     : &never;
+	}
 	emit_open(e, NULL, false);
 	emit_int(e, "pid", p->pid);
 	if (p->has_ppid)
@@ -200,10 +210,11 @@ static void proc_emit(struct emit *e, struct mt_recon *r, struct proc *p)
 		emit_null(e, "end_ns");
 	exit_emit(e, "exit", p->exit_kind, p->exit_value);
 	emit_int(e, "events", p->events);
-	series_emit(e, "heap", &p->heap, &r->pcfg, pts);
-	series_emit(e, "mapped", &p->mapped, &r->pcfg, pts);
-	gauges_emit(e, "rss", r, s, &r->pcfg, pts, false);
-	gauges_emit(e, "physical", r, s, &r->pcfg, pts, true);
+	series_emit(e, "heap", &p->heap, live ? &live->heap : NULL, &r->pcfg);
+	series_emit(e, "mapped", &p->mapped, live ? &live->mapped : NULL,
+		    &r->pcfg);
+	gauges_emit(e, "rss", r, lv, live ? s : NULL, &r->pcfg, false);
+	gauges_emit(e, "physical", r, lv, live ? s : NULL, &r->pcfg, true);
 	totals_emit(e, "totals", &p->tot);
 	leaks_emit(e, "not_freed", &p->leaks, false);
 	emit_close(e, false);
@@ -306,19 +317,20 @@ static const char *resolution_name(enum mt_resolution_mode m)
 
 static int heavier_first(const void *a, const void *b)
 {
-	return proc_cmp(*(struct proc *const *)a, *(struct proc *const *)b);
+	return proc_cmp(*(struct proc_sum *const *)a,
+			*(struct proc_sum *const *)b);
 }
 
 /* Per-process series are written for the heaviest processes only: a
  * build can start thousands of short processes nobody plots. */
 static void mark_heaviest(struct mt_recon *r)
 {
-	struct proc **v = calloc(r->nprocs ? r->nprocs : 1, sizeof(*v));
+	struct proc_sum **v = calloc(r->nprocs ? r->nprocs : 1, sizeof(*v));
 	size_t n = 0;
 
 	if (!v)
 		return;
-	for (struct proc *p = r->first; p; p = p->next)
+	for (struct proc_sum *p = r->first; p; p = p->next)
 		v[n++] = p;
 	qsort(v, n, sizeof(*v), heavier_first);
 	for (size_t i = 0; i < n; i++) {
@@ -336,6 +348,7 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 	json_t *doc = json_object(), *in, *tree;
 	struct emit e = emit_into(doc);
 	const struct series *tree_gauges[NGAUGES];
+	struct level tree_levels[NGAUGES], heap_level, mapped_level;
 	struct totals sum = {0};
 	uint64_t end_t;
 	bool trailer = meta && meta->has_trailer;
@@ -348,11 +361,14 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 		end_t = r->last_t > r->origin ? r->last_t - r->origin : 0;
 	if (r->opts.section)
 		section_end(r, end_t);
-	for (struct proc *p = r->first; p; p = p->next)
-		if (!p->ended)
-			end_address_space(r, p, end_t, "end");
+	for (struct proc_sum *p = r->first; p; p = p->next) {
+		if (p->ended)
+			continue;
+		end_address_space(r, p->live, end_t, "end");
+		proc_summarize(p->live);
+	}
 	mark_heaviest(r);
-	for (struct proc *p = r->first; p; p = p->next) {
+	for (struct proc_sum *p = r->first; p; p = p->next) {
 		totals_add(&sum, &p->tot);
 		nprocs++;
 	}
@@ -404,12 +420,16 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 
 	tree = json_object();
 	e = emit_into(tree);
-	series_emit(&e, "heap", &r->heap, &r->cfg, true);
-	series_emit(&e, "mapped", &r->mapped, &r->cfg, true);
-	for (int g = 0; g < NGAUGES; g++)
+	heap_level = level_of(&r->heap);
+	mapped_level = level_of(&r->mapped);
+	series_emit(&e, "heap", &heap_level, &r->heap, &r->cfg);
+	series_emit(&e, "mapped", &mapped_level, &r->mapped, &r->cfg);
+	for (int g = 0; g < NGAUGES; g++) {
 		tree_gauges[g] = &r->gauge_s[g];
-	gauges_emit(&e, "rss", r, tree_gauges, &r->cfg, true, false);
-	gauges_emit(&e, "physical", r, tree_gauges, &r->cfg, true, true);
+		tree_levels[g] = level_of(&r->gauge_s[g]);
+	}
+	gauges_emit(&e, "rss", r, tree_levels, tree_gauges, &r->cfg, false);
+	gauges_emit(&e, "physical", r, tree_levels, tree_gauges, &r->cfg, true);
 	totals_emit(&e, "totals", &sum);
 	leaks_emit(&e, "not_freed", &r->leaks, true);
 	json_object_set_new(tree, "histogram", histogram_json(r));
@@ -442,7 +462,7 @@ json_t *mt_recon_finish(struct mt_recon *r, const struct mt_meta *meta,
 	json_t *doc = finish_head(r, meta, error), *procs = json_array();
 	struct emit e = emit_into(procs);
 
-	for (struct proc *p = r->first; p; p = p->next)
+	for (struct proc_sum *p = r->first; p; p = p->next)
 		if (!r->opts.doc_procs || p->rank < r->opts.doc_procs)
 			proc_emit(&e, r, p);
 	json_object_set_new(doc, "processes", procs);
@@ -470,7 +490,7 @@ int mt_recon_write(struct mt_recon *r, const struct mt_meta *meta,
 	fwrite(text, 1, len ? len - 1 : 0, out);
 	free(text);
 	fputs(",\"processes\":[", out);
-	for (struct proc *p = r->first; p; p = p->next) {
+	for (struct proc_sum *p = r->first; p; p = p->next) {
 		if (p != r->first)
 			emit_raw(&e, ",", 1);
 		proc_emit(&e, r, p);

@@ -146,40 +146,79 @@ struct exec {
 	uint64_t t;
 };
 
-struct proc {
-	/* first what every allocator event touches, in a few cache lines:
-	 * a trace has thousands of processes, and their events interleave */
+/* A series' figures that outlive its points: what the document prints of
+ * a process whose points are not written. */
+struct level {
+	uint64_t peak, peak_t, cur;
+};
+
+static inline struct level level_of(const struct series *s)
+{
+	return (struct level){s->peak, s->peak_t, s->cur};
+}
+
+/* The RSS gauges (G_RSS_FILE..G_RSS_TOTAL) and the PSS ones */
+#define RSS_GAUGES (G_RSS_TOTAL + 1)
+#define PSS_GAUGES (NGAUGES - G_PSS_TOTAL)
+
+struct proc;
+
+/*
+ * A process as the document lists it: what a process keeps once it ended,
+ * and all an ended one keeps unless it is among the heaviest (a build
+ * starts hundreds of thousands of processes).  Its figures (events,
+ * totals, levels, leaks) are copied from the live model when the process
+ * ends, or at the end of the trace (proc_summarize); live is its model,
+ * NULL once the process ended and its series are not kept.
+ */
+struct proc_sum {
 	uint32_t pid, ppid;
 	bool ended, has_ppid;
 	bool with_series; /* among the heaviest: its series are written */
+	int exit_kind;	  /* MT_EXIT_* */
+	int exit_value;
+	uint64_t start_t, end_t;
+	uint64_t events;
+	struct totals tot;
+	struct level heap, mapped, rss[RSS_GAUGES];
+	struct level *pss; /* [PSS_GAUGES], NULL: it had no PSS event */
+	struct leak_top leaks;
+	struct exec *execs;
+	size_t nexecs;
+	char *program; /* forked without exec: the parent's program */
+	size_t rank;   /* 0 = the heaviest, set at the end */
+	struct proc *live;
+	struct proc_sum *next; /* creation order */
+};
+
+/* The model of a live process (and the series of an ended one that keeps
+ * them). */
+struct proc {
+	/* first what every allocator event touches, in a few cache lines:
+	 * a trace has thousands of processes, and their events interleave */
+	uint32_t pid;
+	bool ended;
 	uint64_t events;
 	struct blocks blocks;
 	uint64_t heap_own, inherited_bytes;
 	struct series heap;
 	struct totals tot;
 	/* the rest */
-	size_t rank;   /* 0 = the heaviest, set at the end */
-	int exit_kind; /* MT_EXIT_* */
-	int exit_value;
-	uint64_t start_t, end_t;
-	struct exec *execs;
-	size_t nexecs;
-	char *program; /* forked without exec: the parent's program */
+	struct proc_sum *sum;
 	struct ranges maps;
 	uint64_t brk_cur;
 	struct series mapped;
 	uint64_t gauge[NGAUGES];
 	/* the RSS gauges' series; the PSS ones (--physical only) are
 	 * allocated at the first PSS event: see proc_gauge_s */
-	struct series gauge_s[G_RSS_TOTAL + 1];
+	struct series gauge_s[RSS_GAUGES];
 	struct series *pss_s;
 	struct leak_top leaks;
-	struct proc *next; /* creation order */
 };
 
 struct pid_slot {
 	uint32_t pid; /* 0 = empty: pid 0 is never traced */
-	struct proc *p;
+	struct proc_sum *p;
 };
 
 struct mt_recon {
@@ -194,7 +233,7 @@ struct mt_recon {
 	/* processes */
 	struct pid_slot *pids;
 	size_t pid_mask, pid_used;
-	struct proc *first, **tail;
+	struct proc_sum *first, **tail;
 	/* the live process last seen with each pid modulo RECENT: events of
 	 * a few processes interleave, and this spares the pid hash */
 	struct proc *recent[RECENT];
@@ -211,7 +250,7 @@ struct mt_recon {
 	json_t *sections; /* [[start_ns, end_ns], ...] */
 	/* the heaviest ended processes (a min-heap, lightest first): only
 	 * they and live processes keep series points */
-	struct proc **kept;
+	struct proc_sum **kept;
 	size_t nkept;
 	uint64_t hist_count[HIST_BUCKETS], hist_bytes[HIST_BUCKETS];
 	struct size_slot {
@@ -378,15 +417,18 @@ void end_address_space(struct mt_recon *r, struct proc *p, uint64_t t,
 void on_process_fork(struct mt_recon *r, const struct mt_event *ev, uint64_t t);
 /* the program p runs (its last exec, inherited at fork, or the command
  * for the root process): NULL when unknown */
-const char *proc_program(const struct mt_recon *r, const struct proc *p,
+const char *proc_program(const struct mt_recon *r, const struct proc_sum *p,
 			 size_t *len);
 void on_process_exec(struct mt_recon *r, struct proc *p,
 		     const struct mt_record *rec, uint64_t t);
 void on_process_exit(struct mt_recon *r, struct proc *p, uint32_t status,
 		     uint64_t t);
-/* Heavier first: a total order of processes. */
-int proc_cmp(const struct proc *x, const struct proc *y);
-void proc_free(struct proc *p);
+/* Copies the figures of a process whose model is finished (it ended, or
+ * the trace did) into its summary. */
+void proc_summarize(struct proc *p);
+/* Heavier first: a total order of processes, by their summaries. */
+int proc_cmp(const struct proc_sum *x, const struct proc_sum *y);
+void proc_free(struct proc_sum *s);
 /* Markers, enable, disable: listed; the --section's open and close it. */
 void on_marker(struct mt_recon *r, const struct mt_record *rec, uint64_t t);
 void section_end(struct mt_recon *r, uint64_t t);

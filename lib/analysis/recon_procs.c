@@ -14,20 +14,25 @@
 
 #include "recon_int.h"
 
-static struct proc *proc_new(struct mt_recon *r, uint32_t pid, uint64_t t)
+static struct proc_sum *proc_new(struct mt_recon *r, uint32_t pid, uint64_t t)
 {
+	struct proc_sum *s = calloc(1, sizeof(*s));
 	struct proc *p = calloc(1, sizeof(*p));
 
-	if (!p || leak_top_init(&p->leaks, r->opts.max_proc_leaks) < 0) {
+	if (!s || !p || leak_top_init(&p->leaks, r->opts.max_proc_leaks) < 0) {
+		free(s);
 		free(p);
 		return NULL;
 	}
 	p->pid = pid;
-	p->start_t = t;
-	*r->tail = p;
-	r->tail = &p->next;
+	p->sum = s;
+	s->pid = pid;
+	s->start_t = t;
+	s->live = p;
+	*r->tail = s;
+	r->tail = &s->next;
 	r->nprocs++;
-	return p;
+	return s;
 }
 
 struct pid_slot *pid_slot(struct mt_recon *r, uint32_t pid)
@@ -66,7 +71,7 @@ struct pid_slot *pid_slot(struct mt_recon *r, uint32_t pid)
  * lost, and the event comes after the exit, may that Fork be the one
  * missing.
  */
-static bool late_event(const struct mt_recon *r, const struct proc *ended,
+static bool late_event(const struct mt_recon *r, const struct proc_sum *ended,
 		       uint64_t t)
 {
 	return t <= ended->end_t || !r->lost_events;
@@ -88,7 +93,7 @@ struct proc *proc_lookup(struct mt_recon *r, uint32_t pid, uint64_t t,
 		return NULL;
 	}
 	if (!s->pid || s->p->ended) {
-		struct proc *p = proc_new(r, pid, t);
+		struct proc_sum *p = proc_new(r, pid, t);
 
 		if (!p)
 			return NULL;
@@ -97,8 +102,8 @@ struct proc *proc_lookup(struct mt_recon *r, uint32_t pid, uint64_t t,
 		s->pid = pid;
 		s->p = p;
 	}
-	*recent = s->p;
-	return s->p;
+	*recent = s->p->live;
+	return s->p->live;
 }
 
 /* exec or exit: what the process still held is leaked; what it inherited
@@ -186,7 +191,7 @@ static void inherit_blocks(struct proc *child, const struct proc *parent)
  * The program p runs: its last exec; else what it was forked running; else,
  * for the root process, the command.  NULL when unknown.
  */
-const char *proc_program(const struct mt_recon *r, const struct proc *p,
+const char *proc_program(const struct mt_recon *r, const struct proc_sum *p,
 			 size_t *len)
 {
 	const char *cmd;
@@ -212,23 +217,26 @@ void on_process_fork(struct mt_recon *r, const struct mt_event *ev, uint64_t t)
 {
 	uint32_t ppid = (uint32_t)ev->old_addr;
 	struct pid_slot *ps = ppid ? pid_slot(r, ppid) : NULL;
-	struct proc *parent = ps && ps->pid && !ps->p->ended ? ps->p : NULL;
+	struct proc *parent =
+	    ps && ps->pid && !ps->p->ended ? ps->p->live : NULL;
+	struct proc_sum *cs;
 	struct proc *child;
 
 	r->recent[ev->pid % RECENT] = NULL;
 	child = proc_lookup(r, ev->pid, t, true);
 	if (!child)
 		return;
-	child->ppid = ppid;
-	child->has_ppid = true;
+	cs = child->sum;
+	cs->ppid = ppid;
+	cs->has_ppid = true;
 	if (!parent || parent == child)
 		return;
 	/* until it execs, it runs its parent's program */
-	if (!child->nexecs && !child->program) {
+	if (!cs->nexecs && !cs->program) {
 		size_t len;
-		const char *program = proc_program(r, parent, &len);
+		const char *program = proc_program(r, parent->sum, &len);
 
-		child->program = program ? strndup(program, len) : NULL;
+		cs->program = program ? strndup(program, len) : NULL;
 	}
 	/* the child's address space is a copy of the parent's */
 	inherit_blocks(child, parent);
@@ -311,28 +319,31 @@ static char *exec_path(const char *s, size_t n, size_t *len)
 void on_process_exec(struct mt_recon *r, struct proc *p,
 		     const struct mt_record *rec, uint64_t t)
 {
+	struct proc_sum *s = p->sum;
 	struct exec *v, x = {.t = t};
 
 	end_address_space(r, p, t, "exec");
 	x.path = exec_path(rec->str ? rec->str : "",
 			   rec->str ? rec->str_len : 0, &x.len);
-	v = realloc(p->execs, (p->nexecs + 1) * sizeof(*v));
+	v = realloc(s->execs, (s->nexecs + 1) * sizeof(*v));
 	if (!x.path || !v) {
 		free(x.path);
 		return; /* out of memory: the exec goes unlisted */
 	}
-	p->execs = v;
-	v[p->nexecs++] = x;
+	s->execs = v;
+	v[s->nexecs++] = x;
+	/* the program inherited at fork is never read once there is an
+	 * exec (proc_program) */
+	free(s->program);
+	s->program = NULL;
 }
 
 /* Heavier first: by peak heap, then peak RSS, then peak mapped; a total
  * order, so "the N heaviest" is well defined. */
-int proc_cmp(const struct proc *x, const struct proc *y)
+int proc_cmp(const struct proc_sum *x, const struct proc_sum *y)
 {
-	uint64_t a[] = {x->heap.peak, x->gauge_s[G_RSS_TOTAL].peak,
-			x->mapped.peak};
-	uint64_t b[] = {y->heap.peak, y->gauge_s[G_RSS_TOTAL].peak,
-			y->mapped.peak};
+	uint64_t a[] = {x->heap.peak, x->rss[G_RSS_TOTAL].peak, x->mapped.peak};
+	uint64_t b[] = {y->heap.peak, y->rss[G_RSS_TOTAL].peak, y->mapped.peak};
 
 	for (int i = 0; i < 3; i++)
 		if (a[i] != b[i])
@@ -342,13 +353,27 @@ int proc_cmp(const struct proc *x, const struct proc *y)
 	return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
-static void proc_drop_series(struct proc *p)
+/* The model of a process: its blocks, mappings and series. */
+static void proc_live_free(struct proc *p)
 {
-	series_drop(&p->heap);
-	series_drop(&p->mapped);
+	blocks_clear(&p->blocks);
+	ranges_clear(&p->maps);
+	free(p->heap.pts);
+	free(p->mapped.pts);
 	for (int g = 0; g < NGAUGES; g++)
 		if (proc_gauge_s(p, g))
-			series_drop(proc_gauge_s(p, g));
+			free(proc_gauge_s(p, g)->pts);
+	free(p->pss_s);
+	free(p->leaks.v);
+	free(p);
+}
+
+/* An ended process whose series will not be written: only its summary
+ * stays. */
+static void proc_drop_series(struct proc_sum *s)
+{
+	proc_live_free(s->live);
+	s->live = NULL;
 }
 
 static void proc_keep_series(struct proc *p)
@@ -372,7 +397,7 @@ static void kept_sift_down(struct mt_recon *r, size_t i)
 			m = l + 1;
 		if (m == i)
 			return;
-		struct proc *tmp = r->kept[i];
+		struct proc_sum *tmp = r->kept[i];
 
 		r->kept[i] = r->kept[m];
 		r->kept[m] = tmp;
@@ -385,12 +410,12 @@ static void kept_sift_down(struct mt_recon *r, size_t i)
  * heavier processes and can never be written with its series.  So points
  * take memory for live processes and a bounded few, not for every process
  * a long build started. */
-static void keep_if_heavy(struct mt_recon *r, struct proc *p)
+static void keep_if_heavy(struct mt_recon *r, struct proc_sum *p)
 {
 	size_t cap = r->opts.series_procs;
 
 	if (cap == UINT_MAX) {
-		proc_keep_series(p);
+		proc_keep_series(p->live);
 		return;
 	}
 	if (!r->kept && cap && !(r->kept = calloc(cap, sizeof(*r->kept))))
@@ -401,40 +426,70 @@ static void keep_if_heavy(struct mt_recon *r, struct proc *p)
 		r->kept[i] = p;
 		while (i > 0 &&
 		       proc_cmp(r->kept[(i - 1) / 2], r->kept[i]) < 0) {
-			struct proc *tmp = r->kept[i];
+			struct proc_sum *tmp = r->kept[i];
 
 			r->kept[i] = r->kept[(i - 1) / 2];
 			r->kept[(i - 1) / 2] = tmp;
 			i = (i - 1) / 2;
 		}
-		proc_keep_series(p);
+		proc_keep_series(p->live);
 	} else if (cap && proc_cmp(p, r->kept[0]) < 0) {
 		proc_drop_series(r->kept[0]);
 		r->kept[0] = p;
 		kept_sift_down(r, 0);
-		proc_keep_series(p);
+		proc_keep_series(p->live);
 	} else {
 		proc_drop_series(p);
 	}
 }
 
+/* A leak top moves to the summary as it is (its array cut to the leaks
+ * it holds: no leak_add after). */
+static void leaks_move(struct leak_top *to, struct leak_top *from)
+{
+	leak_top_shrink(from);
+	*to = *from;
+	from->v = NULL;
+	from->n = 0;
+}
+
+void proc_summarize(struct proc *p)
+{
+	struct proc_sum *s = p->sum;
+
+	s->events = p->events;
+	s->tot = p->tot;
+	s->heap = level_of(&p->heap);
+	s->mapped = level_of(&p->mapped);
+	for (int g = 0; g < RSS_GAUGES; g++)
+		s->rss[g] = level_of(&p->gauge_s[g]);
+	if (p->pss_s && !s->pss)
+		s->pss = calloc(PSS_GAUGES, sizeof(*s->pss));
+	for (int g = 0; s->pss && g < PSS_GAUGES; g++)
+		s->pss[g] = level_of(&p->pss_s[g]);
+	leaks_move(&s->leaks, &p->leaks);
+}
+
 void on_process_exit(struct mt_recon *r, struct proc *p, uint32_t status,
 		     uint64_t t)
 {
+	struct proc_sum *s = p->sum;
+
 	end_address_space(r, p, t, "exit");
-	leak_top_shrink(&p->leaks);
-	keep_if_heavy(r, p);
-	p->ended = true;
-	p->end_t = t;
-	if (WIFEXITED(status)) {
-		p->exit_kind = MT_EXIT_CODE;
-		p->exit_value = WEXITSTATUS(status);
-	} else if (WIFSIGNALED(status)) {
-		p->exit_kind = MT_EXIT_SIGNAL;
-		p->exit_value = WTERMSIG(status);
-	}
 	if (r->recent[p->pid % RECENT] == p)
 		r->recent[p->pid % RECENT] = NULL;
+	p->ended = true;
+	s->ended = true;
+	s->end_t = t;
+	if (WIFEXITED(status)) {
+		s->exit_kind = MT_EXIT_CODE;
+		s->exit_value = WEXITSTATUS(status);
+	} else if (WIFSIGNALED(status)) {
+		s->exit_kind = MT_EXIT_SIGNAL;
+		s->exit_value = WTERMSIG(status);
+	}
+	proc_summarize(p);
+	keep_if_heavy(r, s); /* may free p */
 }
 
 static bool name_is(const char *s, size_t len, const char *name,
@@ -503,20 +558,15 @@ void on_marker(struct mt_recon *r, const struct mt_record *rec, uint64_t t)
 		section_marker(r, rec->str, rec->str_len, t);
 }
 
-void proc_free(struct proc *p)
+void proc_free(struct proc_sum *s)
 {
-	blocks_clear(&p->blocks);
-	ranges_clear(&p->maps);
-	free(p->heap.pts);
-	free(p->mapped.pts);
-	for (int g = 0; g < NGAUGES; g++)
-		if (proc_gauge_s(p, g))
-			free(proc_gauge_s(p, g)->pts);
-	free(p->pss_s);
-	free(p->leaks.v);
-	for (size_t i = 0; i < p->nexecs; i++)
-		free(p->execs[i].path);
-	free(p->execs);
-	free(p->program);
-	free(p);
+	if (s->live)
+		proc_live_free(s->live);
+	free(s->pss);
+	free(s->leaks.v);
+	for (size_t i = 0; i < s->nexecs; i++)
+		free(s->execs[i].path);
+	free(s->execs);
+	free(s->program);
+	free(s);
 }

@@ -578,7 +578,7 @@ void mt_recon_free(struct mt_recon *r)
 {
 	if (!r)
 		return;
-	for (struct proc *p = r->first, *next; p; p = next) {
+	for (struct proc_sum *p = r->first, *next; p; p = next) {
 		next = p->next;
 		proc_free(p);
 	}
