@@ -167,13 +167,54 @@ ten_mib() {
 	run mt-report "$T/a.msgpack"
 	assert_success
 	assert_line "events      23 (lost 4)"
-	run mt-report --strict "$T/a.msgpack"
+	run mt-report --allow-incomplete --strict "$T/a.msgpack"
 	assert_failure 1
 	assert_line "mt-report: strict: 4 events were lost"
 	ten_mib | mk b --no-trailer
 	run mt-report --allow-incomplete --strict "$T/b.msgpack"
 	assert_failure 1
 	assert_line "mt-report: strict: incomplete trace"
+}
+
+@test "a gate on a trace with lost events does not pass: exit 2 unless --allow-incomplete" {
+	ten_mib | sed '1i Lost count=4' | mk a
+	ten_mib | mk clean
+	# no verdict asked: the report, its warning, exit 0
+	run mt-report "$T/a.msgpack"
+	assert_success
+	# every gate the heap would pass: incomplete, exit 2, said why
+	for gate in "--max-peak-heap 1GiB" "--max-allocations 1000" \
+		"--max-total-allocated 1GiB" "--max-not-freed 1GiB" "--strict"; do
+		run mt-report $gate "$T/a.msgpack"
+		assert_failure 2
+		assert_line "mt-report: incomplete trace: $T/a.msgpack: 4 events were lost, the figures the gates check miss them (--allow-incomplete accepts it)"
+		run mt-report $gate "$T/clean.msgpack"
+		[ "$status" -le 1 ] # --strict passes, the others too
+	done
+	# accepted: the gate decides, the reason still on stderr
+	run mt-report --allow-incomplete --max-peak-heap 1GiB "$T/a.msgpack"
+	assert_success
+	assert_line "mt-report: incomplete trace: $T/a.msgpack: 4 events were lost, the figures the gates check miss them"
+	run mt-report --allow-incomplete --max-peak-heap 1KiB "$T/a.msgpack"
+	assert_failure 1
+	# a failed gate on lost events: still 2 (unusable over failed)
+	run mt-report --max-peak-heap 1KiB "$T/a.msgpack"
+	assert_failure 2
+	# --json: the same status; the facts say the gate passed
+	run bash -c 'mt-report --json --max-peak-heap 1GiB "$1" 2>/dev/null' _ "$T/a.msgpack"
+	assert_failure 2
+	[ "$(jq -c '[.ok, .lost_events]' <<<"$output")" = "[true,4]" ]
+	# --compare --max-growth: lost events in base or head
+	run mt-report --compare "$T/clean.msgpack" "$T/a.msgpack" --max-growth 50%
+	assert_failure 2
+	assert_line --partial "incomplete trace: $T/a.msgpack: 4 events were lost"
+	run mt-report --compare "$T/a.msgpack" "$T/clean.msgpack" --max-growth 50%
+	assert_failure 2
+	run mt-report --compare "$T/a.msgpack" "$T/clean.msgpack"
+	assert_success
+	run mt-report --allow-incomplete --compare "$T/a.msgpack" "$T/clean.msgpack" --max-growth 50%
+	assert_success
+	grep -q "lost events under a gate" "$TOP/man/mt-report.1"
 }
 
 @test "a truncated input says incomplete trace at the top, exits 2 unless --allow-incomplete" {

@@ -69,8 +69,9 @@ static const char usage_text[] =
     "(e.g. 1ms)\n"
     "      --section NAME       count only between markers NAME and "
     "NAME-end\n"
-    "      --allow-incomplete   a truncated input is not an error "
-    "(exit 0)\n"
+    "      --allow-incomplete   a truncated input, or lost events "
+    "under a gate,\n"
+    "                           are not an error (exit 0)\n"
     "      --compare BASE HEAD  compare two runs, metric by metric\n"
     "      --max-growth SPEC    with --compare, fail on growth above "
     "SPEC:\n"
@@ -416,16 +417,35 @@ static size_t json_flags(const struct env *env, FILE *out)
 	       JSON_REAL_PRECISION(12);
 }
 
-/* Incomplete input is exit 2 unless --allow-incomplete; the reason goes
- * to stderr whatever the output (a CI log shows stderr). */
-static int check_complete(const struct env *env, json_t *doc)
+/* A verdict is asked for: a gate, or --max-growth. */
+static bool verdict_asked(const struct env *env)
+{
+	return mt_gates_any(&env->gates) || mt_growth_any(&env->growth);
+}
+
+/*
+ * Incomplete input is exit 2 unless --allow-incomplete; the reason goes
+ * to stderr whatever the output (a CI log shows stderr).  Lost events
+ * make a trace incomplete too when a verdict is asked for: the figures a
+ * gate checks miss them (a lost free raises the heap, a lost malloc
+ * lowers it), so a gate passing on them would pass on a guess.
+ */
+static int check_complete(const struct env *env, json_t *doc, const char *path)
 {
 	const char *why = mt_report_incomplete(doc);
+	const char *accept =
+	    env->allow_incomplete ? "" : " (--allow-incomplete accepts it)";
+	uint64_t lost = mt_json_u64(doc, "lost_events", 0);
 
-	if (!why)
+	if (why)
+		warnx("incomplete trace: %s%s", why, accept);
+	else if (lost && verdict_asked(env))
+		warnx("incomplete trace: %s: %llu events were lost, the "
+		      "figures the gates check miss them%s",
+		      strcmp(path, "-") ? path : "<stdin>",
+		      (unsigned long long)lost, accept);
+	else
 		return 0;
-	warnx("incomplete trace: %s%s", why,
-	      env->allow_incomplete ? "" : " (--allow-incomplete accepts it)");
 	return env->allow_incomplete ? 0 : MT_EXIT_UNUSABLE;
 }
 
@@ -552,8 +572,8 @@ static int compare(const struct env *env, FILE *out, const char *head_path)
 		status = MT_EXIT_GATE;
 	}
 	status = worse(status, check_gates(env, head, NULL));
-	status = worse(status, check_complete(env, base));
-	status = worse(status, check_complete(env, head));
+	status = worse(status, check_complete(env, base, env->compare_base));
+	status = worse(status, check_complete(env, head, head_path));
 	json_decref(base);
 	json_decref(head);
 	return status;
@@ -609,7 +629,7 @@ static int report(const struct env *env, FILE *out, const char *path)
 			mt_top_sites_text(out, doc, &v);
 		}
 	}
-	status = worse(status, check_complete(env, doc));
+	status = worse(status, check_complete(env, doc, path));
 	json_decref(results);
 	json_decref(doc);
 	return status;
