@@ -160,9 +160,9 @@ print(off)' "$T/run.raw" "$T/bad.raw")
 	run mt-encode "$T/run.raw" -o /dev/full
 	assert_failure 2
 	assert_output "mt-encode: /dev/full: No space left on device"
+	# a reader gone: exit 2 without a message, as every stage
 	run bash -c 'mt-encode "$1" | head -c 10 > /dev/null; echo "${PIPESTATUS[0]}"' _ "$T/run.raw"
-	assert_line --index 1 "2"
-	assert_line --index 0 "mt-encode: <stdout>: Broken pipe"
+	assert_output "2"
 }
 
 @test "mt-encode: options" {

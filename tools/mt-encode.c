@@ -341,7 +341,10 @@ static int close_output(struct output *out, int werr, bool whole)
 			      "a trace is incomplete",
 			      out->path);
 	}
-	if (werr) {
+	/* a reader that went away (`mt-encode run.raw | head`) is exit 2
+	 * without a message, as in every mt tool (mt_cli.h); any other
+	 * write error is named */
+	if (werr && werr != -EPIPE) {
 		errno = -werr;
 		warn("%s", out->path ? out->path : "<stdout>");
 	}
@@ -434,7 +437,7 @@ int main(int argc, char **argv)
 
 	parse_args(argc, argv, &env);
 	check_terminals(&env);
-	/* a closed pipe is a write error (EPIPE) we report, not a signal */
+	/* a closed pipe is a write error (EPIPE), exit 2, not a signal */
 	signal(SIGPIPE, SIG_IGN);
 	if (input_is_pipe(env.input)) {
 		signal(SIGINT, SIG_IGN);
