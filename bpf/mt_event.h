@@ -59,7 +59,8 @@ enum mt_event_kind {
 	MT_EV_ALLOCATOR = 20,
 	/* never in a stream: the BPF side tells mt-trace that a traced
 	 * process mapped code from a file not yet inspected (and stopped it):
-	 * addr = where (0 for an exec), old_addr = device, old_size = inode */
+	 * addr = where (0 for an exec), old_addr = device, old_size = inode,
+	 * aux = the inode's generation (bpf/mt_probe.h, mt_code_seen) */
 	MT_EV_NEW_CODE = 21,
 	/* Call stacks (man/mt-format.5, "Call stacks").  A STACK_REF
 	 * record stands right before the allocation or address-space event

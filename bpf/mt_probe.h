@@ -64,7 +64,8 @@ enum mt_traced_state {
 };
 
 /* Files whose code the BPF side has seen mapped, keyed by device and
- * inode (the kernel's dev_t: major << 20 | minor). */
+ * inode (the kernel's dev_t: major << 20 | minor); the inode's generation
+ * is in the value (struct mt_code_seen). */
 struct mt_code_key {
 	__u64 dev;
 	__u64 ino;
@@ -73,6 +74,23 @@ struct mt_code_key {
 enum mt_code_state {
 	MT_CODE_PENDING = 1, /* reported to mt-trace, not yet inspected */
 	MT_CODE_DONE = 2,    /* inspected, its allocators (if any) traced */
+	/* inspected before any process mapped it (mt-trace's start-up
+	 * scan) on a file system that does not tell userspace an inode's
+	 * generation: whatever the generation */
+	MT_CODE_DONE_ANY_GENERATION = 3,
+};
+
+/*
+ * A value of code_files.  Device and inode name a file only while it
+ * exists: once deleted, its inode number may be given to a new file (ext4
+ * and xfs reuse them at once), which then must be inspected too, or an
+ * allocator in it would go untraced.  The inode's generation
+ * (i_generation, drawn anew for each inode on ext4 and tmpfs) tells them
+ * apart.
+ */
+struct mt_code_seen {
+	__u32 state;	  /* enum mt_code_state */
+	__u32 generation; /* of the inode seen or inspected */
 };
 
 /* A NEW_CODE record's flags: its process was stopped for it (and is in

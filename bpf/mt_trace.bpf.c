@@ -91,7 +91,7 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 16384);
 	__type(key, struct mt_code_key);
-	__type(value, __u32);
+	__type(value, struct mt_code_seen);
 } code_files SEC(".maps");
 
 /* Processes stopped for new code: tgid -> the timestamp of the NEW_CODE
@@ -560,7 +560,8 @@ static __always_inline void new_code(struct file *file, __u64 pid_tgid,
 				     __u64 addr, __u64 len)
 {
 	struct mt_code_key key = {};
-	__u32 pending = MT_CODE_PENDING, *state, tgid = pid_tgid >> 32;
+	struct mt_code_seen *seen, pending = {MT_CODE_PENDING, 0};
+	__u32 tgid = pid_tgid >> 32;
 	struct inode *inode;
 	__u64 when;
 	struct mt_event *e;
@@ -570,11 +571,15 @@ static __always_inline void new_code(struct file *file, __u64 pid_tgid,
 	inode = BPF_CORE_READ(file, f_inode);
 	key.ino = BPF_CORE_READ(inode, i_ino);
 	key.dev = BPF_CORE_READ(inode, i_sb, s_dev);
-	state = bpf_map_lookup_elem(&code_files, &key);
-	if (state && *state == MT_CODE_DONE)
+	pending.generation = BPF_CORE_READ(inode, i_generation);
+	seen = bpf_map_lookup_elem(&code_files, &key);
+	if (seen && (seen->state == MT_CODE_DONE_ANY_GENERATION ||
+		     (seen->state == MT_CODE_DONE &&
+		      seen->generation == pending.generation)))
 		return;
-	if (!state)
-		bpf_map_update_elem(&code_files, &key, &pending, BPF_NOEXIST);
+	/* a file never seen, or a new one on a deleted file's inode */
+	if (!seen || seen->generation != pending.generation)
+		bpf_map_update_elem(&code_files, &key, &pending, BPF_ANY);
 	e = reserve_lifecycle(sizeof(*e));
 	if (!e)
 		return;
@@ -583,6 +588,7 @@ static __always_inline void new_code(struct file *file, __u64 pid_tgid,
 	e->size = len;
 	e->old_addr = key.dev;
 	e->old_size = key.ino;
+	e->aux = pending.generation;
 	/* stop first, then tell: mt-trace's SIGCONT must come after the
 	 * SIGSTOP, or the process would stop for good; and only a stop on
 	 * record in `stopped`, which the watchdog can undo */

@@ -216,3 +216,62 @@ $made_user
 $made_user
 $shell"
 }
+
+# ---- code files: identity (a deleted file's inode number reused) -----------
+
+@test "a new library on a deleted one's inode number is inspected: its allocator traced" {
+	require_bpf
+	# python maps a library without allocator (inspected: nothing), drops
+	# and deletes it, then creates files until one gets the same inode
+	# number (ext4 and xfs hand a freed one out again), writes a library
+	# with jemalloc inside into it and calls its mallocx 100 times.  Keyed
+	# by device and inode only, it was taken as inspected: 0 traced.
+	mkdir "$T/d"
+	cat >"$T/reuse.py" <<-'PYTHON'
+		import ctypes, _ctypes, os, sys
+		d, lib_a, lib_b = sys.argv[1:4]
+		path = os.path.join(d, "plugin.so")
+		with open(lib_a, "rb") as f, open(path, "wb") as g:
+		    g.write(f.read())
+		ino = os.stat(path).st_ino
+		a = ctypes.CDLL(path)
+		a.stk_leaf(5)
+		_ctypes.dlclose(a._handle)
+		del a
+		os.unlink(path)
+		reused, fillers = False, []
+		for i in range(20000):
+		    name = os.path.join(d, "f%d" % i)
+		    fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o755)
+		    if os.fstat(fd).st_ino == ino:
+		        with open(lib_b, "rb") as f:
+		            os.write(fd, f.read())
+		        os.close(fd)
+		        os.rename(name, path)
+		        reused = True
+		        break
+		    os.close(fd)
+		    fillers.append(name)
+		for name in fillers:
+		    os.unlink(name)
+		print("reused" if reused else "not reused", len(fillers), flush=True)
+		b = ctypes.CDLL(path)
+		blocks = (ctypes.c_void_p * 100)()
+		b.myalloc_fill(blocks, 100, 7000)
+		b.myalloc_release(blocks, 100)
+	PYTHON
+	GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 \
+		mt-trace -o "$T/run.raw" -- "$PY" "$T/reuse.py" "$T/d" \
+		"$MT_FIXTURES/stacks/libstk.so" "$MT_FIXTURES/alloc/libmyalloc.so" \
+		>"$T/out" 2>"$T/err" || { cat "$T/err"; false; }
+	cat "$T/out" >&2
+	if grep -q "not reused" "$T/out"; then
+		# tmpfs and btrfs never hand an inode number out again: the
+		# case cannot arise there (and cannot be tested)
+		[ -z "${CI:-}" ] || { echo "inode numbers not reused in $T" >&2; false; }
+		skip "this file system does not reuse inode numbers"
+	fi
+	mt-encode -o "$T/run.msgpack" "$T/run.raw"
+	run "$PY" "$TOP/tests/lib/trace_check.py" dump "$T/run.msgpack" --type Malloc
+	[ "$(jq -s '[.[] | select(.size >= 7000 and .size < 7100)] | length' <<<"$output")" = 100 ]
+}

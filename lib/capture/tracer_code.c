@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -40,33 +42,76 @@ static uint64_t kernel_dev(dev_t dev)
 	return ((uint64_t)major(dev) << 20) | minor(dev);
 }
 
-static bool inspected(const struct mt_code *c, const struct mt_code_key *key)
+/* Whether a and b may be the same file: same device and inode, and the
+ * same generation unless one is unknown. */
+static bool same_file(const struct mt_code_id *a, const struct mt_code_id *b)
+{
+	return a->key.dev == b->key.dev && a->key.ino == b->key.ino &&
+	       (!a->generation_known || !b->generation_known ||
+		a->generation == b->generation);
+}
+
+/* The entry for id's device and inode, whatever its generation. */
+static struct mt_code_id *find_inode(const struct mt_code *c,
+				     const struct mt_code_id *id)
 {
 	for (size_t i = 0; i < c->ninspected; i++)
-		if (c->inspected[i].dev == key->dev &&
-		    c->inspected[i].ino == key->ino)
-			return true;
-	return false;
+		if (c->inspected[i].key.dev == id->key.dev &&
+		    c->inspected[i].key.ino == id->key.ino)
+			return &c->inspected[i];
+	return NULL;
 }
 
-/* Remember key as inspected, here and in the BPF side's table (so no
- * process is stopped for it again). */
-static void mark_inspected(struct mt_code *c, const struct mt_code_key *key)
+static bool inspected(const struct mt_code *c, const struct mt_code_id *id)
 {
-	__u32 done = MT_CODE_DONE;
+	const struct mt_code_id *known = find_inode(c, id);
 
-	if (inspected(c, key))
+	return known && same_file(known, id);
+}
+
+/* Remember id as inspected, here and in the BPF side's table (so no
+ * process is stopped for it again).  A device and inode name one file at
+ * a time: a new generation replaces the deleted file's entry. */
+static void mark_inspected(struct mt_code *c, const struct mt_code_id *id)
+{
+	struct mt_code_seen done = {
+	    id->generation_known ? MT_CODE_DONE : MT_CODE_DONE_ANY_GENERATION,
+	    id->generation};
+	struct mt_code_id *known = find_inode(c, id);
+
+	if (known && same_file(known, id))
 		return;
-	c->inspected = mt_grow(c->inspected, &c->cap_inspected,
-			       c->ninspected + 1, sizeof(*key));
-	c->inspected[c->ninspected++] = *key;
-	bpf_map_update_elem(c->code_files_fd, key, &done, BPF_ANY);
+	if (!known) {
+		c->inspected = mt_grow(c->inspected, &c->cap_inspected,
+				       c->ninspected + 1, sizeof(*id));
+		known = &c->inspected[c->ninspected++];
+	}
+	*known = *id;
+	bpf_map_update_elem(c->code_files_fd, &id->key, &done, BPF_ANY);
 }
 
-static struct mt_code_key stat_key(const struct stat *st)
+/*
+ * The identity of the open file fd: stat's device and inode, and the
+ * generation from the file system (ext4, xfs, btrfs answer
+ * FS_IOC_GETVERSION; tmpfs does not), else from the BPF side's record of
+ * the same inode (seen, NULL if none).
+ */
+static struct mt_code_id file_id(int fd, const struct stat *st,
+				 const struct mt_code_id *seen)
 {
-	return (struct mt_code_key){.dev = kernel_dev(st->st_dev),
-				    .ino = st->st_ino};
+	struct mt_code_id id = {
+	    .key = {.dev = kernel_dev(st->st_dev), .ino = st->st_ino}};
+	long generation = 0; /* some file systems write an int */
+
+	if (ioctl(fd, FS_IOC_GETVERSION, &generation) == 0) {
+		id.generation = (uint32_t)generation;
+		id.generation_known = true;
+	} else if (seen && seen->key.dev == id.key.dev &&
+		   seen->key.ino == id.key.ino) {
+		id.generation = seen->generation;
+		id.generation_known = seen->generation_known;
+	}
+	return id;
 }
 
 /*
@@ -113,22 +158,22 @@ enum inspection { MAPPED_BY_PROCESS, NAMED_BY_USER };
  * of probes would report every call twice.
  */
 static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
-			enum inspection why)
+			enum inspection why, const struct mt_code_id *seen)
 {
 	enum mt_alloc_family family;
 	char via[64], err[512];
-	struct mt_code_key key;
+	struct mt_code_id id;
 	struct stat st;
 	int n;
 
 	if (fstat(fd, &st))
 		return -errno;
-	key = stat_key(&st);
-	if (inspected(c, &key))
+	id = file_id(fd, &st, seen);
+	if (inspected(c, &id))
 		return 0;
 	if (!c->host.probe_allocators) { /* for its call stacks only */
-		c->host.code_file_found(c->host.ctx, fd, path, pid, &key);
-		mark_inspected(c, &key);
+		c->host.code_file_found(c->host.ctx, fd, path, pid, &id.key);
+		mark_inspected(c, &id);
 		return 0;
 	}
 	/* the path of the open file works in any mount namespace */
@@ -142,8 +187,8 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
 		c->links_refused = -n;
 		return MT_CODE_NO_SUCH_LINKS; /* maybe: the caller retries */
 	}
-	c->host.code_file_found(c->host.ctx, fd, path, pid, &key);
-	mark_inspected(c, &key);
+	c->host.code_file_found(c->host.ctx, fd, path, pid, &id.key);
+	mark_inspected(c, &id);
 	/* a process may map any file executable (a JIT's, data): one that
 	 * is not ELF has no allocator in it, nothing to warn about unless the
 	 * user named it */
@@ -172,7 +217,7 @@ static int inspect_path(struct mt_code *c, const char *path, pid_t pid)
 		fprintf(stderr, "mt-trace: %s: %s\n", path, strerror(errno));
 		return -1;
 	}
-	inspect_file(c, fd, path, pid, NAMED_BY_USER);
+	inspect_file(c, fd, path, pid, NAMED_BY_USER, NULL);
 	close(fd);
 	add_donor(c, path);
 	return 0;
@@ -275,15 +320,18 @@ void mt_code_inspect_queued(struct mt_code *c)
 	 * and the core may queue more records meanwhile */
 	for (size_t i = 0; i < c->nqueued; i++) {
 		const struct mt_event e = c->queued[i];
-		struct mt_code_key key = {.dev = e.old_addr, .ino = e.old_size};
+		const struct mt_code_id id = {
+		    .key = {.dev = e.old_addr, .ino = e.old_size},
+		    .generation = e.aux,
+		    .generation_known = true};
 		char path[PATH_MAX];
 		int fd;
 
-		if (!inspected(c, &key)) {
+		if (!inspected(c, &id)) {
 			fd = open_new_code(&e, path, sizeof(path));
 			if (fd >= 0) {
 				inspect_file(c, fd, path, e.pid,
-					     MAPPED_BY_PROCESS);
+					     MAPPED_BY_PROCESS, &id);
 				close(fd);
 				if (e.addr == 0) /* an exec: its loader too */
 					c->host.exec_inspected(c->host.ctx,
@@ -295,7 +343,7 @@ void mt_code_inspect_queued(struct mt_code *c)
 					e.pid, (unsigned long long)e.addr,
 					strerror(errno));
 			}
-			mark_inspected(c, &key);
+			mark_inspected(c, &id);
 		}
 		resume(c, &e); /* it is traced now */
 	}
@@ -346,7 +394,7 @@ int mt_code_probe_first(struct mt_code *c, const char *path, pid_t pid)
 		fprintf(stderr, "mt-trace: %s: %s\n", path, strerror(errno));
 		return -1;
 	}
-	rc = inspect_file(c, fd, path, pid, NAMED_BY_USER);
+	rc = inspect_file(c, fd, path, pid, NAMED_BY_USER, NULL);
 	close(fd);
 	return rc == MT_CODE_NO_SUCH_LINKS ? rc : rc < 0 ? -1 : 0;
 }

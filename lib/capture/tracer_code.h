@@ -40,6 +40,15 @@ struct mt_code_host {
 	bool probe_allocators;
 };
 
+/* A code file's identity: device and inode, and the inode's generation,
+ * which tells a new file on a deleted one's inode number from it (see
+ * struct mt_code_seen). */
+struct mt_code_id {
+	struct mt_code_key key;
+	uint32_t generation;
+	bool generation_known; /* false: a file system that does not say */
+};
+
 struct mt_code_donor {
 	uint8_t build_id[64];
 	int len;
@@ -55,7 +64,7 @@ struct mt_code {
 	int links_refused; /* errno of MT_CODE_NO_SUCH_LINKS */
 	/* files whose code was inspected for allocators (both the kernel's
 	 * and stat's idea of their identity) */
-	struct mt_code_key *inspected;
+	struct mt_code_id *inspected;
 	size_t ninspected, cap_inspected;
 	/* --scan files with a build ID: their symbols serve a stripped
 	 * binary with the same ID */
