@@ -227,3 +227,31 @@ teardown() {
 	run grep -v -e '^closed 2 - ' -e '^left 2 - ' -e '^left 0 - mt-report ' "$T/st"
 	assert_output ""
 }
+
+@test "symbolizing a trace that names more code files than the descriptor limit: every frame named" {
+	# 40 copies of a fixture built -g, each its own code file in the
+	# trace, one allocation site in each; 16 descriptors.  The symbolizer
+	# kept a session (and its descriptor) open per file, to the end: past
+	# the limit, files could not be opened and frames read "path+0x..."
+	local bin="$MT_FIXTURES/sym/inlined" id ret_malloc ret_table i
+	id=$(readelf -n "$bin" | sed -n 's/.*Build ID: //p')
+	ret_malloc=$(objdump -d --no-show-raw-insn "$bin" | sed -n '/<make_table>:/,/^$/p' |
+		grep -A1 'call.*<malloc@plt>' | sed -n '2s/^ *\([0-9a-f]*\):.*/0x\1/p')
+	ret_table=$(objdump -d --no-show-raw-insn "$bin" | sed -n '/<main>:/,/^$/p' |
+		grep -A1 'call.*<make_table>' | sed -n '2s/^ *\([0-9a-f]*\):.*/0x\1/p')
+	[ -n "$id" ] && [ -n "$ret_malloc" ] && [ -n "$ret_table" ]
+	for i in $(seq 1 40); do
+		cp "$bin" "$T/copy$i"
+		echo "CodeFile file=$i path=$T/copy$i build_id=$id"
+		echo "Stack stack=$i frames=$i:$ret_malloc,$i:$ret_table"
+		echo "Malloc addr=$((4096 * i)) size=$((100 + i)) stack=$i"
+	done | "$PY" "$TOP/tests/lib/mkartifact.py" >"$T/run.msgpack"
+	# the frames of one file, symbolized with descriptors to spare
+	want=$(mt-report --json --top all "$T/run.msgpack" |
+		jq -c '[.sites.top[] | select(.stack == 1) | .frames | map(del(.object))] | .[0]')
+	[[ "$want" == *'"make_table"'* ]] && [[ "$want" == *'"main"'* ]]
+	run bash -c 'ulimit -n 16 && mt-report --json --top all "$1"' _ "$T/run.msgpack"
+	assert_success
+	[ "$(jq '.sites.top | length' <<<"$output")" = 40 ]
+	[ "$(jq -c "[.sites.top[] | select((.frames | map(del(.object))) == $want)] | length" <<<"$output")" = 40 ]
+}

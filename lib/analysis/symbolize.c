@@ -4,9 +4,12 @@
  * inlined frames there, offline, with libdw (see mt_symbolize.h).
  *
  * Each code file gets its own Dwfl session, opened on the first lookup in
- * it and kept until the end: the names and file names it returns point
- * into its memory, and later lookups in the same file reuse its parsed
- * symbol table and DWARF.
+ * it: later lookups in the same file reuse its parsed symbol table and
+ * DWARF.  A session holds a descriptor or two (the ELF, its separate debug
+ * info), and a trace may name thousands of files: at most a quarter of
+ * the descriptor limit's worth stay open, the least recently used closed
+ * first (and opened again if needed).  So the names and source files the
+ * cache hands out are copies, interned, never pointers into a session.
  */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -18,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,9 +33,10 @@ struct sym_file {
 	char *path; /* as traced; NULL: never declared */
 	uint8_t build_id[BUILD_ID_MAX];
 	size_t build_id_len;
-	bool tried; /* opened, or tried to */
-	Dwfl *dwfl; /* NULL: not found */
+	bool tried; /* opened, or tried to (and not closed since) */
+	Dwfl *dwfl; /* NULL: not found, or closed */
 	Dwfl_Module *mod;
+	uint64_t used_at; /* the symbolizer's clock at its last lookup */
 };
 
 struct loc_slot {
@@ -49,10 +54,14 @@ struct mt_symbolizer {
 	Dwfl_Callbacks callbacks;
 	struct sym_file *files;
 	size_t nfiles;
+	size_t nopen, max_open; /* files with an open Dwfl session */
+	uint64_t clock;
 	struct loc_slot *slots; /* open addressing, at most half full */
 	size_t mask, used;
 	char **strings; /* what we formatted ourselves */
 	size_t nstrings, cap_strings;
+	char **interned; /* open addressing, at most half full */
+	size_t interned_mask, ninterned;
 };
 
 static const struct mt_sym_frame unknown_frame = {"?", NULL, 0, false, false};
@@ -93,6 +102,18 @@ static char *debuginfo_path_of(char *const *dirs, size_t n)
 	return s;
 }
 
+/* Dwfl sessions open at once: each may hold two descriptors, and half
+ * the limit stays for everything else. */
+static size_t sessions_max(void)
+{
+	struct rlimit rl;
+	rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+
+	if (n == RLIM_INFINITY || n / 4 > 256)
+		return 256;
+	return n / 4 ? n / 4 : 1;
+}
+
 struct mt_symbolizer *mt_sym_new(const struct mt_sym_opts *opts)
 {
 	struct mt_symbolizer *s = calloc(1, sizeof(*s));
@@ -106,7 +127,10 @@ struct mt_symbolizer *mt_sym_new(const struct mt_sym_opts *opts)
 	s->debug_dirs = calloc(n + 1, sizeof(*s->debug_dirs));
 	s->mask = 255;
 	s->slots = calloc(s->mask + 1, sizeof(*s->slots));
-	if (!s->sysroot || !s->debug_dirs || !s->slots)
+	s->interned_mask = 255;
+	s->interned = calloc(s->interned_mask + 1, sizeof(*s->interned));
+	s->max_open = sessions_max();
+	if (!s->sysroot || !s->debug_dirs || !s->slots || !s->interned)
 		goto fail;
 	for (size_t i = 0; i < n; i++)
 		if (!(s->debug_dirs[s->ndebug_dirs++] =
@@ -147,6 +171,9 @@ void mt_sym_free(struct mt_symbolizer *s)
 	for (size_t i = 0; i < s->nstrings; i++)
 		free(s->strings[i]);
 	free(s->strings);
+	for (size_t i = 0; s->interned && i <= s->interned_mask; i++)
+		free(s->interned[i]);
+	free(s->interned);
 	for (size_t i = 0; i < s->ndebug_dirs; i++)
 		free(s->debug_dirs[i]);
 	free(s->debug_dirs);
@@ -279,12 +306,37 @@ static int find_elf(const struct mt_symbolizer *s, const struct sym_file *f,
 	return -1;
 }
 
+static void close_file(struct mt_symbolizer *s, struct sym_file *f)
+{
+	dwfl_end(f->dwfl);
+	f->dwfl = NULL;
+	f->mod = NULL;
+	f->tried = false; /* opened again at its next lookup */
+	s->nopen--;
+}
+
+/* Room for one more session: the least recently used one closes. */
+static void make_room(struct mt_symbolizer *s)
+{
+	struct sym_file *lru = NULL;
+
+	if (s->nopen < s->max_open)
+		return;
+	for (size_t i = 0; i < s->nfiles; i++)
+		if (s->files[i].dwfl &&
+		    (!lru || s->files[i].used_at < lru->used_at))
+			lru = &s->files[i];
+	if (lru)
+		close_file(s, lru);
+}
+
 static void open_file(struct mt_symbolizer *s, struct sym_file *f)
 {
 	char *found = NULL;
 	int fd;
 
 	f->tried = true;
+	make_room(s);
 	fd = find_elf(s, f, &found);
 	if (fd < 0)
 		return;
@@ -303,7 +355,9 @@ static void open_file(struct mt_symbolizer *s, struct sym_file *f)
 		dwfl_end(f->dwfl);
 		f->dwfl = NULL;
 		f->mod = NULL;
+		return;
 	}
+	s->nopen++;
 }
 
 static struct sym_file *file_of(struct mt_symbolizer *s, uint32_t file)
@@ -313,6 +367,7 @@ static struct sym_file *file_of(struct mt_symbolizer *s, uint32_t file)
 	if (file == 0 || file >= s->nfiles || !s->files[file].path)
 		return NULL;
 	f = &s->files[file];
+	f->used_at = ++s->clock;
 	if (!f->tried)
 		open_file(s, f);
 	return f;
@@ -416,6 +471,58 @@ static const char *remember(struct mt_symbolizer *s, char *str)
 	}
 	s->strings[s->nstrings++] = str;
 	return str;
+}
+
+static size_t string_hash(const char *str)
+{
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+
+	for (; *str; str++)
+		h = (h ^ (unsigned char)*str) * 0x100000001b3ull;
+	return (size_t)h;
+}
+
+static bool grow_interned(struct mt_symbolizer *s)
+{
+	size_t mask = 2 * s->interned_mask + 1;
+	char **v = calloc(mask + 1, sizeof(*v));
+
+	if (!v)
+		return false;
+	for (size_t i = 0; i <= s->interned_mask; i++) {
+		char *str = s->interned[i];
+		size_t j;
+
+		if (!str)
+			continue;
+		for (j = string_hash(str) & mask; v[j]; j = (j + 1) & mask)
+			;
+		v[j] = str;
+	}
+	free(s->interned);
+	s->interned = v;
+	s->interned_mask = mask;
+	return true;
+}
+
+/* The symbolizer's own copy of str, one per distinct string: what a
+ * cached location names outlives the session it came from. */
+static const char *intern(struct mt_symbolizer *s, const char *str)
+{
+	size_t i;
+
+	if (!str)
+		return NULL;
+	if ((s->ninterned + 1) * 2 > s->interned_mask + 1 && !grow_interned(s))
+		return "?";
+	for (i = string_hash(str) & s->interned_mask; s->interned[i];
+	     i = (i + 1) & s->interned_mask)
+		if (!strcmp(s->interned[i], str))
+			return s->interned[i];
+	if (!(s->interned[i] = strdup(str)))
+		return "?";
+	s->ninterned++;
+	return s->interned[i];
 }
 
 /* "path+0xaddress", or "0xaddress" for no file. */
@@ -531,9 +638,13 @@ static void symbolize(struct mt_symbolizer *s, uint32_t file, uint64_t elf_addr,
 	}
 	if (n == 0)
 		frames[n++] = (struct mt_sym_frame){0};
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < n; i++) {
 		if (!frames[i].function)
 			frames[i].function = fallback_name(s, file, elf_addr);
+		/* the session may be closed before the cache is read */
+		frames[i].function = intern(s, frames[i].function);
+		frames[i].file = intern(s, frames[i].file);
+	}
 	loc->frames = malloc(n * sizeof(*loc->frames));
 	if (!loc->frames) {
 		*loc = unknown_loc;
