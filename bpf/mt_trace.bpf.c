@@ -137,6 +137,16 @@ struct {
 	__type(value, __u64);
 } unthrottled SEC(".maps");
 
+/* Throttled processes someone else stopped too (^Z, kill -STOP): tgid ->
+ * when; mt-trace leaves a stop made after its own in place. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64);
+} stopped_by_other SEC(".maps");
+
 /* Events that could not be delivered, by enum mt_lost_reason. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -192,6 +202,9 @@ static __always_inline bool is_traced(__u32 tgid)
 
 #define SIGSTOP_ 19
 #define SIGCONT_ 18
+#define SIGTSTP_ 20
+#define SIGTTIN_ 21
+#define SIGTTOU_ 22
 
 /*
  * Backpressure: stop the current process, a traced one, until mt-trace
@@ -918,6 +931,34 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
 	return 0;
 }
 
+/*
+ * A stop signal for a process backpressure stopped, from another process
+ * (^Z through its terminal, kill -STOP): its SIGCONT would undo that stop
+ * too (a SIGCONT discards stop signals pending), so mt-trace must leave it
+ * stopped (backpressure.c).  The BPF side's own stops are sent from the
+ * process itself, and so are not counted.  Loaded with backpressure only.
+ */
+SEC("raw_tp/signal_generate")
+int BPF_PROG(on_signal_generate, int sig, struct kernel_siginfo *info,
+	     struct task_struct *task, int group, int result)
+{
+	__u32 tgid;
+	__u64 now;
+
+	if (sig != SIGSTOP_ && sig != SIGTSTP_ && sig != SIGTTIN_ &&
+	    sig != SIGTTOU_)
+		return 0;
+	if (result != 0 && result != 1) /* delivered, or already pending */
+		return 0;
+	tgid = BPF_CORE_READ(task, tgid);
+	if (tgid == bpf_get_current_pid_tgid() >> 32 ||
+	    !bpf_map_lookup_elem(&throttled, &tgid))
+		return 0;
+	now = bpf_ktime_get_ns();
+	bpf_map_update_elem(&stopped_by_other, &tgid, &now, BPF_ANY);
+	return 0;
+}
+
 #define SIGNAL_GROUP_EXIT 0x00000004 /* include/linux/sched/signal.h */
 
 SEC("raw_tp/sched_process_exit")
@@ -943,5 +984,6 @@ int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
 	bpf_map_delete_elem(&traced, &tgid);
 	bpf_map_delete_elem(&stopped, &tgid); /* no stop to undo any more */
 	bpf_map_delete_elem(&throttled, &tgid);
+	bpf_map_delete_elem(&stopped_by_other, &tgid);
 	return 0;
 }

@@ -255,3 +255,46 @@ teardown() {
 	[ "$(jq '.sites.top | length' <<<"$output")" = 40 ]
 	[ "$(jq -c "[.sites.top[] | select((.frames | map(del(.object))) == $want)] | length" <<<"$output")" = 40 ]
 }
+
+@test "a stop someone else makes while backpressure holds a process stays: mt-trace continues only its own stop" {
+	require_bpf
+	local n=200003 pid="" i size=-1
+	# the reader waits for go: mt-trace blocks writing, its rings fill,
+	# and storm is stopped by backpressure (state T)
+	mt-trace --ring-size 64KiB -- "$MT_FIXTURES/storm" $n 2>"$T/err" |
+		{ while [ ! -e "$T/go" ]; do sleep 0.05; done; cat >"$T/run.raw"; } &
+	# (stopped in three looks 0.3 s apart: not the short stop at its
+	# exec, while mt-trace inspects its code)
+	local stopped=0
+	for i in $(seq 200); do
+		pid=$(pgrep -f "^$MT_FIXTURES/storm $n\$" | head -1)
+		if [ -n "$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat")" = T ]; then
+			stopped=$((stopped + 1))
+		else
+			stopped=0
+		fi
+		[ $stopped = 3 ] && break
+		sleep 0.3
+	done
+	[ "$(awk '{print $3}' "/proc/$pid/stat")" = T ]
+	kill -STOP "$pid" # the user's stop, from another process
+	touch "$T/go"
+	# drained: the trace stops growing (storm, continued, would go on)
+	for i in $(seq 100); do
+		sleep 0.5
+		[ "$(stat -c %s "$T/run.raw")" = "$size" ] && break
+		size=$(stat -c %s "$T/run.raw")
+	done
+	# still stopped, the user's SIGSTOP still pending: no SIGCONT came
+	# (one would have discarded it)
+	[ "$(awk '{print $3}' "/proc/$pid/stat")" = T ]
+	shdpnd=$(awk '/^ShdPnd:/ {print $2}' "/proc/$pid/status")
+	echo "ShdPnd $shdpnd" >&2
+	[ $(((0x$shdpnd >> 18) & 1)) = 1 ] # SIGSTOP, 19
+	kill -CONT "$pid"
+	wait
+	mt-encode -o "$T/run.msgpack" "$T/run.raw"
+	run "$PY" "$TOP/tests/lib/storm_counts.py" "$T/run.msgpack" storm
+	echo "$output" >&2
+	assert_output --partial "\"counts\": {\"[$n, $n]\": 1}"
+}

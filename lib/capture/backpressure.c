@@ -13,6 +13,9 @@
  * once more, which is harmless; never not at all.  A process also stopped
  * for new code it mapped waits for that inspection to end first
  * (tracer_code.c continues it; this stop is undone at the drain after).
+ * A process someone else stopped meanwhile (^Z, kill -STOP: the BPF side's
+ * `stopped_by_other`) stays stopped: a SIGCONT would undo that stop too.
+ * Whoever stopped it continues it.
  */
 #include <signal.h>
 #include <stdbool.h>
@@ -31,6 +34,17 @@ void mt_backpressure_configure(struct tracer *t, struct mt_trace *skel)
 	skel->rodata->lifecycle_high_water =
 	    on ? bpf_map__max_entries(skel->maps.lifecycle) / 2 : 0;
 	skel->bss->backpressure = on;
+	bpf_program__set_autoload(skel->progs.on_signal_generate, on);
+}
+
+/* Did another process stop pid after the stop made at `stop`? */
+static bool stopped_by_other(struct mt_trace *skel, __u32 pid, __u64 stop)
+{
+	__u64 when;
+
+	return bpf_map_lookup_elem(bpf_map__fd(skel->maps.stopped_by_other),
+				   &pid, &when) == 0 &&
+	       when >= stop;
 }
 
 /* Is pid's latest stop for new code still waiting for its inspection? */
@@ -67,7 +81,8 @@ static bool continue_throttled(struct mt_trace *skel)
 			all = false;
 			continue;
 		}
-		kill(key, SIGCONT);
+		if (!stopped_by_other(skel, key, stop))
+			kill(key, SIGCONT);
 		bpf_map_update_elem(unthrottled_fd, &key, &stop, BPF_ANY);
 	}
 	return all;
