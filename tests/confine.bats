@@ -23,6 +23,9 @@ setup() {
 }
 
 teardown() {
+	if [ -n "${shared_dir:-}" ]; then
+		rm -rf "$shared_dir"
+	fi
 	for p in $watcher $outside $session; do
 		kill "$p" 2>/dev/null || true
 	done
@@ -241,4 +244,21 @@ foreign_probes_note() {
 	echo "$output" | grep 'libc\.so\.6$' | awk '{print $5}' | {
 		while read -r ino; do [ "$ino" != "$host" ]; done
 	}
+}
+
+@test "a setuid-root program run by nobody inside the tree (AT_SECURE) maps the copy and is traced: its malloc(4321) and free" {
+	shared_dir=$(mktemp -d /tmp/mt-confine.XXXXXX)
+	chmod 755 "$shared_dir"
+	cp "$MT_FIXTURES/malloc_free" "$shared_dir/suid_malloc_free"
+	chmod 4755 "$shared_dir/suid_malloc_free"
+	# a nosuid mount would run it without AT_SECURE, proving nothing
+	run findmnt -n -o OPTIONS --target "$shared_dir"
+	refute_output --partial nosuid
+	trace_ok -- setpriv --reuid=65534 --regid=65534 --clear-groups \
+		"$shared_dir/suid_malloc_free"
+	# the setuid process: uid 65534 ran it, euid 0, its own pid
+	pid=$(jq_events -r '[.[] | select(.type == "Exec" and (.path // "" | endswith("suid_malloc_free")))][0].pid')
+	[ -n "$pid" ] && [ "$pid" != null ]
+	[ "$(jq_events "[.[] | select(.pid == $pid and .type == \"Malloc\" and .size == 4321)] | length")" = 1 ]
+	[ "$(jq_events "[.[] | select(.pid == $pid and .type == \"Free\")] | length")" -ge 1 ]
 }
