@@ -63,39 +63,94 @@ struct {
 	__type(value, struct mt_stack_record);
 } stack_scratch SEC(".maps");
 
+/*
+ * The user stack is read a chunk at a time, not a word per frame: each
+ * bpf_probe_read_user costs ~50 ns whatever its size up to a few hundred
+ * bytes (fault handling set up, hardened usercopy checks), and a chunk
+ * holds several frames' return addresses.  Aligned, so a chunk never
+ * crosses a page: it is readable whenever the word asked for is.
+ */
+#define STACK_CHUNK 512
+
+struct stack_window {
+	__u64 base; /* user address of bytes[0]; 0: nothing read yet */
+	__u8 bytes[STACK_CHUNK];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_window);
+} stack_windows SEC(".maps");
+
 #define EEXIST_ 17 /* include/uapi/asm-generic/errno-base.h */
 
 /* Longest binary search: 2^22 rows per file. */
 #define CFI_SEARCH_STEPS 22
 
+/* A code mapping of the walked process, as the walk needs it. */
+struct code_mapping {
+	__u64 start, end; /* its addresses */
+	__s64 to_elf;	  /* pc + to_elf: the ELF address in its file */
+	__u32 id;	  /* the file's id; 0: no file mt-trace knows */
+	__u32 first_row;  /* its rows in cfi_rows */
+	__u32 nrows;
+	__u32 reserved;
+};
+
+/*
+ * The code mappings a thread's last walks went through, kept while its
+ * process's mappings do not change.  Finding a pc's mapping through the
+ * kernel (bpf_find_vma, then the file's entry in stack_files) costs
+ * ~150 ns, and a walk changes files 3-5 times (program, libraries, libc's
+ * start, the program's _start again), every call.  The kernel counts
+ * every change of a process's mappings in mm->mm_lock_seq (odd while one
+ * is under way): a cache filled under another count is stale.  Per
+ * thread, so no two CPUs ever write the same cache; task storage goes
+ * away with the thread.
+ */
+#define MAPPING_CACHE_SLOTS 8
+
+struct mapping_cache {
+	__u64 mm;   /* the mm_struct its slots describe */
+	__u32 seq;  /* mm->mm_lock_seq when they were found */
+	__u32 next; /* the slot to fill next (round robin) */
+	struct code_mapping slot[MAPPING_CACHE_SLOTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct mapping_cache);
+} mapping_caches SEC(".maps");
+
 /* The walk's state from frame to frame. */
 struct unwind {
 	struct task_struct *task;
 	struct mt_stack_record *rec;
+	struct stack_window *window;
+	struct mapping_cache *cache; /* NULL: none usable this walk */
 	__u64 pc, sp, bp;
 	__u64 trampoline; /* where uretprobes return to, or 0 */
 	__u64 hash;
 	__u32 nframes;
 	bool complete;
-	bool stopped;
-	/* the mapping the last pc was in, and its file */
-	__u64 map_start, map_end, map_offset;
-	bool map_known;
-	struct mt_stack_file file;
+	struct code_mapping map; /* the mapping the last pc was in */
 };
 
 static long read_vma(struct task_struct *task, struct vm_area_struct *vma,
 		     void *ctx)
 {
-	struct unwind *u = ctx;
+	struct code_mapping *map = ctx;
 	struct mt_code_key key = {};
 	struct mt_stack_file *file;
 	struct file *f = vma->vm_file;
 
-	u->map_start = vma->vm_start;
-	u->map_end = vma->vm_end;
-	u->map_offset = vma->vm_pgoff * page_size;
-	u->map_known = false;
+	map->start = vma->vm_start;
+	map->end = vma->vm_end;
+	map->id = 0;
 	if (!f)
 		return 0;
 	key.ino = BPF_CORE_READ(f, f_inode, i_ino);
@@ -103,32 +158,109 @@ static long read_vma(struct task_struct *task, struct vm_area_struct *vma,
 	file = bpf_map_lookup_elem(&stack_files, &key);
 	if (!file)
 		return 0;
-	u->file = *file;
-	u->map_known = true;
+	map->to_elf = (__s64)(vma->vm_pgoff * page_size) - vma->vm_start +
+		      file->vaddr_minus_offset;
+	map->id = file->id;
+	map->first_row = file->first_row;
+	map->nrows = file->nrows;
 	return 0;
 }
 
-/* The row in effect at addr among the file's rows, or NULL. */
-static __always_inline struct mt_cfi_row *find_row(const struct unwind *u,
-						   __u64 addr)
+/*
+ * *map becomes the mapping of pc (id 0: none mt-trace knows): from the
+ * cache, else from the kernel's VMA, then kept in the cache.  A global
+ * function: the verifier checks it once on its own, and the walk sees only
+ * that *map changed (checked inside the walk, the cache's paths took the
+ * verifier from 25 k to 450 k instructions, ~4 s of every start).
+ */
+__attribute__((noinline)) int
+find_mapping(struct code_mapping *map, struct mapping_cache *cache, __u64 pc)
 {
-	__u32 lo = u->file.first_row, hi = lo + u->file.nrows, mid, at;
+	struct code_mapping found = {};
+
+	if (!map)
+		return 0;
+	if (cache) {
+		for (int i = 0; i < MAPPING_CACHE_SLOTS; i++) {
+			if (pc >= cache->slot[i].start &&
+			    pc < cache->slot[i].end) {
+				*map = cache->slot[i];
+				return 0;
+			}
+		}
+	}
+	/* bpf_find_vma wants its callback's context on the stack */
+	if (bpf_find_vma(bpf_get_current_task_btf(), pc, read_vma, &found, 0) ||
+	    pc < found.start || pc >= found.end) {
+		map->start = map->end = 0;
+		map->id = 0;
+		return 0;
+	}
+	*map = found;
+	/* only files with rows: a file not inspected yet may get them */
+	if (cache && found.id && found.nrows)
+		cache->slot[cache->next++ % MAPPING_CACHE_SLOTS] = found;
+	return 0;
+}
+
+/* The current thread's mapping cache, emptied when its process's mappings
+ * changed since it was filled; NULL while they are changing, or where the
+ * kernel keeps no count of changes (before Linux 6.14). */
+static __always_inline struct mapping_cache *
+thread_mapping_cache(struct task_struct *task)
+{
+	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	struct mapping_cache *cache;
+	__u32 seq;
+
+	if (!bpf_core_field_exists(mm->mm_lock_seq))
+		return NULL;
+	seq = BPF_CORE_READ(mm, mm_lock_seq.sequence);
+	if (seq & 1)
+		return NULL;
+	cache = bpf_task_storage_get(&mapping_caches, task, NULL,
+				     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!cache)
+		return NULL;
+	if (cache->mm != (__u64)mm || cache->seq != seq) {
+		for (int i = 0; i < MAPPING_CACHE_SLOTS; i++)
+			cache->slot[i].end = 0;
+		cache->mm = (__u64)mm;
+		cache->seq = seq;
+	}
+	return cache;
+}
+
+/* The index of the row in effect at addr among a file's rows, or -1.
+ * Global, like cached_mapping: the verifier walks the search's 22 steps
+ * once, not once per path through the frame. */
+__attribute__((noinline)) int cfi_row_index(__u32 first_row, __u32 nrows,
+					    __u64 addr)
+{
+	__u32 lo = first_row, hi = first_row + nrows, mid;
 	struct mt_cfi_row *row;
 
 	for (int i = 0; i < CFI_SEARCH_STEPS && lo < hi; i++) {
 		mid = lo + (hi - lo) / 2;
 		row = bpf_map_lookup_elem(&cfi_rows, &mid);
 		if (!row)
-			return NULL;
+			return -1;
 		if (row->addr <= addr)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	if (lo == u->file.first_row)
-		return NULL; /* before the file's first row */
-	at = lo - 1;
-	return bpf_map_lookup_elem(&cfi_rows, &at);
+	if (lo == first_row)
+		return -1; /* before the file's first row */
+	return lo - 1;
+}
+
+static __always_inline struct mt_cfi_row *find_row(const struct unwind *u,
+						   __u64 addr)
+{
+	int at = cfi_row_index(u->map.first_row, u->map.nrows, addr);
+
+	return at < 0 ? NULL : bpf_map_lookup_elem(&cfi_rows, &at);
 }
 
 /* Where the caller's frame starts (its CFA), by the row's rule; 0 when the
@@ -170,6 +302,28 @@ static __always_inline __u64 hijacked_return(const struct unwind *u, __u64 slot)
 	return 0;
 }
 
+/* The user word at addr, through the window (0 when read). */
+static __always_inline long read_stack_word(struct unwind *u, __u64 addr,
+					    __u64 *word)
+{
+	struct stack_window *w = u->window;
+	__u64 base = addr & ~(__u64)(STACK_CHUNK - 1);
+	__u32 at = addr - base;
+
+	if (at > STACK_CHUNK - sizeof(*word)) /* straddles two chunks */
+		return bpf_probe_read_user(word, sizeof(*word), (void *)addr);
+	if (w->base != base) {
+		if (bpf_probe_read_user(w->bytes, STACK_CHUNK, (void *)base)) {
+			w->base = 0;
+			return bpf_probe_read_user(word, sizeof(*word),
+						   (void *)addr);
+		}
+		w->base = base;
+	}
+	*word = *(__u64 *)&w->bytes[at & (STACK_CHUNK - 1)];
+	return 0;
+}
+
 /* One frame: record pc, then step to the caller.  bpf_loop callback:
  * 1 ends the walk. */
 static long unwind_step(__u32 i, void *ctx)
@@ -178,20 +332,16 @@ static long unwind_step(__u32 i, void *ctx)
 	struct mt_cfi_row *row;
 	__u64 elf_addr, frame, cfa, ra = 0, bp;
 
-	if (u->pc < u->map_start || u->pc >= u->map_end)
-		if (bpf_find_vma(u->task, u->pc, read_vma, u, 0) ||
-		    u->pc < u->map_start || u->pc >= u->map_end)
-			u->map_known = false;
-	elf_addr =
-	    u->pc - u->map_start + u->map_offset + u->file.vaddr_minus_offset;
-	frame =
-	    u->map_known ? MT_FRAME(u->file.id, elf_addr) : MT_FRAME(0, u->pc);
+	if (u->pc < u->map.start || u->pc >= u->map.end)
+		find_mapping(&u->map, u->cache, u->pc);
+	elf_addr = u->pc + u->map.to_elf;
+	frame = u->map.id ? MT_FRAME(u->map.id, elf_addr) : MT_FRAME(0, u->pc);
 	if (i >= MT_STACK_DEPTH_MAX)
 		return 1;
 	u->rec->frames[i] = frame;
 	u->nframes = i + 1;
 	u->hash = (u->hash ^ frame) * 0x100000001b3ull; /* FNV-1a */
-	if (!u->map_known || !u->file.nrows)
+	if (!u->map.id || !u->map.nrows)
 		return 1;
 	/* a return address: the call before it is what the rows describe */
 	row = find_row(u, elf_addr - 1);
@@ -200,15 +350,14 @@ static long unwind_step(__u32 i, void *ctx)
 	cfa = frame_cfa(u, row);
 	if (!cfa)
 		return 1;
-	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)))
+	if (read_stack_word(u, cfa - 8, &ra))
 		return 1;
 	if (ra && ra == u->trampoline)
 		ra = hijacked_return(u, cfa - 8);
 	if (!ra)
 		return 1;
 	if (row->rbp_rule == MT_RBP_SAVED) {
-		if (bpf_probe_read_user(&bp, sizeof(bp),
-					(void *)(cfa + row->rbp_offset)))
+		if (read_stack_word(u, cfa + row->rbp_offset, &bp))
 			return 1;
 		u->bp = bp;
 	}
@@ -257,11 +406,15 @@ __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 	struct mt_stack_record *rec;
 	struct task_struct *task;
 	struct unwind u = {};
+	__u32 zero = 0;
 
 	rec = stack_scratch_record();
-	if (!rec)
+	u.window = bpf_map_lookup_elem(&stack_windows, &zero);
+	if (!rec || !u.window)
 		return 0;
+	u.window->base = 0; /* the stack changed since the last walk */
 	task = bpf_get_current_task_btf();
+	u.cache = thread_mapping_cache(task);
 	u.task = task;
 	u.rec = rec;
 	u.pc = ip;

@@ -85,6 +85,28 @@ thread_main"
 	assert_line "truncated: false"
 }
 
+@test "a library closed and another opened where it was: frames name the new one" {
+	# the BPF side keeps each thread's code mappings while the process's
+	# mappings stay as they were; closing and opening a library changes
+	# them, and the frames must follow (two copies: two files)
+	cp "$MT_FIXTURES/stacks/libstk_dl.so" "$T/libA.so"
+	cp "$MT_FIXTURES/stacks/libstk_dl.so" "$T/libB.so"
+	trace_ok --stacks -- "$STACKS" reload "$T/libA.so" "$T/libB.so"
+	# the second library really is where the first one was
+	run grep -o 'stk_mid at 0x[0-9a-f]*' "$T/trace.err"
+	[ "${#lines[@]}" = 2 ]
+	[ "${lines[0]}" = "${lines[1]}" ]
+	run "$PY" "$CHECK" chain "$T/out.msgpack" 4325 --files
+	assert_line --index 0 "stk_leaf libA.so"
+	assert_line --index 1 "stk_mid libA.so"
+	assert_line "truncated: false"
+	run "$PY" "$CHECK" chain "$T/out.msgpack" 4326 --files
+	assert_line --index 0 "stk_leaf libB.so"
+	assert_line --index 1 "stk_mid libB.so"
+	assert_line --index 2 "app_inner stacks"
+	assert_line "truncated: false"
+}
+
 @test "recursion 500 deep: the stack stops at the depth limit, marked truncated" {
 	trace_ok --stacks -- "$STACKS" recurse 500
 	[ "$trace_status" = 0 ]
