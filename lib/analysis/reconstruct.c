@@ -488,7 +488,7 @@ int mt_recon_read(struct mt_recon *r, struct mt_input *in)
 			r->opts.progress(r->opts.progress_arg, in, records);
 		/* strings and frames are valid only until the next read:
 		 * apply now */
-		if (x->str || x->nframes) {
+		if (x->str || x->ev.kind == MT_EV_STACK) {
 			for (; n; n--, head = (head + 1) & (RING - 1))
 				mt_recon_event(r, &ring[head]);
 			mt_recon_event(r, x);

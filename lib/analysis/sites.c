@@ -194,6 +194,7 @@ static struct site *site_of(struct space *sp, uint64_t stack)
 static int describe_stack(struct mt_sites *s, const struct mt_record *rec)
 {
 	uint64_t id = rec->ev.addr;
+	uint32_t nframes = rec->ev.size > UINT32_MAX ? 0 : rec->ev.size;
 	struct stack_desc *d;
 	uint64_t *frames = NULL;
 
@@ -202,16 +203,16 @@ static int describe_stack(struct mt_sites *s, const struct mt_record *rec)
 	if (id >= s->nstacks && grow_to((void **)&s->stacks, &s->nstacks,
 					sizeof(*s->stacks), id) < 0)
 		return -1;
-	if (rec->nframes) {
-		frames = malloc(rec->nframes * sizeof(*frames));
+	if (nframes) {
+		frames = malloc(nframes * sizeof(*frames));
 		if (!frames)
 			return -1;
-		memcpy(frames, rec->frames, rec->nframes * sizeof(*frames));
+		memcpy(frames, rec->frames, nframes * sizeof(*frames));
 	}
 	d = &s->stacks[id];
 	free(d->frames);
 	d->frames = frames;
-	d->nframes = rec->nframes;
+	d->nframes = nframes;
 	d->truncated = rec->ev.flags & MT_STACK_TRUNCATED;
 	s->any = true;
 	return 0;
@@ -228,13 +229,13 @@ static int describe_file(struct mt_sites *s, const struct mt_record *rec)
 	f = &s->files[s->nfiles];
 	*f = (struct code_file){.id = (uint32_t)rec->ev.addr};
 	f->path = strndup(rec->str ? rec->str : "", rec->str_len);
-	if (rec->build_id_len) {
-		f->build_id = malloc(rec->build_id_len);
+	if (rec->ev.flags) { /* the build-id's length */
+		f->build_id = malloc(rec->ev.flags);
 		if (f->build_id)
-			memcpy(f->build_id, rec->build_id, rec->build_id_len);
-		f->build_id_len = rec->build_id_len;
+			memcpy(f->build_id, rec->build_id, rec->ev.flags);
+		f->build_id_len = rec->ev.flags;
 	}
-	if (!f->path || (rec->build_id_len && !f->build_id)) {
+	if (!f->path || (rec->ev.flags && !f->build_id)) {
 		free(f->path);
 		free(f->build_id);
 		return -1;

@@ -659,14 +659,13 @@ static int put_stack_or_file(struct mt_artifact *a, const struct name *type,
 	put_u64(&w, "timestamp", rec->ev.timestamp);
 	if (rec->ev.kind == MT_EV_STACK) {
 		put_u64(&w, "stack", rec->ev.addr);
-		put_frames(&w, "frames", rec->frames, rec->nframes);
+		put_frames(&w, "frames", rec->frames, rec->ev.size);
 		put_bool(&w, "truncated", rec->ev.flags & MT_STACK_TRUNCATED);
 	} else {
 		put_u64(&w, "file", rec->ev.addr);
 		put_str(&w, "path", rec->str ? rec->str : "", rec->str_len);
-		if (rec->build_id_len)
-			put_hex(&w, "build_id", rec->build_id,
-				rec->build_id_len);
+		if (rec->ev.flags) /* the build-id's length */
+			put_hex(&w, "build_id", rec->build_id, rec->ev.flags);
 	}
 	return end_map(&w);
 }

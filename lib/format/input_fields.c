@@ -292,7 +292,7 @@ static int fields_frames(struct mt_input *in, uint64_t off,
 		in->frames[i] = MT_FRAME(file, addr);
 	}
 	rec->frames = in->frames;
-	rec->nframes = v->n;
+	rec->ev.size = v->n;
 	return 0;
 }
 
@@ -310,9 +310,11 @@ static int fields_stack(struct mt_input *in, uint64_t off,
 		return input_fail(
 		    in, off, "Stack: id %" PRIu64 " (expected %" PRIu64 ")",
 		    (uint64_t)rec->ev.addr, in->stacks_seen + 1);
+	if (rec->ev.addr > UINT32_MAX)
+		return input_fail(
+		    in, off, "Stack: more than %" PRIu32 " stacks", UINT32_MAX);
 	if (fields_frames(in, off, val(f, K_FRAMES), rec))
 		return -1;
-	rec->ev.size = rec->nframes;
 	rec->ev.flags = truncated ? MT_STACK_TRUNCATED : 0;
 	in->stacks_seen++;
 	return 0;
@@ -363,7 +365,6 @@ static int fields_code_file(struct mt_input *in, uint64_t off,
 	rec->str = in->str;
 	rec->str_len = path_len;
 	rec->build_id = hex_len ? in->build_id : NULL;
-	rec->build_id_len = hex_len / 2;
 	rec->ev.flags = hex_len / 2;
 	return 0;
 }
@@ -372,13 +373,16 @@ static int fields_code_file(struct mt_input *in, uint64_t off,
 static int fields_stack_ref(struct mt_input *in, uint64_t off,
 			    const struct fields *f, struct mt_record *rec)
 {
-	if (get_uint(in, off, f, K_STACK, &rec->stack))
+	uint64_t stack = 0;
+
+	if (get_uint(in, off, f, K_STACK, &stack))
 		return -1;
-	if (rec->stack == 0 || rec->stack > in->stacks_seen)
+	if (stack == 0 || stack > in->stacks_seen)
 		return input_fail(in, off,
 				  "%s: \"stack\" %" PRIu64
 				  " names no Stack before it",
-				  mt_kind_name(rec->ev.kind), rec->stack);
+				  mt_kind_name(rec->ev.kind), stack);
+	rec->stack = stack; /* stacks_seen stays below 2^32 */
 	return 0;
 }
 

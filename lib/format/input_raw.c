@@ -355,6 +355,11 @@ static int raw_stack(struct mt_input *in, struct mt_record *rec,
 				  ")",
 				  in->seq, record_index(in), (uint64_t)ev->addr,
 				  in->stacks_seen + 1);
+	if (ev->addr > UINT32_MAX)
+		return input_fail(in, rec_off,
+				  "batch %" PRIu64 ": record %" PRIu32
+				  ": more than %" PRIu32 " stacks",
+				  in->seq, record_index(in), UINT32_MAX);
 	if (ev->size == 0 || ev->aux != ev->size * sizeof(uint64_t))
 		return input_fail(
 		    in, rec_off,
@@ -365,7 +370,6 @@ static int raw_stack(struct mt_input *in, struct mt_record *rec,
 		return -1;
 	/* in->str is malloc'ed: aligned for the frames */
 	rec->frames = (const uint64_t *)(const void *)in->str;
-	rec->nframes = ev->size;
 	rec->str = NULL;
 	rec->str_len = 0;
 	in->stacks_seen++;
@@ -389,7 +393,6 @@ static int raw_code_file(struct mt_input *in, struct mt_record *rec,
 				  ev->flags, ev->aux);
 	if (raw_payload(in, rec, rec_off))
 		return -1;
-	rec->build_id_len = ev->flags;
 	rec->build_id = ev->flags ? (const uint8_t *)in->str : NULL;
 	rec->str = in->str + ev->flags;
 	rec->str_len = ev->aux - ev->flags;
@@ -409,9 +412,6 @@ static int raw_record(struct mt_input *in, struct mt_record *rec,
 	rec->str_len = 0;
 	rec->stack = 0;
 	rec->frames = NULL;
-	rec->nframes = 0;
-	rec->build_id = NULL;
-	rec->build_id_len = 0;
 	in->last_ts = rec->ev.timestamp;
 	switch (rec->ev.kind) {
 	case MT_EV_EXEC:

@@ -32,9 +32,9 @@ static void start(void)
 static void stack(uint64_t id, uint64_t frame)
 {
 	uint64_t frames[1] = {MT_FRAME(0, frame)};
-	struct mt_record rec = {.ev = {.kind = MT_EV_STACK, .addr = id},
-				.frames = frames,
-				.nframes = 1};
+	struct mt_record rec = {
+	    .ev = {.kind = MT_EV_STACK, .addr = id, .size = 1},
+	    .frames = frames};
 
 	mt_recon_event(rc, &rec);
 }
@@ -178,7 +178,8 @@ static void sums(unsigned seed)
 	CHECK_INT(sum_of(doc, "allocations"),
 		  tree(doc, "totals", "allocations"));
 	CHECK(tree(doc, "not_freed", "bytes") > 0);
-	CHECK_INT(sum_of(doc, "not_freed_bytes"), tree(doc, "not_freed", "bytes"));
+	CHECK_INT(sum_of(doc, "not_freed_bytes"),
+		  tree(doc, "not_freed", "bytes"));
 	CHECK_INT(json_integer_value(json_object_get(
 		      json_object_get(doc, "sites"), "heap_peak")),
 		  tree(doc, "heap", "peak"));

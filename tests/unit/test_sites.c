@@ -23,9 +23,9 @@ static void stack(struct mt_sites *s, uint64_t id, unsigned nframes,
 	struct mt_record rec = {
 	    .ev = {.kind = MT_EV_STACK,
 		   .addr = id,
+		   .size = nframes,
 		   .flags = truncated ? MT_STACK_TRUNCATED : 0},
-	    .frames = frames,
-	    .nframes = nframes};
+	    .frames = frames};
 
 	for (unsigned i = 0; i < nframes; i++)
 		frames[i] = MT_FRAME(0, 0x1000 * id + i);

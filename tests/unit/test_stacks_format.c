@@ -168,7 +168,7 @@ static void check_records(struct mt_input *in)
 	CHECK_INT(rec.ev.addr, 1);
 	CHECK_INT(rec.ev.pid, 7);
 	CHECK_INT(rec.ev.timestamp, 10);
-	CHECK_INT(rec.build_id_len, sizeof(build_id));
+	CHECK_INT(rec.ev.flags, sizeof(build_id)); /* its length */
 	CHECK(rec.build_id && !memcmp(rec.build_id, build_id, 20));
 	CHECK_INT(rec.str_len, sizeof(path) - 1);
 	CHECK_STR(rec.str, path);
@@ -178,7 +178,7 @@ static void check_records(struct mt_input *in)
 	CHECK_INT(rec.ev.addr, 1);
 	CHECK_INT(rec.ev.tid, 8);
 	CHECK_INT(rec.ev.timestamp, 11);
-	CHECK_INT(rec.nframes, 9);
+	CHECK_INT(rec.ev.size, 9); /* frames */
 	CHECK_INT(rec.ev.flags & MT_STACK_TRUNCATED, 0);
 	CHECK(rec.frames && !memcmp(rec.frames, frames, sizeof(frames)));
 	CHECK_INT(rec.stack, 0);
@@ -192,7 +192,7 @@ static void check_records(struct mt_input *in)
 	CHECK_INT(mt_input_next(in, &rec), 1);
 	CHECK_INT(rec.ev.kind, MT_EV_STACK);
 	CHECK_INT(rec.ev.addr, 2);
-	CHECK_INT(rec.nframes, 3);
+	CHECK_INT(rec.ev.size, 3);
 	CHECK_INT(rec.ev.flags & MT_STACK_TRUNCATED, MT_STACK_TRUNCATED);
 
 	CHECK_INT(mt_input_next(in, &rec), 1);
