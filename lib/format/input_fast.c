@@ -176,8 +176,11 @@ struct shape {
 	uint8_t kind;
 } __attribute__((aligned(256))); /* a slot's offset: one shift */
 
+/* The shapes of maps without and with a call stack apart: the test on
+ * mt_input_next's path cost traces without stacks 5-6 instructions an
+ * event; next_unshaped tries the others. */
 struct guesses {
-	struct shape shape[SHAPE_SLOTS];
+	struct shape shape[2][SHAPE_SLOTS]; /* [with a "stack"] */
 	struct guess type[GUESS_TYPES];
 };
 
@@ -192,7 +195,7 @@ struct guesses *guesses_new(void)
 	if (!gs)
 		return NULL;
 	for (unsigned i = 0; i < SHAPE_SLOTS; i++)
-		gs->shape[i] = none;
+		gs->shape[0][i] = gs->shape[1][i] = none;
 	for (unsigned i = 0; i < GUESS_TYPES; i++)
 		gs->type[i] = type;
 	return gs;
@@ -446,14 +449,29 @@ static inline bool head_has_addr(unsigned kind)
 	       kind != MT_EV_EXEC && kind != MT_EV_MARKER;
 }
 
+/* An event's "stack" pair at *p, after its own (man/mt-format.5): its id
+ * from 1 to *stacks, the Stack maps read so far, as fields_stack_ref
+ * checks it; *bad set otherwise. */
+static inline __attribute__((always_inline)) void
+fixed_stack(const unsigned char **p, struct mt_record *rec, uint64_t *bad,
+	    const uint64_t *stacks)
+{
+	uint64_t stack = FIXED_UINT(p, "\245stack", bad);
+
+	*bad |= !stack | (stack > *stacks);
+	rec->stack = stack;
+}
+
 /* The pairs after a map's head (pid, tid, timestamp and addr if
- * head_has_addr; n pairs in all) into rec, as its kind writes them; *bad
- * gets non-zero bits if they are anything else.  shaped: the head had the
- * shape of its kind, which holds the count of pairs and the first key of
- * the tail too (and no strings). */
+ * head_has_addr; n pairs in all) into rec, as its kind writes them, and
+ * unless shaped a "stack" after them if there is one more pair; *bad gets
+ * non-zero bits if they are anything else.  shaped: the head had the shape
+ * of its kind, which holds the count of pairs and the first key of the
+ * tail too (and no strings), and says whether a stack follows. */
 static inline __attribute__((always_inline)) void
 fixed_tail(const unsigned char **p, unsigned n, unsigned kind,
-	   struct mt_record *rec, uint64_t *bad, bool shaped)
+	   struct mt_record *rec, uint64_t *bad, bool shaped,
+	   const uint64_t *stacks)
 {
 	struct mt_event *ev = &rec->ev;
 	unsigned pairs = 0; /* in a map of the kind */
@@ -530,7 +548,11 @@ fixed_tail(const unsigned char **p, unsigned n, unsigned kind,
 		*bad |= 1;
 		break;
 	}
-	if (!shaped) /* else the shape's template held the count */
+	if (shaped) /* the shape's template held the count */
+		return;
+	if (n == pairs + 1) /* traced with call stacks */
+		fixed_stack(p, rec, bad, stacks);
+	else
 		*bad |= n ^ pairs;
 }
 
@@ -538,7 +560,8 @@ fixed_tail(const unsigned char **p, unsigned n, unsigned kind,
  * shape its kind is written in; *end: where it ends. */
 static inline __attribute__((always_inline)) bool
 fixed_event(const unsigned char *p, unsigned n, unsigned kind,
-	    struct mt_record *rec, const unsigned char **end)
+	    struct mt_record *rec, const unsigned char **end,
+	    const uint64_t *stacks)
 {
 	struct mt_event *ev = &rec->ev;
 	uint64_t bad = 0, pid, tid, ts;
@@ -549,7 +572,7 @@ fixed_event(const unsigned char *p, unsigned n, unsigned kind,
 	ts = FIXED_UINT(&p, "\251timestamp", &bad);
 	if (head_has_addr(kind))
 		ev->addr = FIXED_UINT(&p, "\244addr", &bad);
-	fixed_tail(&p, n, kind, rec, &bad, false);
+	fixed_tail(&p, n, kind, rec, &bad, false, stacks);
 	if (bad || pid > UINT32_MAX || tid > UINT32_MAX)
 		return false;
 	ev->kind = kind;
@@ -564,12 +587,12 @@ fixed_event(const unsigned char *p, unsigned n, unsigned kind,
  * first three letters (every kind has three); the multiplier puts the
  * twelve kinds that have shapes in slots of their own. */
 static inline struct shape *shape_slot(struct guesses *gs,
-				       const unsigned char *p)
+				       const unsigned char *p, bool stacked)
 {
 	uint32_t word;
 
 	memcpy(&word, p + 6, sizeof(word)); /* after the map and type key */
-	return &gs->shape[(word * 0xbe3edc0bu) >> 28];
+	return &gs->shape[stacked][(word * 0xbe3edc0bu) >> 28];
 }
 
 /* The big-endian value of field i of the head at p. */
@@ -602,12 +625,13 @@ static inline bool shape_matches(const unsigned char *p, const struct shape *s)
 
 /* The event map at p into rec if its head has the shape of the last map
  * of its kind and its tail reads as fixed_event reads it; *size: its
- * length. */
+ * length.  with_stack: by the shapes of maps that end with a "stack",
+ * naming one of the *stacks Stack maps read so far. */
 static inline __attribute__((always_inline)) bool
 shape_event(const unsigned char *p, struct mt_record *rec, size_t *size,
-	    struct guesses *gs)
+	    struct guesses *gs, const uint64_t *stacks, bool with_stack)
 {
-	const struct shape *s = shape_slot(gs, p);
+	const struct shape *s = shape_slot(gs, p, with_stack);
 	struct mt_event *ev = &rec->ev;
 	const unsigned char *q;
 	uint64_t bad = 0;
@@ -621,7 +645,9 @@ shape_event(const unsigned char *p, struct mt_record *rec, size_t *size,
 	ev->timestamp = shape_value(p, s, 2);
 	ev->addr = shape_value(p, s, 3);
 	q = p + s->size;
-	fixed_tail(&q, *p & 0x0f, s->kind, rec, &bad, true);
+	fixed_tail(&q, *p & 0x0f, s->kind, rec, &bad, true, stacks);
+	if (with_stack)
+		fixed_stack(&q, rec, &bad, stacks);
 	*size = q - p;
 	return !bad;
 }
@@ -646,7 +672,7 @@ static void shape_field(struct shape *s, unsigned char *mask, unsigned i,
  * at pairs): none if its head is too long, or its pid or tid could be
  * wider than 32 bits. */
 static void shape_learn(struct guesses *gs, const unsigned char *map,
-			const unsigned char *pairs, unsigned kind)
+			const unsigned char *pairs, unsigned kind, bool stack)
 {
 	static const enum key fields[SHAPE_FIELDS] = {K_PID, K_TID, K_TIMESTAMP,
 						      K_ADDR};
@@ -688,14 +714,14 @@ static void shape_learn(struct guesses *gs, const unsigned char *map,
 		bytes[i] = i < at ? map[i] & mask[i] : 0;
 	memcpy(s.bytes, bytes, sizeof(bytes));
 	memcpy(s.mask, mask, sizeof(mask));
-	*shape_slot(gs, map) = s;
+	*shape_slot(gs, map, stack) = s;
 }
 
 /* mp_fast_event but for the shape of the head: the map read key by key at
  * fixed places (and the shape of its kind learnt from it). */
 static inline __attribute__((always_inline)) bool
 unshaped_event(const unsigned char *p, struct mt_record *rec, size_t *size,
-	       struct guesses *gs)
+	       struct guesses *gs, const uint64_t *stacks)
 {
 	const unsigned char *start = p, *pairs;
 	unsigned n, kind;
@@ -707,9 +733,9 @@ unshaped_event(const unsigned char *p, struct mt_record *rec, size_t *size,
 	if (kind == MT_EV_NONE)
 		return false;
 	pairs = p;
-	if (!fixed_event(p, n, kind, rec, &p))
+	if (!fixed_event(p, n, kind, rec, &p, stacks))
 		return false;
-	shape_learn(gs, start, pairs, kind);
+	shape_learn(gs, start, pairs, kind, rec->stack != 0);
 	*size = p - start;
 	return true;
 }
@@ -718,10 +744,11 @@ unshaped_event(const unsigned char *p, struct mt_record *rec, size_t *size,
  * it to the general path.  FAST_SLACK bytes at p must be readable. */
 static inline __attribute__((always_inline)) bool
 mp_fast_event(const unsigned char *p, struct mt_record *rec, size_t *size,
-	      struct guesses *gs)
+	      struct guesses *gs, const uint64_t *stacks)
 {
-	return shape_event(p, rec, size, gs) ||
-	       unshaped_event(p, rec, size, gs);
+	return shape_event(p, rec, size, gs, stacks, false) ||
+	       shape_event(p, rec, size, gs, stacks, true) ||
+	       unshaped_event(p, rec, size, gs, stacks);
 }
 
 #ifdef MT_FUZZ_DIFF
@@ -812,7 +839,8 @@ static int mp_fast_next(struct mt_input *in, struct mt_record *rec)
 		return -1;
 	if (avail(in) < FAST_SLACK && !pad_tail(in))
 		return 0;
-	if (!mp_fast_event(cur(in), rec, &size, in->guesses) ||
+	if (!mp_fast_event(cur(in), rec, &size, in->guesses,
+			   &in->stacks_seen) ||
 	    size > avail(in))
 		return 0;
 	return fast_took_str(in, rec, size);
@@ -861,7 +889,13 @@ static __attribute__((noinline)) int next_unshaped(struct mt_input *in,
 	int ret;
 
 	if (in->start < in->fast_until &&
-	    unshaped_event(cur(in), rec, &size, in->guesses))
+	    shape_event(cur(in), rec, &size, in->guesses, &in->stacks_seen,
+			true)) {
+		shaped_took(in, rec, size);
+		return 1;
+	}
+	if (in->start < in->fast_until &&
+	    unshaped_event(cur(in), rec, &size, in->guesses, &in->stacks_seen))
 		return fast_took_str(in, rec, size);
 	ret = next_record(in, rec);
 	if (in->fmt != MT_FMT_RAW) /* the raw stream has no fast layer */
@@ -876,7 +910,8 @@ int mt_input_next(struct mt_input *in, struct mt_record *rec)
 	size_t size;
 
 	if (in->start < in->fast_until &&
-	    shape_event(cur(in), rec, &size, in->guesses)) {
+	    shape_event(cur(in), rec, &size, in->guesses, &in->stacks_seen,
+			false)) {
 		shaped_took(in, rec, size);
 		return 1;
 	}
