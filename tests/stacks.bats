@@ -240,6 +240,29 @@ unmap_range 0 0 0 0"
 	assert_output --regexp "^([^ ]*mmap[^ ]* ){1,2}map_pages map_kept address_space main "
 }
 
+# The part of `make test-stacks` (every suite with MT_STACKS=1) kept in
+# the normal suite: trace.bats' fixtures whose events are known, traced
+# with stacks, still give exactly the events they log (trace_check.py),
+# and each allocation and mapping call in their window names a stack.
+@test "stacks on (MT_STACKS=1): trace.bats' fixtures give exactly the events they log, each call with its stack" {
+	export MT_FIXTURES
+	for fixture in malloc_free realloc_edges realloc_mmapped \
+		memalign_family fork threads "mmap_calls all"; do
+		set -- $fixture
+		export MT_FIXTURE_LOG="$T/$1.log"
+		MT_STACKS=1 trace_ok -- "$MT_FIXTURES/$1"
+		run "$PY" "$TOP/tests/lib/trace_check.py" expect "$T/out.msgpack" \
+			"$MT_FIXTURE_LOG" --kinds "${2:-alloc}"
+		echo "$1: $output"
+		assert_success
+		run "$PY" "$CHECK" windows "$T/out.msgpack" "$MT_FIXTURE_LOG"
+		echo "$1: calls, without a stack: $output"
+		read -r calls without <<<"$output"
+		[ "$calls" -ge 2 ]
+		[ "$without" = 0 ]
+	done
+}
+
 @test "--no-stacks and MT_STACKS=0: no stack records, no stack keys" {
 	trace_ok --no-stacks -- "$STACKS" direct
 	run "$PY" -c 'import sys, msgpack; print(sum(1 for m in msgpack.Unpacker(sys.stdin.buffer, raw=False) if m["type"] in ("Stack", "CodeFile") or "stack" in m))' < <(zstd -dcf "$T/out.msgpack")

@@ -16,12 +16,18 @@ program's entry point (run it with /usr/bin/python3).
       AlignedAlloc) with a stack, how many end in the entry code of a
       program (its _start, at readelf's entry point) or of a thread
       (clone3's child, in libc)
+  stacks_check.py windows ART LOG
+      "CALLS WITHOUT": of the allocation and address-space calls (Malloc,
+      Calloc, Realloc, AlignedAlloc, Mmap, Munmap, Mremap, Brk) inside a
+      fixture's begin/end windows (its MT_FIXTURE_LOG, tests/fixtures/
+      fixture.h), how many, and how many of them have no "stack"
   stacks_check.py gdb-chain
       reads gdb's "bt" from stdin: the function names of its frames, but
       malloc's own
 
 Exit status: 0, or 2 when the artifact cannot be used.
 """
+import json
 import os
 import re
 import subprocess
@@ -127,6 +133,31 @@ def complete(art):
     print(done, total)
 
 
+CALLS = ALLOCATIONS + ("Mmap", "Munmap", "Mremap", "Brk")
+
+
+def windows(path, log):
+    spans = {}
+    with open(log) as f:
+        for line in f:
+            r = json.loads(line)
+            key = (r.get("pid"), r.get("tid"))
+            if r.get("mark") == "begin":
+                spans.setdefault(key, []).append([r["t"], None])
+            elif r.get("mark") == "end":
+                spans[key][-1][1] = r["t"]
+    calls = without = 0
+    with open_plain(path) as f:
+        for m in msgpack.Unpacker(f, raw=False, strict_map_key=False):
+            if m.get("type") not in CALLS:
+                continue
+            for t0, t1 in spans.get((m["pid"], m["tid"]), []):
+                if t0 <= m["timestamp"] <= (t1 if t1 is not None else t0):
+                    calls += 1
+                    without += "stack" not in m
+    print(calls, without)
+
+
 def gdb_chain():
     for line in sys.stdin:
         m = re.match(r"#(\d+)\s+(?:0x[0-9a-f]+ in )?(\S+) \(", line)
@@ -142,6 +173,8 @@ def main():
         depth(sys.argv[2], int(sys.argv[3]))
     elif cmd == "complete":
         complete(sys.argv[2])
+    elif cmd == "windows":
+        windows(sys.argv[2], sys.argv[3])
     elif cmd == "gdb-chain":
         gdb_chain()
     else:
