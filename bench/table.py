@@ -299,8 +299,10 @@ class Table:
             print(fmt % (row["label"], "%.0f MB" % (row["input_bytes"] / 1e6),
                          secs(base), secs(median), rate(events_s),
                          "%.0f" % (row["input_bytes"] / 1e6 / median)))
-            if row["name"] in ("encode", "reconstruct", "report"):
-                self.target("%s events/s (zstd), one core" % row["label"],
+            if row.get("target"):
+                stage = row["label"].split(",")[0].split(" --")[0]
+                self.target("%s events/s (zstd), %s"
+                            % (stage, row["target"]),
                             ">= 10 M/s", rate(events_s),
                             events_s >= OFFLINE_MIN_EVENTS_S)
         print()

@@ -543,3 +543,58 @@ open(sys.argv[3], "wb").write(d)' "$T/raw.zst" "$at" "$T/bad.zst"
 	/usr/bin/time -f "%M" -o "$T/rss" "$READ" - < "$T/big.zst"
 	[ "$(cat "$T/rss")" -lt 16384 ]
 }
+
+# Threads: of /proc/PID/status, once the reader has read the BYTES its
+# pipe was given (rchar of /proc/PID/io) and waits for more.
+threads_when_read() { # threads_when_read PID BYTES
+	local i
+	for i in $(seq 200); do
+		[ "$(awk '/^rchar:/ { print $2 }' "/proc/$1/io")" -ge "$2" ] &&
+			break
+		sleep 0.05
+	done
+	awk '/^Threads:/ { print $2 }' "/proc/$1/status"
+}
+
+@test "compressed input: decoded in a second thread with two CPUs, in the reader's own with one" {
+	[ "$(nproc)" -ge 2 ] || skip "one CPU: no second thread to check"
+	"$GEN" --events 200000 --seed 47 -o "$T/run.raw"
+	mt-encode -o "$T/run.zst" "$T/run.raw"
+	mkfifo "$T/fifo"
+	for cpus in 0,1 0; do
+		# the first frames, then the pipe stays open and gives nothing
+		{ head -c 400000 "$T/run.zst"; sleep 20; } > "$T/fifo" &
+		writer=$!
+		taskset -c "$cpus" "$READ" "$T/fifo" > /dev/null &
+		reader=$!
+		n=$(threads_when_read "$reader" 400000)
+		kill "$writer" "$reader"
+		wait "$reader" || true
+		if [ "$cpus" = 0,1 ]; then
+			[ "$n" = 2 ] || { echo "two CPUs: $n threads"; false; }
+		else
+			[ "$n" = 1 ] || { echo "one CPU: $n threads"; false; }
+		fi
+	done
+}
+
+@test "compressed input through a pipe left open: a reader that fails early exits at once" {
+	# a frame whose content is no format of mt's, then 3 MB in a skippable
+	# frame (RFC 8878: magic 0x184D2A50, 32-bit length; the reader asks for
+	# 2 MiB at a time), then the writer keeps the pipe open: the decoding
+	# thread waits in read(2) for the rest, and must not keep the reader
+	# from exiting 2 with its message
+	mkfifo "$T/fifo"
+	{
+		printf 'hello, frames' | zstd -q -c
+		printf '\x50\x2a\x4d\x18\xc0\xc6\x2d\x00'
+		head -c 3000000 /dev/zero
+		sleep 20
+	} > "$T/fifo" &
+	writer=$!
+	run --separate-stderr timeout 10 mt-reconstruct -o "$T/out.json" "$T/fifo"
+	kill "$writer" 2>/dev/null || true # gone already: the pipe closed
+	assert_failure 2
+	[[ "$stderr" == *"$T/fifo: byte 0"*"unknown format (first byte 0x68)"* ]] ||
+		{ echo "$stderr"; false; }
+}

@@ -195,6 +195,7 @@ void mt_input_close(struct mt_input *in)
 {
 	if (!in)
 		return;
+	mt_zreader_free(in->zstd); /* its thread reads f: stopped first */
 	if (in->f && in->f != stdin)
 		fclose(in->f);
 	if (in->zone_ready)
@@ -203,7 +204,6 @@ void mt_input_close(struct mt_input *in)
 	free(in->str);
 	free(in->frames);
 	free(in->guesses);
-	mt_zreader_free(in->zstd);
 	if (in->mapped)
 		input_unmap_file(in);
 	else

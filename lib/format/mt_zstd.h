@@ -10,7 +10,10 @@
  * Reading: mt_zreader decompresses one frame after another (zstd frames,
  * skippable frames skipped) from a FILE into the caller's buffer, in a
  * window of bounded size whatever the length of the input; a frame cut
- * short or damaged is an error naming the compressed byte offset.
+ * short or damaged is an error naming the compressed byte offset.  A frame
+ * of known size that fits is decoded in one call; when the process may run
+ * on a second CPU, the frames are decoded a few ahead in a thread of the
+ * reader's own (the caller sees the same bytes, ends and errors).
  */
 #ifndef MT_ZSTD_H
 #define MT_ZSTD_H
@@ -42,7 +45,8 @@ struct mt_zwriter;
 struct mt_zwriter *mt_zwriter_new(int level, int workers);
 
 /* Compresses src[0..len) into one frame and writes it to fd.  0, or
- * -errno (a short write is -EIO, a compression failure -EINVAL). */
+ * -errno (a short write is -EIO, a compression failure -EINVAL, no
+ * memory for the frame -ENOMEM). */
 int mt_zwriter_frame(struct mt_zwriter *z, int fd, const void *src, size_t len);
 
 /* Compressed bytes written so far. */
@@ -57,7 +61,9 @@ struct mt_zreader;
 /*
  * Reads compressed bytes from f: first the head_len bytes at head (what
  * the caller already read from f, copied), then f from where it stands.
- * f stays the caller's.  NULL if out of memory.
+ * f stays the caller's, but is read by the reader's thread until
+ * mt_zreader_free(): free the reader before closing f.  NULL if out of
+ * memory.
  */
 struct mt_zreader *mt_zreader_new(FILE *f, const void *head, size_t head_len);
 

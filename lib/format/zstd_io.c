@@ -5,6 +5,9 @@
  * layer puts under its buffer when a stream starts with a zstd magic.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +61,7 @@ struct mt_zwriter *mt_zwriter_new(int level, int workers)
 	if (!z)
 		return NULL;
 	z->cctx = ZSTD_createCCtx();
-	z->out_cap = ZSTD_CStreamOutSize();
+	z->out_cap = ZSTD_compressBound(MT_ZSTD_FRAME_BYTES);
 	z->out = malloc(z->out_cap);
 	if (!z->cctx || !z->out) {
 		mt_zwriter_free(z);
@@ -93,25 +96,28 @@ static int write_all(int fd, const char *p, size_t n)
 
 int mt_zwriter_frame(struct mt_zwriter *z, int fd, const void *src, size_t len)
 {
-	ZSTD_inBuffer in = {.src = src, .size = len};
-	size_t left;
+	size_t bound = ZSTD_compressBound(len);
+	size_t frame_len;
+	int ret;
 
-	/* the frame's header then says how long its content is */
-	ZSTD_CCtx_setPledgedSrcSize(z->cctx, len);
-	do {
-		ZSTD_outBuffer out = {.dst = z->out, .size = z->out_cap};
-		int ret;
+	/* the whole frame in one call, from the caller's bytes into a buffer
+	 * it surely fits in: zstd copies nothing into a window of its own,
+	 * and the header says how long the content is */
+	if (bound > z->out_cap) {
+		void *out = realloc(z->out, bound);
 
-		left = ZSTD_compressStream2(z->cctx, &out, &in, ZSTD_e_end);
-		if (ZSTD_isError(left)) {
-			ZSTD_CCtx_reset(z->cctx, ZSTD_reset_session_only);
-			return -EINVAL;
-		}
-		ret = write_all(fd, z->out, out.pos);
-		if (ret)
-			return ret;
-		z->written += out.pos;
-	} while (left);
+		if (!out)
+			return -ENOMEM;
+		z->out = out;
+		z->out_cap = bound;
+	}
+	frame_len = ZSTD_compress2(z->cctx, z->out, z->out_cap, src, len);
+	if (ZSTD_isError(frame_len))
+		return -EINVAL;
+	ret = write_all(fd, z->out, frame_len);
+	if (ret)
+		return ret;
+	z->written += frame_len;
 	return 0;
 }
 
@@ -131,7 +137,7 @@ void mt_zwriter_free(struct mt_zwriter *z)
 
 /* ---- reader ---------------------------------------------------------- */
 
-struct mt_zreader {
+struct zdecoder {
 	FILE *f;
 	ZSTD_DStream *ds;
 	unsigned char *buf; /* compressed bytes; buf[0] is at offset buf_off */
@@ -145,39 +151,36 @@ struct mt_zreader {
 	char err[256];
 };
 
-struct mt_zreader *mt_zreader_new(FILE *f, const void *head, size_t head_len)
+static bool zdecoder_init(struct zdecoder *z, FILE *f, const void *head,
+			  size_t head_len)
 {
-	struct mt_zreader *z = calloc(1, sizeof(*z));
-
-	if (!z)
-		return NULL;
 	z->f = f;
 	z->cap = ZREAD_BYTES;
 	if (z->cap < head_len)
 		z->cap = head_len;
 	z->buf = malloc(z->cap);
 	z->ds = ZSTD_createDStream();
-	if (!z->buf || !z->ds) {
-		mt_zreader_free(z);
-		return NULL;
-	}
+	if (!z->buf || !z->ds)
+		return false;
 	ZSTD_DCtx_setParameter(z->ds, ZSTD_d_windowLogMax, WINDOW_LOG_MAX);
 	if (head_len) /* head may be NULL then */
 		memcpy(z->buf, head, head_len);
 	z->in = (ZSTD_inBuffer){.src = z->buf, .size = head_len};
-	return z;
+	return true;
 }
 
-static ssize_t zfail(struct mt_zreader *z, uint64_t off, const char *what)
+static ssize_t zfail(struct zdecoder *z, uint64_t off, const char *what)
 {
 	snprintf(z->err, sizeof(z->err), "byte %" PRIu64 ": %s", off, what);
 	return -1;
 }
 
+static size_t fread_cancellable(void *p, size_t n, FILE *f);
+
 /* More compressed bytes after those not consumed yet (moved to the
  * buffer's start); false at the end of the input, when the buffer is
  * full, or on an error (with z->err set). */
-static bool refill(struct mt_zreader *z)
+static bool refill(struct zdecoder *z)
 {
 	size_t left = z->in.size - z->in.pos;
 	size_t n;
@@ -191,7 +194,7 @@ static bool refill(struct mt_zreader *z)
 	}
 	if (left == z->cap)
 		return false;
-	n = fread(z->buf + left, 1, z->cap - left, z->f);
+	n = fread_cancellable(z->buf + left, z->cap - left, z->f);
 	z->in.size += n;
 	if (n == 0) {
 		if (ferror(z->f)) {
@@ -214,7 +217,7 @@ static bool refill(struct mt_zreader *z)
  * short, damaged: the streaming decoder then says how), -1 on a damaged
  * frame.
  */
-static ssize_t decode_whole_frame(struct mt_zreader *z, void *dst, size_t cap)
+static ssize_t decode_whole_frame(struct zdecoder *z, void *dst, size_t cap)
 {
 	unsigned long long content;
 	size_t frame_len, got;
@@ -252,7 +255,7 @@ static ssize_t decode_whole_frame(struct mt_zreader *z, void *dst, size_t cap)
 }
 
 /* One step of the decoder; -1 on damage, else 0. */
-static int decode_step(struct mt_zreader *z, ZSTD_outBuffer *out)
+static int decode_step(struct zdecoder *z, ZSTD_outBuffer *out)
 {
 	size_t before = z->in.pos;
 	size_t ret;
@@ -275,7 +278,8 @@ static int decode_step(struct mt_zreader *z, ZSTD_outBuffer *out)
 	return 0;
 }
 
-ssize_t mt_zreader_read(struct mt_zreader *z, void *dst, size_t cap)
+/* mt_zreader_read, in the thread that decodes */
+static ssize_t zdecode(struct zdecoder *z, void *dst, size_t cap)
 {
 	ZSTD_outBuffer out = {.dst = dst, .size = cap};
 
@@ -323,21 +327,223 @@ ssize_t mt_zreader_read(struct mt_zreader *z, void *dst, size_t cap)
 	return 0;
 }
 
-const char *mt_zreader_error(const struct mt_zreader *z)
-{
-	return z->err;
-}
-
-uint64_t mt_zreader_offset(const struct mt_zreader *z)
+/* Compressed bytes consumed so far. */
+static uint64_t zdecoder_offset(const struct zdecoder *z)
 {
 	return z->buf_off + z->in.pos;
 }
 
-void mt_zreader_free(struct mt_zreader *z)
+static void zdecoder_free(struct zdecoder *z)
 {
-	if (!z)
-		return;
 	ZSTD_freeDStream(z->ds);
 	free(z->buf);
-	free(z);
+}
+
+/* ---- the decoding thread ---------------------------------------------- */
+
+/*
+ * With a second CPU to run on, the frames are decoded in a thread of the
+ * reader's own, a few frames ahead of the caller: zstd's work (half of
+ * mt-reconstruct's time on a compressed artifact) then overlaps with the
+ * caller's.  The thread runs the one decoder above (zdecode) into slots,
+ * and each slot keeps what the caller would have seen at that point: the
+ * bytes, the end or the error, and the compressed offset.
+ */
+#define SLOTS	   3
+#define SLOT_BYTES ((size_t)MT_ZSTD_FRAME_BYTES) /* a whole default frame */
+
+struct zslot {
+	unsigned char *bytes;
+	size_t len, pos; /* bytes [pos, len) not given out yet */
+	ssize_t status;	 /* > 0 bytes, 0 the clean end, -1 an error */
+	uint64_t offset; /* compressed bytes consumed once it was full */
+	char err[256];	 /* status -1: what */
+};
+
+struct mt_zreader {
+	struct zdecoder dec;
+	bool threaded;
+	/* threaded: the caller's view, from the last slot it read */
+	char err[256];
+	uint64_t offset;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t changed;
+	struct zslot slot[SLOTS];
+	uint64_t filled, taken; /* slots the thread filled, the caller used */
+	bool stop;
+};
+
+/* The thread's turn to run fread: only there may mt_zreader_free cancel
+ * it (a pipe that gives nothing more would block it for ever). */
+static size_t fread_cancellable(void *p, size_t n, FILE *f)
+{
+	int old;
+	size_t got;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+	got = fread(p, 1, n, f);
+	pthread_setcancelstate(old, NULL);
+	return got;
+}
+
+static void *decode_ahead(void *arg)
+{
+	struct mt_zreader *r = arg;
+	ssize_t status;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	do {
+		struct zslot *s;
+		bool stop;
+
+		pthread_mutex_lock(&r->lock);
+		while (r->filled - r->taken == SLOTS && !r->stop)
+			pthread_cond_wait(&r->changed, &r->lock);
+		stop = r->stop;
+		pthread_mutex_unlock(&r->lock);
+		if (stop)
+			break;
+		/* the caller uses slots filled before, never this one */
+		s = &r->slot[r->filled % SLOTS];
+		status = zdecode(&r->dec, s->bytes, SLOT_BYTES);
+		s->status = status;
+		s->len = status > 0 ? (size_t)status : 0;
+		s->pos = 0;
+		s->offset = zdecoder_offset(&r->dec);
+		if (status < 0)
+			memcpy(s->err, r->dec.err, sizeof(s->err));
+		pthread_mutex_lock(&r->lock);
+		r->filled++;
+		pthread_cond_broadcast(&r->changed);
+		pthread_mutex_unlock(&r->lock);
+	} while (status > 0);
+	return NULL;
+}
+
+/* Two or more CPUs this process may run on. */
+static bool second_cpu(void)
+{
+	cpu_set_t set;
+
+	return !sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) > 1;
+}
+
+/* Starts the thread; false (and nothing started) if it cannot be. */
+static bool start_thread(struct mt_zreader *r)
+{
+	sigset_t all, old;
+	int i, ret;
+
+	for (i = 0; i < SLOTS; i++) {
+		r->slot[i].bytes = malloc(SLOT_BYTES);
+		if (!r->slot[i].bytes)
+			return false;
+	}
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->changed, NULL);
+	/* signals stay the main thread's (SIGINT, SIGPIPE handlers) */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = pthread_create(&r->thread, NULL, decode_ahead, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		pthread_cond_destroy(&r->changed);
+		pthread_mutex_destroy(&r->lock);
+		return false;
+	}
+	r->threaded = true;
+	return true;
+}
+
+/* The caller's next bytes, from the slots the thread filled. */
+static ssize_t read_slots(struct mt_zreader *r, void *dst, size_t cap)
+{
+	struct zslot *s;
+	size_t n;
+
+	if (r->err[0])
+		return -1;
+	pthread_mutex_lock(&r->lock);
+	while (r->filled == r->taken)
+		pthread_cond_wait(&r->changed, &r->lock);
+	pthread_mutex_unlock(&r->lock);
+	s = &r->slot[r->taken % SLOTS];
+	r->offset = s->offset;
+	if (s->status <= 0) { /* the end, or an error: it stays */
+		if (s->status < 0)
+			memcpy(r->err, s->err, sizeof(r->err));
+		return s->status;
+	}
+	n = s->len - s->pos < cap ? s->len - s->pos : cap;
+	memcpy(dst, s->bytes + s->pos, n);
+	s->pos += n;
+	if (s->pos == s->len) { /* the thread may fill it again */
+		pthread_mutex_lock(&r->lock);
+		r->taken++;
+		pthread_cond_broadcast(&r->changed);
+		pthread_mutex_unlock(&r->lock);
+	}
+	return n;
+}
+
+static void stop_thread(struct mt_zreader *r)
+{
+	pthread_mutex_lock(&r->lock);
+	r->stop = true;
+	pthread_cond_broadcast(&r->changed);
+	pthread_mutex_unlock(&r->lock);
+	/* in fread, it may wait for input that never comes */
+	pthread_cancel(r->thread);
+	pthread_join(r->thread, NULL);
+	pthread_cond_destroy(&r->changed);
+	pthread_mutex_destroy(&r->lock);
+}
+
+/* ---- the reader's API ------------------------------------------------- */
+
+struct mt_zreader *mt_zreader_new(FILE *f, const void *head, size_t head_len)
+{
+	struct mt_zreader *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	if (!zdecoder_init(&r->dec, f, head, head_len)) {
+		mt_zreader_free(r);
+		return NULL;
+	}
+	/* one CPU (or no thread to be had): decode in the caller's */
+	if (second_cpu() && !start_thread(r))
+		for (int i = 0; i < SLOTS; i++)
+			free(r->slot[i].bytes), r->slot[i].bytes = NULL;
+	return r;
+}
+
+ssize_t mt_zreader_read(struct mt_zreader *r, void *dst, size_t cap)
+{
+	if (r->threaded)
+		return read_slots(r, dst, cap);
+	return zdecode(&r->dec, dst, cap);
+}
+
+const char *mt_zreader_error(const struct mt_zreader *r)
+{
+	return r->threaded ? r->err : r->dec.err;
+}
+
+uint64_t mt_zreader_offset(const struct mt_zreader *r)
+{
+	return r->threaded ? r->offset : zdecoder_offset(&r->dec);
+}
+
+void mt_zreader_free(struct mt_zreader *r)
+{
+	if (!r)
+		return;
+	if (r->threaded)
+		stop_thread(r);
+	for (int i = 0; i < SLOTS; i++)
+		free(r->slot[i].bytes);
+	zdecoder_free(&r->dec);
+	free(r);
 }
