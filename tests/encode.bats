@@ -578,6 +578,28 @@ threads_when_read() { # threads_when_read PID BYTES
 	done
 }
 
+@test "mt-encode compresses in a second thread with two CPUs, in its own with one" {
+	[ "$(nproc)" -ge 2 ] || skip "one CPU: no second thread to check"
+	"$GEN" --events 200000 --seed 48 -o "$T/run.raw"
+	mkfifo "$T/fifo"
+	for cpus in 0,1 0; do
+		# a raw stream's first 3 MB (frames to write), then the pipe
+		# stays open and gives nothing
+		{ head -c 3000000 "$T/run.raw"; sleep 20; } > "$T/fifo" &
+		writer=$!
+		taskset -c "$cpus" mt-encode -o "$T/out.zst" "$T/fifo" &
+		encoder=$!
+		n=$(threads_when_read "$encoder" 3000000)
+		kill "$writer" "$encoder"
+		wait "$encoder" || true
+		if [ "$cpus" = 0,1 ]; then
+			[ "$n" = 2 ] || { echo "two CPUs: $n threads"; false; }
+		else
+			[ "$n" = 1 ] || { echo "one CPU: $n threads"; false; }
+		fi
+	done
+}
+
 @test "compressed input through a pipe left open: a reader that fails early exits at once" {
 	# a frame whose content is no format of mt's, then 3 MB in a skippable
 	# frame (RFC 8878: magic 0x184D2A50, 32-bit length; the reader asks for

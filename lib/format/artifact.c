@@ -114,14 +114,22 @@ static int write_out(struct mt_artifact *a, const char *p, size_t n)
 	return a->error;
 }
 
-/* Compressed, what is buffered (whole maps) becomes one frame. */
-int mt_artifact_flush(struct mt_artifact *a)
+/* Compressed, what is buffered (whole maps) becomes one frame: written
+ * behind by the writer's thread, if it has one (mt_zstd.h). */
+static int flush_buffer(struct mt_artifact *a)
 {
 	if (a->len && !a->error && a->zstd)
 		a->error = mt_zwriter_frame(a->zstd, a->fd, a->buf, a->len);
 	else if (a->len && !a->error)
 		write_out(a, a->buf, a->len);
 	a->len = 0;
+	return a->error;
+}
+
+int mt_artifact_flush(struct mt_artifact *a)
+{
+	if (!flush_buffer(a) && a->zstd)
+		a->error = mt_zwriter_wait(a->zstd);
 	return a->error;
 }
 
@@ -135,7 +143,7 @@ static bool room_slow(struct map_writer *w, size_t need)
 	char *buf;
 
 	a->len = w->start - a->buf;
-	mt_artifact_flush(a);
+	flush_buffer(a); /* the frame before the map: written behind */
 	memmove(a->buf, w->start, in_map);
 	w->start = a->buf;
 	w->p = a->buf + in_map;
@@ -733,7 +741,7 @@ int mt_artifact_compress(struct mt_artifact *a, int level, int workers,
 	return 0;
 }
 
-uint64_t mt_artifact_compressed_bytes(const struct mt_artifact *a)
+uint64_t mt_artifact_compressed_bytes(struct mt_artifact *a)
 {
 	return a->zstd ? mt_zwriter_written(a->zstd) : 0;
 }

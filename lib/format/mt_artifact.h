@@ -42,7 +42,7 @@ int mt_artifact_compress(struct mt_artifact *a, int level, int workers,
 			 size_t frame_bytes);
 
 /* Compressed bytes written so far (0 when not compressing). */
-uint64_t mt_artifact_compressed_bytes(const struct mt_artifact *a);
+uint64_t mt_artifact_compressed_bytes(struct mt_artifact *a);
 
 int mt_artifact_header(struct mt_artifact *a, const struct mt_meta *meta);
 int mt_artifact_record(struct mt_artifact *a, const struct mt_record *rec);

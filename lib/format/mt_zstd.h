@@ -44,13 +44,21 @@ struct mt_zwriter;
  * threads of its own (a frame of 1 MiB or more is split among them). */
 struct mt_zwriter *mt_zwriter_new(int level, int workers);
 
-/* Compresses src[0..len) into one frame and writes it to fd.  0, or
+/*
+ * Compresses src[0..len) into one frame and writes it to fd.  0, or
  * -errno (a short write is -EIO, a compression failure -EINVAL, no
- * memory for the frame -ENOMEM). */
+ * memory for the frame -ENOMEM).  When the process may run on a second
+ * CPU, the frame is copied and compressed and written by a thread of the
+ * writer's own while the caller goes on: an error then shows at the next
+ * call or at mt_zwriter_wait().
+ */
 int mt_zwriter_frame(struct mt_zwriter *z, int fd, const void *src, size_t len);
 
-/* Compressed bytes written so far. */
-uint64_t mt_zwriter_written(const struct mt_zwriter *z);
+/* Waits until every frame given is written; 0 or the first error. */
+int mt_zwriter_wait(struct mt_zwriter *z);
+
+/* Compressed bytes written so far (after waiting for them). */
+uint64_t mt_zwriter_written(struct mt_zwriter *z);
 
 void mt_zwriter_free(struct mt_zwriter *z);
 

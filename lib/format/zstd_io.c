@@ -52,7 +52,26 @@ struct mt_zwriter {
 	void *out;
 	size_t out_cap;
 	uint64_t written;
+	/*
+	 * With a second CPU, frames are compressed and written by a thread of
+	 * the writer's own while the caller makes the next one: job holds a
+	 * copy of the frame's bytes, busy until it is written.
+	 */
+	bool threaded;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t changed;
+	unsigned char *job;
+	size_t job_len, job_cap;
+	int job_fd;
+	bool busy, stop;
+	int error; /* the first error of a frame written behind */
 };
+
+static bool second_cpu(void);
+static void *compress_behind(void *arg);
+static bool start_thread_blocking_signals(pthread_t *thread,
+					  void *(*fn)(void *), void *arg);
 
 struct mt_zwriter *mt_zwriter_new(int level, int workers)
 {
@@ -76,6 +95,16 @@ struct mt_zwriter *mt_zwriter_new(int level, int workers)
 		/* the smallest job zstd takes: a frame splits into jobs the
 		 * workers compress at once */
 		ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_jobSize, 512 * 1024);
+	if (second_cpu()) {
+		pthread_mutex_init(&z->lock, NULL);
+		pthread_cond_init(&z->changed, NULL);
+		z->threaded = start_thread_blocking_signals(&z->thread,
+							    compress_behind, z);
+		if (!z->threaded) {
+			pthread_cond_destroy(&z->changed);
+			pthread_mutex_destroy(&z->lock);
+		}
+	}
 	return z;
 }
 
@@ -94,7 +123,9 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-int mt_zwriter_frame(struct mt_zwriter *z, int fd, const void *src, size_t len)
+/* One frame of src[0..len), compressed and written to fd. */
+static int compress_frame(struct mt_zwriter *z, int fd, const void *src,
+			  size_t len)
 {
 	size_t bound = ZSTD_compressBound(len);
 	size_t frame_len;
@@ -121,8 +152,79 @@ int mt_zwriter_frame(struct mt_zwriter *z, int fd, const void *src, size_t len)
 	return 0;
 }
 
-uint64_t mt_zwriter_written(const struct mt_zwriter *z)
+static void *compress_behind(void *arg)
 {
+	struct mt_zwriter *z = arg;
+
+	for (;;) {
+		int ret;
+
+		pthread_mutex_lock(&z->lock);
+		while (!z->busy && !z->stop)
+			pthread_cond_wait(&z->changed, &z->lock);
+		if (!z->busy) { /* stopped, nothing left to write */
+			pthread_mutex_unlock(&z->lock);
+			return NULL;
+		}
+		pthread_mutex_unlock(&z->lock);
+		ret = compress_frame(z, z->job_fd, z->job, z->job_len);
+		pthread_mutex_lock(&z->lock);
+		if (ret && !z->error)
+			z->error = ret;
+		z->busy = false;
+		pthread_cond_broadcast(&z->changed);
+		pthread_mutex_unlock(&z->lock);
+	}
+}
+
+int mt_zwriter_wait(struct mt_zwriter *z)
+{
+	int ret;
+
+	if (!z->threaded)
+		return z->error;
+	pthread_mutex_lock(&z->lock);
+	while (z->busy)
+		pthread_cond_wait(&z->changed, &z->lock);
+	ret = z->error;
+	pthread_mutex_unlock(&z->lock);
+	return ret;
+}
+
+int mt_zwriter_frame(struct mt_zwriter *z, int fd, const void *src, size_t len)
+{
+	int ret;
+
+	if (!z->threaded) {
+		ret = compress_frame(z, fd, src, len);
+		if (ret && !z->error)
+			z->error = ret;
+		return ret;
+	}
+	ret = mt_zwriter_wait(z); /* the frame before is written */
+	if (ret)
+		return ret;
+	if (len > z->job_cap) {
+		void *job = realloc(z->job, len);
+
+		if (!job)
+			return z->error = -ENOMEM;
+		z->job = job;
+		z->job_cap = len;
+	}
+	memcpy(z->job, src, len);
+	z->job_len = len;
+	z->job_fd = fd;
+	pthread_mutex_lock(&z->lock);
+	z->busy = true;
+	pthread_cond_broadcast(&z->changed);
+	pthread_mutex_unlock(&z->lock);
+	return 0;
+}
+
+uint64_t mt_zwriter_written(struct mt_zwriter *z)
+{
+	mt_zwriter_wait(z);
 	return z->written;
 }
 
@@ -130,6 +232,17 @@ void mt_zwriter_free(struct mt_zwriter *z)
 {
 	if (!z)
 		return;
+	if (z->threaded) {
+		mt_zwriter_wait(z);
+		pthread_mutex_lock(&z->lock);
+		z->stop = true;
+		pthread_cond_broadcast(&z->changed);
+		pthread_mutex_unlock(&z->lock);
+		pthread_join(z->thread, NULL);
+		pthread_cond_destroy(&z->changed);
+		pthread_mutex_destroy(&z->lock);
+	}
+	free(z->job);
 	ZSTD_freeCCtx(z->cctx);
 	free(z->out);
 	free(z);
@@ -429,11 +542,26 @@ static bool second_cpu(void)
 	return !sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) > 1;
 }
 
+/* A thread running fn(arg) with every signal blocked: signals stay the
+ * main thread's (mt-encode's SIGINT, the tools' SIGPIPE).  false if none
+ * could be started. */
+static bool start_thread_blocking_signals(pthread_t *thread,
+					  void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	int ret;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = pthread_create(thread, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ret == 0;
+}
+
 /* Starts the thread; false (and nothing started) if it cannot be. */
 static bool start_thread(struct mt_zreader *r)
 {
-	sigset_t all, old;
-	int i, ret;
+	int i;
 
 	for (i = 0; i < SLOTS; i++) {
 		r->slot[i].bytes = malloc(SLOT_BYTES);
@@ -442,12 +570,7 @@ static bool start_thread(struct mt_zreader *r)
 	}
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->changed, NULL);
-	/* signals stay the main thread's (SIGINT, SIGPIPE handlers) */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = pthread_create(&r->thread, NULL, decode_ahead, r);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (ret) {
+	if (!start_thread_blocking_signals(&r->thread, decode_ahead, r)) {
 		pthread_cond_destroy(&r->changed);
 		pthread_mutex_destroy(&r->lock);
 		return false;

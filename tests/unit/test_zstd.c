@@ -50,6 +50,7 @@ static struct bytes compress_frames(const unsigned char *src, size_t len,
 		CHECK_INT(mt_zwriter_frame(z, fd, src + off, n), 0);
 		++*frames;
 	}
+	CHECK_INT(mt_zwriter_wait(z), 0); /* a thread may write behind */
 	out.len = lseek(fd, 0, SEEK_END);
 	CHECK_INT(mt_zwriter_written(z), out.len);
 	out.p = malloc(out.len + 1);
@@ -270,6 +271,7 @@ static void test_frames_across_the_buffer(void)
 		CHECK_INT(mt_zwriter_frame(zw, fd, src + off, sizes[i]), 0);
 		off += sizes[i];
 	}
+	CHECK_INT(mt_zwriter_wait(zw), 0);
 	comp_len = lseek(fd, 0, SEEK_END);
 	CHECK(comp_len > len); /* random bytes: stored, a little longer */
 	comp = malloc(comp_len);
