@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mt_flame.h"
 #include "mt_reconstruct.h"
 #include "mt_report.h"
 #include "mt_svg.h"
+#include "mt_top_sites.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -36,6 +38,22 @@ static void report_all(json_t *doc, FILE *sink)
 			  sizeof(reason));
 	mt_report_compare(sink, doc, doc, &growth, true, JSON_COMPACT, reason,
 			  sizeof(reason));
+	/* the allocation sites of both spaces: tables, growth, flame graphs */
+	for (int sp = 0; sp < MT_SITE_SPACES; sp++) {
+		struct mt_sites_view sv = {.space = (enum mt_site_space)sp,
+					   .sort = MT_SITE_LEAKED,
+					   .top = 3,
+					   .stack_depth = 2};
+		json_t *top = mt_top_sites_json(doc, &sv);
+		json_t *grown = mt_sites_growth(doc, doc, &sv);
+
+		mt_top_sites_text(sink, doc, &sv);
+		mt_sites_growth_text(sink, grown, &sv);
+		mt_flame_folded(sink, doc, sv.space, MT_SITE_PEAK);
+		mt_flame_svg(sink, doc, sv.space, MT_SITE_COUNT);
+		json_decref(top);
+		json_decref(grown);
+	}
 	json_decref(results);
 	json_decref(facts);
 }
