@@ -300,6 +300,7 @@ class Table:
                          secs(base), secs(median), rate(events_s),
                          "%.0f" % (row["input_bytes"] / 1e6 / median)))
             if row.get("target"):
+                # "mt-encode --threads 2" and "mt-report, 1 CPU": the stage
                 stage = row["label"].split(",")[0].split(" --")[0]
                 self.target("%s events/s (zstd), %s"
                             % (stage, row["target"]),
