@@ -38,6 +38,17 @@ struct {
 	__type(value, struct mt_cfi_row);
 } cfi_rows SEC(".maps");
 
+/* Each file's page index (struct mt_stack_file), written like the rows;
+ * 8-byte entries: an array's elements are 8-byte aligned, in a mapping
+ * too. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} cfi_pages SEC(".maps");
+
 /* Code files by device and inode: their ids and rows. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -96,7 +107,9 @@ struct code_mapping {
 	__u32 id;	  /* the file's id; 0: no file mt-trace knows */
 	__u32 first_row;  /* its rows in cfi_rows */
 	__u32 nrows;
-	__u32 reserved;
+	__u32 first_page; /* its page index (struct mt_stack_file) */
+	__u32 page_base;
+	__u32 npages;
 };
 
 /*
@@ -163,6 +176,9 @@ static long read_vma(struct task_struct *task, struct vm_area_struct *vma,
 	map->id = file->id;
 	map->first_row = file->first_row;
 	map->nrows = file->nrows;
+	map->first_page = file->first_page;
+	map->page_base = file->page_base;
+	map->npages = file->npages;
 	return 0;
 }
 
@@ -231,15 +247,35 @@ thread_mapping_cache(struct task_struct *task)
 	return cache;
 }
 
-/* The index of the row in effect at addr among a file's rows, or -1.
- * Global, like cached_mapping: the verifier walks the search's 22 steps
+/* The index of the row in effect at addr among a file's rows, or -1:
+ * a binary search between the rows in effect at the start of addr's page
+ * and of the next (2-4 steps in libc, against 15 over all its rows).
+ * Global, like find_mapping: the verifier walks the search's 22 steps
  * once, not once per path through the frame. */
-__attribute__((noinline)) int cfi_row_index(__u32 first_row, __u32 nrows,
+__attribute__((noinline)) int cfi_row_index(const struct code_mapping *map,
 					    __u64 addr)
 {
-	__u32 lo = first_row, hi = first_row + nrows, mid;
+	__u32 lo, hi, mid, page, at;
 	struct mt_cfi_row *row;
+	__u64 *bound;
 
+	if (!map)
+		return -1;
+	lo = map->first_row;
+	hi = lo + map->nrows;
+	page = (addr >> MT_CFI_PAGE_SHIFT) - map->page_base;
+	if (addr >> MT_CFI_PAGE_SHIFT >= map->page_base && page < map->npages) {
+		at = map->first_page + page;
+		bound = bpf_map_lookup_elem(&cfi_pages, &at);
+		if (bound)
+			lo = map->first_row + *bound;
+		at++;
+		bound = page + 1 < map->npages
+			    ? bpf_map_lookup_elem(&cfi_pages, &at)
+			    : NULL;
+		if (bound && map->first_row + *bound + 1 < hi)
+			hi = map->first_row + *bound + 1;
+	}
 	for (int i = 0; i < CFI_SEARCH_STEPS && lo < hi; i++) {
 		mid = lo + (hi - lo) / 2;
 		row = bpf_map_lookup_elem(&cfi_rows, &mid);
@@ -250,7 +286,7 @@ __attribute__((noinline)) int cfi_row_index(__u32 first_row, __u32 nrows,
 		else
 			hi = mid;
 	}
-	if (lo == first_row)
+	if (lo == map->first_row)
 		return -1; /* before the file's first row */
 	return lo - 1;
 }
@@ -258,7 +294,7 @@ __attribute__((noinline)) int cfi_row_index(__u32 first_row, __u32 nrows,
 static __always_inline struct mt_cfi_row *find_row(const struct unwind *u,
 						   __u64 addr)
 {
-	int at = cfi_row_index(u->map.first_row, u->map.nrows, addr);
+	int at = cfi_row_index(&u->map, addr);
 
 	return at < 0 ? NULL : bpf_map_lookup_elem(&cfi_rows, &at);
 }

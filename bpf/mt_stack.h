@@ -50,12 +50,21 @@ struct mt_cfi_row {
 	__s32 rbp_offset;
 };
 
-/* A code file known to the unwinder (key: struct mt_code_key). */
+/*
+ * A code file known to the unwinder (key: struct mt_code_key).  Its page
+ * index narrows the binary search for an address to the rows of the
+ * address's 4 KiB page: entry i is the row (counted from first_row) in
+ * effect at ELF address (page_base + i) << MT_CFI_PAGE_SHIFT.
+ */
+#define MT_CFI_PAGE_SHIFT 12
+
 struct mt_stack_file {
-	__u32 id;	 /* the CODE_FILE id frames in it carry */
-	__u32 first_row; /* its rows in the rows array */
-	__u32 nrows;	 /* 0: no unwind rows (frames still named) */
-	__u32 reserved;
+	__u32 id;	  /* the CODE_FILE id frames in it carry */
+	__u32 first_row;  /* its rows in the rows array */
+	__u32 nrows;	  /* 0: no unwind rows (frames still named) */
+	__u32 first_page; /* its page index in the pages array */
+	__u32 page_base;  /* the ELF page number of the index's entry 0 */
+	__u32 npages;	  /* 0: no index */
 	/* ELF virtual address minus file offset of its code: the kernel
 	 * knows where a mapping comes from in the file, the rows and the
 	 * frames speak ELF addresses */

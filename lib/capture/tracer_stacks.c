@@ -42,6 +42,8 @@
 /* Rows the BPF side can hold (16 bytes each): libc has 28 k, python3.11
  * 65 k, a large C++ program a few hundred k. */
 #define STACK_ROWS_MAX (1u << 20)
+/* Page index entries (8 bytes each) over all files: 1 GiB of code. */
+#define STACK_PAGES_MAX (1u << 18)
 
 struct stack_slot {
 	uint64_t key; /* 0: empty */
@@ -66,6 +68,9 @@ struct mt_tracer_stacks {
 	struct mt_cfi_row *rows;
 	size_t rows_used, rows_cap;
 	bool rows_full_said;
+	/* and their page indexes (struct mt_stack_file), mapped */
+	uint64_t *pages; /* 8 bytes an entry: a BPF array's element size */
+	size_t pages_used, pages_cap;
 	/* code files by identity */
 	struct mt_code_key *file_keys;
 	struct code_file *files; /* by id - 1, as file_keys */
@@ -89,6 +94,8 @@ void mt_tracer_stacks_configure(const struct tracer *t, struct mt_trace *skel)
 	skel->rodata->stacks_enabled = on;
 	skel->rodata->stack_depth = t->opts->stack_depth;
 	bpf_map__set_max_entries(skel->maps.cfi_rows, on ? STACK_ROWS_MAX : 1);
+	bpf_map__set_max_entries(skel->maps.cfi_pages,
+				 on ? STACK_PAGES_MAX : 1);
 	if (!on) {
 		bpf_map__set_max_entries(skel->maps.stacks, 1);
 		bpf_map__set_max_entries(skel->maps.stack_files, 1);
@@ -101,17 +108,34 @@ static void stacks_reset(struct mt_tracer_stacks *s)
 		munmap(s->rows, s->rows_cap * sizeof(*s->rows));
 	s->rows = NULL;
 	s->rows_used = s->rows_cap = 0;
+	if (s->pages)
+		munmap(s->pages, s->pages_cap * sizeof(*s->pages));
+	s->pages = NULL;
+	s->pages_used = s->pages_cap = 0;
 	for (size_t i = 0; i < s->nfiles; i++)
 		free(s->files[i].path);
 	s->nfiles = 0;
 }
 
-/* After each load: map the new object's row array. */
+/* An mmapable BPF array of n elements of size bytes, mapped. */
+static void *map_array(const struct bpf_map *map, size_t n, size_t size,
+		       const char *what)
+{
+	void *p = mmap(NULL, n * size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       bpf_map__fd(map), 0);
+
+	if (p == MAP_FAILED) {
+		fprintf(stderr, "mt-trace: mapping the %s: %s\n", what,
+			strerror(errno));
+		return NULL;
+	}
+	return p;
+}
+
+/* After each load: map the new object's row and page arrays. */
 int mt_tracer_stacks_loaded(struct tracer *t)
 {
 	struct mt_tracer_stacks *s = t->stacks;
-	size_t cap = STACK_ROWS_MAX;
-	void *rows;
 
 	if (!t->opts->stacks)
 		return 0;
@@ -121,15 +145,16 @@ int mt_tracer_stacks_loaded(struct tracer *t)
 			return -1;
 	}
 	stacks_reset(s);
-	rows = mmap(NULL, cap * sizeof(*s->rows), PROT_READ | PROT_WRITE,
-		    MAP_SHARED, bpf_map__fd(t->skel->maps.cfi_rows), 0);
-	if (rows == MAP_FAILED) {
-		fprintf(stderr, "mt-trace: mapping the unwind rows: %s\n",
-			strerror(errno));
+	s->rows = map_array(t->skel->maps.cfi_rows, STACK_ROWS_MAX,
+			    sizeof(*s->rows), "unwind rows");
+	if (!s->rows)
 		return -1;
-	}
-	s->rows = rows;
-	s->rows_cap = cap;
+	s->rows_cap = STACK_ROWS_MAX;
+	s->pages = map_array(t->skel->maps.cfi_pages, STACK_PAGES_MAX,
+			     sizeof(*s->pages), "unwind rows' page index");
+	if (!s->pages)
+		return -1;
+	s->pages_cap = STACK_PAGES_MAX;
 	return 0;
 }
 
@@ -143,6 +168,39 @@ static uint32_t known_file(const struct mt_tracer_stacks *s,
 		    s->file_keys[i].ino == key->ino)
 			return i + 1;
 	return 0;
+}
+
+/*
+ * The page index of a file's published rows (struct mt_stack_file): for
+ * each 4 KiB page from its first row's to its last row's, the row in
+ * effect at the page's start.  Without room, the file has none and the
+ * BPF side searches all its rows.
+ */
+static void publish_pages(struct mt_tracer_stacks *s,
+			  const struct mt_cfi_table *table,
+			  struct mt_stack_file *file)
+{
+	uint32_t base, npages, row = 0;
+
+	if (table->nrows == 0)
+		return;
+	base = table->rows[0].addr >> MT_CFI_PAGE_SHIFT;
+	npages = (table->rows[table->nrows - 1].addr >> MT_CFI_PAGE_SHIFT) -
+		 base + 1;
+	if (npages > s->pages_cap - s->pages_used)
+		return;
+	for (uint32_t i = 0; i < npages; i++) {
+		uint64_t start = (uint64_t)(base + i) << MT_CFI_PAGE_SHIFT;
+
+		while (row + 1 < table->nrows &&
+		       table->rows[row + 1].addr <= start)
+			row++;
+		s->pages[s->pages_used + i] = row;
+	}
+	file->first_page = s->pages_used;
+	file->page_base = base;
+	file->npages = npages;
+	s->pages_used += npages;
 }
 
 /* Copy the file's rows into the BPF side's array; false when full. */
@@ -166,6 +224,7 @@ static bool publish_rows(struct tracer *t, const struct mt_cfi_table *table,
 	file->first_row = s->rows_used;
 	file->nrows = table->nrows;
 	s->rows_used += table->nrows;
+	publish_pages(s, table, file);
 	return true;
 }
 
