@@ -5,8 +5,9 @@ Reads RESULTS_DIR/manifest.jsonl (one row a line, written by bench/run) and
 the files it names: hyperfine --export-json output, peakrss lines, trace
 summaries, fixture logs.  Prints the tracer table (median untraced, median
 traced, ratio, time added, mt-trace's own peak RSS, events, lost), the
-per-call cost on the allocation-heavy fixture, the bystander's cost, the
-offline stages' events per second, and issue 6's targets with met / NOT MET.
+per-call cost on the allocation-heavy fixture, the cost of call stacks
+(--stacks), the bystander's cost, the offline stages' events per second,
+and issue 6's (and 11's) targets with met / NOT MET.
 """
 import json
 import os
@@ -20,11 +21,15 @@ RSS_MAX_BYTES = 10e6
 OFFLINE_MIN_EVENTS_S = 10e6
 # issue 13: the compressed artifact of the allocation-heavy trace
 HEAVY_MAX_BYTES_PER_EVENT = 8.0
+# issue 11: call stacks, at ~20 frames, and on python3 and tar
+STACK_MAX_NS = 500.0
+STACK_MAX_RATIO = 1.5
 
 VARIANT_LABEL = {
     "default": "default",
     "noalloc": "--track-allocators=false",
     "physical": "--physical",
+    "stacks": "--stacks",
     "all": "all variants",
 }
 
@@ -199,6 +204,54 @@ class Table:
                         "<= %.0f ns" % PER_CALL_MAX_NS, "%.0f ns" % wall_ns,
                         wall_ns <= PER_CALL_MAX_NS)
 
+    def stacks(self):
+        """Call stacks: the cost of one stack by depth, and each command
+        traced with --stacks against traced without (same hyperfine run)."""
+        calls = self.of_kind("stackcall")
+        traced = {(r["name"], r["variant"]): r for r in self.of_kind("trace")
+                  if "traced" in r}
+        ratios = [(name, traced[(name, "default")], row)
+                  for (name, variant), row in traced.items()
+                  if variant == "stacks" and (name, "default") in traced]
+        if not calls and not ratios:
+            return
+        print("call stacks (--stacks): added per allocator call that takes "
+              "a stack, wall clock:")
+        print("  ((with - without) - the same for one call) / calls")
+        starts = []
+        for row in calls:
+            runs = load(self.results, row["hf"])["results"]
+            idle, idle_stacks, without, with_ = (r["median"] for r in runs)
+            trace = load(self.results, row["trace"])
+            per_ns = ((with_ - without) - (idle_stacks - idle)) * 1e9 / \
+                row["pairs"]
+            print("  %3d frames, %s malloc+free pairs:  %s -> %s   "
+                  "+%5.0f ns a stack   (%s events, %s lost)"
+                  % (row["frames"], count(row["pairs"]), secs(without),
+                     secs(with_), per_ns, count(trace["events"]),
+                     count(trace["lost"])))
+            starts.append(idle_stacks - idle)
+            if row["frames"] >= 15:
+                self.target("stacks: added per allocator call, %d frames"
+                            % row["frames"], "<= %.0f ns" % STACK_MAX_NS,
+                            "%.0f ns" % per_ns, per_ns <= STACK_MAX_NS)
+        if starts:
+            print("  a session's start-up and exit, added by --stacks: %s"
+                  % secs(sorted(starts)[len(starts) // 2]))
+        for name, without, with_ in ratios:
+            ratio = with_["traced"] / without["traced"]
+            print("  %-26s traced %s -> %s with --stacks: %.2fx "
+                  "(the command's own run: %s -> %s, %.2fx)"
+                  % (with_["label"], secs(without["traced"]),
+                     secs(with_["traced"]), ratio, secs(without["run_s"]),
+                     secs(with_["run_s"]),
+                     with_["run_s"] / max(without["run_s"], 1e-9)))
+            if name in ("python3", "tar"):
+                self.target("stacks: %s, --stacks / traced" % name,
+                            "<= %.1fx" % STACK_MAX_RATIO, "%.2fx" % ratio,
+                            ratio <= STACK_MAX_RATIO)
+        print()
+
     def storm(self):
         """Lost events at a sustained rate: the storm's runs, each rate
         from its own trace (events over the storm's exec-to-exit span)."""
@@ -349,6 +402,7 @@ def main():
     table.header()
     table.tracer()
     table.percall()
+    table.stacks()
     table.storm()
     table.bystander()
     table.fork_rss()

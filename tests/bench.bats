@@ -96,7 +96,9 @@ for b in config["benchmarks"]:
     print(b["exec"].replace("trace-10000000", "trace-100000")
                    .replace("allocheavy 2000000", "allocheavy 2000")
                    .replace("storm_threads 2 1000000", "storm_threads 2 2000")
-                   .replace("count=2000", "count=20"))
+                   .replace("count=2000", "count=20")
+                   .replace("loop 300000", "loop 2000")
+                   .replace("py-alloc.py 200000", "py-alloc.py 2000"))
 ' "$TOP/codspeed.yml"
 	assert_success
 	local commands="$output" cmd n=0
@@ -106,6 +108,7 @@ for b in config["benchmarks"]:
 	done
 	[ "$(grep -c -- '--track-allocators=false' <<<"$commands")" -eq 3 ]
 	[ "$(grep -c -- 'physical-or-skip' <<<"$commands")" -eq 3 ]
+	[ "$(grep -c -- '--stacks' <<<"$commands")" -eq 4 ]
 	cd "$TOP"
 	while IFS= read -r cmd; do
 		# shellcheck disable=SC2086  # CodSpeed splits exec into words too
@@ -117,7 +120,7 @@ for b in config["benchmarks"]:
 		}
 		n=$((n + 1))
 	done <<<"$(sed "s|build/|${MT_BUILD#"$TOP"/}/|g" <<<"$commands")"
-	[ "$n" -eq 16 ]
+	[ "$n" -eq 22 ]
 }
 
 @test "make bench (BENCH_QUICK=1) prints the table with every benchmark" {
