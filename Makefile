@@ -69,7 +69,11 @@ UNITS := $(patsubst tests/unit/%.c,$(OUTPUT)/unit/%,$(UNIT_SRCS))
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(TOOL_BINS)
+# mt-trace --fast's in-process recorder (lib/preload/, LD_PRELOAD): a
+# library of its own, outside libmt.a, sharing only lib/capture/mt_fast.h
+PRELOAD := $(OUTPUT)/lib/libmt-preload.so
+
+all: $(TOOL_BINS) $(PRELOAD)
 
 $(OUTPUT) $(OUTPUT)/lib $(OUTPUT)/bin $(OUTPUT)/fixtures $(OUTPUT)/unit \
 		$(OUTPUT)/preload:
@@ -104,6 +108,13 @@ $(OUTPUT)/lib/mt_trace_btf.o: bpf/mt_trace_btf.S $(OUTPUT)/mt_trace.min.btf \
 $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name $* > $@
+
+# -fexceptions: a C++ exception out of operator new unwinds through it
+$(PRELOAD): lib/preload/mt_preload.c lib/capture/mt_fast.h bpf/mt_event.h \
+		| $(OUTPUT)/lib
+	$(call msg,CCLD,$@)
+	$(Q)$(CC) $(CFLAGS) -fPIC -shared -fexceptions -fvisibility=hidden \
+		-fno-builtin $< -o $@ -ldl -pthread
 
 $(OUTPUT)/lib/%.o: lib/%.c $(LIB_HDRS) bpf/mt_event.h | $(OUTPUT)/lib
 	$(call msg,CC,$@)
@@ -212,6 +223,8 @@ install: all
 		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/include \
 		$(COMPLETIONS)
 	install -m 755 $(TOOL_BINS) $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/lib/mt
+	install -m 644 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/mt
 	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5
 	install -m 644 examples/mt_section.h $(DESTDIR)$(PREFIX)/include

@@ -19,6 +19,8 @@ WORKLOAD_FACTOR, WORKLOAD_ADD_S = 1.1, 0.1
 PER_CALL_MAX_NS = 1000.0
 RSS_MAX_BYTES = 10e6
 OFFLINE_MIN_EVENTS_S = 10e6
+# issue 12: mt-trace --fast on allocation-heavy programs, traced / untraced
+FAST_MAX_RATIO = {"allocheavy": 1.5, "python": 2.0}
 # issue 13: the compressed artifact of the allocation-heavy trace
 HEAVY_MAX_BYTES_PER_EVENT = 8.0
 # issue 11: call stacks, at ~20 frames, and on python3 and tar
@@ -30,6 +32,7 @@ VARIANT_LABEL = {
     "noalloc": "--track-allocators=false",
     "physical": "--physical",
     "stacks": "--stacks",
+    "fast": "--fast",
     "all": "all variants",
 }
 
@@ -157,7 +160,18 @@ class Table:
             self.tracer_targets(row)
         print()
 
+    def fast_targets(self, row):
+        limit = FAST_MAX_RATIO.get(row["name"])
+        if limit is None:
+            return
+        ratio = row["traced"] / row["base"]
+        self.target("mt-trace --fast -- %s" % row["label"],
+                    "<= %.1fx untraced" % limit, "%.2fx" % ratio,
+                    ratio <= limit)
+
     def tracer_targets(self, row):
+        if row["variant"] == "fast":
+            self.fast_targets(row)
         if row["variant"] != "default":
             return
         name = row["name"]

@@ -98,7 +98,8 @@ for b in config["benchmarks"]:
                    .replace("storm_threads 2 1000000", "storm_threads 2 2000")
                    .replace("count=2000", "count=20")
                    .replace("loop 300000", "loop 2000")
-                   .replace("py-alloc.py 200000", "py-alloc.py 2000"))
+                   .replace("py-alloc.py 200000", "py-alloc.py 2000")
+                   .replace("py-malloc.py 200000", "py-malloc.py 2000"))
 ' "$TOP/codspeed.yml"
 	assert_success
 	local commands="$output" cmd n=0
@@ -120,7 +121,8 @@ for b in config["benchmarks"]:
 		}
 		n=$((n + 1))
 	done <<<"$(sed "s|build/|${MT_BUILD#"$TOP"/}/|g" <<<"$commands")"
-	[ "$n" -eq 22 ]
+	[ "$n" -eq 27 ]
+	[ "$(grep -c -- '--fast' <<<"$commands")" -eq 2 ]
 }
 
 @test "make bench (BENCH_QUICK=1) prints the table with every benchmark" {

@@ -38,7 +38,8 @@ static void usage(FILE *f)
 	      " [--interval DURATION] [--wait-detach]\n"
 	      "                [--global-probes]\n"
 	      "                [--stacks=BOOL | --no-stacks] [--stack-depth N] "
-	      "-- CMD [ARGS...]\n"
+	      "[--fast]\n"
+	      "                -- CMD [ARGS...]\n"
 	      "       mt-trace --help | --version\n"
 	      "\n"
 	      "Run CMD and write its memory events (allocator calls, "
@@ -98,6 +99,15 @@ static void usage(FILE *f)
 	      "                            MT_STACKS; --no-stacks: false)\n"
 	      "      --stack-depth N       frames kept per stack, 1-127 "
 	      "(default 127)\n"
+	      "      --fast                record the C library's and "
+	      "libstdc++'s allocator\n"
+	      "                            calls in-process (LD_PRELOAD of "
+	      "libmt-preload.so)\n"
+	      "                            instead of with uprobes: "
+	      "allocation-heavy programs\n"
+	      "                            run near their own speed (env "
+	      "MT_FAST=1; CMD sees\n"
+	      "                            LD_PRELOAD; no --stacks yet)\n"
 	      "  -v, --verbose             say what is attached; twice: "
 	      "libbpf's debug output\n"
 	      "  -h, --help                this text\n"
@@ -106,8 +116,11 @@ static void usage(FILE *f)
 	      "CMD starts after '--' (or at the first argument that is not an "
 	      "option).\n"
 	      "\n"
-	      "Environment: MT_TRACK_ALLOCATORS, MT_STACKS and MT_SCAN "
-	      "(above);\n"
+	      "Environment: MT_TRACK_ALLOCATORS, MT_STACKS, MT_FAST and "
+	      "MT_SCAN (above);\n"
+	      "MT_PRELOAD: the recorder --fast preloads (default: "
+	      "../lib/libmt-preload.so or\n../lib/mt/libmt-preload.so "
+	      "beside mt-trace);\n"
 	      "MT_PROBES (session, multi or classic): the first way of "
 	      "attaching allocator\nprobes to try; "
 	      "under sudo (SUDO_UID, SUDO_GID), CMD runs as the\n"
@@ -254,6 +267,7 @@ int main(int argc, char **argv)
 		OPT_STACKS,
 		OPT_NO_STACKS,
 		OPT_STACK_DEPTH,
+		OPT_FAST,
 		OPT_VERSION,
 	};
 	static const struct option longopts[] = {
@@ -275,6 +289,7 @@ int main(int argc, char **argv)
 	    {"stacks", optional_argument, NULL, OPT_STACKS},
 	    {"no-stacks", no_argument, NULL, OPT_NO_STACKS},
 	    {"stack-depth", required_argument, NULL, OPT_STACK_DEPTH},
+	    {"fast", no_argument, NULL, OPT_FAST},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, OPT_VERSION},
@@ -303,6 +318,9 @@ int main(int argc, char **argv)
 	env = getenv("MT_STACKS");
 	if (env && *env)
 		o.stacks = parse_bool(env, "MT_STACKS");
+	env = getenv("MT_FAST");
+	if (env && *env)
+		o.fast = parse_bool(env, "MT_FAST");
 	/* getopt's own messages name the tool as every other message does,
 	 * not the path it was run by */
 	argv[0] = (char *)"mt-trace";
@@ -359,6 +377,9 @@ int main(int argc, char **argv)
 		case OPT_STACK_DEPTH:
 			o.stack_depth = parse_stack_depth(optarg);
 			break;
+		case OPT_FAST:
+			o.fast = true;
+			break;
 		case OPT_START_DISABLED:
 			o.start_disabled = true;
 			break;
@@ -394,6 +415,9 @@ int main(int argc, char **argv)
 		usage_error("--start-disabled needs --control FIFO: nothing "
 			    "else can enable the events, and the trace would "
 			    "hold none");
+	if (o.fast && o.stacks)
+		usage_error("--fast does not record call stacks yet: use "
+			    "--stacks without --fast");
 	o.argv = argv + optind;
 	if (mt_user_from_env(&user, why, sizeof(why)))
 		errx(MT_EXIT_TRACER_FAILED, "%s", why);

@@ -34,6 +34,7 @@ struct mt_tracer_opts {
 	bool wait_detach;     /* remove the probes before exiting */
 	bool global_probes;   /* --global-probes: not confined to the tree */
 	bool stacks;	      /* call stacks of allocations (--stacks) */
+	bool fast; /* --fast: allocator calls recorded in-process (preload) */
 	uint32_t stack_depth; /* deepest stack kept, <= MT_STACK_DEPTH_MAX */
 	const struct mt_user *user; /* who CMD runs as (mt_user.h) */
 	int verbose;

@@ -50,6 +50,7 @@
 #include "mt_user.h"
 #include "mt_trace.skel.h"
 #include "mt_watchdog.h"
+#include "tracer_fast.h"
 #include "tracer_int.h"
 
 /* How often the events ring is drained when it does not wake us (its BPF
@@ -70,7 +71,8 @@ static void redirect_child_stdout(const struct mt_tracer_opts *o)
 		dup2(STDERR_FILENO, STDOUT_FILENO);
 }
 
-static void run_child(const struct mt_tracer_opts *o, int release_fd,
+static void run_child(const struct mt_tracer_opts *o,
+		      const struct mt_fast *fast, int release_fd,
 		      int exec_err_fd)
 {
 	sigset_t none;
@@ -88,6 +90,8 @@ static void run_child(const struct mt_tracer_opts *o, int release_fd,
 	redirect_child_stdout(o);
 	if (o->control_path)
 		setenv("MT_CONTROL", o->control_path, 1);
+	if (fast)
+		mt_fast_child_env(fast);
 	e = mt_user_become(o->user);
 	if (e) {
 		fprintf(stderr, "mt-trace: cannot become uid %u: %s\n",
@@ -117,7 +121,7 @@ static int spawn_child(struct tracer *t)
 	if (t->child == 0) {
 		close(release[1]);
 		close(exec_err[0]);
-		run_child(t->opts, release[0], exec_err[1]);
+		run_child(t->opts, t->fast, release[0], exec_err[1]);
 	}
 	close(release[0]);
 	close(exec_err[1]);
@@ -410,6 +414,14 @@ static int allocator_found(void *ctx, pid_t pid, const char *path,
 				   strlen(path), &fields);
 }
 
+/* --fast: libc and libstdc++ are the preload's to record, not probed. */
+static bool covered_by_preload(void *ctx, int fd, enum mt_alloc_family *family)
+{
+	const struct tracer *t = ctx;
+
+	return mt_fast_covers(t->fast, fd, family);
+}
+
 /* A code file the tree maps, first seen: for the call stacks. */
 static void code_file_found(void *ctx, int fd, const char *path, pid_t pid,
 			    const struct mt_code_key *key)
@@ -431,6 +443,7 @@ static void use_bpf_for_code(struct tracer *t)
 	    .code_file_found = code_file_found,
 	    .exec_inspected = exec_inspected,
 	    .probe_allocators = t->opts->track_allocators,
+	    .covered = t->fast ? covered_by_preload : NULL,
 	};
 
 	mt_code_use_bpf(&t->code, t->skel, t->probe_mode, &host,
@@ -637,6 +650,8 @@ static void set_enabled(struct tracer *t, bool on)
 {
 	t->skel->data->allocs_enabled = on;
 	t->skel->data->syscalls_enabled = on;
+	if (t->fast)
+		mt_fast_set_enabled(t->fast, on);
 }
 
 static void on_control(void *ctx, enum mt_control_cmd cmd, const char *arg,
@@ -755,6 +770,8 @@ static int trace_loop(struct tracer *t, int sfd)
 	watch(epfd, ring_buffer__epoll_fd(t->rings), SRC_RING,
 	      EPOLLIN | EPOLLET);
 	watch(epfd, t->pidfd, SRC_CHILD, EPOLLIN);
+	/* --fast: a recorder's ring is half full (read at each drain) */
+	watch(epfd, t->fast ? mt_fast_wake_fd(t->fast) : -1, SRC_RING, EPOLLIN);
 	watch(epfd, sfd, SRC_SIGNAL, EPOLLIN);
 	watch(epfd, t->has_control ? t->control.fd : -1, SRC_CONTROL, EPOLLIN);
 	watch(epfd, t->sample_fd, SRC_SAMPLE, EPOLLIN);
@@ -981,6 +998,7 @@ static void cleanup(struct tracer *t)
 	free(t->life);
 	free(t->life_slots);
 	free(t->batch);
+	mt_fast_free(t->fast); /* descendants still running record no more */
 }
 
 int mt_trace_run(const struct mt_tracer_opts *opts)
@@ -1005,6 +1023,13 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 			 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
 	sfd = make_signalfd(&old);
 	confine_probes(&t);
+	if (opts->fast && opts->track_allocators &&
+	    !(t.fast = mt_fast_start(opts->verbose))) {
+		free(t.batch);
+		return MT_EXIT_TRACER_FAILED;
+	}
+	if (t.fast)
+		mt_fast_set_enabled(t.fast, !opts->start_disabled);
 	if (!t.batch || sfd < 0 || spawn_child(&t)) {
 		fprintf(stderr, "mt-trace: cannot start the command\n");
 		return MT_EXIT_TRACER_FAILED;

@@ -13,6 +13,7 @@
 
 #include "mt_raw.h"
 #include "mt_trace.skel.h"
+#include "tracer_fast.h"
 #include "tracer_int.h"
 
 /* Sum of the per-CPU counters first..last-1 of the `lost` map. */
@@ -32,7 +33,8 @@ uint64_t mt_tracer_read_counters(struct tracer *t, __u32 first, __u32 last)
 
 static uint64_t read_lost(struct tracer *t)
 {
-	return mt_tracer_read_counters(t, 0, MT_LOST_MAX);
+	return mt_tracer_read_counters(t, 0, MT_LOST_MAX) +
+	       (t->fast ? mt_fast_lost(t->fast) : 0);
 }
 
 void mt_tracer_output_gone(struct tracer *t)

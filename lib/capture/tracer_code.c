@@ -176,6 +176,19 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
 		mark_inspected(c, &id);
 		return 0;
 	}
+	if (c->host.covered && c->host.covered(c->host.ctx, fd, &family)) {
+		c->host.code_file_found(c->host.ctx, fd, path, pid, &key);
+		mark_inspected(c, &key);
+		if (family == MT_ALLOC_NONE) /* the preload itself */
+			return 0;
+		if (c->verbose)
+			fprintf(stderr,
+				"mt-trace: %s: %s, recorded by the "
+				"preload (--fast)\n",
+				path, mt_alloc_family_name(family));
+		c->host.allocator_found(c->host.ctx, pid, path, family);
+		return 0;
+	}
 	/* the path of the open file works in any mount namespace */
 	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
 	n = mt_attach_file(&c->attach, via, &family, err, sizeof(err));

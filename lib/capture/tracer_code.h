@@ -38,6 +38,10 @@ struct mt_code_host {
 	void (*exec_inspected)(void *ctx, pid_t pid);
 	/* look for allocators in each file (false: only report the files) */
 	bool probe_allocators;
+	/* --fast: fd is a file whose allocator calls the preloaded recorder
+	 * makes events of (it stays unprobed; *family: what it holds), or
+	 * NULL */
+	bool (*covered)(void *ctx, int fd, enum mt_alloc_family *family);
 };
 
 /* A code file's identity: device and inode, and the inode's generation,

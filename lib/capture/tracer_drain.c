@@ -20,6 +20,7 @@
 #include "mt_raw.h"
 #include "mt_stack.h"
 #include "mt_trace.skel.h"
+#include "tracer_fast.h"
 #include "tracer_int.h"
 
 /* ---- the rings drained into batches ------------------------------------ */
@@ -95,6 +96,8 @@ int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size)
 		if (t->watchdog > 0) /* stops are made and recorded */
 			mt_code_exited(&t->code, e->pid);
 		mt_backpressure_exited(t, e->pid);
+		if (t->fast) /* its rings, once drained, go back */
+			mt_fast_exited(t->fast, e->pid);
 	}
 	if (e->kind == MT_EV_EXEC) {
 		payload = e->aux;
@@ -185,6 +188,10 @@ int mt_tracer_collect(struct tracer *t, bool final)
 		return -1;
 	}
 	sort_by_time(t->ev, t->nev);
+	/* the preloaded recorders' rings after the events ring, merged in
+	 * by time: what a process recorded before its Exit is read by now */
+	if (t->fast && mt_fast_collect(t))
+		return -1;
 	while ((i < t->nev && t->ev[i].timestamp <= until) ||
 	       (j < t->nlife && t->life[j].timestamp <= until)) {
 		if (j < t->nlife && t->life[j].timestamp <= until &&

@@ -24,6 +24,7 @@
 struct ring_buffer;
 struct mt_trace;
 struct mt_tracer_stacks;
+struct mt_fast;
 
 struct staged_life {
 	uint64_t timestamp;
@@ -76,6 +77,8 @@ struct tracer {
 	 * when its table was last found all continued */
 	bool backpressure;
 	uint64_t throttles_released;
+	/* --fast: the preloaded recorders' rings (tracer_fast.c), or NULL */
+	struct mt_fast *fast;
 };
 
 static inline uint64_t mt_clock_ns(clockid_t id)

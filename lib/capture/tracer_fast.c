@@ -1,0 +1,558 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tracer_fast.c - mt-trace --fast: the rings of the preloaded recorder
+ * (lib/preload/mt_preload.c, layout in mt_fast.h), drained into the events
+ * the BPF rings stage, so that the stream's later stages cannot tell them
+ * apart.
+ *
+ * Time: the recorders stamp records with the CPU's time-stamp counter (a
+ * clock_gettime costs ~60 ns here, more than the malloc it stamps; the
+ * counter ~10-25 ns).  The kernel keeps CLOCK_MONOTONIC linear in that
+ * counter between its updates, so each drain takes a calibration point
+ * (counter, monotonic) and the records between two points are placed by
+ * interpolation.  That is what the BPF events carry (bpf_ktime_get_ns), so
+ * both merge by time.  Only when the kernel's clocksource is the TSC
+ * (synchronised across CPUs); otherwise the recorders call clock_gettime.
+ *
+ * Order: each ring is one thread's records in time order; the rings read
+ * in one drain are merged (runs merged pairwise), then merged with the
+ * staged BPF events (already sorted).  A record stamped after the drain's
+ * calibration point stays in its ring until the next drain.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mt_event.h"
+#include "mt_fast.h"
+#include "mt_grow.h"
+#include "tracer_fast.h"
+#include "tracer_int.h"
+
+/* A thread's ring: 8,192 records (256 KiB of shared memory, which the
+ * traced process's RSS shows as shmem once touched); 1,024 threads at
+ * once (the file is sparse: untouched rings cost nothing). */
+#define RING_RECORDS 8192u
+#define NRINGS	     1024u
+
+_Static_assert(sizeof(struct mt_fast_record) == 32, "record layout");
+_Static_assert(sizeof(struct mt_fast_ring) == 192, "ring header layout");
+_Static_assert(sizeof(struct mt_fast_header) == 128, "header layout");
+
+/* A point of the counter-to-monotonic line. */
+struct calib {
+	uint64_t tsc;
+	uint64_t ns;
+};
+
+struct mt_fast {
+	int memfd, wakefd;
+	struct mt_fast_header *hdr;
+	size_t size;
+	struct mt_fast_ring *rings;
+	struct mt_fast_record *records;
+	char preload[PATH_MAX];
+	dev_t preload_dev;
+	ino_t preload_ino;
+	bool tsc;
+	struct calib prev, cur; /* the last two calibration points */
+	/* processes that exited since the last drain */
+	pid_t *exited;
+	size_t nexited, cap_exited;
+	/* this drain's records, converted, and where each ring's run ends */
+	struct mt_event *got, *merged;
+	size_t ngot, cap_got, cap_merged;
+	size_t *runs;
+	size_t nruns, cap_runs;
+	int verbose;
+};
+
+/* ---- time ---------------------------------------------------------------- */
+
+static inline uint64_t read_tsc(void)
+{
+#if defined(__x86_64__)
+	uint32_t lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return ((uint64_t)hi << 32) | lo;
+#else
+	return 0;
+#endif
+}
+
+/* The TSC is what CLOCK_MONOTONIC counts in (so synchronised and
+ * constant): the kernel's clocksource is tsc. */
+static bool clocksource_is_tsc(void)
+{
+#if defined(__x86_64__)
+	char cs[32] = "";
+	FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/"
+			"current_clocksource",
+			"re");
+
+	if (f) {
+		if (!fgets(cs, sizeof(cs), f))
+			cs[0] = '\0';
+		fclose(f);
+	}
+	return strncmp(cs, "tsc", 3) == 0 && (cs[3] == '\n' || !cs[3]);
+#else
+	return false;
+#endif
+}
+
+/* A (counter, monotonic) pair: the tightest of a few reads, the clock
+ * read taken as made halfway between the two counter reads. */
+static struct calib calibrate(void)
+{
+	struct calib best = {0};
+	uint64_t best_span = UINT64_MAX;
+
+	for (int i = 0; i < 5; i++) {
+		uint64_t a = read_tsc();
+		uint64_t ns = mt_clock_ns(CLOCK_MONOTONIC);
+		uint64_t b = read_tsc();
+
+		if (b - a < best_span) {
+			best_span = b - a;
+			best = (struct calib){a + (b - a) / 2, ns};
+		}
+	}
+	return best;
+}
+
+/* A record's counter value as CLOCK_MONOTONIC ns, on the line through the
+ * last two calibration points (extended before the first of them for a
+ * record that waited a drain: its thread was preempted before publishing
+ * it). */
+static uint64_t tsc_to_ns(const struct mt_fast *f, uint64_t tsc)
+{
+	const struct calib *a = &f->prev, *b = &f->cur;
+	double per_tick = b->tsc > a->tsc ? (double)(b->ns - a->ns) /
+						(double)(b->tsc - a->tsc)
+					  : 0;
+	double d = (double)(int64_t)(tsc - a->tsc) * per_tick;
+
+	return (uint64_t)((int64_t)a->ns + (int64_t)d);
+}
+
+/* ---- start --------------------------------------------------------------- */
+
+static bool usable_preload(const char *path)
+{
+	/* LD_PRELOAD splits on spaces and colons */
+	return access(path, R_OK) == 0 && !strpbrk(path, " :\t");
+}
+
+/* MT_PRELOAD, else beside mt-trace's binary: build/bin/../lib, or an
+ * installed PREFIX/bin/../lib/mt. */
+static int find_preload(char *out, size_t len)
+{
+	static const char *const rel[] = {"/../lib/libmt-preload.so",
+					  "/../lib/mt/libmt-preload.so"};
+	const char *env = getenv("MT_PRELOAD");
+	char self[PATH_MAX], *slash;
+	ssize_t n;
+
+	if (env && *env) {
+		snprintf(out, len, "%s", env);
+		return usable_preload(out) ? 0 : -1;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return -1;
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (slash)
+		*slash = '\0';
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		char path[PATH_MAX + 64];
+
+		snprintf(path, sizeof(path), "%s%s", self, rel[i]);
+		if (realpath(path, out) && usable_preload(out))
+			return 0;
+	}
+	return -1;
+}
+
+static int make_shared(struct mt_fast *f)
+{
+	size_t rings_at = sizeof(struct mt_fast_header);
+	size_t page = sysconf(_SC_PAGESIZE);
+	size_t data_at =
+	    (rings_at + NRINGS * sizeof(struct mt_fast_ring) + page - 1) &
+	    ~(page - 1);
+
+	f->size = data_at +
+		  (size_t)NRINGS * RING_RECORDS * sizeof(struct mt_fast_record);
+	f->memfd = memfd_create("mt-fast", MFD_CLOEXEC);
+	if (f->memfd < 0 || ftruncate(f->memfd, f->size))
+		return -1;
+	f->hdr = mmap(NULL, f->size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		      f->memfd, 0);
+	if (f->hdr == MAP_FAILED) {
+		f->hdr = NULL;
+		return -1;
+	}
+	f->hdr->magic = MT_FAST_MAGIC;
+	f->hdr->version = MT_FAST_VERSION;
+	f->hdr->nrings = NRINGS;
+	f->hdr->ring_records = RING_RECORDS;
+	f->hdr->rings_offset = rings_at;
+	f->hdr->data_offset = data_at;
+	f->hdr->clock = f->tsc ? MT_FAST_CLOCK_TSC : MT_FAST_CLOCK_MONOTONIC;
+	f->hdr->enabled = 1;
+	f->hdr->page_size = page;
+	f->rings = (struct mt_fast_ring *)((char *)f->hdr + rings_at);
+	f->records = (struct mt_fast_record *)((char *)f->hdr + data_at);
+	f->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	return f->wakefd < 0 ? -1 : 0;
+}
+
+struct mt_fast *mt_fast_start(int verbose)
+{
+	struct mt_fast *f = calloc(1, sizeof(*f));
+	struct stat st;
+
+	if (!f) {
+		fprintf(stderr, "mt-trace: out of memory\n");
+		return NULL;
+	}
+	f->memfd = f->wakefd = -1;
+	f->verbose = verbose;
+	if (find_preload(f->preload, sizeof(f->preload))) {
+		fprintf(stderr,
+			"mt-trace: --fast: libmt-preload.so not found beside "
+			"mt-trace (../lib or ../lib/mt) nor in MT_PRELOAD (a "
+			"readable path without spaces or colons)\n");
+		mt_fast_free(f);
+		return NULL;
+	}
+	if (stat(f->preload, &st) == 0) {
+		f->preload_dev = st.st_dev;
+		f->preload_ino = st.st_ino;
+	}
+	f->tsc = clocksource_is_tsc();
+	if (make_shared(f)) {
+		fprintf(stderr, "mt-trace: --fast: shared memory: %s\n",
+			strerror(errno));
+		mt_fast_free(f);
+		return NULL;
+	}
+	if (f->tsc)
+		f->prev = f->cur = calibrate();
+	if (verbose)
+		fprintf(stderr,
+			"mt-trace: --fast: %s, %u rings of %u records, times "
+			"from %s\n",
+			f->preload, NRINGS, RING_RECORDS,
+			f->tsc ? "the TSC" : "clock_gettime");
+	return f;
+}
+
+void mt_fast_child_env(const struct mt_fast *f)
+{
+	const char *old = getenv("LD_PRELOAD");
+	char desc[128], *preload;
+	struct stat st;
+
+	/* the recorder of every program the command runs maps them */
+	fcntl(f->memfd, F_SETFD, 0);
+	fcntl(f->wakefd, F_SETFD, 0);
+	fstat(f->memfd, &st);
+	snprintf(desc, sizeof(desc), "%d,%d,%llu,%d", f->memfd, f->wakefd,
+		 (unsigned long long)st.st_ino, (int)getppid());
+	setenv(MT_FAST_ENV, desc, 1);
+	if (old && *old && asprintf(&preload, "%s:%s", f->preload, old) > 0) {
+		setenv("LD_PRELOAD", preload, 1);
+		free(preload);
+	} else {
+		setenv("LD_PRELOAD", f->preload, 1);
+	}
+}
+
+int mt_fast_wake_fd(const struct mt_fast *f)
+{
+	return f->wakefd;
+}
+
+void mt_fast_set_enabled(struct mt_fast *f, bool on)
+{
+	__atomic_store_n(&f->hdr->enabled, on, __ATOMIC_RELEASE);
+}
+
+uint64_t mt_fast_lost(const struct mt_fast *f)
+{
+	return __atomic_load_n(&f->hdr->lost, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&f->hdr->no_ring, __ATOMIC_RELAXED);
+}
+
+void mt_fast_exited(struct mt_fast *f, pid_t pid)
+{
+	f->exited =
+	    mt_grow(f->exited, &f->cap_exited, f->nexited + 1, sizeof(pid));
+	f->exited[f->nexited++] = pid;
+}
+
+/* ---- draining ------------------------------------------------------------ */
+
+static struct mt_event to_event(const struct mt_fast *f,
+				const struct mt_fast_ring *r,
+				const struct mt_fast_record *rec)
+{
+	uint64_t when = rec->when_kind >> MT_FAST_KIND_BITS;
+	unsigned kind = rec->when_kind & MT_FAST_KIND_MASK;
+	struct mt_event e = {
+	    .timestamp = f->tsc ? tsc_to_ns(f, when) : when,
+	    .pid = r->pid,
+	    .tid = r->tid,
+	    .kind = kind,
+	    .addr = rec->addr,
+	    .size = rec->size,
+	};
+
+	if (kind == MT_EV_REALLOC)
+		e.old_addr = rec->extra;
+	else if (kind == MT_EV_ALIGNED_ALLOC)
+		e.old_size = rec->extra;
+	return e;
+}
+
+/* Read ring i's records stamped up to limit (counter or ns) into f->got,
+ * as one run; wake its thread if it waits for room. */
+static void read_ring(struct mt_fast *f, uint32_t i, uint64_t limit)
+{
+	struct mt_fast_ring *r = &f->rings[i];
+	const struct mt_fast_record *recs =
+	    f->records + (uint64_t)i * RING_RECORDS;
+	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	uint64_t tail = r->tail, start = f->ngot;
+
+	if (head == tail)
+		return;
+	f->got = mt_grow(f->got, &f->cap_got, f->ngot + (head - tail),
+			 sizeof(*f->got));
+	for (; tail != head; tail++) {
+		const struct mt_fast_record *rec =
+		    &recs[tail & (RING_RECORDS - 1)];
+
+		if ((rec->when_kind >> MT_FAST_KIND_BITS) > limit)
+			break; /* after this drain's calibration */
+		f->got[f->ngot++] = to_event(f, r, rec);
+	}
+	__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
+	if (__atomic_load_n(&r->waiting, __ATOMIC_SEQ_CST)) {
+		r->waiting = 0;
+		syscall(SYS_futex, &r->tail, FUTEX_WAKE, INT_MAX, NULL, NULL,
+			0);
+	}
+	if (f->ngot > start) {
+		f->runs = mt_grow(f->runs, &f->cap_runs, f->nruns + 1,
+				  sizeof(*f->runs));
+		f->runs[f->nruns++] = f->ngot;
+	}
+}
+
+static bool exited(const struct mt_fast *f, uint32_t pid)
+{
+	for (size_t i = 0; i < f->nexited; i++)
+		if ((uint32_t)f->exited[i] == pid)
+			return true;
+	return false;
+}
+
+/* A drained ring whose thread is done (released, or its process exited)
+ * goes back to the pool. */
+static void maybe_reclaim(struct mt_fast *f, struct mt_fast_ring *r)
+{
+	uint32_t state = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
+
+	if (state == MT_FAST_RING_FREE ||
+	    __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) != r->tail)
+		return;
+	if (state != MT_FAST_RING_RELEASED && !exited(f, r->pid))
+		return;
+	r->head = r->tail = 0;
+	r->pid = r->tid = 0;
+	__atomic_store_n(&r->state, MT_FAST_RING_FREE, __ATOMIC_RELEASE);
+}
+
+/* Merge sorted a[0..na) and b[0..nb) into out; a first on equal times. */
+static void merge2(const struct mt_event *a, size_t na,
+		   const struct mt_event *b, size_t nb, struct mt_event *out)
+{
+	size_t i = 0, j = 0, k = 0;
+
+	while (i < na && j < nb)
+		out[k++] = b[j].timestamp < a[i].timestamp ? b[j++] : a[i++];
+	memcpy(out + k, a + i, (na - i) * sizeof(*a));
+	k += na - i;
+	memcpy(out + k, b + j, (nb - j) * sizeof(*b));
+}
+
+/* The runs of f->got (each sorted) merged into one, pairwise. */
+static void merge_runs(struct mt_fast *f)
+{
+	while (f->nruns > 1) {
+		size_t from = 0, nr = 0;
+
+		f->merged = mt_grow(f->merged, &f->cap_merged, f->ngot,
+				    sizeof(*f->merged));
+		for (size_t k = 0; k < f->nruns; k += 2) {
+			size_t mid = f->runs[k];
+			size_t end = k + 1 < f->nruns ? f->runs[k + 1] : mid;
+
+			merge2(f->got + from, mid - from, f->got + mid,
+			       end - mid, f->merged + from);
+			f->runs[nr++] = end;
+			from = end;
+		}
+		f->nruns = nr;
+		struct mt_event *swap = f->got;
+		size_t cap = f->cap_got;
+
+		f->got = f->merged;
+		f->cap_got = f->cap_merged;
+		f->merged = swap;
+		f->cap_merged = cap;
+	}
+}
+
+/* This drain's records into the tracer's staged events (sorted). */
+static void stage(struct tracer *t, struct mt_fast *f)
+{
+	f->merged = mt_grow(f->merged, &f->cap_merged, t->nev + f->ngot,
+			    sizeof(*f->merged));
+	merge2(t->ev, t->nev, f->got, f->ngot, f->merged);
+	struct mt_event *swap = t->ev;
+	size_t cap = t->cap_ev;
+
+	t->ev = f->merged;
+	t->cap_ev = f->cap_merged;
+	t->nev += f->ngot;
+	f->merged = swap;
+	f->cap_merged = cap;
+}
+
+int mt_fast_collect(struct tracer *t)
+{
+	struct mt_fast *f = t->fast;
+	uint32_t used = __atomic_load_n(&f->hdr->rings_used, __ATOMIC_ACQUIRE);
+	uint64_t limit, wakes;
+
+	if (read(f->wakefd, &wakes, sizeof(wakes)) < 0 && errno != EAGAIN)
+		return 0;
+	if (f->tsc) {
+		f->prev = f->cur;
+		f->cur = calibrate();
+		limit = f->cur.tsc;
+	} else {
+		limit = mt_clock_ns(CLOCK_MONOTONIC);
+	}
+	f->ngot = f->nruns = 0;
+	for (uint32_t i = 0; i < used && i < NRINGS; i++) {
+		read_ring(f, i, limit);
+		maybe_reclaim(f, &f->rings[i]);
+	}
+	f->nexited = 0;
+	if (f->ngot == 0)
+		return 0;
+	merge_runs(f);
+	stage(t, f);
+	return 0;
+}
+
+/* ---- which files the preload covers ------------------------------------- */
+
+static bool soname_of(Elf *elf, char *out, size_t len)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *data;
+		GElf_Dyn dyn;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC)
+			continue;
+		data = elf_getdata(scn, NULL);
+		for (size_t i = 0;
+		     data && sh.sh_entsize && i < sh.sh_size / sh.sh_entsize;
+		     i++) {
+			const char *name;
+
+			if (!gelf_getdyn(data, i, &dyn) ||
+			    dyn.d_tag != DT_SONAME)
+				continue;
+			name = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val);
+			if (!name)
+				return false;
+			snprintf(out, len, "%s", name);
+			return true;
+		}
+	}
+	return false;
+}
+
+bool mt_fast_covers(const struct mt_fast *f, int fd,
+		    enum mt_alloc_family *family)
+{
+	char soname[64] = "";
+	struct stat st;
+	Elf *elf;
+
+	if (fstat(fd, &st) == 0 && st.st_dev == f->preload_dev &&
+	    st.st_ino == f->preload_ino) {
+		*family = MT_ALLOC_NONE;
+		return true;
+	}
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return false;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf)
+		return false;
+	if (elf_kind(elf) == ELF_K_ELF)
+		soname_of(elf, soname, sizeof(soname));
+	elf_end(elf);
+	if (strcmp(soname, "libc.so.6") == 0) {
+		*family = MT_ALLOC_LIBC;
+		return true;
+	}
+	if (strcmp(soname, "libstdc++.so.6") == 0) {
+		*family = MT_ALLOC_CXX;
+		return true;
+	}
+	return false;
+}
+
+void mt_fast_free(struct mt_fast *f)
+{
+	if (!f)
+		return;
+	if (f->hdr) {
+		f->hdr->enabled = 0;
+		munmap(f->hdr, f->size);
+	}
+	if (f->memfd >= 0)
+		close(f->memfd);
+	if (f->wakefd >= 0)
+		close(f->wakefd);
+	free(f->exited);
+	free(f->got);
+	free(f->merged);
+	free(f->runs);
+	free(f);
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tracer_fast.h - mt-trace --fast: the shared rings of the preloaded
+ * recorder (mt_fast.h), drained into the same staged events as the BPF
+ * rings.  Not an interface: the tracer's core (tracer.c, tracer_drain.c,
+ * tracer_code.c) calls this.
+ */
+#ifndef MT_TRACER_FAST_H
+#define MT_TRACER_FAST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "mt_allocators.h"
+
+struct tracer;
+struct mt_fast;
+
+/* Before the command is forked: the shared memory, the wake-up eventfd,
+ * the preload's path.  NULL with a message on stderr. */
+struct mt_fast *mt_fast_start(int verbose);
+
+/* In the forked child, before exec: LD_PRELOAD (prepended) and the shared
+ * memory's description in the environment, its fds kept across exec. */
+void mt_fast_child_env(const struct mt_fast *f);
+
+/* The eventfd the recorders write when a ring is half full. */
+int mt_fast_wake_fd(const struct mt_fast *f);
+
+/* Read every ring into t->ev (kept sorted by time), converting times. */
+int mt_fast_collect(struct tracer *t);
+
+/* Process pid exited: its rings go back to the pool once drained. */
+void mt_fast_exited(struct mt_fast *f, pid_t pid);
+
+/* Allocator events on or off (--control), and off for good at the end
+ * (descendants that outlive the trace record nothing more). */
+void mt_fast_set_enabled(struct mt_fast *f, bool on);
+
+/* Calls the recorders could not record, for the trailer's lost count and
+ * messages. */
+uint64_t mt_fast_lost(const struct mt_fast *f);
+
+/*
+ * Is the ELF file fd one whose allocator functions the preload records
+ * (glibc's libc.so.6, libstdc++.so.6, by DT_SONAME)?  Then --fast leaves
+ * it unprobed; *family says which it is, for the stream's Allocator record.
+ * The preload itself is covered too (MT_ALLOC_NONE: no Allocator record):
+ * probing its interposers would record every call twice.
+ */
+bool mt_fast_covers(const struct mt_fast *f, int fd,
+		    enum mt_alloc_family *family);
+
+void mt_fast_free(struct mt_fast *f);
+
+#endif /* MT_TRACER_FAST_H */

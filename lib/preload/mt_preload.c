@@ -1,0 +1,843 @@
+// SPDX-License-Identifier: MIT
+/*
+ * mt_preload.c - libmt-preload.so, the in-process recorder of
+ * `mt-trace --fast` (man/mt-trace.1, FAST MODE).
+ *
+ * mt-trace puts this library in LD_PRELOAD and a shared memory file in the
+ * environment (mt_fast.h).  The library interposes the C allocator API and
+ * C++ operator new and delete, calls the allocator that comes next in the
+ * lookup order, and writes one fixed-size record per call of the program
+ * into its thread's ring: one producer, one consumer (mt-trace), no lock,
+ * no system call on the way.  That replaces three uprobe traps (~0.8 us
+ * each) per malloc+free pair by a time-stamp read and a 32-byte store.
+ *
+ * The records are the eBPF path's events, with its rules: one event per
+ * call the program makes (a call the allocator makes from inside another,
+ * realloc -> malloc, operator new -> malloc, is not the program's);
+ * free(NULL) and failed calls none; realloc(p, 0) that frees is a Free;
+ * posix_memalign's block is the one stored through its first argument.
+ *
+ * The library records only where it is sure to be the only one recording:
+ * when the next malloc is glibc's (libc.so.6) and the next operator new
+ * libstdc++'s.  mt-trace leaves exactly those two files unprobed under
+ * --fast; any other allocator (jemalloc, mimalloc, tcmalloc, one linked
+ * into the executable) keeps its uprobes, and the library only passes its
+ * calls through.
+ *
+ * Nothing here may allocate through the interposed API (it would recurse):
+ * dlsym's own calloc during start-up is served from a small static arena.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mt_event.h"
+#include "mt_fast.h"
+
+#define EXPORT	    __attribute__((visibility("default")))
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define likely(x)   __builtin_expect(!!(x), 1)
+
+/* ---- the next allocator ------------------------------------------------- */
+
+struct next_api {
+	void *(*malloc)(size_t);
+	void (*free)(void *);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void *(*reallocarray)(void *, size_t, size_t);
+	void *(*memalign)(size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+};
+
+/* C++ operators, by their Itanium names (64-bit size_t) */
+enum cxx_op {
+	CXX_NEW,	       /* _Znwm */
+	CXX_NEW_ARRAY,	       /* _Znam */
+	CXX_NEW_NOTHROW,       /* _ZnwmRKSt9nothrow_t */
+	CXX_NEW_ARRAY_NOTHROW, /* _ZnamRKSt9nothrow_t */
+	CXX_NEW_ALIGNED,       /* _ZnwmSt11align_val_t */
+	CXX_NEW_ARRAY_ALIGNED, /* _ZnamSt11align_val_t */
+	CXX_NEW_ALIGNED_NOTHROW,
+	CXX_NEW_ARRAY_ALIGNED_NOTHROW,
+	CXX_DELETE,		/* _ZdlPv */
+	CXX_DELETE_ARRAY,	/* _ZdaPv */
+	CXX_DELETE_SIZED,	/* _ZdlPvm */
+	CXX_DELETE_ARRAY_SIZED, /* _ZdaPvm */
+	CXX_DELETE_NOTHROW,
+	CXX_DELETE_ARRAY_NOTHROW,
+	CXX_DELETE_ALIGNED,
+	CXX_DELETE_ARRAY_ALIGNED,
+	CXX_DELETE_SIZED_ALIGNED,
+	CXX_DELETE_ARRAY_SIZED_ALIGNED,
+	CXX_DELETE_ALIGNED_NOTHROW,
+	CXX_DELETE_ARRAY_ALIGNED_NOTHROW,
+	CXX_OPS
+};
+
+static const char *const cxx_names[CXX_OPS] = {
+    "_Znwm",
+    "_Znam",
+    "_ZnwmRKSt9nothrow_t",
+    "_ZnamRKSt9nothrow_t",
+    "_ZnwmSt11align_val_t",
+    "_ZnamSt11align_val_t",
+    "_ZnwmSt11align_val_tRKSt9nothrow_t",
+    "_ZnamSt11align_val_tRKSt9nothrow_t",
+    "_ZdlPv",
+    "_ZdaPv",
+    "_ZdlPvm",
+    "_ZdaPvm",
+    "_ZdlPvRKSt9nothrow_t",
+    "_ZdaPvRKSt9nothrow_t",
+    "_ZdlPvSt11align_val_t",
+    "_ZdaPvSt11align_val_t",
+    "_ZdlPvmSt11align_val_t",
+    "_ZdaPvmSt11align_val_t",
+    "_ZdlPvSt11align_val_tRKSt9nothrow_t",
+    "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+};
+
+static struct next_api next;
+static void *next_cxx[CXX_OPS];
+/* record the C API's calls: the next malloc is glibc's */
+static bool record_c;
+/* record operator new and delete: the next ones are libstdc++'s (which
+ * call the C API, recorded as nested) */
+static bool record_cxx;
+static int init_state; /* 0 not yet, 1 resolving, 2 done */
+
+/* ---- the shared memory -------------------------------------------------- */
+
+static struct mt_fast_header *shm;
+static struct mt_fast_ring *rings;
+static struct mt_fast_record *records;
+static uint64_t ring_mask;
+static int wake_fd = -1;
+static pthread_key_t ring_key;
+
+/* Each thread's ring, and its depth inside interposed calls (a call made
+ * at depth > 0 is the allocator's own, not the program's). */
+struct thread_state {
+	struct mt_fast_ring *ring;
+	struct mt_fast_record *recs;
+	uint64_t head;	    /* records written (the ring's head, cached) */
+	uint64_t tail_seen; /* the ring's tail when last looked at */
+	unsigned depth;
+	bool claim_failed;
+};
+
+static __thread struct thread_state self
+    __attribute__((tls_model("initial-exec")));
+
+static inline uint64_t now(void)
+{
+#if defined(__x86_64__)
+	if (likely(shm->clock == MT_FAST_CLOCK_TSC)) {
+		uint32_t lo, hi;
+
+		__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+		return ((uint64_t)hi << 32) | lo;
+	}
+#endif
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static long futex(void *addr, int op, uint32_t val,
+		  const struct timespec *timeout)
+{
+	return syscall(SYS_futex, addr, op, val, timeout, NULL, 0);
+}
+
+static void wake_tracer(void)
+{
+	uint64_t one = 1;
+
+	if (wake_fd >= 0 && write(wake_fd, &one, sizeof(one)) < 0)
+		wake_fd = -1; /* closed by the program: mt-trace's timer */
+}
+
+static void ring_destructor(void *ring);
+
+/* A ring of a thread of this process image that can write no more: one
+ * that a thread of the same tid owned before an exec. */
+static void release_stale_rings(uint32_t pid, uint32_t tid)
+{
+	uint32_t used = __atomic_load_n(&shm->rings_used, __ATOMIC_ACQUIRE);
+
+	for (uint32_t i = 0; i < used && i < shm->nrings; i++) {
+		struct mt_fast_ring *r = &rings[i];
+
+		if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) ==
+			MT_FAST_RING_OWNED &&
+		    r->pid == pid && r->tid == tid)
+			__atomic_store_n(&r->state, MT_FAST_RING_RELEASED,
+					 __ATOMIC_RELEASE);
+	}
+}
+
+static bool claim_ring(struct thread_state *t)
+{
+	uint32_t pid = getpid(), tid = syscall(SYS_gettid);
+
+	release_stale_rings(pid, tid);
+	for (uint32_t i = 0; i < shm->nrings; i++) {
+		struct mt_fast_ring *r = &rings[i];
+		uint32_t expect = MT_FAST_RING_FREE, used;
+
+		if (__atomic_load_n(&r->state, __ATOMIC_RELAXED) !=
+			MT_FAST_RING_FREE ||
+		    !__atomic_compare_exchange_n(
+			&r->state, &expect, MT_FAST_RING_OWNED, false,
+			__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		r->pid = pid;
+		r->tid = tid;
+		r->claimed = now();
+		t->ring = r;
+		t->recs = records + (uint64_t)i * shm->ring_records;
+		t->head = r->head;
+		t->tail_seen = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		used = __atomic_load_n(&shm->rings_used, __ATOMIC_RELAXED);
+		while (used <= i && !__atomic_compare_exchange_n(
+					&shm->rings_used, &used, i + 1, false,
+					__ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			;
+		/* the thread's exit gives it back (a destructor runs only
+		 * for a key with a value) */
+		pthread_setspecific(ring_key, r);
+		return true;
+	}
+	__atomic_fetch_add(&shm->no_ring, 1, __ATOMIC_RELAXED);
+	t->claim_failed = true;
+	return false;
+}
+
+static void ring_destructor(void *ring)
+{
+	struct mt_fast_ring *r = ring;
+
+	if (self.ring == r) {
+		self.ring = NULL;
+		self.claim_failed = false;
+	}
+	__atomic_store_n(&r->state, MT_FAST_RING_RELEASED, __ATOMIC_RELEASE);
+	wake_tracer();
+}
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/*
+ * The ring is full: wait for mt-trace to drain it, asleep on its tail.
+ * False when the record must be dropped: tracing ended, or mt-trace has
+ * not read for MT_FAST_GIVE_UP_NS (it is gone; nobody waits again).
+ */
+static bool wait_for_room(struct thread_state *t)
+{
+	struct mt_fast_ring *r = t->ring;
+	uint64_t cap = shm->ring_records, start = 0;
+	struct timespec nap = {0, 2000000}; /* 2 ms */
+
+	for (;;) {
+		t->tail_seen = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		if (t->head - t->tail_seen < cap)
+			return true;
+		if (!__atomic_load_n(&shm->enabled, __ATOMIC_RELAXED) ||
+		    __atomic_load_n(&shm->gone, __ATOMIC_RELAXED))
+			return false;
+		if (!start)
+			start = monotonic_ns();
+		else if (monotonic_ns() - start > MT_FAST_GIVE_UP_NS) {
+			__atomic_store_n(&shm->gone, 1, __ATOMIC_RELAXED);
+			return false;
+		}
+		__atomic_store_n(&r->waiting, 1, __ATOMIC_SEQ_CST);
+		wake_tracer();
+		/* the tail may have moved before waiting was seen: sleep
+		 * only on the value just read */
+		futex(&r->tail, FUTEX_WAIT, (uint32_t)t->tail_seen, &nap);
+	}
+}
+
+/* One record of the program's call in the thread's ring. */
+static void put(unsigned kind, uint64_t when, uint64_t addr, uint64_t size,
+		uint64_t extra)
+{
+	struct thread_state *t = &self;
+	struct mt_fast_record *rec;
+	uint64_t h;
+
+	if (unlikely(!t->ring) && (t->claim_failed || !claim_ring(t)))
+		return;
+	h = t->head;
+	if (unlikely(h - t->tail_seen >= shm->ring_records) &&
+	    !wait_for_room(t)) {
+		__atomic_fetch_add(&shm->lost, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	rec = &t->recs[h & ring_mask];
+	rec->when_kind = when << MT_FAST_KIND_BITS | kind;
+	rec->addr = addr;
+	rec->size = size;
+	rec->extra = extra;
+	__atomic_store_n(&t->ring->head, h + 1, __ATOMIC_RELEASE);
+	t->head = h + 1;
+	/* wake mt-trace each half ring: it drains before the ring is full */
+	if (unlikely(((h + 1) & (ring_mask >> 1)) == 0))
+		wake_tracer();
+}
+
+/* ---- start-up ----------------------------------------------------------- */
+
+/* dlsym may allocate before the next allocator is known: from here */
+static _Alignas(64) unsigned char arena[8192];
+static size_t arena_used;
+
+static void *arena_alloc(size_t size, size_t align)
+{
+	size_t at = (arena_used + align - 1) & ~(align - 1);
+
+	if (at + size > sizeof(arena))
+		return NULL;
+	arena_used = at + size;
+	return arena + at;
+}
+
+static bool in_arena(const void *p)
+{
+	return (const unsigned char *)p >= arena &&
+	       (const unsigned char *)p < arena + sizeof(arena);
+}
+
+/* Is the symbol at addr defined in the file whose name starts with soname
+ * (libc.so.6, libstdc++.so.6)? */
+static bool defined_in(void *addr, const char *soname)
+{
+	Dl_info info;
+	const char *base;
+
+	if (!addr || !dladdr(addr, &info) || !info.dli_fname)
+		return false;
+	base = strrchr(info.dli_fname, '/');
+	base = base ? base + 1 : info.dli_fname;
+	return strncmp(base, soname, strlen(soname)) == 0;
+}
+
+static void resolve_next(void)
+{
+	next.malloc = dlsym(RTLD_NEXT, "malloc");
+	next.free = dlsym(RTLD_NEXT, "free");
+	next.calloc = dlsym(RTLD_NEXT, "calloc");
+	next.realloc = dlsym(RTLD_NEXT, "realloc");
+	next.reallocarray = dlsym(RTLD_NEXT, "reallocarray");
+	next.memalign = dlsym(RTLD_NEXT, "memalign");
+	next.aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
+	next.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
+	next.valloc = dlsym(RTLD_NEXT, "valloc");
+	next.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
+	for (int i = 0; i < CXX_OPS; i++)
+		next_cxx[i] = dlsym(RTLD_NEXT, cxx_names[i]);
+}
+
+/* "MEMFD,EVENTFD,INODE,TRACER_PID": map the memfd, by the inherited fd or
+ * else through mt-trace's /proc (the program may have closed it). */
+static struct mt_fast_header *map_shared(void)
+{
+	const char *env = getenv(MT_FAST_ENV);
+	unsigned long long ino;
+	int memfd, efd, tracer, fd;
+	char path[64];
+	struct stat st;
+	void *p;
+
+	if (!env ||
+	    sscanf(env, "%d,%d,%llu,%d", &memfd, &efd, &ino, &tracer) != 4)
+		return NULL;
+	fd = memfd;
+	if (fstat(fd, &st) || st.st_ino != ino) {
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", tracer, memfd);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) || st.st_ino != ino) {
+			if (fd >= 0)
+				close(fd);
+			return NULL;
+		}
+	}
+	p = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (fd != memfd)
+		close(fd);
+	if (p == MAP_FAILED)
+		return NULL;
+	if (((struct mt_fast_header *)p)->magic != MT_FAST_MAGIC ||
+	    ((struct mt_fast_header *)p)->version != MT_FAST_VERSION) {
+		munmap(p, st.st_size);
+		return NULL;
+	}
+	if (fstat(efd, &st) == 0)
+		wake_fd = efd;
+	return p;
+}
+
+/* fork: the child's only thread is a copy of this one, its ring is not */
+static void after_fork_in_child(void)
+{
+	self.ring = NULL;
+	self.claim_failed = false;
+	if (shm)
+		__atomic_fetch_add(&shm->preloaded, 1, __ATOMIC_RELAXED);
+}
+
+static void init(void)
+{
+	struct mt_fast_header *h;
+
+	if (__atomic_load_n(&init_state, __ATOMIC_ACQUIRE) == 2)
+		return;
+	/* one thread resolves; a nested call (dlsym's calloc) sees 1 */
+	int expect = 0;
+	if (!__atomic_compare_exchange_n(&init_state, &expect, 1, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return;
+	resolve_next();
+	h = map_shared();
+	if (h && next.malloc) {
+		shm = h;
+		rings = (struct mt_fast_ring *)((char *)h + h->rings_offset);
+		records = (struct mt_fast_record *)((char *)h + h->data_offset);
+		ring_mask = h->ring_records - 1;
+		pthread_key_create(&ring_key, ring_destructor);
+		pthread_atfork(NULL, NULL, after_fork_in_child);
+		__atomic_fetch_add(&shm->preloaded, 1, __ATOMIC_RELAXED);
+		record_c = defined_in((void *)next.malloc, "libc.so");
+		record_cxx =
+		    record_c && defined_in(next_cxx[CXX_NEW], "libstdc++.so");
+	}
+	__atomic_store_n(&init_state, 2, __ATOMIC_RELEASE);
+}
+
+__attribute__((constructor)) static void preload_start(void)
+{
+	init();
+}
+
+/* ---- the interposed API ------------------------------------------------- */
+
+/*
+ * Enter an interposed call: whether to record it (the program's own call,
+ * a recorder in place, events on).  Every entry is paired with leave().
+ */
+static inline bool enter(bool family)
+{
+	if (unlikely(init_state != 2))
+		init();
+	return self.depth++ == 0 && family && shm &&
+	       __atomic_load_n(&shm->enabled, __ATOMIC_RELAXED);
+}
+
+static inline void leave(void)
+{
+	self.depth--;
+}
+
+EXPORT void *malloc(size_t size)
+{
+	if (unlikely(!next.malloc)) {
+		if (init_state == 1)
+			return arena_alloc(size, 16);
+		init();
+	}
+	bool rec = enter(record_c);
+	void *p = next.malloc(size);
+
+	if (rec && p)
+		put(MT_EV_MALLOC, now(), (uintptr_t)p, size, 0);
+	leave();
+	return p;
+}
+
+EXPORT void free(void *p)
+{
+	if (unlikely(!p || in_arena(p)))
+		return;
+	if (unlikely(!next.free))
+		init();
+	/* before the block is given back: another thread may get it */
+	if (enter(record_c))
+		put(MT_EV_FREE, now(), (uintptr_t)p, 0, 0);
+	next.free(p);
+	leave();
+}
+
+EXPORT void *calloc(size_t n, size_t size)
+{
+	if (unlikely(!next.calloc)) {
+		if (init_state == 1) {
+			void *p = arena_alloc(n * size, 16);
+
+			if (p)
+				memset(p, 0, n * size);
+			return p;
+		}
+		init();
+	}
+	bool rec = enter(record_c);
+	void *p = next.calloc(n, size);
+
+	if (rec && p)
+		put(MT_EV_CALLOC, now(), (uintptr_t)p, n * size, 0);
+	leave();
+	return p;
+}
+
+/* realloc's events: the block moved or grew, or realloc(p, 0) freed it */
+static void put_realloc(void *p, void *old, size_t size)
+{
+	if (p)
+		put(MT_EV_REALLOC, now(), (uintptr_t)p, size, (uintptr_t)old);
+	else if (size == 0 && old)
+		put(MT_EV_FREE, now(), (uintptr_t)old, 0, 0);
+}
+
+EXPORT void *realloc(void *old, size_t size)
+{
+	if (unlikely(in_arena(old))) {
+		/* a block of the start-up arena: copy it out */
+		void *p = malloc(size);
+
+		if (p)
+			memcpy(p, old,
+			       size < sizeof(arena) -
+					   ((unsigned char *)old - arena)
+				   ? size
+				   : sizeof(arena) -
+					 ((unsigned char *)old - arena));
+		return p;
+	}
+	if (unlikely(!next.realloc))
+		init();
+	bool rec = enter(record_c);
+	void *p = next.realloc(old, size);
+
+	if (rec)
+		put_realloc(p, old, size);
+	leave();
+	return p;
+}
+
+EXPORT void *reallocarray(void *old, size_t n, size_t size)
+{
+	if (unlikely(!next.reallocarray))
+		init();
+	bool rec = enter(record_c);
+	void *p = next.reallocarray(old, n, size);
+
+	if (rec)
+		put_realloc(p, old, n * size);
+	leave();
+	return p;
+}
+
+static void *aligned_call(void *(*fn)(size_t, size_t), size_t align,
+			  size_t size)
+{
+	bool rec = enter(record_c);
+	void *p = fn(align, size);
+
+	if (rec && p)
+		put(MT_EV_ALIGNED_ALLOC, now(), (uintptr_t)p, size, align);
+	leave();
+	return p;
+}
+
+EXPORT void *memalign(size_t align, size_t size)
+{
+	if (unlikely(!next.memalign))
+		init();
+	return aligned_call(next.memalign, align, size);
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t size)
+{
+	if (unlikely(!next.aligned_alloc))
+		init();
+	return aligned_call(next.aligned_alloc, align, size);
+}
+
+EXPORT int posix_memalign(void **out, size_t align, size_t size)
+{
+	if (unlikely(!next.posix_memalign))
+		init();
+	bool rec = enter(record_c);
+	int err = next.posix_memalign(out, align, size);
+
+	if (rec && err == 0)
+		put(MT_EV_ALIGNED_ALLOC, now(), (uintptr_t)*out, size, align);
+	leave();
+	return err;
+}
+
+static void *page_aligned(void *(*fn)(size_t), size_t size)
+{
+	bool rec = enter(record_c);
+	void *p = fn(size);
+
+	if (rec && p)
+		put(MT_EV_ALIGNED_ALLOC, now(), (uintptr_t)p, size,
+		    shm->page_size);
+	leave();
+	return p;
+}
+
+EXPORT void *valloc(size_t size)
+{
+	if (unlikely(!next.valloc))
+		init();
+	return page_aligned(next.valloc, size);
+}
+
+EXPORT void *pvalloc(size_t size)
+{
+	if (unlikely(!next.pvalloc))
+		init();
+	return page_aligned(next.pvalloc, size);
+}
+
+/* ---- C++ operator new and delete ---------------------------------------- */
+
+/*
+ * Each operator calls libstdc++'s (which calls malloc or aligned_alloc,
+ * and loops on the new-handler or throws: its behaviour is kept whole).
+ * Built with -fexceptions: an exception out of operator new unwinds
+ * through these frames, and the cleanup restores the depth.
+ */
+static void leave_cleanup(bool *rec)
+{
+	(void)rec;
+	leave();
+}
+#define ENTER_CXX(rec)                                                         \
+	bool rec __attribute__((cleanup(leave_cleanup))) = enter(record_cxx)
+
+typedef void *(*new_fn)(size_t);
+typedef void *(*new_nothrow_fn)(size_t, const void *);
+typedef void *(*new_aligned_fn)(size_t, size_t);
+typedef void *(*new_aligned_nothrow_fn)(size_t, size_t, const void *);
+typedef void (*delete_fn)(void *);
+typedef void (*delete_sized_fn)(void *, size_t);
+typedef void (*delete_nothrow_fn)(void *, const void *);
+typedef void (*delete_aligned_fn)(void *, size_t);
+typedef void (*delete_sized_aligned_fn)(void *, size_t, size_t);
+typedef void (*delete_aligned_nothrow_fn)(void *, size_t, const void *);
+
+/* The next operator, resolved again if it was not there at start (a
+ * libstdc++ loaded later); missing altogether, the C API stands in. */
+static void *next_op(enum cxx_op op)
+{
+	if (unlikely(!next_cxx[op])) {
+		if (init_state != 2)
+			init();
+		if (!next_cxx[op])
+			next_cxx[op] = dlsym(RTLD_NEXT, cxx_names[op]);
+	}
+	return next_cxx[op];
+}
+
+static void *new_plain(enum cxx_op op, size_t size)
+{
+	new_fn fn = (new_fn)next_op(op);
+	ENTER_CXX(rec);
+	void *p = fn ? fn(size) : malloc(size);
+
+	if (!p)
+		abort(); /* only without libstdc++: nothing to throw with */
+	if (rec)
+		put(MT_EV_MALLOC, now(), (uintptr_t)p, size, 0);
+	return p;
+}
+
+static void *new_nothrow(enum cxx_op op, size_t size, const void *tag)
+{
+	new_nothrow_fn fn = (new_nothrow_fn)next_op(op);
+	ENTER_CXX(rec);
+	void *p = fn ? fn(size, tag) : malloc(size);
+
+	if (rec && p)
+		put(MT_EV_MALLOC, now(), (uintptr_t)p, size, 0);
+	return p;
+}
+
+static void *new_aligned(enum cxx_op op, size_t size, size_t align)
+{
+	new_aligned_fn fn = (new_aligned_fn)next_op(op);
+	ENTER_CXX(rec);
+	void *p = fn ? fn(size, align) : aligned_alloc(align, size);
+
+	if (!p)
+		abort(); /* only without libstdc++ */
+	if (rec)
+		put(MT_EV_ALIGNED_ALLOC, now(), (uintptr_t)p, size, align);
+	return p;
+}
+
+static void *new_aligned_nothrow(enum cxx_op op, size_t size, size_t align,
+				 const void *tag)
+{
+	new_aligned_nothrow_fn fn = (new_aligned_nothrow_fn)next_op(op);
+	ENTER_CXX(rec);
+	void *p = fn ? fn(size, align, tag) : aligned_alloc(align, size);
+
+	if (rec && p)
+		put(MT_EV_ALIGNED_ALLOC, now(), (uintptr_t)p, size, align);
+	return p;
+}
+
+/* Every delete: a Free before the block goes, then the next operator with
+ * its own arguments (args: how many of size, align, tag it takes). */
+#define DELETE_OP(op, call)                                                    \
+	do {                                                                   \
+		void *fn = next_op(op);                                        \
+		ENTER_CXX(rec);                                                \
+		if (!p)                                                        \
+			break;                                                 \
+		if (rec)                                                       \
+			put(MT_EV_FREE, now(), (uintptr_t)p, 0, 0);            \
+		if (fn)                                                        \
+			call;                                                  \
+		else                                                           \
+			free(p);                                               \
+	} while (0)
+
+EXPORT void *_Znwm(size_t size)
+{
+	return new_plain(CXX_NEW, size);
+}
+
+EXPORT void *_Znam(size_t size)
+{
+	return new_plain(CXX_NEW_ARRAY, size);
+}
+
+EXPORT void *_ZnwmRKSt9nothrow_t(size_t size, const void *tag)
+{
+	return new_nothrow(CXX_NEW_NOTHROW, size, tag);
+}
+
+EXPORT void *_ZnamRKSt9nothrow_t(size_t size, const void *tag)
+{
+	return new_nothrow(CXX_NEW_ARRAY_NOTHROW, size, tag);
+}
+
+EXPORT void *_ZnwmSt11align_val_t(size_t size, size_t align)
+{
+	return new_aligned(CXX_NEW_ALIGNED, size, align);
+}
+
+EXPORT void *_ZnamSt11align_val_t(size_t size, size_t align)
+{
+	return new_aligned(CXX_NEW_ARRAY_ALIGNED, size, align);
+}
+
+EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t align,
+						const void *tag)
+{
+	return new_aligned_nothrow(CXX_NEW_ALIGNED_NOTHROW, size, align, tag);
+}
+
+EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t align,
+						const void *tag)
+{
+	return new_aligned_nothrow(CXX_NEW_ARRAY_ALIGNED_NOTHROW, size, align,
+				   tag);
+}
+
+EXPORT void _ZdlPv(void *p)
+{
+	DELETE_OP(CXX_DELETE, ((delete_fn)fn)(p));
+}
+
+EXPORT void _ZdaPv(void *p)
+{
+	DELETE_OP(CXX_DELETE_ARRAY, ((delete_fn)fn)(p));
+}
+
+EXPORT void _ZdlPvm(void *p, size_t size)
+{
+	DELETE_OP(CXX_DELETE_SIZED, ((delete_sized_fn)fn)(p, size));
+}
+
+EXPORT void _ZdaPvm(void *p, size_t size)
+{
+	DELETE_OP(CXX_DELETE_ARRAY_SIZED, ((delete_sized_fn)fn)(p, size));
+}
+
+EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *tag)
+{
+	DELETE_OP(CXX_DELETE_NOTHROW, ((delete_nothrow_fn)fn)(p, tag));
+}
+
+EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *tag)
+{
+	DELETE_OP(CXX_DELETE_ARRAY_NOTHROW, ((delete_nothrow_fn)fn)(p, tag));
+}
+
+EXPORT void _ZdlPvSt11align_val_t(void *p, size_t align)
+{
+	DELETE_OP(CXX_DELETE_ALIGNED, ((delete_aligned_fn)fn)(p, align));
+}
+
+EXPORT void _ZdaPvSt11align_val_t(void *p, size_t align)
+{
+	DELETE_OP(CXX_DELETE_ARRAY_ALIGNED, ((delete_aligned_fn)fn)(p, align));
+}
+
+EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t size, size_t align)
+{
+	DELETE_OP(CXX_DELETE_SIZED_ALIGNED,
+		  ((delete_sized_aligned_fn)fn)(p, size, align));
+}
+
+EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t size, size_t align)
+{
+	DELETE_OP(CXX_DELETE_ARRAY_SIZED_ALIGNED,
+		  ((delete_sized_aligned_fn)fn)(p, size, align));
+}
+
+EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t align,
+						const void *tag)
+{
+	DELETE_OP(CXX_DELETE_ALIGNED_NOTHROW,
+		  ((delete_aligned_nothrow_fn)fn)(p, align, tag));
+}
+
+EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t align,
+						const void *tag)
+{
+	DELETE_OP(CXX_DELETE_ARRAY_ALIGNED_NOTHROW,
+		  ((delete_aligned_nothrow_fn)fn)(p, align, tag));
+}

@@ -1,0 +1,193 @@
+#!/usr/bin/env bats
+# mt-trace --fast (issue 12, part 1): allocator calls into libc.so.6 and
+# libstdc++ recorded in-process by libmt-preload.so, into shared-memory
+# rings mt-trace drains and merges with its eBPF events.  The events must
+# be the default mode's exactly: every fixture's logged calls (checked by
+# tests/lib/trace_check.py, python3-msgpack), the same per-process counts
+# as the default mode, nothing lost when a process forks, execs, _exits,
+# aborts or is killed, and the allocator suite passing whole under --fast.
+
+load helpers
+
+CHECK="$TOP/tests/lib/trace_check.py"
+PRELOAD="$MT_BUILD/lib/libmt-preload.so"
+
+setup() {
+	require_bpf
+	T="$BATS_TEST_TMPDIR"
+	export T
+	export MT_FIXTURE_LOG="$T/fixture.log"
+}
+
+# check_log: every window of the fixture log matches the trace exactly.
+check_log() {
+	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG" \
+		--kinds alloc
+	if [ "$status" != 0 ]; then
+		echo "--- mt-trace's stderr:"
+		cat "$T/trace.err"
+	fi
+	assert_success
+}
+
+# windows: how many windows of the fixture log matched.
+windows_matched() {
+	"$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG" \
+		--kinds alloc | grep -c 'traced: match$'
+}
+
+# counts: "allocations frees reallocs total_allocated unknown_frees" of
+# every process in the trace, by program name, sorted (mt-report --json).
+counts() {
+	mt-report --json "$T/out.msgpack" | jq -r '
+		.top_processes[] | "\(.name) \(.allocations) \(.frees) " +
+		"\(.reallocs) \(.total_allocated) \(.unknown_frees)"' | sort
+}
+
+@test "--fast: the malloc fixtures' calls, exactly (one event per call, realloc and posix_memalign rules, free(NULL) none)" {
+	for f in malloc_free two_mallocs calloc realloc aligned_alloc \
+		posix_memalign four_sizes hundred realloc_edges \
+		realloc_mmapped memalign_family free_null ctor; do
+		rm -f "$MT_FIXTURE_LOG"
+		trace_ok --fast -- "$MT_FIXTURES/$f" ||
+			fail "$f: mt-trace --fast failed"
+		echo "# $f"
+		check_log
+	done
+}
+
+@test "--fast: the same counts per process as the default mode (allocations, frees, reallocs, bytes), no unknown free" {
+	for f in "realloc_edges" "memalign_family" "hundred" "fork" \
+		"four_sizes" "alloc/cxx_operators"; do
+		# shellcheck disable=SC2086 # the fixture's arguments
+		trace_ok -- $MT_FIXTURES/$f || fail "$f: default mode failed"
+		counts >"$T/default.counts"
+		# shellcheck disable=SC2086
+		trace_ok --fast -- $MT_FIXTURES/$f || fail "$f: --fast failed"
+		counts >"$T/fast.counts"
+		echo "# $f"
+		cat "$T/fast.counts"
+		diff "$T/default.counts" "$T/fast.counts"
+		! awk '$6 != 0 { exit 1 }' "$T/fast.counts" &&
+			fail "$f: unknown frees under --fast"
+		[ -s "$T/fast.counts" ]
+	done
+}
+
+# Threads: glibc frees each thread's tcache at its exit with an internal
+# call to free's entry point, which a uprobe sees and an interposer cannot
+# (the block came from no malloc call: the default mode reports these as
+# unknown frees); and the recorder's own TLS makes each thread's DTV
+# (calloc'ed by ld.so) one slot longer.  Everything else is equal.
+@test "--fast: threads: the same allocations and frees; none of the default mode's unknown frees (glibc's internal tcache frees)" {
+	trace_ok -- "$MT_FIXTURES/threads" 4 300
+	read -r _ d_alloc d_free _ _ d_unknown < <(counts)
+	trace_ok --fast -- "$MT_FIXTURES/threads" 4 300
+	read -r _ f_alloc f_free _ _ f_unknown < <(counts)
+	echo "default: $d_alloc $d_free $d_unknown; fast: $f_alloc $f_free $f_unknown"
+	[ "$f_alloc" = "$d_alloc" ]
+	[ "$f_alloc" = 1204 ]
+	[ "$f_unknown" = 0 ]
+	# mt-report counts an unknown free apart from the frees
+	[ "$f_free" = "$d_free" ]
+	[ "$f_free" = 1200 ]
+}
+
+@test "--fast: the recorder's files are not probed (libc and libstdc++ recorded by it), nor the recorder itself" {
+	trace_ok -v --fast -- "$MT_FIXTURES/alloc/cxx_sequence"
+	run cat "$T/trace.err"
+	assert_line --regexp "libc\.so\.6: libc, recorded by the preload \(--fast\)$"
+	assert_line --regexp "libstdc\+\+\.so\.6.*: libstdc\+\+, recorded by the preload \(--fast\)$"
+	refute_line --partial "libmt-preload.so: "
+	refute_line --regexp "libc\.so\.6: libc, [0-9]+ probes"
+	check_log
+}
+
+@test "--fast: nothing made before the end is lost: exit, _exit, abort (SIGABRT), SIGKILL, exec, fork; 20,000 calls each (rings of 8,192 wrap)" {
+	local how want
+	for how in exit _exit abort kill exec fork; do
+		rm -f "$MT_FIXTURE_LOG"
+		trace --fast -- "$MT_FIXTURES/die_after" 20000 "$how"
+		case $how in
+		abort) want=134 ;;
+		kill) want=137 ;;
+		*) want=0 ;;
+		esac
+		[ "$trace_status" = "$want" ] ||
+			fail "$how: mt-trace exited $trace_status, not $want"
+		echo "# $how"
+		check_log
+		want=1
+		[ "$how" = fork ] && want=2
+		[ "$(windows_matched)" = "$want" ] ||
+			fail "$how: $want windows expected"
+	done
+}
+
+@test "--fast: 3 threads x 5,000 pairs at once (10,000 records each: rings of 8,192 wrap): each thread's calls exact under its tid, 0 lost" {
+	trace_ok --fast -- "$MT_FIXTURES/threads" 3 5000
+	check_log
+	[ "$(windows_matched)" = 3 ]
+	run mt-report --json "$T/out.msgpack"
+	[ "$(jq .lost_events <<<"$output")" = 0 ]
+}
+
+@test "--fast: allocheavy 200,000 pairs: 200,256 allocations and 200,000 frees of its pid, 0 lost, nothing unknown" {
+	trace_ok --fast -- "$MT_FIXTURES/allocheavy" 200000
+	run mt-report --json "$T/out.msgpack"
+	assert_success
+	[ "$(jq .lost_events <<<"$output")" = 0 ]
+	run jq -r '.top_processes[] | select(.name == "allocheavy") |
+		"\(.allocations) \(.frees) \(.unknown_frees)"' <<<"$output"
+	assert_output "200256 200000 0"
+}
+
+@test "--fast: the command sees LD_PRELOAD, the recorder first, then its own (kept, and still counted once)" {
+	LD_PRELOAD="$MT_BUILD/preload/mtcount.so" \
+		trace_ok --fast -- sh -c 'echo "$LD_PRELOAD" >"$T/seen"'
+	[ "$(cat "$T/seen")" = "$(realpath "$PRELOAD"):$MT_BUILD/preload/mtcount.so" ]
+	# another interposer before glibc: the recorder passes its calls on,
+	# the interposer's own functions carry uprobes, one event a call
+	rm -f "$MT_FIXTURE_LOG"
+	LD_PRELOAD="$MT_BUILD/preload/mtcount.so" \
+		trace_ok --fast -- "$MT_FIXTURES/hundred"
+	check_log
+}
+
+@test "--fast: a fully static program (its own glibc) is traced by uprobes, exactly" {
+	rm -f "$MT_FIXTURE_LOG"
+	trace_ok --fast -- "$MT_FIXTURES/alloc/libc_family_fullstatic"
+	check_log
+}
+
+@test "--fast with --stacks: a usage error (125), nothing run" {
+	run mt-trace --fast --stacks -- touch "$BATS_TEST_TMPDIR/ran"
+	[ "$status" = 125 ]
+	assert_output --partial "--fast does not record call stacks yet"
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+}
+
+@test "--fast: no recorder to preload (MT_PRELOAD names none): a message, 125, nothing run" {
+	MT_PRELOAD=/nonexistent/libmt-preload.so \
+		run mt-trace --fast -- touch "$BATS_TEST_TMPDIR/ran"
+	[ "$status" = 125 ]
+	assert_output --partial "libmt-preload.so not found"
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+}
+
+# The allocator suite (tests/allocators.bats), whole, under MT_FAST=1:
+# C++ operators, jemalloc, mimalloc and tcmalloc (shared, static, renamed),
+# edges, dlopen, exec'd grandchildren, a real C++ program against
+# valgrind.  Two of its tests check where the fixture's dynamic linker
+# finds malloc (libc.so.6): under --fast it is the recorder, by design.
+@test "--fast: every test of tests/allocators.bats passes under MT_FAST=1 but the two that ask where malloc lives" {
+	MT_FAST=1 run bats --tap "$TOP/tests/allocators.bats"
+	echo "$output" | grep -v '^ok ' || :
+	local failed
+	failed=$(grep '^not ok ' <<<"$output" | sed 's/^not ok [0-9]* //')
+	[ "$failed" = "glibc's malloc family (libc.so.6): one event each, the same sequence as the replacing allocators'
+allocators listed: libc and libstdc++ for a C++ program; libjemalloc.so.2 as jemalloc" ]
+	# and those two only at the question of where malloc is
+	[ "$(grep -c 'where malloc' <<<"$output")" = 2 ]
+	[ "$(grep -c '^ok ' <<<"$output")" -ge 40 ]
+}
