@@ -109,12 +109,16 @@ $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name $* > $@
 
-# -fexceptions: a C++ exception out of operator new unwinds through it
+# -fexceptions: a C++ exception out of operator new unwinds through it.
+# Never with the sanitizers of CFLAGS (check-asan): it is loaded into
+# programs that have no sanitizer runtime.
+PRELOAD_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE \
+	-Ilib/capture -Ibpf -fPIC -shared -fexceptions -fvisibility=hidden \
+	-fno-builtin
 $(PRELOAD): lib/preload/mt_preload.c lib/capture/mt_fast.h bpf/mt_event.h \
 		| $(OUTPUT)/lib
 	$(call msg,CCLD,$@)
-	$(Q)$(CC) $(CFLAGS) -fPIC -shared -fexceptions -fvisibility=hidden \
-		-fno-builtin $< -o $@ -ldl -pthread
+	$(Q)$(CC) $(PRELOAD_CFLAGS) $< -o $@ -ldl -pthread
 
 $(OUTPUT)/lib/%.o: lib/%.c $(LIB_HDRS) bpf/mt_event.h | $(OUTPUT)/lib
 	$(call msg,CC,$@)

@@ -142,6 +142,17 @@ static int spawn_child(struct tracer *t)
  * privilege for it the probes are global, as they always were: every
  * process mapping those files pays a trap per call while the trace runs.
  */
+/* --fast: the files the preload records (libc.so.6, libstdc++.so.6) carry
+ * no probes, so need no private copy. */
+static bool recorded_by_preload(const struct tracer *t, const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return t->fast && (strncmp(base, "libc.so", 7) == 0 ||
+			   strncmp(base, "libstdc++.so", 12) == 0);
+}
+
 static void confine_probes(struct tracer *t)
 {
 	const struct mt_tracer_opts *o = t->opts;
@@ -149,20 +160,23 @@ static void confine_probes(struct tracer *t)
 	char paths[MT_CONFINE_MAX_FILES][4096];
 	const char *list[MT_CONFINE_MAX_FILES];
 	uint64_t start = mt_clock_ns(CLOCK_MONOTONIC);
-	size_t n;
+	size_t n, nlist = 0;
 
 	if (!o->track_allocators || o->global_probes || !libc[0])
 		return;
 	n = mt_confine_known_files(libc, paths);
 	for (size_t i = 0; i < n; i++)
-		list[i] = paths[i];
-	if (mt_confine_files(&t->confine, list, n, o->verbose)) {
+		if (!recorded_by_preload(t, paths[i]))
+			list[nlist++] = paths[i];
+	if (nlist == 0)
+		return; /* --fast and no other allocator library here */
+	if (mt_confine_files(&t->confine, list, nlist, o->verbose)) {
 		fprintf(stderr,
 			"mt-trace: warning: allocator probes are global: every "
 			"process on the machine that maps %s pays a trap per "
 			"allocator call while this trace runs (confining them "
 			"to the traced tree failed: %s)\n",
-			libc, t->confine.why);
+			list[0], t->confine.why);
 		return;
 	}
 	if (o->verbose)
@@ -1022,7 +1036,6 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	t.batch = malloc(sizeof(struct mt_raw_batch) +
 			 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
 	sfd = make_signalfd(&old);
-	confine_probes(&t);
 	if (opts->fast && opts->track_allocators &&
 	    !(t.fast = mt_fast_start(opts->verbose))) {
 		free(t.batch);
@@ -1030,6 +1043,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	}
 	if (t.fast)
 		mt_fast_set_enabled(t.fast, !opts->start_disabled);
+	confine_probes(&t);
 	if (!t.batch || sfd < 0 || spawn_child(&t)) {
 		fprintf(stderr, "mt-trace: cannot start the command\n");
 		return MT_EXIT_TRACER_FAILED;

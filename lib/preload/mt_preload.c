@@ -841,3 +841,46 @@ EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t align,
 	DELETE_OP(CXX_DELETE_ARRAY_ALIGNED_NOTHROW,
 		  ((delete_aligned_nothrow_fn)fn)(p, align, tag));
 }
+
+/* ---- for tests ------------------------------------------------------------
+ */
+
+/*
+ * The function an interposed one passes its calls to (NULL for any other
+ * address): which allocator really serves a program that carries the
+ * recorder.  The allocator tests ask where malloc and operator new live
+ * (tests/fixtures/alloc/alloc.h, fx_where).
+ */
+EXPORT const void *mt_preload_next(const void *fn)
+{
+	static const struct {
+		const char *name;
+		void *const *next;
+	} c_api[] = {
+	    {"malloc", (void *const *)&next.malloc},
+	    {"free", (void *const *)&next.free},
+	    {"calloc", (void *const *)&next.calloc},
+	    {"realloc", (void *const *)&next.realloc},
+	    {"reallocarray", (void *const *)&next.reallocarray},
+	    {"memalign", (void *const *)&next.memalign},
+	    {"aligned_alloc", (void *const *)&next.aligned_alloc},
+	    {"posix_memalign", (void *const *)&next.posix_memalign},
+	    {"valloc", (void *const *)&next.valloc},
+	    {"pvalloc", (void *const *)&next.pvalloc},
+	};
+	Dl_info me, it;
+
+	/* by the symbol's name in this file: taking &malloc here would give
+	 * whichever malloc the lookup finds first (an executable's own) */
+	if (!dladdr((const void *)mt_preload_next, &me) || !dladdr(fn, &it) ||
+	    it.dli_fbase != me.dli_fbase || !it.dli_sname || it.dli_saddr != fn)
+		return NULL;
+	init();
+	for (size_t i = 0; i < sizeof(c_api) / sizeof(c_api[0]); i++)
+		if (strcmp(it.dli_sname, c_api[i].name) == 0)
+			return *c_api[i].next;
+	for (int i = 0; i < CXX_OPS; i++)
+		if (strcmp(it.dli_sname, cxx_names[i]) == 0)
+			return next_op(i);
+	return NULL;
+}
