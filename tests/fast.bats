@@ -160,11 +160,16 @@ counts() {
 	check_log
 }
 
-@test "--fast with --stacks: a usage error (125), nothing run" {
+@test "--fast with --stacks: a usage error (125), nothing run; with MT_STACKS=1 (a default): said, and no stacks" {
 	run mt-trace --fast --stacks -- touch "$BATS_TEST_TMPDIR/ran"
 	[ "$status" = 125 ]
 	assert_output --partial "--fast does not record call stacks yet"
 	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+	rm -f "$MT_FIXTURE_LOG"
+	MT_STACKS=1 trace_ok --fast -- "$MT_FIXTURES/malloc_free"
+	run cat "$T/trace.err"
+	assert_line "mt-trace: --fast records no call stacks yet: MT_STACKS ignored"
+	check_log
 }
 
 @test "--fast: no recorder to preload (MT_PRELOAD names none): a message, 125, nothing run" {

@@ -309,6 +309,7 @@ int main(int argc, char **argv)
 	struct outputs out = {0};
 	struct mt_user user;
 	char why[256];
+	bool stacks_asked = false; /* --stacks on the command line */
 	const char *env;
 	int c;
 
@@ -370,6 +371,7 @@ int main(int argc, char **argv)
 			break;
 		case OPT_STACKS:
 			o.stacks = bool_arg("--stacks", argc, argv);
+			stacks_asked = o.stacks;
 			break;
 		case OPT_NO_STACKS:
 			o.stacks = false;
@@ -415,9 +417,14 @@ int main(int argc, char **argv)
 		usage_error("--start-disabled needs --control FIFO: nothing "
 			    "else can enable the events, and the trace would "
 			    "hold none");
-	if (o.fast && o.stacks)
+	if (o.fast && stacks_asked)
 		usage_error("--fast does not record call stacks yet: use "
 			    "--stacks without --fast");
+	if (o.fast && o.stacks) { /* MT_STACKS=1: a default, not a request */
+		fprintf(stderr, "mt-trace: --fast records no call stacks yet: "
+				"MT_STACKS ignored\n");
+		o.stacks = false;
+	}
 	o.argv = argv + optind;
 	if (mt_user_from_env(&user, why, sizeof(why)))
 		errx(MT_EXIT_TRACER_FAILED, "%s", why);

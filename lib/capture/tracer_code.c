@@ -177,8 +177,8 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
 		return 0;
 	}
 	if (c->host.covered && c->host.covered(c->host.ctx, fd, &family)) {
-		c->host.code_file_found(c->host.ctx, fd, path, pid, &key);
-		mark_inspected(c, &key);
+		c->host.code_file_found(c->host.ctx, fd, path, pid, &id.key);
+		mark_inspected(c, &id);
 		if (family == MT_ALLOC_NONE) /* the preload itself */
 			return 0;
 		if (c->verbose)
