@@ -160,6 +160,23 @@ counts() {
 	check_log
 }
 
+# Under --fast libc.so.6 carries no probes: a dynamic program that drops
+# LD_PRELOAD (or is set-user-ID) is not recorded.  mt-trace must say so,
+# naming it, and only for it (a program that keeps the recorder, a static
+# one, the processes of a normal run: nothing said).
+@test "--fast: a program run without the recorder (env -u LD_PRELOAD) is named on stderr; programs that keep it are not" {
+	trace_ok --fast -- sh -c "env -u LD_PRELOAD $MT_FIXTURES/malloc_free; \
+		$MT_FIXTURES/die_after 10 exec; \
+		$MT_FIXTURES/alloc/libc_family_fullstatic"
+	run cat "$T/trace.err"
+	assert_line --regexp "^mt-trace: --fast: pid [0-9]+ \($MT_FIXTURES/malloc_free\) ran without the recorder \(LD_PRELOAD dropped, or set-user-ID\): its calls into libc were not recorded; trace it without --fast$"
+	[ "$(grep -c 'ran without the recorder' "$T/trace.err")" = 1 ]
+	# a normal run says nothing of the kind
+	trace_ok --fast -- sh -c "$MT_FIXTURES/hundred; $MT_FIXTURES/fork"
+	run grep -c 'without the recorder' "$T/trace.err"
+	assert_output 0
+}
+
 @test "--fast with --stacks: a usage error (125), nothing run; with MT_STACKS=1 (a default): said, and no stacks" {
 	run mt-trace --fast --stacks -- touch "$BATS_TEST_TMPDIR/ran"
 	[ "$status" = 125 ]

@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #define MT_FAST_MAGIC	0x7473616674746dull /* "mtfast\0" */
-#define MT_FAST_VERSION 1
+#define MT_FAST_VERSION 2
 
 /* The environment variable that hands the memfd to the preload:
  * "MEMFD_FD,EVENTFD_FD,INODE,TRACER_PID" (see mt_preload.c). */
@@ -92,13 +92,27 @@ struct mt_fast_header {
 	uint32_t enabled;      /* allocator events on (--control) */
 	uint64_t page_size;
 	/* written by the preload */
-	uint64_t lost;	     /* records dropped (mt-trace gone) */
-	uint64_t no_ring;    /* calls not recorded: the pool was empty */
-	uint32_t preloaded;  /* processes that mapped this */
-	uint32_t rings_used; /* rings ever claimed: [0, rings_used) */
-	uint32_t gone;	     /* a producer gave up waiting: mt-trace is
-			      * gone, nobody waits any more */
-	uint8_t pad1[44];
+	uint64_t lost;	      /* records dropped (mt-trace gone) */
+	uint64_t no_ring;     /* calls not recorded: the pool was empty */
+	uint32_t preloaded;   /* processes that mapped this */
+	uint32_t rings_used;  /* rings ever claimed: [0, rings_used) */
+	uint32_t gone;	      /* a producer gave up waiting: mt-trace is
+			       * gone, nobody waits any more */
+	uint32_t max_pids;    /* entries of the pid table */
+	uint64_t pids_offset; /* struct mt_fast_pid[max_pids]: each process
+			       * that loaded the recorder (again after an
+			       * exec), so mt-trace can tell one that did
+			       * not */
+	uint32_t npids;	      /* entries claimed (past max_pids: not kept) */
+	uint8_t pad1[28];
+};
+
+/* A process that carries the recorder (written once, when first loaded in
+ * it or when it was forked): pid is written last, 0 = not yet. */
+struct mt_fast_pid {
+	uint64_t when; /* same clock as records */
+	uint32_t pid;
+	uint32_t pad;
 };
 
 /* A full ring: how long a thread waits for mt-trace before it drops. */

@@ -100,6 +100,8 @@ int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size)
 			mt_fast_exited(t->fast, e->pid);
 	}
 	if (e->kind == MT_EV_EXEC) {
+		if (t->fast) /* it should load the recorder */
+			mt_fast_exec(t->fast, e->pid, e->timestamp);
 		payload = e->aux;
 		if (payload > size - sizeof(*e))
 			payload = size - sizeof(*e);

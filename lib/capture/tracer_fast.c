@@ -46,6 +46,10 @@
  * once (the file is sparse: untouched rings cost nothing). */
 #define RING_RECORDS 8192u
 #define NRINGS	     1024u
+/* processes that loaded the recorder, kept (then only counted) */
+#define MAX_PIDS 65536u
+/* programs named in a warning about running without the recorder */
+#define MAX_WARNED 16
 
 _Static_assert(sizeof(struct mt_fast_record) == 32, "record layout");
 _Static_assert(sizeof(struct mt_fast_ring) == 192, "ring header layout");
@@ -76,6 +80,22 @@ struct mt_fast {
 	size_t ngot, cap_got, cap_merged;
 	size_t *runs;
 	size_t nruns, cap_runs;
+	/* processes that exec'd a dynamic program and have not yet said
+	 * they carry the recorder (the pid table), with that program */
+	struct exec_wait {
+		pid_t pid;
+		char *path;
+		uint64_t since; /* the exec (ns) */
+	} * waiting;
+	size_t nwaiting, cap_waiting;
+	/* processes seen loading the recorder, and when (ns), until they
+	 * exit: an Exec record read after its program's registration */
+	struct mt_fast_pid *loaded;
+	size_t nloaded, cap_loaded;
+	uint32_t pids_read; /* pid table entries read */
+	char *warned[MAX_WARNED];
+	size_t nwarned;
+	uint64_t uncovered; /* processes that ran without the recorder */
 	int verbose;
 };
 
@@ -192,8 +212,9 @@ static int make_shared(struct mt_fast *f)
 {
 	size_t rings_at = sizeof(struct mt_fast_header);
 	size_t page = sysconf(_SC_PAGESIZE);
+	size_t pids_at = rings_at + NRINGS * sizeof(struct mt_fast_ring);
 	size_t data_at =
-	    (rings_at + NRINGS * sizeof(struct mt_fast_ring) + page - 1) &
+	    (pids_at + MAX_PIDS * sizeof(struct mt_fast_pid) + page - 1) &
 	    ~(page - 1);
 
 	f->size = data_at +
@@ -216,6 +237,8 @@ static int make_shared(struct mt_fast *f)
 	f->hdr->clock = f->tsc ? MT_FAST_CLOCK_TSC : MT_FAST_CLOCK_MONOTONIC;
 	f->hdr->enabled = 1;
 	f->hdr->page_size = page;
+	f->hdr->pids_offset = pids_at;
+	f->hdr->max_pids = MAX_PIDS;
 	f->rings = (struct mt_fast_ring *)((char *)f->hdr + rings_at);
 	f->records = (struct mt_fast_record *)((char *)f->hdr + data_at);
 	f->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -305,6 +328,137 @@ void mt_fast_exited(struct mt_fast *f, pid_t pid)
 	f->exited =
 	    mt_grow(f->exited, &f->cap_exited, f->nexited + 1, sizeof(pid));
 	f->exited[f->nexited++] = pid;
+}
+
+/* ---- processes without the recorder ---------------------------------- */
+
+/* Does the program at path have a dynamic loader (PT_INTERP)?  Only such a
+ * program loads the recorder; a static one is probed as always. */
+static bool dynamic_program(const char *path)
+{
+	bool interp = false;
+	size_t nph = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	Elf *elf;
+
+	if (fd < 0)
+		return false;
+	elf = elf_version(EV_CURRENT) != EV_NONE
+		  ? elf_begin(fd, ELF_C_READ_MMAP, NULL)
+		  : NULL;
+	if (elf && elf_getphdrnum(elf, &nph) == 0) {
+		for (size_t i = 0; i < nph && !interp; i++) {
+			GElf_Phdr ph;
+
+			interp =
+			    gelf_getphdr(elf, i, &ph) && ph.p_type == PT_INTERP;
+		}
+	}
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return interp;
+}
+
+static uint64_t record_ns(const struct mt_fast *f, uint64_t when)
+{
+	return f->tsc ? tsc_to_ns(f, when) : when;
+}
+
+void mt_fast_exec(struct mt_fast *f, pid_t pid, uint64_t when)
+{
+	char proc[64], path[PATH_MAX];
+	ssize_t n;
+
+	/* its new program already said it carries the recorder */
+	for (size_t i = 0; i < f->nloaded; i++)
+		if ((pid_t)f->loaded[i].pid == pid && f->loaded[i].when >= when)
+			return;
+	snprintf(proc, sizeof(proc), "/proc/%d/exe", (int)pid);
+	n = readlink(proc, path, sizeof(path) - 1);
+	if (n <= 0 || !dynamic_program(proc))
+		return; /* gone already, or static: nothing to expect */
+	path[n] = '\0';
+	for (size_t i = 0; i < f->nwaiting; i++) {
+		if (f->waiting[i].pid == pid) { /* exec'd again */
+			free(f->waiting[i].path);
+			f->waiting[i].path = strdup(path);
+			f->waiting[i].since = when;
+			return;
+		}
+	}
+	f->waiting = mt_grow(f->waiting, &f->cap_waiting, f->nwaiting + 1,
+			     sizeof(*f->waiting));
+	f->waiting[f->nwaiting++] = (struct exec_wait){pid, strdup(path), when};
+}
+
+static void forget_waiting(struct mt_fast *f, size_t i)
+{
+	free(f->waiting[i].path);
+	f->waiting[i] = f->waiting[--f->nwaiting];
+}
+
+/* The processes that said they carry the recorder since the last look. */
+static void read_pid_table(struct mt_fast *f)
+{
+	const struct mt_fast_pid *pids =
+	    (const struct mt_fast_pid *)((char *)f->hdr + f->hdr->pids_offset);
+
+	while (f->pids_read < MAX_PIDS) {
+		uint32_t pid =
+		    __atomic_load_n(&pids[f->pids_read].pid, __ATOMIC_ACQUIRE);
+		uint64_t when;
+
+		if (!pid)
+			break; /* claimed, not yet written: next time */
+		when = record_ns(f, pids[f->pids_read].when);
+		f->loaded = mt_grow(f->loaded, &f->cap_loaded, f->nloaded + 1,
+				    sizeof(*f->loaded));
+		f->loaded[f->nloaded++] =
+		    (struct mt_fast_pid){.pid = pid, .when = when};
+		f->pids_read++;
+		/* loaded by the program it exec'd, not the one before */
+		for (size_t i = 0; i < f->nwaiting; i++)
+			if ((uint32_t)f->waiting[i].pid == pid &&
+			    when >= f->waiting[i].since)
+				forget_waiting(f, i--);
+	}
+}
+
+/* pid exited without ever carrying the recorder since its exec: its calls
+ * into libc went unrecorded.  Said once per program. */
+static void exited_uncovered(struct mt_fast *f, pid_t pid)
+{
+	for (size_t i = 0; i < f->nloaded; i++)
+		if ((pid_t)f->loaded[i].pid == pid)
+			f->loaded[i--] = f->loaded[--f->nloaded];
+	for (size_t i = 0; i < f->nwaiting; i++) {
+		const char *path = f->waiting[i].path;
+		bool said = false;
+
+		if (f->waiting[i].pid != pid)
+			continue;
+		f->uncovered++;
+		for (size_t k = 0; k < f->nwarned && !said; k++)
+			said = path && strcmp(f->warned[k], path) == 0;
+		if (!said && path && f->nwarned < MAX_WARNED) {
+			fprintf(
+			    stderr,
+			    "mt-trace: --fast: pid %d (%s) ran without the "
+			    "recorder (LD_PRELOAD dropped, or set-user-ID): "
+			    "its calls into libc were not recorded; trace it "
+			    "without --fast\n",
+			    (int)pid, path);
+			f->warned[f->nwarned++] = strdup(path);
+		}
+		forget_waiting(f, i);
+		return;
+	}
+}
+
+uint64_t mt_fast_uncovered(const struct mt_fast *f)
+{
+	return f->uncovered;
 }
 
 /* ---- draining ------------------------------------------------------------ */
@@ -463,6 +617,9 @@ int mt_fast_collect(struct tracer *t)
 		limit = mt_clock_ns(CLOCK_MONOTONIC);
 	}
 	f->ngot = f->nruns = 0;
+	read_pid_table(f);
+	for (size_t i = 0; i < f->nexited; i++)
+		exited_uncovered(f, f->exited[i]);
 	for (uint32_t i = 0; i < used && i < NRINGS; i++) {
 		read_ring(f, i, limit);
 		maybe_reclaim(f, &f->rings[i]);
@@ -551,6 +708,12 @@ void mt_fast_free(struct mt_fast *f)
 	if (f->wakefd >= 0)
 		close(f->wakefd);
 	free(f->exited);
+	while (f->nwaiting)
+		forget_waiting(f, 0);
+	free(f->waiting);
+	free(f->loaded);
+	for (size_t i = 0; i < f->nwarned; i++)
+		free(f->warned[i]);
 	free(f->got);
 	free(f->merged);
 	free(f->runs);

@@ -31,8 +31,17 @@ int mt_fast_wake_fd(const struct mt_fast *f);
 /* Read every ring into t->ev (kept sorted by time), converting times. */
 int mt_fast_collect(struct tracer *t);
 
-/* Process pid exited: its rings go back to the pool once drained. */
+/* Process pid exited: its rings go back to the pool once drained (and,
+ * had it exec'd a dynamic program that never loaded the recorder, that is
+ * said on stderr: its libc calls went unrecorded). */
 void mt_fast_exited(struct mt_fast *f, pid_t pid);
+
+/* Process pid exec'd (its Exec record was read): a dynamic program is
+ * expected to load the recorder before it exits. */
+void mt_fast_exec(struct mt_fast *f, pid_t pid, uint64_t when);
+
+/* How many processes ran a dynamic program without the recorder. */
+uint64_t mt_fast_uncovered(const struct mt_fast *f);
 
 /* Allocator events on or off (--control), and off for good at the end
  * (descendants that outlive the trace record nothing more). */

@@ -404,13 +404,28 @@ static struct mt_fast_header *map_shared(void)
 	return p;
 }
 
+/* This process carries the recorder: in the table mt-trace reads, so that
+ * it can tell a program that dropped LD_PRELOAD. */
+static void register_process(void)
+{
+	uint32_t at = __atomic_fetch_add(&shm->npids, 1, __ATOMIC_RELAXED);
+	struct mt_fast_pid *pids =
+	    (struct mt_fast_pid *)((char *)shm + shm->pids_offset);
+
+	__atomic_fetch_add(&shm->preloaded, 1, __ATOMIC_RELAXED);
+	if (at >= shm->max_pids)
+		return;
+	pids[at].when = now();
+	__atomic_store_n(&pids[at].pid, (uint32_t)getpid(), __ATOMIC_RELEASE);
+}
+
 /* fork: the child's only thread is a copy of this one, its ring is not */
 static void after_fork_in_child(void)
 {
 	self.ring = NULL;
 	self.claim_failed = false;
 	if (shm)
-		__atomic_fetch_add(&shm->preloaded, 1, __ATOMIC_RELAXED);
+		register_process();
 }
 
 static void init(void)
@@ -433,7 +448,7 @@ static void init(void)
 		ring_mask = h->ring_records - 1;
 		pthread_key_create(&ring_key, ring_destructor);
 		pthread_atfork(NULL, NULL, after_fork_in_child);
-		__atomic_fetch_add(&shm->preloaded, 1, __ATOMIC_RELAXED);
+		register_process();
 		record_c = defined_in((void *)next.malloc, "libc.so");
 		record_cxx =
 		    record_c && defined_in(next_cxx[CXX_NEW], "libstdc++.so");
