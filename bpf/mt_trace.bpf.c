@@ -94,58 +94,39 @@ struct {
 	__type(value, struct mt_code_seen);
 } code_files SEC(".maps");
 
+/* A table of processes (tgid) -> a timestamp: the stops' bookkeeping
+ * below, each table with one writer. */
+#define TGID_TIMES(name)                                                       \
+	struct {                                                               \
+		__uint(type, BPF_MAP_TYPE_HASH);                               \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
+		__uint(max_entries, 65536);                                    \
+		__type(key, __u32);                                            \
+		__type(value, __u64);                                          \
+	} name SEC(".maps")
+
 /* Processes stopped for new code: tgid -> the timestamp of the NEW_CODE
  * record of its latest stop, written before the stop, removed at exit.
  * With `resumed` it tells mt-trace's watchdog (lib/capture/watchdog.c) who
  * is still waiting, should mt-trace die. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, __u64);
-} stopped SEC(".maps");
+TGID_TIMES(stopped);
 
 /* Written by mt-trace alone: tgid -> the timestamp of the latest stop it
  * has undone (two maps, each with one writer: no update can hide
  * another's). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, __u64);
-} resumed SEC(".maps");
+TGID_TIMES(resumed);
 
 /* Processes stopped by backpressure: tgid -> when, written after the
  * stop; `unthrottled` (mt-trace's) holds the stop it undid last, the same
  * pair of one-writer tables as stopped/resumed, watched by the watchdog
  * the same way. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, __u64);
-} throttled SEC(".maps");
+TGID_TIMES(throttled);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, __u64);
-} unthrottled SEC(".maps");
+TGID_TIMES(unthrottled);
 
 /* Throttled processes someone else stopped too (^Z, kill -STOP): tgid ->
  * when; mt-trace leaves a stop made after its own in place. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, __u64);
-} stopped_by_other SEC(".maps");
+TGID_TIMES(stopped_by_other);
 
 /* Events that could not be delivered, by enum mt_lost_reason. */
 struct {
