@@ -88,17 +88,27 @@ const char *mt_site_metric_words(enum mt_site_space space,
 	return metric_words[space][m];
 }
 
+/* name's place in names[0..n), or -1 */
+static int name_index(const char *const *names, int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(name, names[i]))
+			return i;
+	return -1;
+}
+
 int mt_site_metric_parse(const char *name, enum mt_site_metric *m)
 {
+	int i;
+
 	/* its name until 0.4: "leaked" read as valgrind's "definitely lost" */
 	if (!strcmp(name, "leaked"))
 		name = metric_names[MT_SITE_METRICS - 1];
-	for (int i = 0; i < MT_SITE_METRICS; i++)
-		if (!strcmp(name, metric_names[i])) {
-			*m = (enum mt_site_metric)i;
-			return 0;
-		}
-	return -1;
+	i = name_index(metric_names, MT_SITE_METRICS, name);
+	if (i < 0)
+		return -1;
+	*m = (enum mt_site_metric)i;
+	return 0;
 }
 
 const char *mt_site_space_name(enum mt_site_space space)
@@ -108,12 +118,12 @@ const char *mt_site_space_name(enum mt_site_space space)
 
 int mt_site_space_parse(const char *name, enum mt_site_space *space)
 {
-	for (int i = 0; i < MT_SITE_SPACES; i++)
-		if (!strcmp(name, space_names[i])) {
-			*space = (enum mt_site_space)i;
-			return 0;
-		}
-	return -1;
+	int i = name_index(space_names, MT_SITE_SPACES, name);
+
+	if (i < 0)
+		return -1;
+	*space = (enum mt_site_space)i;
+	return 0;
 }
 
 const char *mt_site_space_section(enum mt_site_space space)
