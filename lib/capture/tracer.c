@@ -135,6 +135,25 @@ static int spawn_child(struct tracer *t)
 	return 0;
 }
 
+/* --fast: the files the preload records (libc.so.6, libstdc++.so.6) carry
+ * no probes, so need no private copy; the same test, by DT_SONAME, as the
+ * code inspection's (mt_fast_covers). */
+static bool recorded_by_preload(const struct tracer *t, const char *path)
+{
+	enum mt_alloc_family family;
+	bool covered;
+	int fd;
+
+	if (!t->fast)
+		return false;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	covered = mt_fast_covers(t->fast, fd, &family);
+	close(fd);
+	return covered;
+}
+
 /*
  * Probes for the tree alone (confine.c): private copies of the C library
  * and the known allocator libraries, in a mount namespace the command
@@ -142,17 +161,6 @@ static int spawn_child(struct tracer *t)
  * privilege for it the probes are global, as they always were: every
  * process mapping those files pays a trap per call while the trace runs.
  */
-/* --fast: the files the preload records (libc.so.6, libstdc++.so.6) carry
- * no probes, so need no private copy. */
-static bool recorded_by_preload(const struct tracer *t, const char *path)
-{
-	const char *base = strrchr(path, '/');
-
-	base = base ? base + 1 : path;
-	return t->fast && (strncmp(base, "libc.so", 7) == 0 ||
-			   strncmp(base, "libstdc++.so", 12) == 0);
-}
-
 static void confine_probes(struct tracer *t)
 {
 	const struct mt_tracer_opts *o = t->opts;
