@@ -870,3 +870,18 @@ total_events() {
 	run jq_events '[.[] | select(.type == "Rss")] | length > 0'
 	assert_output true
 }
+
+@test "-vv times each step of the start-up, and they add up to the total" {
+	require_bpf
+	trace_ok -vv -- true
+	grep 'start-up:' "$T/trace.err" >"$T/phases"
+	for step in "BPF load" "first allocators" "tracepoints" "total"; do
+		assert_file_contains "$T/phases" "start-up: $step "
+	done
+	# the steps are the parts of the total, and each took some time
+	run awk '/start-up: total/ { total = $(NF - 1); next }
+		 { sum += $(NF - 1); if ($(NF - 1) < 0) bad = 1 }
+		 END { exit !(total > 0 && !bad && sum <= total && sum > total * 0.8) }' \
+		"$T/phases"
+	assert_success
+}

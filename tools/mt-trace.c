@@ -110,6 +110,7 @@ static void usage(FILE *f)
 	      "                            LD_PRELOAD; no --stacks yet)\n"
 	      "  -v, --verbose             say what is attached; twice: "
 	      "libbpf's debug output\n"
+	      "                            and the start-up's steps timed\n"
 	      "  -h, --help                this text\n"
 	      "      --version             mt-trace's version\n"
 	      "\n"

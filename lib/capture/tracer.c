@@ -530,6 +530,18 @@ static int probe_first_allocators(struct tracer *t)
 	return scan_extra(t);
 }
 
+/* -vv: where the start-up time went, one phase at a time (bench/run's
+ * "true" row is this whole sequence plus the exit). */
+static void startup_phase(struct tracer *t, const char *name)
+{
+	uint64_t now = mt_clock_ns(CLOCK_MONOTONIC);
+
+	if (t->opts->verbose > 1)
+		fprintf(stderr, "mt-trace: start-up: %-18s %6.2f ms\n", name,
+			(now - t->phase_ns) / 1e6);
+	t->phase_ns = now;
+}
+
 static int setup_bpf(struct tracer *t)
 {
 	__u32 pid = t->child, state = MT_AWAITING_EXEC;
@@ -540,15 +552,18 @@ static int setup_bpf(struct tracer *t)
 	t->ncpus = libbpf_num_possible_cpus();
 	if (load_best(t) || make_rings(t))
 		return -1;
+	startup_phase(t, "BPF load");
 	if ((t->opts->track_allocators || t->opts->stacks) &&
 	    probe_first_allocators(t))
 		return -1;
+	startup_phase(t, "first allocators");
 	/* raw tracepoints and kmem:rss_stat: the skeleton attaches them */
 	err = mt_trace__attach(t->skel);
 	if (err) {
 		explain_privileges("attaching tracepoints", -err);
 		return -1;
 	}
+	startup_phase(t, "tracepoints");
 	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.traced), &pid, &state,
 				BPF_ANY)) {
 		fprintf(stderr, "mt-trace: traced table: %s\n",
@@ -1023,6 +1038,23 @@ static void cleanup(struct tracer *t)
 	mt_fast_free(t->fast); /* descendants still running record no more */
 }
 
+/* Everything between the command's fork and its release to exec. */
+static int start_tracing(struct tracer *t)
+{
+	if (open_control(t) || setup_bpf(t) || start_sampling(t) ||
+	    write_header(t))
+		return -1;
+	start_watchdog(t);
+	startup_phase(t, "header, watchdog");
+	if (release_child(t))
+		return -1;
+	if (t->opts->verbose > 1)
+		fprintf(stderr, "mt-trace: start-up: %-18s %6.2f ms\n", "total",
+			(mt_clock_ns(CLOCK_MONOTONIC) - t->start_monotonic_ns) /
+			    1e6);
+	return 0;
+}
+
 int mt_trace_run(const struct mt_tracer_opts *opts)
 {
 	struct tracer t = {.opts = opts,
@@ -1039,6 +1071,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	int sfd, status, err;
 
 	t.start_monotonic_ns = mt_clock_ns(CLOCK_MONOTONIC);
+	t.phase_ns = t.start_monotonic_ns;
 	t.start_realtime_ns = mt_clock_ns(CLOCK_REALTIME);
 	signal(SIGPIPE, SIG_IGN);
 	t.batch = malloc(sizeof(struct mt_raw_batch) +
@@ -1051,7 +1084,9 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	}
 	if (t.fast)
 		mt_fast_set_enabled(t.fast, !opts->start_disabled);
+	startup_phase(&t, "--fast rings");
 	confine_probes(&t);
+	startup_phase(&t, "private copies");
 	if (!t.batch || sfd < 0 || spawn_child(&t)) {
 		fprintf(stderr, "mt-trace: cannot start the command\n");
 		return MT_EXIT_TRACER_FAILED;
@@ -1061,11 +1096,11 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	if (opts->rss && !t.rss)
 		fprintf(stderr, "mt-trace: warning: tracing without RSS\n");
 	mt_tracer_live_add(&t, t.child);
+	startup_phase(&t, "fork, tracefs");
 	if (opts->physical)
 		fprintf(stderr, "mt-trace: physical memory: %s\n",
 			mt_physical_method_note(opts->verbose > 0));
-	if (open_control(&t) || setup_bpf(&t) || start_sampling(&t) ||
-	    write_header(&t) || (start_watchdog(&t), release_child(&t))) {
+	if (start_tracing(&t)) {
 		/* closing the door makes the waiting child exit */
 		close(t.release_fd);
 		waitpid(t.child, NULL, 0);
