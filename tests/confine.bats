@@ -217,6 +217,17 @@ foreign_probes_note() {
 	(($(header_flags "$T/b.raw") & 0x1)) # allocators traced
 }
 
+@test "mt-trace probes the copy the tree maps: libc is found once, before the command, not again when the command maps it" {
+	# the copies are bound by a thread while the BPF side loads; had
+	# mt-trace looked at libc from another mount namespace, it would
+	# have probed the host's file (for everyone) and found the tree's
+	# copy again at the command's exec
+	run mt-trace -v -o "$T/a.raw" -- "$MT_FIXTURES/malloc_free"
+	assert_success
+	[ "$(grep -c 'libc.so.6: libc, [0-9]* probes' <<<"$output")" -eq 1 ]
+	(($(header_flags "$T/a.raw") & 0x20))
+}
+
 @test "without CAP_SYS_ADMIN: probes for everyone, said once on stderr, flag clear, the calls still traced" {
 	MT_FIXTURE_LOG="$T/fx.log" run setpriv --bounding-set=-sys_admin \
 		mt-trace -o "$T/c.raw" -- "$MT_FIXTURES/malloc_free"

@@ -240,14 +240,29 @@ static int bind_first(struct mt_confine *c, struct place *p,
 	return err ? err : copy_and_bind(c, p, 0, libc);
 }
 
-int mt_confine_files(struct mt_confine *c, const char *const *paths, size_t n,
-		     int verbose)
+int mt_confine_enter(struct mt_confine *c)
+{
+	memset(c, 0, sizeof(*c));
+	/* from here on a failure leaves mt-trace (and the command it forks
+	 * after) in a namespace of its own that looks like the host's:
+	 * harmless */
+	if (unshare(CLONE_NEWNS))
+		return fail(c, errno, "unshare(CLONE_NEWNS)", NULL);
+	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL))
+		return fail(c, errno, "making / a slave mount", NULL);
+	c->entered = true;
+	return 0;
+}
+
+int mt_confine_copy(struct mt_confine *c, const char *const *paths, size_t n,
+		    int verbose)
 {
 	struct source src[MT_CONFINE_MAX_FILES];
 	struct place place;
 	int err;
 
-	memset(c, 0, sizeof(*c));
+	if (!c->entered)
+		return fail(c, EINVAL, "no mount namespace of its own", NULL);
 	if (n == 0 || n > MT_CONFINE_MAX_FILES)
 		return fail(c, EINVAL, "files to copy", NULL);
 	err = find_source(paths[0], &src[0]);
@@ -256,12 +271,6 @@ int mt_confine_files(struct mt_confine *c, const char *const *paths, size_t n,
 	for (size_t i = 1; i < n; i++)
 		if (find_source(paths[i], &src[i]))
 			src[i].real[0] = '\0';
-	/* from here on a failure leaves mt-trace in a namespace of its own
-	 * that looks like the host's: harmless */
-	if (unshare(CLONE_NEWNS))
-		return fail(c, errno, "unshare(CLONE_NEWNS)", NULL);
-	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL))
-		return fail(c, errno, "making / a slave mount", NULL);
 	err = bind_first(c, &place, &src[0]);
 	for (size_t i = 1; i < n && err == 0; i++) {
 		struct mt_confine other = {0};

@@ -4,12 +4,12 @@
  * (confine.c).
  *
  * A uprobe belongs to a file's inode: every process mapping that inode
- * traps, traced or not.  mt_confine_files() gives the traced tree inodes
- * of its own: mt-trace moves into a private mount namespace in which each
- * named file (the C library, the known allocator libraries) is a private
- * copy bind-mounted over its path; the command, forked after, inherits the
- * namespace, maps the copies, and probes attached on them (any mode, pid
- * 0) trap nobody else.
+ * traps, traced or not.  mt_confine_enter() and mt_confine_copy() give the
+ * traced tree inodes of its own: mt-trace moves into a private mount namespace
+ * in which each named file (the C library, the known allocator libraries) is a
+ * private copy bind-mounted over its path; the command, forked after, inherits
+ * the namespace, maps the copies, and probes attached on them (any mode, pid 0)
+ * trap nobody else.
  *
  * For --fast (the LD_PRELOAD recorder): a tree whose processes carry the
  * preload leaves the C library out of the list (its processes then map the
@@ -25,6 +25,7 @@
 #define MT_CONFINE_MAX_FILES 16
 
 struct mt_confine {
+	bool entered;	      /* in a mount namespace of its own */
 	bool confined;	      /* paths[0] is a private copy for the tree */
 	size_t ncopies;	      /* files bound over by private copies */
 	size_t copy_bytes;    /* their size: the memory the tree keeps */
@@ -32,15 +33,23 @@ struct mt_confine {
 };
 
 /*
- * Move this process into a mount namespace of its own where each of paths
- * that exists is a private copy (symlinks followed).  paths[0] is
- * required: when it cannot be copied, nothing is confined (-errno, why
- * says what failed).  The others are best effort.  Processes forked
- * afterwards share the namespace; the copies go with its last process.
- * Needs CAP_SYS_ADMIN.
+ * In two steps, so that the copying can overlap other work (mt-trace
+ * copies while the BPF side loads):
+ *
+ * mt_confine_enter() moves this process into a mount namespace of its own
+ * (host mounts still propagate in, none of its own go out).  Processes
+ * forked afterwards share it: the command can be forked right after.
+ *
+ * mt_confine_copy() then makes each of paths that exists a private copy
+ * bound over its path (symlinks followed), visible at once to every
+ * process of the namespace.  paths[0] is required: when it cannot be
+ * copied, nothing is confined (-errno, why says what failed).  The others
+ * are best effort.  The copies go with the namespace's last process.
+ * Both need CAP_SYS_ADMIN; the copy may run in a thread of its own.
  */
-int mt_confine_files(struct mt_confine *c, const char *const *paths, size_t n,
-		     int verbose);
+int mt_confine_enter(struct mt_confine *c);
+int mt_confine_copy(struct mt_confine *c, const char *const *paths, size_t n,
+		    int verbose);
 
 /* The allocator libraries besides the C library that most programs load
  * (libstdc++ for operator new; jemalloc, tcmalloc, mimalloc), as paths in

@@ -38,6 +38,7 @@ struct tracer {
 	struct mt_code code;	       /* finding and probing allocators */
 	enum mt_probe_mode probe_mode; /* what the loaded programs are for */
 	struct mt_confine confine;     /* the tree's private allocator files */
+	struct confine_job *confining; /* copies being made (tracer.c) */
 	struct ring_buffer *rings;
 	pid_t child;
 	int pidfd;
