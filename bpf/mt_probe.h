@@ -35,6 +35,14 @@ enum mt_probe_fn {
 /* The attach cookie: the function id in the low byte.  MT_FN_FREE probes
  * have no return probe and emit at entry. */
 #define MT_COOKIE_FN(c) ((unsigned)((c)&0xff))
+/* The high 32 bits: 0 for a probe every traced process shares, else the
+ * serial number of one process's own links (mt-trace --fast: a process
+ * without the preloaded recorder, lib/capture/fast_links.c).  Its calls
+ * count only while the `pid_links` table holds that serial for it: links
+ * being closed (their process exec'd a program that carries the recorder,
+ * or got new links) record nothing more, even while they still trap. */
+#define MT_COOKIE_LINK(c)   ((__u32)((c) >> 32))
+#define MT_COOKIE(fn, link) ((__u64)(fn) | ((__u64)(link) << 32))
 
 /* Indexes of the per-CPU lost-event counters. */
 enum mt_lost_reason {
@@ -96,5 +104,10 @@ struct mt_code_seen {
 /* A NEW_CODE record's flags: its process was stopped for it (and is in
  * the `stopped` table): mt-trace must send SIGCONT. */
 #define MT_NEW_CODE_STOPPED 1
+/* Not new code: a new process forked by one that has links of its own
+ * (--fast), stopped at its first return to user space so that it gets
+ * its own before it runs (a fork child inherits the breakpoints, not the
+ * link).  pid = the child, old_addr = its parent; no file. */
+#define MT_NEW_CODE_FORKED 2
 
 #endif /* MT_PROBE_H */

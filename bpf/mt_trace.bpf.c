@@ -40,6 +40,16 @@ volatile __u32 discover_code = 0;
 /* Stop a process that maps new code until it is inspected (lossless; the
  * default) or let it run on while mt-trace attaches (--no-stop). */
 const volatile bool stop_for_new_code = true;
+/*
+ * mt-trace --fast: libc and libstdc++ carry no probes for the tree; a
+ * process whose program does not load the preloaded recorder gets links
+ * of its own instead (lib/capture/fast_links.c).  Whether a program will
+ * load it is known only once it is exec'd, so every exec stops for
+ * mt-trace to look (not only those of programs never seen), and a fork
+ * child of a process with its own links stops before it runs, to get its
+ * own: it inherits the breakpoints, not the link.
+ */
+const volatile bool fast_links = false;
 
 /*
  * Backpressure (the default; off with --no-backpressure or --no-stop): a
@@ -127,6 +137,27 @@ TGID_TIMES(unthrottled);
 /* Throttled processes someone else stopped too (^Z, kill -STOP): tgid ->
  * when; mt-trace leaves a stop made after its own in place. */
 TGID_TIMES(stopped_by_other);
+
+/* --fast: processes with links of their own: tgid -> the serial number
+ * in those links' cookies (MT_COOKIE_LINK).  Written by mt-trace alone,
+ * while the process is stopped. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} pid_links SEC(".maps");
+
+/* --fast: new processes forked by one in pid_links, not yet stopped for
+ * links of their own: tgid -> its parent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} fork_stops SEC(".maps");
 
 /* Events that could not be delivered, by enum mt_lost_reason. */
 struct {
@@ -372,6 +403,15 @@ static __always_inline struct call_state *traced_call_state(__u32 tgid)
 	return call_state(true);
 }
 
+/* Is serial the current links of process tgid (not links being closed)?
+ * Only --fast makes such links. */
+static __always_inline bool current_link(__u32 tgid, __u32 serial)
+{
+	__u32 *current = bpf_map_lookup_elem(&pid_links, &tgid);
+
+	return current && *current == serial;
+}
+
 /* An entry-only free-like call (no return probe): report it unless it is
  * made by a traced call in flight or by the free-like call just before
  * (sized operator delete tail-calls operator delete, which calls free). */
@@ -396,7 +436,8 @@ static __always_inline void enter_free(struct call_state *st, __u64 pid_tgid,
 static __always_inline bool enter_call(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 fn = MT_COOKIE_FN(bpf_get_attach_cookie(ctx));
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 fn = MT_COOKIE_FN(cookie);
 	__u64 sp = PT_REGS_SP(ctx);
 	struct call_state *st;
 
@@ -404,6 +445,9 @@ static __always_inline bool enter_call(struct pt_regs *ctx)
 		return false;
 	if (fn == MT_FN_FREE && PT_REGS_PARM1(ctx) == 0)
 		return false; /* free(NULL) is no event */
+	if (MT_COOKIE_LINK(cookie) &&
+	    !current_link(pid_tgid >> 32, MT_COOKIE_LINK(cookie)))
+		return false; /* a process's links being retired */
 	st = traced_call_state(pid_tgid >> 32);
 	if (!st)
 		return false;
@@ -550,14 +594,32 @@ int alloc_session(struct pt_regs *ctx)
  * of any allocator in it, then lets the process continue.  Nothing it
  * allocates through that allocator is missed.
  */
+/*
+ * Stop the current process (tgid) and tell mt-trace with record e.  Stop
+ * first, then tell: mt-trace's SIGCONT must come after the SIGSTOP, or the
+ * process would stop for good; and only a stop on record in `stopped`,
+ * which the watchdog can undo.
+ */
+static __always_inline void stop_and_tell(struct mt_event *e, __u32 tgid)
+{
+	__u64 when = e->timestamp;
+
+	if (stop_for_new_code &&
+	    bpf_map_update_elem(&stopped, &tgid, &when, BPF_ANY) == 0) {
+		e->flags |= MT_NEW_CODE_STOPPED;
+		bpf_send_signal(SIGSTOP_);
+	}
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+}
+
+/* always: stop even for a file already inspected (an exec under --fast:
+ * mt-trace decides whether the new program needs links of its own). */
 static __always_inline void new_code(struct file *file, __u64 pid_tgid,
-				     __u64 addr, __u64 len)
+				     __u64 addr, __u64 len, bool always)
 {
 	struct mt_code_key key = {};
 	struct mt_code_seen *seen, pending = {MT_CODE_PENDING, 0};
-	__u32 tgid = pid_tgid >> 32;
 	struct inode *inode;
-	__u64 when;
 	struct mt_event *e;
 
 	if (!discover_code || !file)
@@ -569,11 +631,13 @@ static __always_inline void new_code(struct file *file, __u64 pid_tgid,
 	seen = bpf_map_lookup_elem(&code_files, &key);
 	if (seen && (seen->state == MT_CODE_DONE_ANY_GENERATION ||
 		     (seen->state == MT_CODE_DONE &&
-		      seen->generation == pending.generation)))
-		return;
-	/* a file never seen, or a new one on a deleted file's inode */
-	if (!seen || seen->generation != pending.generation)
+		      seen->generation == pending.generation))) {
+		if (!always)
+			return;
+	} else if (!seen || seen->generation != pending.generation) {
+		/* a file never seen, or a new one on a deleted file's inode */
 		bpf_map_update_elem(&code_files, &key, &pending, BPF_ANY);
+	}
 	e = reserve_lifecycle(sizeof(*e));
 	if (!e)
 		return;
@@ -583,16 +647,45 @@ static __always_inline void new_code(struct file *file, __u64 pid_tgid,
 	e->old_addr = key.dev;
 	e->old_size = key.ino;
 	e->aux = pending.generation;
-	/* stop first, then tell: mt-trace's SIGCONT must come after the
-	 * SIGSTOP, or the process would stop for good; and only a stop on
-	 * record in `stopped`, which the watchdog can undo */
-	when = e->timestamp;
-	if (stop_for_new_code &&
-	    bpf_map_update_elem(&stopped, &tgid, &when, BPF_ANY) == 0) {
-		e->flags = MT_NEW_CODE_STOPPED;
-		bpf_send_signal(SIGSTOP_);
+	stop_and_tell(e, pid_tgid >> 32);
+}
+
+/* x86-64's system calls that make a process (or a thread) */
+#define NR_CLONE  56
+#define NR_FORK	  57
+#define NR_VFORK  58
+#define NR_CLONE3 435
+
+/*
+ * --fast: the current task returns from the call that made it; if it is a
+ * new process whose parent has links of its own (on_fork put it in
+ * fork_stops), stop it for mt-trace to give it its own before it runs a
+ * single instruction of its program.  (tp_btf/sched_process_fork could
+ * stop it from the parent with the bpf_send_signal_task kfunc, but a
+ * kfunc makes libbpf load the kernel's whole BTF at every start.)
+ */
+static __always_inline void stop_forked_child(__u64 pid_tgid, long id)
+{
+	__u32 tgid = pid_tgid >> 32, *parent;
+	struct mt_event *e;
+
+	if (id != NR_CLONE && id != NR_CLONE3 && id != NR_FORK &&
+	    id != NR_VFORK)
+		return;
+	if ((__u32)pid_tgid != tgid)
+		return; /* a new thread */
+	parent = bpf_map_lookup_elem(&fork_stops, &tgid);
+	if (!parent)
+		return;
+	e = reserve_lifecycle(sizeof(*e));
+	if (e) {
+		fill_event(e, MT_EV_NEW_CODE, pid_tgid);
+		e->flags = MT_NEW_CODE_FORKED;
+		e->old_addr = *parent;
 	}
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	bpf_map_delete_elem(&fork_stops, &tgid);
+	if (e)
+		stop_and_tell(e, tgid);
 }
 
 static __always_inline struct file *fd_file(int fd)
@@ -695,6 +788,8 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	struct mt_event *e;
 	__u64 stack = 0;
 
+	if (fast_links && ret == 0)
+		stop_forked_child(pid_tgid, id);
 	if (!is_memory_syscall(id) || !syscalls_enabled ||
 	    !is_traced(pid_tgid >> 32))
 		return 0;
@@ -719,7 +814,7 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		if ((st->sys_arg1 & PROT_EXEC_) &&
 		    !(st->sys_arg2 & MAP_ANONYMOUS_)) {
 			new_code(fd_file(st->sys_arg3), pid_tgid, ret,
-				 page_align(st->sys_arg0));
+				 page_align(st->sys_arg0), false);
 			if (stacks_enabled)
 				emit_code_map(pid_tgid, ret);
 		}
@@ -868,6 +963,10 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		count_lost(MT_LOST_PID_TABLE);
 		return 0;
 	}
+	/* before the child can run: it stops at its first return */
+	if (fast_links && bpf_map_lookup_elem(&pid_links, &parent_tgid))
+		bpf_map_update_elem(&fork_stops, &child_tgid, &parent_tgid,
+				    BPF_ANY);
 	e = reserve_lifecycle(sizeof(*e));
 	if (!e)
 		return 0;
@@ -907,7 +1006,8 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
 	r->ev.aux = len > 0 ? len - 1 : 0; /* without the NUL */
 	submit_lifecycle(r);
 	/* the program's own code: a static allocator is in it */
-	new_code(BPF_CORE_READ(bprm, file), bpf_get_current_pid_tgid(), 0, 0);
+	new_code(BPF_CORE_READ(bprm, file), bpf_get_current_pid_tgid(), 0, 0,
+		 fast_links);
 	emit_exec_code_maps();
 	return 0;
 }
@@ -966,5 +1066,7 @@ int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
 	bpf_map_delete_elem(&stopped, &tgid); /* no stop to undo any more */
 	bpf_map_delete_elem(&throttled, &tgid);
 	bpf_map_delete_elem(&stopped_by_other, &tgid);
+	if (fast_links) /* killed before it ever ran */
+		bpf_map_delete_elem(&fork_stops, &tgid);
 	return 0;
 }

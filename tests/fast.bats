@@ -17,6 +17,18 @@ setup() {
 	T="$BATS_TEST_TMPDIR"
 	export T
 	export MT_FIXTURE_LOG="$T/fixture.log"
+	outside_dir=""
+	pids_to_end=""
+}
+
+teardown() {
+	for p in $pids_to_end; do
+		kill "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	if [ -n "$outside_dir" ]; then
+		rm -rf "$outside_dir"
+	fi
 }
 
 # check_log: every window of the fixture log matches the trace exactly.
@@ -163,23 +175,6 @@ counts() {
 	check_log
 }
 
-# Under --fast libc.so.6 carries no probes: a dynamic program that drops
-# LD_PRELOAD (or is set-user-ID) is not recorded.  mt-trace must say so,
-# naming it, and only for it (a program that keeps the recorder, a static
-# one, the processes of a normal run: nothing said).
-@test "--fast: a program run without the recorder (env -u LD_PRELOAD) is named on stderr; programs that keep it are not" {
-	trace_ok --fast -- sh -c "env -u LD_PRELOAD $MT_FIXTURES/malloc_free; \
-		$MT_FIXTURES/die_after 10 exec; \
-		$MT_FIXTURES/alloc/libc_family_fullstatic"
-	run cat "$T/trace.err"
-	assert_line --regexp "^mt-trace: --fast: pid [0-9]+ \($MT_FIXTURES/malloc_free\) ran without the recorder \(LD_PRELOAD dropped, or set-user-ID\): its calls into libc were not recorded; trace it without --fast$"
-	[ "$(grep -c 'ran without the recorder' "$T/trace.err")" = 1 ]
-	# a normal run says nothing of the kind
-	trace_ok --fast -- sh -c "$MT_FIXTURES/hundred; $MT_FIXTURES/fork"
-	run grep -c 'without the recorder' "$T/trace.err"
-	assert_output 0
-}
-
 @test "--fast with --stacks: a usage error (125), nothing run; with MT_STACKS=1 (a default): said, and no stacks" {
 	run mt-trace --fast --stacks -- touch "$BATS_TEST_TMPDIR/ran"
 	[ "$status" = 125 ]
@@ -212,4 +207,140 @@ counts() {
 	[ "$status" = 0 ]
 	! grep -q '^not ok ' <<<"$output"
 	[ "$(grep -c '^ok ' <<<"$output")" -ge 46 ]
+}
+
+# Processes that run without the recorder get uprobe links of their own
+# on libc and libstdc++ (lib/capture/fast_links.c), made before their
+# first instruction: a program exec'd without LD_PRELOAD, a set-user-ID
+# one (the loader ignores LD_PRELOAD), and the fork children of either.
+# The truths: each fixture's own log of its calls (check_log: every call
+# once, inside its window) and the default mode's counts per process.
+
+# fast_as_default CMD...: CMD traced in the default mode, then under
+# --fast: the same counts per process (by name), and under --fast every
+# window of the fixture log matched; nothing said of a recorder missing.
+fast_as_default() {
+	trace_ok -- "$@" || fail "$*: default mode failed"
+	counts >"$T/default.counts"
+	rm -f "$MT_FIXTURE_LOG"
+	trace_ok -v --fast -- "$@" || fail "$*: --fast failed"
+	counts >"$T/fast.counts"
+	echo "# $*"
+	cat "$T/fast.counts"
+	diff "$T/default.counts" "$T/fast.counts"
+	check_log
+	! grep 'ran without the recorder' "$T/trace.err" ||
+		fail "$*: a process said to run unrecorded"
+}
+
+@test "--fast: a program exec'd without LD_PRELOAD (env -u) gets links of its own: its calls exactly once, the default mode's counts" {
+	for f in hundred realloc_edges memalign_family alloc/cxx_operators; do
+		fast_as_default env -u LD_PRELOAD "$MT_FIXTURES/$f"
+		grep -q "LD_PRELOAD without the recorder: traced by uprobe links of its own" "$T/trace.err"
+		[ "$(windows_matched)" = 1 ]
+	done
+	# a program that keeps the recorder, and a static one: no links
+	rm -f "$MT_FIXTURE_LOG"
+	trace_ok -v --fast -- sh -c "$MT_FIXTURES/hundred; $MT_FIXTURES/alloc/libc_family_fullstatic"
+	check_log
+	[ "$(windows_matched)" = 3 ] # the static program logs two
+	run grep -c "links of its own" "$T/trace.err"
+	assert_output 0
+}
+
+@test "--fast: a set-user-ID program (nobody's: the loader ignores LD_PRELOAD) gets links of its own: its calls exactly, the default mode's counts" {
+	# the set-user-ID copies live where nobody may reach them
+	outside_dir=$(mktemp -d /tmp/mt-fast-suid.XXXXXX)
+	chmod 755 "$outside_dir"
+	for prog in "$MT_FIXTURES/hundred" "$MT_FIXTURES/alloc/cxx_operators" /usr/bin/id; do
+		cp "$prog" "$outside_dir/"
+		chown nobody "$outside_dir/${prog##*/}"
+		chmod 4755 "$outside_dir/${prog##*/}"
+	done
+	# the file system honours the bit: the copy of id runs as nobody
+	run "$outside_dir/id"
+	assert_output --partial "euid=65534"
+	export MT_FIXTURE_LOG="$outside_dir/fixture.log"
+	for f in hundred cxx_operators; do
+		rm -f "$MT_FIXTURE_LOG"
+		install -m 666 /dev/null "$MT_FIXTURE_LOG"
+		trace_ok -- "$outside_dir/$f" || fail "default mode failed"
+		counts >"$T/default.counts"
+		rm -f "$MT_FIXTURE_LOG"
+		install -m 666 /dev/null "$MT_FIXTURE_LOG"
+		trace_ok -v --fast -- "$outside_dir/$f" || fail "--fast failed"
+		counts >"$T/fast.counts"
+		cat "$T/fast.counts"
+		diff "$T/default.counts" "$T/fast.counts"
+		check_log
+		[ "$(windows_matched)" = 1 ]
+		grep -q "set-user-ID or with capabilities: the loader ignores LD_PRELOAD: traced by uprobe links of its own" "$T/trace.err"
+	done
+}
+
+@test "--fast: the fork children of a process without the recorder each get links before they run (fork, a chain of 4, posix_spawn): exact" {
+	fast_as_default env -u LD_PRELOAD "$MT_FIXTURES/fork"
+	[ "$(windows_matched)" = 2 ]
+	grep -q "forked by a process without the recorder: traced by uprobe links of its own" "$T/trace.err"
+	fast_as_default env -u LD_PRELOAD "$MT_FIXTURES/fork_chain" 4
+	[ "$(windows_matched)" = 5 ]
+	# posix_spawn: clone(CLONE_VM | CLONE_VFORK), then exec
+	fast_as_default env -u LD_PRELOAD "$MT_FIXTURES/spawn" "$MT_FIXTURES/hundred"
+	[ "$(windows_matched)" = 1 ]
+}
+
+# (Only the fixtures' windows here: what sh's children allocate before
+# their exec depends on the size of the environment, which --fast makes
+# larger.)
+@test "--fast: across exec both ways: a process with the recorder forks one that execs without it, which execs one with it again: every call once" {
+	# sh carries the recorder; its second child drops it
+	trace_ok -v --fast -- sh -c "$MT_FIXTURES/two_mallocs; env -u LD_PRELOAD $MT_FIXTURES/hundred; $MT_FIXTURES/four_sizes"
+	check_log
+	[ "$(windows_matched)" = 3 ]
+	[ "$(grep -c "traced by uprobe links of its own" "$T/trace.err")" = 1 ]
+	# without it, then with it again (the same pid: its links go, the
+	# recorder records): each call once, in the windows
+	rm -f "$MT_FIXTURE_LOG"
+	trace_ok -v --fast -- env -u LD_PRELOAD env LD_PRELOAD="$(realpath "$PRELOAD")" "$MT_FIXTURES/hundred"
+	check_log
+	[ "$(windows_matched)" = 1 ]
+	run mt-report --json "$T/out.msgpack"
+	run jq -r '.top_processes[] | "\(.name) \(.unknown_frees)"' <<<"$output"
+	assert_output "hundred 0"
+}
+
+@test "--fast: a process without the recorder: its threads' calls exactly; an exec from a thread (the old leader's links die with it) gets new ones" {
+	fast_as_default env -u LD_PRELOAD "$MT_FIXTURES/threads" 3 100
+	[ "$(windows_matched)" = 3 ]
+	fast_as_default env -u LD_PRELOAD "$MT_FIXTURES/exec_thread" "$MT_FIXTURES/hundred"
+	[ "$(windows_matched)" = 1 ]
+}
+
+@test "--fast: a process without the recorder traps (int3 at its malloc); a bystander's 100,000 malloc+free pairs outside the tree run the session's program 0 times" {
+	local hits="$TOP/tests/lib/probe_hits.py" tree_pid session runs
+	mt-trace -v --fast -o "$T/s.raw" -- env -u LD_PRELOAD \
+		"$MT_FIXTURES/sleeper" 60 2>"$T/session.err" &
+	session=$!
+	pids_to_end="$session"
+	for _ in $(seq 200); do
+		grep -q '"ready"' "$MT_FIXTURE_LOG" 2>/dev/null && break
+		sleep 0.05
+	done
+	tree_pid=$(jq -r 'select(.info == "ready") | .pid' "$MT_FIXTURE_LOG")
+	[ -n "$tree_pid" ]
+	# the tree's process: the probe's breakpoint in its copy of malloc
+	run "$PY" "$hits" code "$tree_pid" malloc
+	assert_success
+	echo "tree: $output"
+	[ "$(jq -r .mem <<<"$output" | cut -c1-2)" = cc ]
+	# a process outside: its calls never reach the session's program
+	run "$PY" "$hits" runs "$session" -- "$MT_FIXTURES/bystander" 100000 1
+	assert_success
+	echo "$output"
+	runs=$(echo "$output" | jq -s '.[1].runs')
+	[ "$(echo "$output" | jq -s '.[1].status')" = 0 ]
+	kill "$tree_pid"
+	wait "$session" || : # the command's status: killed
+	pids_to_end=""
+	[ "$runs" -eq 0 ]
 }

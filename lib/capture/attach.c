@@ -11,6 +11,7 @@
  * multi and session links are made with the raw bpf(2) call.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,11 +47,6 @@ struct uprobe_multi_link_attr {
 	__u32 pad;
 };
 
-struct probe {
-	uint64_t offset;
-	uint64_t cookie;
-};
-
 void mt_attach_init(struct mt_attach *a, enum mt_probe_mode mode,
 		    struct bpf_program *enter, struct bpf_program *ret,
 		    int verbose)
@@ -65,6 +61,11 @@ void mt_attach_init(struct mt_attach *a, enum mt_probe_mode mode,
 void mt_attach_set_pid(struct mt_attach *a, pid_t pid)
 {
 	a->pid = pid;
+}
+
+void mt_attach_set_serial(struct mt_attach *a, uint32_t serial)
+{
+	a->serial = serial;
 }
 
 int mt_probe_attach_type(enum mt_probe_mode mode)
@@ -97,7 +98,7 @@ static int keep_link(struct mt_attach *a, struct bpf_link *link, int fd)
 }
 
 static int attach_multi(struct mt_attach *a, struct bpf_program *prog,
-			const char *path, const struct probe *p, size_t n,
+			const char *path, const struct mt_probe_at *p, size_t n,
 			bool retprobe)
 {
 	uint64_t offsets[n], cookies[n];
@@ -107,7 +108,7 @@ static int attach_multi(struct mt_attach *a, struct bpf_program *prog,
 
 	for (size_t i = 0; i < n; i++) {
 		offsets[i] = p[i].offset;
-		cookies[i] = p[i].cookie;
+		cookies[i] = MT_COOKIE(p[i].fn, a->serial);
 	}
 	memset(&attr, 0, sizeof(attr));
 	attr.prog_fd = bpf_program__fd(prog);
@@ -128,11 +129,12 @@ static int attach_multi(struct mt_attach *a, struct bpf_program *prog,
 }
 
 static int attach_classic(struct mt_attach *a, struct bpf_program *prog,
-			  const char *path, const struct probe *p, size_t n,
-			  bool retprobe)
+			  const char *path, const struct mt_probe_at *p,
+			  size_t n, bool retprobe)
 {
 	for (size_t i = 0; i < n; i++) {
-		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = p[i].cookie,
+		LIBBPF_OPTS(bpf_uprobe_opts, opts,
+			    .bpf_cookie = MT_COOKIE(p[i].fn, a->serial),
 			    .retprobe = retprobe);
 		struct bpf_link *link;
 		int err;
@@ -151,7 +153,7 @@ static int attach_classic(struct mt_attach *a, struct bpf_program *prog,
 }
 
 static int attach_set(struct mt_attach *a, struct bpf_program *prog,
-		      const char *path, const struct probe *p, size_t n,
+		      const char *path, const struct mt_probe_at *p, size_t n,
 		      bool retprobe)
 {
 	if (n == 0)
@@ -194,25 +196,30 @@ int mt_attach_file(struct mt_attach *a, const char *path,
 	return mt_attach_file_as(a, path, path, family, err, errlen);
 }
 
-int mt_attach_file_as(struct mt_attach *a, const char *path,
-		      const char *symbols, enum mt_alloc_family *family,
-		      char *err, size_t errlen)
+int mt_attach_plan(struct mt_attach *a, const char *path, const char *symbols,
+		   struct mt_attach_plan *plan, char *err, size_t errlen)
 {
-	size_t nfuncs, nenter = 0, nret = 0;
+	size_t nfuncs;
 	const struct mt_alloc_func *table = mt_alloc_funcs(&nfuncs);
 	struct mt_elf_func funcs[nfuncs];
-	struct probe enter[nfuncs], ret[nfuncs];
 	uint64_t seen[nfuncs];
 	size_t nseen = 0;
 	unsigned per_family[MT_ALLOC_FAMILIES] = {0};
-	int found, rc;
+	int found;
 
-	*family = MT_ALLOC_NONE;
+	memset(plan, 0, sizeof(*plan));
 	for (size_t i = 0; i < nfuncs; i++)
 		funcs[i].name = table[i].name;
 	found = mt_elf_find_funcs(symbols, funcs, nfuncs, err, errlen);
 	if (found <= 0)
 		return found;
+	plan->enter = calloc(nfuncs, sizeof(*plan->enter));
+	plan->ret = calloc(nfuncs, sizeof(*plan->ret));
+	if (!plan->enter || !plan->ret) {
+		mt_attach_plan_free(plan);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < nfuncs; i++) {
 		unsigned fn = table[i].fn;
 		uint64_t off = funcs[i].offset;
@@ -224,29 +231,82 @@ int mt_attach_file_as(struct mt_attach *a, const char *path,
 		seen[nseen++] = off;
 		per_family[table[i].family]++;
 		if (fn == MT_FN_FREE) {
-			enter[nenter++] =
-			    (struct probe){entry_offset(a, path, funcs[i].name,
-							off, funcs[i].size),
-					   fn};
+			plan->enter[plan->nenter++] = (struct mt_probe_at){
+			    entry_offset(a, path, funcs[i].name, off,
+					 funcs[i].size),
+			    fn};
 			continue;
 		}
 		/* a return probe must be at the entry, where the return
 		 * address is on top of the stack (a session's too) */
-		enter[nenter++] = (struct probe){off, fn};
-		if (a->ret)
-			ret[nret++] = (struct probe){off, fn};
+		plan->enter[plan->nenter++] = (struct mt_probe_at){off, fn};
+		plan->ret[plan->nret++] = (struct mt_probe_at){off, fn};
 	}
-	rc = attach_set(a, a->enter, path, enter, nenter, false);
-	if (rc == 0 && a->ret)
-		rc = attach_set(a, a->ret, path, ret, nret, true);
+	plan->family = mt_alloc_family_of(per_family);
+	return plan->nenter + plan->nret;
+}
+
+int mt_attach_planned(struct mt_attach *a, const char *path,
+		      const struct mt_attach_plan *plan, char *err,
+		      size_t errlen)
+{
+	size_t nret = a->ret ? plan->nret : 0; /* a session: no return links */
+	int rc;
+
+	rc = attach_set(a, a->enter, path, plan->enter, plan->nenter, false);
+	if (rc == 0 && nret)
+		rc = attach_set(a, a->ret, path, plan->ret, nret, true);
 	if (rc) {
 		snprintf(err, errlen, "attaching %zu uprobes: %s",
-			 nenter + nret, strerror(-rc));
+			 plan->nenter + nret, strerror(-rc));
 		return rc;
 	}
-	*family = mt_alloc_family_of(per_family);
-	a->nprobes += nenter + nret;
-	return nenter + nret;
+	a->nprobes += plan->nenter + nret;
+	return plan->nenter + nret;
+}
+
+void mt_attach_plan_free(struct mt_attach_plan *plan)
+{
+	free(plan->enter);
+	free(plan->ret);
+	memset(plan, 0, sizeof(*plan));
+}
+
+int mt_attach_file_as(struct mt_attach *a, const char *path,
+		      const char *symbols, enum mt_alloc_family *family,
+		      char *err, size_t errlen)
+{
+	struct mt_attach_plan plan;
+	int n;
+
+	*family = MT_ALLOC_NONE;
+	n = mt_attach_plan(a, path, symbols, &plan, err, errlen);
+	if (n <= 0)
+		return n;
+	n = mt_attach_planned(a, path, &plan, err, errlen);
+	if (n > 0)
+		*family = plan.family;
+	mt_attach_plan_free(&plan);
+	return n;
+}
+
+void mt_attach_hand_over(struct mt_attach *a, void (*take)(void *ctx, int fd),
+			 void *ctx)
+{
+	for (size_t i = 0; i < a->nlinks; i++) {
+		if (a->links[i]) {
+			/* libbpf's own close is then not the last */
+			int fd = fcntl(bpf_link__fd(a->links[i]),
+				       F_DUPFD_CLOEXEC, 0);
+
+			if (fd >= 0)
+				take(ctx, fd);
+		} else if (a->link_fds[i] >= 0) {
+			take(ctx, a->link_fds[i]);
+			a->link_fds[i] = -1;
+		}
+	}
+	mt_attach_destroy(a);
 }
 
 void mt_attach_destroy(struct mt_attach *a)

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "mt_allocators.h"
@@ -27,7 +28,8 @@ struct mt_attach {
 				      (cookie = mt_probe_fn) */
 	struct bpf_program *ret;   /* return program; NULL with a session */
 	enum mt_probe_mode mode;
-	pid_t pid; /* links trap only this process; 0: every process */
+	pid_t pid;	 /* links trap only this process; 0: every process */
+	uint32_t serial; /* in the cookies (MT_COOKIE_LINK); 0: none */
 	int verbose;
 	size_t nprobes;
 	size_t nlinks;
@@ -48,6 +50,11 @@ void mt_attach_init(struct mt_attach *a, enum mt_probe_mode mode,
  * --fast: a process that cannot carry the preload can be probed alone.
  */
 void mt_attach_set_pid(struct mt_attach *a, pid_t pid);
+
+/* Links made from now on carry serial in their cookies (MT_COOKIE_LINK,
+ * bpf/mt_probe.h): the BPF side counts their calls only while its
+ * `pid_links` table holds that serial for the process. */
+void mt_attach_set_serial(struct mt_attach *a, uint32_t serial);
 
 /* The attach type the allocator programs are loaded with for a session or
  * multi mode, and their links made with (classic: the default). */
@@ -71,6 +78,36 @@ int mt_attach_file(struct mt_attach *a, const char *path,
 int mt_attach_file_as(struct mt_attach *a, const char *path,
 		      const char *symbols, enum mt_alloc_family *family,
 		      char *err, size_t errlen);
+
+/*
+ * The same in two steps, for a file probed again and again (one link per
+ * process): where the probes go, read from the ELF file once, then placed
+ * as many times as needed.  mt_attach_plan() returns the number of probes
+ * (0: no allocator there) or -errno with a message in err.
+ */
+struct mt_probe_at {
+	uint64_t offset; /* in the file */
+	unsigned fn;	 /* enum mt_probe_fn */
+};
+
+struct mt_attach_plan {
+	enum mt_alloc_family family;
+	size_t nenter, nret;
+	struct mt_probe_at *enter, *ret; /* return probes: unless a session */
+};
+
+int mt_attach_plan(struct mt_attach *a, const char *path, const char *symbols,
+		   struct mt_attach_plan *plan, char *err, size_t errlen);
+int mt_attach_planned(struct mt_attach *a, const char *path,
+		      const struct mt_attach_plan *plan, char *err,
+		      size_t errlen);
+void mt_attach_plan_free(struct mt_attach_plan *plan);
+
+/* Each link's descriptor to take (which then owns it, and closes it
+ * when it will: the last close of a link waits for grace periods), and
+ * the links destroyed here (not their last reference any more). */
+void mt_attach_hand_over(struct mt_attach *a, void (*take)(void *ctx, int fd),
+			 void *ctx);
 
 void mt_attach_destroy(struct mt_attach *a);
 

@@ -429,6 +429,7 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 	skel->rodata->wakeup_bytes = o->ring_bytes / 8;
 	skel->bss->discover_code = o->track_allocators || o->stacks;
 	skel->rodata->stop_for_new_code = !o->no_stop;
+	skel->rodata->fast_links = t->fast != NULL;
 	skel->data->allocs_enabled = !o->start_disabled;
 	skel->data->syscalls_enabled = !o->start_disabled;
 	skel->rodata->lifecycle_wakeup_bytes =
@@ -510,12 +511,26 @@ static int allocator_found(void *ctx, pid_t pid, const char *path,
 				   strlen(path), &fields);
 }
 
-/* --fast: libc and libstdc++ are the preload's to record, not probed. */
+/* --fast: libc and libstdc++ are the preload's to record, not probed
+ * (but for processes without it, which get links of their own on them). */
 static bool covered_by_preload(void *ctx, int fd, enum mt_alloc_family *family)
 {
-	const struct tracer *t = ctx;
+	struct tracer *t = ctx;
 
-	return mt_fast_covers(t->fast, fd, family);
+	if (!mt_fast_covers(t->fast, fd, family))
+		return false;
+	if (*family != MT_ALLOC_NONE) /* not the recorder itself */
+		mt_fast_links_file(&t->links, fd);
+	return true;
+}
+
+/* --fast: a process stopped at its exec or fork may need links of its
+ * own. */
+static void fast_before_resume(void *ctx, const struct mt_event *e)
+{
+	struct tracer *t = ctx;
+
+	mt_fast_links_stopped(&t->links, t->fast, e);
 }
 
 /* A code file the tree maps, first seen: for the call stacks. */
@@ -540,8 +555,11 @@ static void use_bpf_for_code(struct tracer *t)
 	    .exec_inspected = exec_inspected,
 	    .probe_allocators = t->opts->track_allocators,
 	    .covered = t->fast ? covered_by_preload : NULL,
+	    .before_resume = t->fast ? fast_before_resume : NULL,
 	};
 
+	if (t->fast)
+		mt_fast_links_use_bpf(&t->links, t->skel, t->probe_mode);
 	mt_code_use_bpf(&t->code, t->skel, t->probe_mode, &host,
 			t->opts->verbose);
 }
@@ -1099,6 +1117,8 @@ static void cleanup(struct tracer *t)
 		t->skel->bss->discover_code = 0;
 		t->skel->bss->backpressure = 0;
 	}
+	if (t->fast) /* before the detacher forks: it would hold them */
+		mt_fast_links_free(&t->links);
 	if (!detach_in_background(t))
 		detach_all(t);
 	release_stopped(t);
@@ -1159,8 +1179,10 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		free(t.batch);
 		return MT_EXIT_TRACER_FAILED;
 	}
-	if (t.fast)
+	if (t.fast) {
 		mt_fast_set_enabled(t.fast, !opts->start_disabled);
+		mt_fast_links_init(&t.links, opts->verbose);
+	}
 	startup_phase(&t, "--fast rings");
 	confine_begin(&t);
 	if (!t.batch || sfd < 0 || spawn_child(&t)) {

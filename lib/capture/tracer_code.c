@@ -340,7 +340,8 @@ void mt_code_inspect_queued(struct mt_code *c)
 		char path[PATH_MAX];
 		int fd;
 
-		if (!inspected(c, &id)) {
+		/* a fork child's record names no file */
+		if (!(e.flags & MT_NEW_CODE_FORKED) && !inspected(c, &id)) {
 			fd = open_new_code(&e, path, sizeof(path));
 			if (fd >= 0) {
 				inspect_file(c, fd, path, e.pid,
@@ -358,6 +359,8 @@ void mt_code_inspect_queued(struct mt_code *c)
 			}
 			mark_inspected(c, &id);
 		}
+		if (c->host.before_resume)
+			c->host.before_resume(c->host.ctx, &e);
 		resume(c, &e); /* it is traced now */
 	}
 	c->nqueued = 0;

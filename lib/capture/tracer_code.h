@@ -42,6 +42,9 @@ struct mt_code_host {
 	 * makes events of (it stays unprobed; *family: what it holds), or
 	 * NULL */
 	bool (*covered)(void *ctx, int fd, enum mt_alloc_family *family);
+	/* the process of a NEW_CODE record e, stopped for it, is inspected
+	 * and about to go on (or NULL) */
+	void (*before_resume)(void *ctx, const struct mt_event *e);
 };
 
 /* A code file's identity: device and inode, and the inode's generation,

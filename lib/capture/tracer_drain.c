@@ -96,8 +96,10 @@ int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size)
 		if (t->watchdog > 0) /* stops are made and recorded */
 			mt_code_exited(&t->code, e->pid);
 		mt_backpressure_exited(t, e->pid);
-		if (t->fast) /* its rings, once drained, go back */
+		if (t->fast) { /* its rings, once drained, go back */
 			mt_fast_exited(t->fast, e->pid);
+			mt_fast_links_exited(&t->links, e->pid);
+		}
 	}
 	if (e->kind == MT_EV_EXEC) {
 		if (t->fast) /* it should load the recorder */
@@ -238,6 +240,8 @@ int mt_tracer_drain(struct tracer *t, bool final)
 	/* stopped processes wait for this: before anything else */
 	if (t->code.nqueued || t->code.nexited)
 		mt_code_inspect_queued(&t->code);
+	if (t->fast) /* links that went, closed off our path */
+		mt_fast_links_flush(&t->links);
 	mt_tracer_code_maps_pending(t, code_map_event);
 	/* the rings are empty now: whoever filled them goes on */
 	mt_backpressure_release(t, false);

@@ -445,9 +445,9 @@ static void exited_uncovered(struct mt_fast *f, pid_t pid)
 			fprintf(
 			    stderr,
 			    "mt-trace: --fast: pid %d (%s) ran without the "
-			    "recorder (LD_PRELOAD dropped, or set-user-ID): "
-			    "its calls into libc were not recorded; trace it "
-			    "without --fast\n",
+			    "recorder its environment named: its calls into "
+			    "libc were not recorded; trace it without "
+			    "--fast\n",
 			    (int)pid, path);
 			f->warned[f->nwarned++] = strdup(path);
 		}
@@ -459,6 +459,178 @@ static void exited_uncovered(struct mt_fast *f, pid_t pid)
 uint64_t mt_fast_uncovered(const struct mt_fast *f)
 {
 	return f->uncovered;
+}
+
+/* ---- will a new program carry the recorder? ----------------------------- */
+
+/* The whole of /proc/PID/name (environ, auxv), with a NUL after it; NULL
+ * when the process is gone. */
+static char *read_proc(pid_t pid, const char *name, size_t *len)
+{
+	char path[64], *buf = NULL;
+	size_t cap = 0, n = 0;
+	ssize_t got = 1;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	while (got > 0) {
+		buf = mt_grow(buf, &cap, n + 4097, 1);
+		got = read(fd, buf + n, cap - n - 1);
+		n += got > 0 ? (size_t)got : 0;
+	}
+	close(fd);
+	if (got < 0) {
+		free(buf);
+		return NULL;
+	}
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+}
+
+/* AT_SECURE in the auxiliary vector: a set-user-ID or set-group-ID
+ * program, or one with file capabilities, whose loader ignores a preload
+ * named by a path. */
+static bool secure_exec(pid_t pid)
+{
+	enum { AT_SECURE_ = 23 };
+	size_t len = 0;
+	uint64_t *auxv = (uint64_t *)read_proc(pid, "auxv", &len);
+	bool secure = false;
+
+	for (size_t i = 0; auxv && i + 1 < len / sizeof(*auxv); i += 2)
+		if (auxv[i] == AT_SECURE_)
+			secure = auxv[i + 1] != 0;
+	free(auxv);
+	return secure;
+}
+
+/* The value of name in an environment block (NAME=VALUE strings, each
+ * ended by a NUL): the first (getenv's) or the last (the loader's: each
+ * LD_PRELOAD it reads replaces the one before). */
+static const char *env_value(const char *env, size_t len, const char *name,
+			     bool last)
+{
+	size_t nlen = strlen(name);
+	const char *found = NULL;
+
+	for (size_t at = 0; at < len; at += strlen(env + at) + 1) {
+		if (strncmp(env + at, name, nlen) != 0 || env[at + nlen] != '=')
+			continue;
+		found = env + at + nlen + 1;
+		if (!last)
+			break;
+	}
+	return found;
+}
+
+/* Is elem (n bytes of an LD_PRELOAD list, as process pid sees paths) the
+ * recorder? */
+static bool names_recorder(const struct mt_fast *f, pid_t pid, const char *elem,
+			   size_t n)
+{
+	const char *base = strrchr(f->preload, '/');
+	char path[PATH_MAX + 64];
+	struct stat st;
+
+	if (n == 0 || n >= PATH_MAX)
+		return false;
+	if (strlen(f->preload) == n && memcmp(elem, f->preload, n) == 0)
+		return true;
+	if (!memchr(elem, '/', n)) /* looked for in the library path */
+		return base && strlen(base + 1) == n &&
+		       memcmp(elem, base + 1, n) == 0;
+	snprintf(path, sizeof(path), "/proc/%d/%s/%.*s", (int)pid,
+		 elem[0] == '/' ? "root" : "cwd", (int)n, elem);
+	return stat(path, &st) == 0 && st.st_dev == f->preload_dev &&
+	       st.st_ino == f->preload_ino;
+}
+
+/* The loader's reading of LD_PRELOAD: names split at spaces and colons. */
+static bool preloads_recorder(const struct mt_fast *f, pid_t pid,
+			      const char *list)
+{
+	while (list && *list) {
+		size_t n = strcspn(list, " :");
+
+		if (names_recorder(f, pid, list, n))
+			return true;
+		list += n + (list[n] != '\0');
+	}
+	return false;
+}
+
+/* Does process pid hold CAP_SYS_PTRACE (so may open mt-trace's /proc)? */
+static bool may_ptrace(pid_t pid)
+{
+	enum { CAP_SYS_PTRACE_ = 19 };
+	size_t len = 0;
+	char *status = read_proc(pid, "status", &len);
+	const char *line = status ? strstr(status, "\nCapEff:") : NULL;
+	unsigned long long caps = 0;
+
+	if (line)
+		sscanf(line, "\nCapEff: %llx", &caps);
+	free(status);
+	return caps & (1ull << CAP_SYS_PTRACE_);
+}
+
+/* Will the recorder of process pid reach the shared memory, as
+ * map_shared() in mt_preload.c does: MT_FAST_SHM names this session's
+ * memfd, which the process still holds, or else may open through
+ * mt-trace's /proc/PID/fd. */
+static bool reaches_shared(const struct mt_fast *f, pid_t pid, const char *desc)
+{
+	unsigned long long ino;
+	int memfd, efd, tracer;
+	char path[64];
+	struct stat mine, theirs;
+
+	if (!desc ||
+	    sscanf(desc, "%d,%d,%llu,%d", &memfd, &efd, &ino, &tracer) != 4 ||
+	    fstat(f->memfd, &mine) || ino != mine.st_ino || tracer != getpid())
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, memfd);
+	if (stat(path, &theirs) == 0 && theirs.st_ino == mine.st_ino &&
+	    theirs.st_dev == mine.st_dev)
+		return true;
+	return may_ptrace(pid);
+}
+
+bool mt_fast_needs_links(struct mt_fast *f, pid_t pid, const char **why)
+{
+	char exe[64];
+	size_t len = 0;
+	char *env;
+
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
+	if (!dynamic_program(exe))
+		return false; /* static, or gone: probed as always */
+	if (secure_exec(pid)) {
+		*why = "set-user-ID or with capabilities: the loader ignores "
+		       "LD_PRELOAD";
+	} else if (!(env = read_proc(pid, "environ", &len))) {
+		return false; /* gone */
+	} else {
+		*why = NULL;
+		if (!preloads_recorder(f, pid,
+				       env_value(env, len, "LD_PRELOAD", true)))
+			*why = "LD_PRELOAD without the recorder";
+		else if (!reaches_shared(
+			     f, pid, env_value(env, len, MT_FAST_ENV, false)))
+			*why = MT_FAST_ENV " missing, or its memfd closed";
+		free(env);
+		if (!*why)
+			return false;
+	}
+	/* traced by links: it is not expected to say it loaded the recorder */
+	for (size_t i = 0; i < f->nwaiting; i++)
+		if (f->waiting[i].pid == pid)
+			forget_waiting(f, i--);
+	return true;
 }
 
 /* ---- draining ------------------------------------------------------------ */

@@ -40,6 +40,16 @@ void mt_fast_exited(struct mt_fast *f, pid_t pid);
  * expected to load the recorder before it exits. */
 void mt_fast_exec(struct mt_fast *f, pid_t pid, uint64_t when);
 
+/*
+ * Process pid is stopped at its exec: will its new program run without the
+ * recorder (dynamic, and LD_PRELOAD lacks it, or the loader ignores it for
+ * a set-user-ID program, or the recorder cannot reach the shared memory)?
+ * Then its calls into libc and libstdc++ need uprobe links of its own
+ * (fast_links.h), and *why says why.  A static program: false (its own
+ * allocator is probed as in the default mode).
+ */
+bool mt_fast_needs_links(struct mt_fast *f, pid_t pid, const char **why);
+
 /* How many processes ran a dynamic program without the recorder. */
 uint64_t mt_fast_uncovered(const struct mt_fast *f);
 

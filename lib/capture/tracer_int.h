@@ -13,6 +13,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "fast_links.h"
 #include "mt_attach.h"
 #include "mt_confine.h"
 #include "mt_control.h"
@@ -81,6 +82,8 @@ struct tracer {
 	uint64_t throttles_released;
 	/* --fast: the preloaded recorders' rings (tracer_fast.c), or NULL */
 	struct mt_fast *fast;
+	/* --fast: links of their own for processes without the recorder */
+	struct mt_fast_links links;
 };
 
 static inline uint64_t mt_clock_ns(clockid_t id)
