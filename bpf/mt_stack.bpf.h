@@ -225,13 +225,13 @@ find_mapping(struct code_mapping *map, struct mapping_cache *cache, __u64 pc)
 static __always_inline struct mapping_cache *
 thread_mapping_cache(struct task_struct *task)
 {
-	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	struct mm_struct *mm = task->mm;
 	struct mapping_cache *cache;
 	__u32 seq;
 
 	if (!bpf_core_field_exists(mm->mm_lock_seq))
 		return NULL;
-	seq = BPF_CORE_READ(mm, mm_lock_seq.sequence);
+	seq = mm->mm_lock_seq.sequence;
 	if (seq & 1)
 		return NULL;
 	cache = bpf_task_storage_get(&mapping_caches, task, NULL,
@@ -409,15 +409,13 @@ static __always_inline struct mt_stack_record *stack_scratch_record(void)
 	return bpf_map_lookup_elem(&stack_scratch, &zero);
 }
 
-/* Send a stack the first time it is seen (or every time, when the table
- * is full: mt-trace keeps one of each). */
+/* Send a stack the table does not hold (every time, when the table is
+ * full: mt-trace keeps one of each). */
 static __always_inline void send_new_stack(struct mt_stack_record *rec,
 					   __u64 key)
 {
 	__u64 bytes;
 
-	if (bpf_map_lookup_elem(&stacks, &key))
-		return;
 	if (bpf_map_update_elem(&stacks, &key, rec, BPF_NOEXIST) == -EEXIST_)
 		return; /* another CPU just sent it */
 	bytes = sizeof(rec->ev) + rec->ev.size * sizeof(rec->frames[0]);
@@ -443,6 +441,7 @@ __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 	struct task_struct *task;
 	struct unwind u = {};
 	__u32 zero = 0;
+	__u64 key;
 
 	rec = stack_scratch_record();
 	u.window = bpf_map_lookup_elem(&stack_windows, &zero);
@@ -456,18 +455,21 @@ __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 	u.pc = ip;
 	u.sp = sp;
 	u.bp = bp;
-	u.trampoline = BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
+	u.trampoline = task->mm->uprobes_state.xol_area->vaddr;
 	u.hash = 0xcbf29ce484222325ull;
 	bpf_loop(stack_depth, unwind_step, &u, 0);
 	if (u.nframes == 0)
 		return 0;
+	key = u.hash ? u.hash : 1;
+	if (bpf_map_lookup_elem(&stacks, &key))
+		return key; /* sent before */
 	fill_event(&rec->ev, MT_EV_STACK, pid_tgid);
-	rec->ev.addr = u.hash ? u.hash : 1;
+	rec->ev.addr = key;
 	rec->ev.size = u.nframes;
 	rec->ev.flags = u.complete ? 0 : MT_STACK_TRUNCATED;
 	rec->ev.aux = u.nframes * sizeof(rec->frames[0]);
-	send_new_stack(rec, rec->ev.addr);
-	return rec->ev.addr;
+	send_new_stack(rec, key);
+	return key;
 }
 
 /* The stack of a traced allocator call, at its return (ctx: the return's
