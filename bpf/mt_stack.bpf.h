@@ -11,7 +11,10 @@
  * per process has to be kept current: exec, dlopen, fork all just work),
  * a bounded binary search finds the row, the row says where the caller's
  * frame and return address are.  bpf_loop() keeps the verifier's work
- * bounded whatever the depth.
+ * bounded whatever the depth.  A thread's walk that starts where one of
+ * its last few started, on a stack whose words that walk read are
+ * unchanged, is not made again (struct walk_memo): a loop that allocates
+ * from one place pays one read of its stack a call.
  *
  * Each distinct stack is sent once: its frames are hashed, and only a
  * stack the table did not hold yet (or cannot hold: full) goes to the ring
@@ -75,17 +78,47 @@ struct {
 } stack_scratch SEC(".maps");
 
 /*
- * The user stack is read a chunk at a time, not a word per frame: each
- * bpf_probe_read_user costs ~50 ns whatever its size up to a few hundred
- * bytes (fault handling set up, hardened usercopy checks), and a chunk
- * holds several frames' return addresses.  Aligned, so a chunk never
- * crosses a page: it is readable whenever the word asked for is.
+ * Walks remembered.  A walk is a function of where it starts (pc, sp, and
+ * bp when a rule reads it before a frame restores it), of the stack words
+ * it uses (return addresses; a saved bp only once a rule reads it), and of
+ * the code mappings and their rows: from the same start,
+ * under the same mappings (mm_lock_seq) and rows (files_published), the
+ * same values in the same words give the same stack.  So each thread's
+ * last few walks are kept with the words each read, and a walk starting
+ * where one of them started re-reads those words (one read of the stack)
+ * instead of walking: all equal, the stack is the remembered one.  A walk
+ * that took a return address from the kernel (the uretprobe trampoline's
+ * slot) or met an unreadable word is not kept.
  */
-#define STACK_CHUNK 512
+#define MEMO_WALKS 4
+#define MEMO_WORDS 64
+
+struct walk_memo {
+	__u64 pc, sp, bp; /* where the walk started */
+	__u64 key;	  /* its stack's key, in the stacks table; 0: none */
+	__u32 span;	  /* its words lie in [sp, sp + span) */
+	__u16 nwords;
+	__u8 bp_used;	       /* a rule read the starting bp */
+	__u8 keep;	       /* while walking: it can be kept */
+	__u16 off[MEMO_WORDS]; /* each word read, as its offset from sp */
+	__u64 val[MEMO_WORDS]; /* and its value */
+};
+
+/*
+ * The user stack is read a window at a time, not a word per frame: a
+ * bpf_probe_read_user costs ~100 ns here whatever its size up to a few
+ * hundred bytes (the checks of both ends, hardened usercopy's among them),
+ * +30 ns a KiB, and one 4 KiB window usually holds every frame's words.
+ * A read that runs into an unmapped (or never touched) page fails whole:
+ * a window ends where the thread's stack does, else at the page's end.
+ */
+#define STACK_WINDOW 4096
 
 struct stack_window {
-	__u64 base; /* user address of bytes[0]; 0: nothing read yet */
-	__u8 bytes[STACK_CHUNK];
+	__u64 base; /* user address of bytes[0] */
+	__u64 len;  /* bytes read there; 0: none */
+	__u8 bytes[STACK_WINDOW];
+	struct walk_memo memo; /* the walk under way, to be kept */
 };
 
 struct {
@@ -113,43 +146,55 @@ struct code_mapping {
 };
 
 /*
- * The code mappings a thread's last walks went through, kept while its
- * process's mappings do not change.  Finding a pc's mapping through the
- * kernel (bpf_find_vma, then the file's entry in stack_files) costs
- * ~150 ns, and a walk changes files 3-5 times (program, libraries, libc's
- * start, the program's _start again), every call.  The kernel counts
- * every change of a process's mappings in mm->mm_lock_seq (odd while one
- * is under way): a cache filled under another count is stale.  Per
- * thread, so no two CPUs ever write the same cache; task storage goes
- * away with the thread.
+ * What a thread's last walks found, kept while its process's mappings do
+ * not change: the code mappings they went through (finding a pc's mapping
+ * through the kernel, bpf_find_vma then the file's entry in stack_files,
+ * costs ~150 ns, and a walk changes files 3-5 times: program, libraries,
+ * libc's start, the program's _start again), the thread's stack mapping,
+ * and the walks themselves (struct walk_memo).  The kernel counts every
+ * change of a process's mappings in mm->mm_lock_seq (odd while one is
+ * under way), and mt-trace counts the files it published rows of: a
+ * cache filled under other counts is stale.  Per thread, so no two CPUs
+ * ever write the same cache; task storage goes away with the thread.
  */
 #define MAPPING_CACHE_SLOTS 8
 
-struct mapping_cache {
-	__u64 mm;   /* the mm_struct its slots describe */
-	__u32 seq;  /* mm->mm_lock_seq when they were found */
-	__u32 next; /* the slot to fill next (round robin) */
+/* Bumped by mt-trace after each code file it adds to stack_files. */
+volatile __u32 files_published = 0;
+
+struct thread_cache {
+	__u64 mm;	/* the mm_struct it describes */
+	__u32 seq;	/* mm->mm_lock_seq when it was filled */
+	__u32 files;	/* files_published then */
+	__u32 next_map; /* the slot to fill next (round robin) */
+	__u32 next_walk;
+	__u64 stack_start, stack_end; /* the thread's stack; end 0: unknown */
 	struct code_mapping slot[MAPPING_CACHE_SLOTS];
+	struct walk_memo walk[MEMO_WALKS];
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, struct mapping_cache);
-} mapping_caches SEC(".maps");
+	__type(value, struct thread_cache);
+} thread_caches SEC(".maps");
 
 /* The walk's state from frame to frame. */
 struct unwind {
 	struct task_struct *task;
 	struct mt_stack_record *rec;
 	struct stack_window *window;
-	struct mapping_cache *cache; /* NULL: none usable this walk */
+	struct thread_cache *cache; /* NULL: none usable this walk */
 	__u64 pc, sp, bp;
+	__u64 start_sp;	  /* sp where the walk started */
 	__u64 trampoline; /* where uretprobes return to, or 0 */
 	__u64 hash;
 	__u32 nframes;
 	bool complete;
+	/* where bp was restored from (0: it is the starting one), until a
+	 * rule reads it: only then does the walk depend on its value */
+	__u64 bp_slot;
 	struct code_mapping map; /* the mapping the last pc was in */
 };
 
@@ -189,8 +234,8 @@ static long read_vma(struct task_struct *task, struct vm_area_struct *vma,
  * that *map changed (checked inside the walk, the cache's paths took the
  * verifier from 25 k to 450 k instructions, ~4 s of every start).
  */
-__attribute__((noinline)) int
-find_mapping(struct code_mapping *map, struct mapping_cache *cache, __u64 pc)
+__attribute__((noinline)) int find_mapping(struct code_mapping *map,
+					   struct thread_cache *cache, __u64 pc)
 {
 	struct code_mapping found = {};
 
@@ -215,34 +260,40 @@ find_mapping(struct code_mapping *map, struct mapping_cache *cache, __u64 pc)
 	*map = found;
 	/* only files with rows: a file not inspected yet may get them */
 	if (cache && found.id && found.nrows)
-		cache->slot[cache->next++ % MAPPING_CACHE_SLOTS] = found;
+		cache->slot[cache->next_map++ % MAPPING_CACHE_SLOTS] = found;
 	return 0;
 }
 
-/* The current thread's mapping cache, emptied when its process's mappings
- * changed since it was filled; NULL while they are changing, or where the
- * kernel keeps no count of changes (before Linux 6.14). */
-static __always_inline struct mapping_cache *
-thread_mapping_cache(struct task_struct *task)
+/* The current thread's cache, emptied when its process's mappings or the
+ * published files changed since it was filled; NULL while the mappings
+ * are changing, or where the kernel keeps no count of changes (before
+ * Linux 6.14). */
+static __always_inline struct thread_cache *
+current_thread_cache(struct task_struct *task)
 {
 	struct mm_struct *mm = task->mm;
-	struct mapping_cache *cache;
-	__u32 seq;
+	__u32 seq, files = files_published;
+	struct thread_cache *cache;
 
 	if (!bpf_core_field_exists(mm->mm_lock_seq))
 		return NULL;
 	seq = mm->mm_lock_seq.sequence;
 	if (seq & 1)
 		return NULL;
-	cache = bpf_task_storage_get(&mapping_caches, task, NULL,
+	cache = bpf_task_storage_get(&thread_caches, task, NULL,
 				     BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!cache)
 		return NULL;
-	if (cache->mm != (__u64)mm || cache->seq != seq) {
+	if (cache->mm != (__u64)mm || cache->seq != seq ||
+	    cache->files != files) {
 		for (int i = 0; i < MAPPING_CACHE_SLOTS; i++)
 			cache->slot[i].end = 0;
+		for (int i = 0; i < MEMO_WALKS; i++)
+			cache->walk[i].key = 0;
+		cache->stack_end = 0;
 		cache->mm = (__u64)mm;
 		cache->seq = seq;
+		cache->files = files;
 	}
 	return cache;
 }
@@ -299,6 +350,27 @@ static __always_inline struct mt_cfi_row *find_row(const struct unwind *u,
 	return at < 0 ? NULL : bpf_map_lookup_elem(&cfi_rows, &at);
 }
 
+/* Keep word, read at addr, with the walk; the walk cannot be kept when its
+ * words are too many or too far apart. */
+static __always_inline void memo_word(struct unwind *u, __u64 addr, __u64 word)
+{
+	struct walk_memo *m = &u->window->memo;
+	__u64 off = addr - u->start_sp;
+	__u32 n = m->nwords;
+
+	if (!m->keep)
+		return;
+	if (off > STACK_WINDOW - sizeof(word) || n >= MEMO_WORDS) {
+		m->keep = 0;
+		return;
+	}
+	m->off[n] = off;
+	m->val[n] = word;
+	m->nwords = n + 1;
+	if (off + sizeof(word) > m->span)
+		m->span = off + sizeof(word);
+}
+
 /* Where the caller's frame starts (its CFA), by the row's rule; 0 when the
  * walk ends here. */
 static __always_inline __u64 frame_cfa(struct unwind *u,
@@ -308,6 +380,11 @@ static __always_inline __u64 frame_cfa(struct unwind *u,
 	case MT_CFA_RSP:
 		return u->sp + row->cfa_offset;
 	case MT_CFA_RBP:
+		if (!u->bp_slot)
+			u->window->memo.bp_used = 1;
+		else
+			memo_word(u, u->bp_slot, u->bp);
+		u->bp_slot = 0;
 		return u->bp + row->cfa_offset;
 	case MT_CFA_PLT:
 		return u->sp + row->cfa_offset +
@@ -338,25 +415,96 @@ static __always_inline __u64 hijacked_return(const struct unwind *u, __u64 slot)
 	return 0;
 }
 
+static long read_stack_vma(struct task_struct *task, struct vm_area_struct *vma,
+			   void *ctx)
+{
+	__u64 *bounds = ctx;
+
+	bounds[0] = vma->vm_start;
+	bounds[1] = vma->vm_end;
+	return 0;
+}
+
+/* Where the thread's stack mapping, the one sp is in, ends (0: not
+ * known): from the cache, else from the kernel's VMA. */
+static __always_inline __u64 stack_end(struct thread_cache *cache, __u64 sp)
+{
+	__u64 bounds[2] = {};
+
+	if (!cache)
+		return 0;
+	if (cache->stack_end && sp >= cache->stack_start &&
+	    sp < cache->stack_end)
+		return cache->stack_end;
+	if (bpf_find_vma(bpf_get_current_task_btf(), sp, read_stack_vma, bounds,
+			 0) ||
+	    sp < bounds[0] || sp >= bounds[1])
+		return 0;
+	cache->stack_start = bounds[0];
+	cache->stack_end = bounds[1];
+	return bounds[1];
+}
+
+/*
+ * Read w's window at addr, of a walk that started at sp: up to
+ * STACK_WINDOW bytes, to the end of the stack, else to the end of addr's
+ * page; 0 when read.  Global, like find_mapping.
+ */
+__attribute__((noinline)) int fill_window(struct stack_window *w,
+					  struct thread_cache *cache, __u64 sp,
+					  __u64 addr)
+{
+	__u64 base = addr & ~7ull, page_end = (addr | 4095) + 1;
+	__u64 end, len;
+
+	if (!w)
+		return -1;
+	w->len = 0;
+	end = stack_end(cache, sp);
+	if (end <= addr)
+		end = page_end;
+	else if (end - base > STACK_WINDOW)
+		end = base + STACK_WINDOW;
+	len = end - base;
+	if (len > STACK_WINDOW)
+		return -1;
+	if (bpf_probe_read_user(w->bytes, len, (void *)base)) {
+		if (end <= page_end)
+			return -1;
+		/* a page in between never touched */
+		len = page_end - base;
+		if (len > STACK_WINDOW ||
+		    bpf_probe_read_user(w->bytes, len, (void *)base))
+			return -1;
+	}
+	w->base = base;
+	w->len = len;
+	return 0;
+}
+
+static __always_inline bool in_window(const struct stack_window *w, __u64 at)
+{
+	return at <= STACK_WINDOW - sizeof(__u64) &&
+	       at + sizeof(__u64) <= w->len;
+}
+
 /* The user word at addr, through the window (0 when read). */
 static __always_inline long read_stack_word(struct unwind *u, __u64 addr,
 					    __u64 *word)
 {
 	struct stack_window *w = u->window;
-	__u64 base = addr & ~(__u64)(STACK_CHUNK - 1);
-	__u32 at = addr - base;
+	__u64 at = addr - w->base;
 
-	if (at > STACK_CHUNK - sizeof(*word)) /* straddles two chunks */
-		return bpf_probe_read_user(word, sizeof(*word), (void *)addr);
-	if (w->base != base) {
-		if (bpf_probe_read_user(w->bytes, STACK_CHUNK, (void *)base)) {
-			w->base = 0;
-			return bpf_probe_read_user(word, sizeof(*word),
-						   (void *)addr);
+	if (!in_window(w, at) && (fill_window(w, u->cache, u->start_sp, addr) ||
+				  !in_window(w, at = addr - w->base))) {
+		/* not in the window, not even on its own: the walk ends */
+		if (bpf_probe_read_user(word, sizeof(*word), (void *)addr)) {
+			w->memo.keep = 0;
+			return -1;
 		}
-		w->base = base;
+	} else {
+		*word = *(__u64 *)&w->bytes[at];
 	}
-	*word = *(__u64 *)&w->bytes[at & (STACK_CHUNK - 1)];
 	return 0;
 }
 
@@ -388,14 +536,18 @@ static long unwind_step(__u32 i, void *ctx)
 		return 1;
 	if (read_stack_word(u, cfa - 8, &ra))
 		return 1;
-	if (ra && ra == u->trampoline)
+	memo_word(u, cfa - 8, ra);
+	if (ra && ra == u->trampoline) {
 		ra = hijacked_return(u, cfa - 8);
+		u->window->memo.keep = 0; /* not the stack's word */
+	}
 	if (!ra)
 		return 1;
 	if (row->rbp_rule == MT_RBP_SAVED) {
 		if (read_stack_word(u, cfa + row->rbp_offset, &bp))
 			return 1;
 		u->bp = bp;
+		u->bp_slot = cfa + row->rbp_offset;
 	}
 	u->sp = cfa;
 	u->pc = ra;
@@ -410,20 +562,114 @@ static __always_inline struct mt_stack_record *stack_scratch_record(void)
 }
 
 /* Send a stack the table does not hold (every time, when the table is
- * full: mt-trace keeps one of each). */
-static __always_inline void send_new_stack(struct mt_stack_record *rec,
+ * full: mt-trace keeps one of each); true when the table holds it now. */
+static __always_inline bool send_new_stack(struct mt_stack_record *rec,
 					   __u64 key)
 {
 	__u64 bytes;
+	long err = bpf_map_update_elem(&stacks, &key, rec, BPF_NOEXIST);
 
-	if (bpf_map_update_elem(&stacks, &key, rec, BPF_NOEXIST) == -EEXIST_)
-		return; /* another CPU just sent it */
+	if (err == -EEXIST_)
+		return true; /* another CPU just sent it */
 	bytes = sizeof(rec->ev) + rec->ev.size * sizeof(rec->frames[0]);
 	if (bytes > sizeof(*rec))
 		bytes = sizeof(*rec);
 	/* no room in the ring: not a lost event, mt-trace reads the stack
 	 * from the table instead (only a full table loses it) */
 	bpf_ringbuf_output(&events, rec, bytes, 0);
+	return err == 0;
+}
+
+/* Which of the thread's remembered walks started at (pc, sp, bp), or -1.
+ * (An index, not a pointer: the verifier follows one pointer with a
+ * variable offset through what comes next, not one per slot.) */
+static __always_inline int memo_index(const struct thread_cache *cache,
+				      __u64 pc, __u64 sp, __u64 bp)
+{
+	for (int i = 0; i < MEMO_WALKS; i++) {
+		const struct walk_memo *m = &cache->walk[i];
+
+		if (m->key && m->pc == pc && m->sp == sp &&
+		    (!m->bp_used || m->bp == bp))
+			return i;
+	}
+	return -1;
+}
+
+struct memo_check {
+	const struct walk_memo *memo;
+	const struct stack_window *window;
+	bool differs;
+};
+
+/* bpf_loop callback: does word i of the memo still hold its value? */
+static long check_memo_word(__u32 i, void *ctx)
+{
+	struct memo_check *c = ctx;
+	__u32 off;
+
+	if (i >= MEMO_WORDS)
+		return 1;
+	off = c->memo->off[i];
+	if (off > STACK_WINDOW - sizeof(__u64) ||
+	    *(__u64 *)&c->window->bytes[off] != c->memo->val[i]) {
+		c->differs = true;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * The key of the stack a remembered walk from (pc, sp, bp) found, if
+ * every word it read still holds what it read; else 0.  The words are
+ * read again as one window, which a walk that follows reads through.
+ * Global, like find_mapping.
+ */
+__attribute__((noinline)) __u64 remembered_stack(struct thread_cache *cache,
+						 struct stack_window *w,
+						 __u64 pc, __u64 sp, __u64 bp)
+{
+	struct memo_check check = {};
+	struct walk_memo *m;
+	__u32 span;
+	int at;
+
+	if (!cache || !w)
+		return 0;
+	at = memo_index(cache, pc, sp, bp);
+	if (at < 0)
+		return 0;
+	m = &cache->walk[at & (MEMO_WALKS - 1)];
+	span = m->span;
+	if (span > STACK_WINDOW ||
+	    bpf_probe_read_user(w->bytes, span, (void *)sp))
+		return 0;
+	w->base = sp;
+	w->len = span;
+	check.memo = m;
+	check.window = w;
+	bpf_loop(m->nwords, check_memo_word, &check, 0);
+	return check.differs ? 0 : m->key;
+}
+
+/* Keep the walk just made, whose stack the table holds under key. */
+static __always_inline void remember_walk(struct unwind *u, __u64 pc, __u64 bp,
+					  __u64 key)
+{
+	struct thread_cache *cache = u->cache;
+	struct walk_memo *m = &u->window->memo;
+	int at;
+
+	if (!cache || !m->keep || !m->nwords)
+		return;
+	m->pc = pc;
+	m->sp = u->start_sp;
+	m->bp = bp;
+	m->key = key;
+	at = memo_index(cache, pc, u->start_sp, bp); /* one gone stale */
+	if (at < 0)
+		at = cache->next_walk++;
+	cache->walk[at & (MEMO_WALKS - 1)] = *m;
 }
 
 /*
@@ -447,13 +693,20 @@ __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 	u.window = bpf_map_lookup_elem(&stack_windows, &zero);
 	if (!rec || !u.window)
 		return 0;
-	u.window->base = 0; /* the stack changed since the last walk */
+	u.window->len = 0; /* the stack changed since the last walk */
 	task = bpf_get_current_task_btf();
-	u.cache = thread_mapping_cache(task);
+	u.cache = current_thread_cache(task);
+	key = remembered_stack(u.cache, u.window, ip, sp, bp);
+	if (key)
+		return key;
+	u.window->memo.keep = u.cache != NULL;
+	u.window->memo.nwords = 0;
+	u.window->memo.span = 0;
+	u.window->memo.bp_used = 0;
 	u.task = task;
 	u.rec = rec;
 	u.pc = ip;
-	u.sp = sp;
+	u.sp = u.start_sp = sp;
 	u.bp = bp;
 	u.trampoline = task->mm->uprobes_state.xol_area->vaddr;
 	u.hash = 0xcbf29ce484222325ull;
@@ -461,14 +714,16 @@ __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 	if (u.nframes == 0)
 		return 0;
 	key = u.hash ? u.hash : 1;
-	if (bpf_map_lookup_elem(&stacks, &key))
-		return key; /* sent before */
-	fill_event(&rec->ev, MT_EV_STACK, pid_tgid);
-	rec->ev.addr = key;
-	rec->ev.size = u.nframes;
-	rec->ev.flags = u.complete ? 0 : MT_STACK_TRUNCATED;
-	rec->ev.aux = u.nframes * sizeof(rec->frames[0]);
-	send_new_stack(rec, key);
+	if (!bpf_map_lookup_elem(&stacks, &key)) {
+		fill_event(&rec->ev, MT_EV_STACK, pid_tgid);
+		rec->ev.addr = key;
+		rec->ev.size = u.nframes;
+		rec->ev.flags = u.complete ? 0 : MT_STACK_TRUNCATED;
+		rec->ev.aux = u.nframes * sizeof(rec->frames[0]);
+		if (!send_new_stack(rec, key))
+			return key; /* not in the table: sent each time */
+	}
+	remember_walk(&u, ip, bp, key);
 	return key;
 }
 

@@ -24,12 +24,13 @@ setup() {
 # The chain gdb shows where the malloc of SIZE bytes in `stacks MODE` is
 # called (the entry of stk_leaf, the function that calls it: a breakpoint
 # in libc's malloc itself meets the int3 of any global uprobe another
-# session put there), down to the frame named LAST.
+# session put there), down to the frame named LAST.  MODE: the fixture's
+# arguments, split at spaces.
 gdb_chain() {
 	gdb -batch -nx -ex 'set debuginfod enabled off' \
 		-ex 'set breakpoint pending on' \
 		-ex "break stk_leaf if \$rdi == $1" -ex run -ex bt \
-		--args "$STACKS" "$2" </dev/null 2>/dev/null |
+		--args "$STACKS" $2 </dev/null 2>/dev/null |
 		"$PY" "$CHECK" gdb-chain | sed -n "1,/^$3\$/p"
 }
 
@@ -105,6 +106,22 @@ thread_main"
 	assert_line --index 1 "stk_mid libB.so"
 	assert_line --index 2 "app_inner stacks"
 	assert_line "truncated: false"
+}
+
+# The BPF side remembers each thread's last walks and gives a walk that
+# starts at the same place (return address, stack pointer) the remembered
+# stack when the stack words it read still hold the same values.  Here the
+# two mallocs start at the same place, 200 times each, alternating: only
+# the return address two frames up differs, and each must name its caller.
+@test "one call site, one stack pointer, two callers: each of 400 allocations names its own caller, as gdb sees it" {
+	trace_ok --stacks -- "$STACKS" twins 200
+	for size in 4327 4328; do
+		twin=twin_a
+		[ $size = 4328 ] && twin=twin_b
+		run "$PY" "$CHECK" chains "$T/out.msgpack" $size
+		assert_output --regexp "^200 stk_leaf;stk_mid;$twin;main;__libc_start_call_main;[^;]+;_start\$"
+		[ "$(gdb_chain $size "twins 1" main | paste -sd';')" = "stk_leaf;stk_mid;$twin;main" ]
+	done
 }
 
 @test "recursion 500 deep: the stack stops at the depth limit, marked truncated" {

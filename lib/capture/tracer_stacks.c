@@ -317,6 +317,9 @@ int mt_tracer_stack_file(struct tracer *t, int fd, const char *path,
 				&file, BPF_ANY))
 		fprintf(stderr, "mt-trace: %s: unwinder's file table: %s\n",
 			path, strerror(errno));
+	/* and forgets the walks it remembered: one may have stopped in the
+	 * file's code, which it could not follow until now */
+	t->skel->bss->files_published++;
 	return 0;
 }
 

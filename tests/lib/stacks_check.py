@@ -9,6 +9,10 @@ program's entry point (run it with /usr/bin/python3).
       frame, innermost first, the function addr2line names at address - 1
       (frames are return addresses; --files: then the file's base name),
       then "truncated: true|false"
+  stacks_check.py chains ART SIZE
+      every allocation of SIZE bytes: for each distinct chain (function
+      names as for chain, ";"-separated, then " truncated" if so), how many
+      allocations had it: "COUNT CHAIN", one line each, most first
   stacks_check.py depth ART SIZE
       "FRAMES TRUNCATED" of that allocation's stack
   stacks_check.py complete ART
@@ -84,6 +88,24 @@ def chain(art, size, with_files):
         else:
             print(names(files[file], [addr - 1])[0])
     print("truncated:", "true" if stack["truncated"] else "false")
+
+
+def chains(art, size):
+    files, stacks, events = load(art)
+    count = {}
+    for e in events:
+        if e["type"] in ALLOCATIONS and e.get("size") == size:
+            count[e["stack"]] = count.get(e["stack"], 0) + 1
+    named = {}
+    for key, n in count.items():
+        stack = stacks[key]
+        frames = [f"?? {addr:#x}" if file == 0 else
+                  names(files[file], [addr - 1])[0]
+                  for file, addr in stack["frames"]]
+        chain = ";".join(frames) + (" truncated" if stack["truncated"] else "")
+        named[chain] = named.get(chain, 0) + n
+    for chain, n in sorted(named.items(), key=lambda kv: -kv[1]):
+        print(n, chain)
 
 
 def depth(art, size):
@@ -169,6 +191,8 @@ def main():
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     if cmd == "chain":
         chain(sys.argv[2], int(sys.argv[3]), "--files" in sys.argv[4:])
+    elif cmd == "chains":
+        chains(sys.argv[2], int(sys.argv[3]))
     elif cmd == "depth":
         depth(sys.argv[2], int(sys.argv[3]))
     elif cmd == "complete":
