@@ -352,23 +352,29 @@ static __always_inline struct mt_cfi_row *find_row(const struct unwind *u,
 
 /* Keep word, read at addr, with the walk; the walk cannot be kept when its
  * words are too many or too far apart. */
-static __always_inline void memo_word(struct unwind *u, __u64 addr, __u64 word)
+__attribute__((noinline)) int keep_word(struct walk_memo *m, __u64 off,
+					__u64 word)
 {
-	struct walk_memo *m = &u->window->memo;
-	__u64 off = addr - u->start_sp;
-	__u32 n = m->nwords;
+	__u32 n;
 
-	if (!m->keep)
-		return;
+	if (!m || !m->keep)
+		return 0;
+	n = m->nwords;
 	if (off > STACK_WINDOW - sizeof(word) || n >= MEMO_WORDS) {
 		m->keep = 0;
-		return;
+		return 0;
 	}
 	m->off[n] = off;
 	m->val[n] = word;
 	m->nwords = n + 1;
 	if (off + sizeof(word) > m->span)
 		m->span = off + sizeof(word);
+	return 0;
+}
+
+static __always_inline void memo_word(struct unwind *u, __u64 addr, __u64 word)
+{
+	keep_word(&u->window->memo, addr - u->start_sp, word);
 }
 
 /* Where the caller's frame starts (its CFA), by the row's rule; 0 when the
@@ -401,9 +407,9 @@ static __always_inline __u64 frame_cfa(struct unwind *u,
  * allocator call in flight: malloc's own brk or mmap): the real one, from
  * the thread's return instances, matched by the stack slot it was in.
  */
-static __always_inline __u64 hijacked_return(const struct unwind *u, __u64 slot)
+__attribute__((noinline)) __u64 hijacked_return(__u64 slot)
 {
-	struct task_struct *task = u->task;
+	struct task_struct *task = bpf_get_current_task_btf();
 	struct return_instance *ri =
 	    BPF_CORE_READ(task, utask, return_instances);
 
@@ -488,14 +494,18 @@ static __always_inline bool in_window(const struct stack_window *w, __u64 at)
 	       at + sizeof(__u64) <= w->len;
 }
 
-/* The user word at addr, through the window (0 when read). */
-static __always_inline long read_stack_word(struct unwind *u, __u64 addr,
-					    __u64 *word)
+/* The user word at addr, through w's window, of a walk that started at
+ * sp (0 when read).  Global, like find_mapping. */
+__attribute__((noinline)) int stack_word(struct stack_window *w,
+					 struct thread_cache *cache, __u64 sp,
+					 __u64 addr, __u64 *word)
 {
-	struct stack_window *w = u->window;
-	__u64 at = addr - w->base;
+	__u64 at;
 
-	if (!in_window(w, at) && (fill_window(w, u->cache, u->start_sp, addr) ||
+	if (!w || !word)
+		return -1;
+	at = addr - w->base;
+	if (!in_window(w, at) && (fill_window(w, cache, sp, addr) ||
 				  !in_window(w, at = addr - w->base))) {
 		/* not in the window, not even on its own: the walk ends */
 		if (bpf_probe_read_user(word, sizeof(*word), (void *)addr)) {
@@ -506,6 +516,12 @@ static __always_inline long read_stack_word(struct unwind *u, __u64 addr,
 		*word = *(__u64 *)&w->bytes[at];
 	}
 	return 0;
+}
+
+static __always_inline long read_stack_word(struct unwind *u, __u64 addr,
+					    __u64 *word)
+{
+	return stack_word(u->window, u->cache, u->start_sp, addr, word);
 }
 
 /* One frame: record pc, then step to the caller.  bpf_loop callback:
@@ -538,7 +554,7 @@ static long unwind_step(__u32 i, void *ctx)
 		return 1;
 	memo_word(u, cfa - 8, ra);
 	if (ra && ra == u->trampoline) {
-		ra = hijacked_return(u, cfa - 8);
+		ra = hijacked_return(cfa - 8);
 		u->window->memo.keep = 0; /* not the stack's word */
 	}
 	if (!ra)
