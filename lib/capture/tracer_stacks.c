@@ -64,12 +64,11 @@ struct code_file {
 };
 
 struct mt_tracer_stacks {
-	/* the BPF side's rows, mapped */
-	struct mt_cfi_row *rows;
+	/* the BPF side's rows: how many are written, of how many */
 	size_t rows_used, rows_cap;
 	bool rows_full_said;
-	/* and their page indexes (struct mt_stack_file), mapped */
-	uint64_t *pages; /* 8 bytes an entry: a BPF array's element size */
+	/* and their page indexes (struct mt_stack_file; 8 bytes an entry: a
+	 * BPF array's element size) */
 	size_t pages_used, pages_cap;
 	/* code files by identity */
 	struct mt_code_key *file_keys;
@@ -104,35 +103,42 @@ void mt_tracer_stacks_configure(const struct tracer *t, struct mt_trace *skel)
 
 static void stacks_reset(struct mt_tracer_stacks *s)
 {
-	if (s->rows)
-		munmap(s->rows, s->rows_cap * sizeof(*s->rows));
-	s->rows = NULL;
 	s->rows_used = s->rows_cap = 0;
-	if (s->pages)
-		munmap(s->pages, s->pages_cap * sizeof(*s->pages));
-	s->pages = NULL;
 	s->pages_used = s->pages_cap = 0;
 	for (size_t i = 0; i < s->nfiles; i++)
 		free(s->files[i].path);
 	s->nfiles = 0;
 }
 
-/* An mmapable BPF array of n elements of size bytes, mapped. */
-static void *map_array(const struct bpf_map *map, size_t n, size_t size,
-		       const char *what)
+/*
+ * Write n elements of size bytes from src at element first of an mmapable
+ * BPF array, through a mapping of just the pages they fall in: the kernel
+ * maps such an array's pages all at once, so a mapping of the whole rows
+ * array would be 16 MiB of mt-trace's RSS.
+ */
+static int write_array(const struct bpf_map *map, size_t first, const void *src,
+		       size_t n, size_t size, const char *what)
 {
-	void *p = mmap(NULL, n * size, PROT_READ | PROT_WRITE, MAP_SHARED,
-		       bpf_map__fd(map), 0);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t from = first * size, start = from - from % page;
+	size_t len = from + n * size - start;
+	void *p;
 
+	if (n == 0)
+		return 0;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 bpf_map__fd(map), (off_t)start);
 	if (p == MAP_FAILED) {
 		fprintf(stderr, "mt-trace: mapping the %s: %s\n", what,
 			strerror(errno));
-		return NULL;
+		return -1;
 	}
-	return p;
+	memcpy((char *)p + (from - start), src, n * size);
+	munmap(p, len);
+	return 0;
 }
 
-/* After each load: map the new object's row and page arrays. */
+/* After each load: the new object's row and page arrays are empty. */
 int mt_tracer_stacks_loaded(struct tracer *t)
 {
 	struct mt_tracer_stacks *s = t->stacks;
@@ -145,15 +151,7 @@ int mt_tracer_stacks_loaded(struct tracer *t)
 			return -1;
 	}
 	stacks_reset(s);
-	s->rows = map_array(t->skel->maps.cfi_rows, STACK_ROWS_MAX,
-			    sizeof(*s->rows), "unwind rows");
-	if (!s->rows)
-		return -1;
 	s->rows_cap = STACK_ROWS_MAX;
-	s->pages = map_array(t->skel->maps.cfi_pages, STACK_PAGES_MAX,
-			     sizeof(*s->pages), "unwind rows' page index");
-	if (!s->pages)
-		return -1;
 	s->pages_cap = STACK_PAGES_MAX;
 	return 0;
 }
@@ -176,11 +174,12 @@ static uint32_t known_file(const struct mt_tracer_stacks *s,
  * effect at the page's start.  Without room, the file has none and the
  * BPF side searches all its rows.
  */
-static void publish_pages(struct mt_tracer_stacks *s,
-			  const struct mt_cfi_table *table,
+static void publish_pages(struct tracer *t, const struct mt_cfi_table *table,
 			  struct mt_stack_file *file)
 {
+	struct mt_tracer_stacks *s = t->stacks;
 	uint32_t base, npages, row = 0;
+	uint64_t *pages;
 
 	if (table->nrows == 0)
 		return;
@@ -189,14 +188,23 @@ static void publish_pages(struct mt_tracer_stacks *s,
 		 base + 1;
 	if (npages > s->pages_cap - s->pages_used)
 		return;
+	pages = malloc(npages * sizeof(*pages));
+	if (!pages)
+		return; /* the BPF side searches all its rows */
 	for (uint32_t i = 0; i < npages; i++) {
 		uint64_t start = (uint64_t)(base + i) << MT_CFI_PAGE_SHIFT;
 
 		while (row + 1 < table->nrows &&
 		       table->rows[row + 1].addr <= start)
 			row++;
-		s->pages[s->pages_used + i] = row;
+		pages[i] = row;
 	}
+	if (write_array(t->skel->maps.cfi_pages, s->pages_used, pages, npages,
+			sizeof(*pages), "unwind rows' page index")) {
+		free(pages);
+		return;
+	}
+	free(pages);
 	file->first_page = s->pages_used;
 	file->page_base = base;
 	file->npages = npages;
@@ -219,12 +227,13 @@ static bool publish_rows(struct tracer *t, const struct mt_cfi_table *table,
 		s->rows_full_said = true;
 		return false;
 	}
-	memcpy(&s->rows[s->rows_used], table->rows,
-	       table->nrows * sizeof(*table->rows));
+	if (write_array(t->skel->maps.cfi_rows, s->rows_used, table->rows,
+			table->nrows, sizeof(*table->rows), "unwind rows"))
+		return false;
 	file->first_row = s->rows_used;
 	file->nrows = table->nrows;
 	s->rows_used += table->nrows;
-	publish_pages(s, table, file);
+	publish_pages(t, table, file);
 	return true;
 }
 
