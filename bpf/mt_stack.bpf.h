@@ -214,8 +214,10 @@ static long read_vma(struct task_struct *task, struct vm_area_struct *vma,
 	key.ino = BPF_CORE_READ(f, f_inode, i_ino);
 	key.dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
 	file = bpf_map_lookup_elem(&stack_files, &key);
-	if (!file)
-		return 0;
+	if (!file ||
+	    (file->generation_known &&
+	     file->generation != BPF_CORE_READ(f, f_inode, i_generation)))
+		return 0; /* not a file mt-trace knows, or not that file */
 	map->to_elf = (__s64)(vma->vm_pgoff * page_size) - vma->vm_start +
 		      file->vaddr_minus_offset;
 	map->id = file->id;

@@ -65,6 +65,11 @@ struct mt_stack_file {
 	__u32 first_page; /* its page index in the pages array */
 	__u32 page_base;  /* the ELF page number of the index's entry 0 */
 	__u32 npages;	  /* 0: no index */
+	/* the inode's i_generation, when the file system says
+	 * (FS_IOC_GETVERSION): a new file on a deleted one's inode number
+	 * has another, and is not this file */
+	__u32 generation;
+	__u32 generation_known;
 	/* ELF virtual address minus file offset of its code: the kernel
 	 * knows where a mapping comes from in the file, the rows and the
 	 * frames speak ELF addresses */

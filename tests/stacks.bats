@@ -124,6 +124,57 @@ thread_main"
 	done
 }
 
+# A library dropped and deleted, and another written on a file that got
+# its inode number (ext4 hands a freed one out again): the unwinder's file
+# table was keyed by device and inode only, so the new library's frames
+# were taken for the old one's (its rows, its CodeFile and build-id).
+@test "a new library on a deleted one's inode number: its frames name it, not the deleted one" {
+	mkdir "$T/d"
+	cat >"$T/reuse.py" <<-'PYTHON'
+		import ctypes, _ctypes, os, sys
+		d, lib_a, lib_b = sys.argv[1:4]
+		path = os.path.join(d, "plugin.so")
+		with open(lib_a, "rb") as f, open(path, "wb") as g:
+		    g.write(f.read())
+		ino = os.stat(path).st_ino
+		a = ctypes.CDLL(path)
+		a.stk_mid(4341)
+		_ctypes.dlclose(a._handle)
+		del a
+		os.unlink(path)
+		reused, fillers = False, []
+		for i in range(20000):
+		    name = os.path.join(d, "f%d" % i)
+		    fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o755)
+		    if os.fstat(fd).st_ino == ino:
+		        with open(lib_b, "rb") as f:
+		            os.write(fd, f.read())
+		        os.close(fd)
+		        os.rename(name, path)
+		        reused = True
+		        break
+		    os.close(fd)
+		    fillers.append(name)
+		for name in fillers:
+		    os.unlink(name)
+		with open(os.path.join(d, "..", "reuse.out"), "w") as f:
+		    print("reused" if reused else "not reused", len(fillers), file=f)
+		b = ctypes.CDLL(path)
+		b.stk_mid(4342)
+	PYTHON
+	local lib_a="$MT_FIXTURES/stacks/libstk_dl.so" lib_b="$MT_FIXTURES/stacks/libstk.so"
+	trace_ok --stacks -- "$PY" "$T/reuse.py" "$T/d" "$lib_a" "$lib_b"
+	run cat "$T/reuse.out"
+	assert_output --regexp "^reused "
+	for size in 4341 4342; do
+		lib=$lib_a
+		[ $size = 4342 ] && lib=$lib_b
+		want=$(readelf -n "$lib" | sed -n 's/.*Build ID: //p')
+		run "$PY" "$CHECK" leaf-file "$T/out.msgpack" $size
+		assert_output "$want $T/d/plugin.so"
+	done
+}
+
 @test "recursion 500 deep: the stack stops at the depth limit, marked truncated" {
 	trace_ok --stacks -- "$STACKS" recurse 500
 	[ "$trace_status" = 0 ]

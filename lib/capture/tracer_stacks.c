@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -53,6 +55,14 @@ struct stack_slot {
 	uint64_t *frames; /* until written */
 };
 
+/* A code file's device and inode, and the inode's generation when the
+ * file system says: a new file can get a deleted one's inode number. */
+struct file_identity {
+	struct mt_code_key key;
+	uint32_t generation;
+	bool generation_known;
+};
+
 /* A code file known to the unwinder: its CODE_FILE record, written just
  * before the first record that names the file (its first frame or
  * mapping), so it carries that use's pid and time. */
@@ -71,8 +81,8 @@ struct mt_tracer_stacks {
 	 * BPF array's element size) */
 	size_t pages_used, pages_cap;
 	/* code files by identity */
-	struct mt_code_key *file_keys;
-	struct code_file *files; /* by id - 1, as file_keys */
+	struct file_identity *file_ids;
+	struct code_file *files; /* by id - 1, as file_ids */
 	size_t nfiles, cap_files, cap_file_info;
 	/* stacks by key: open addressing, power-of-two size */
 	struct stack_slot *slots;
@@ -158,14 +168,37 @@ int mt_tracer_stacks_loaded(struct tracer *t)
 
 /* ---- code files ---------------------------------------------------------- */
 
+/* The id of the newest file with key's device and inode (0: none); with
+ * id (an open file's identity), 0 also when that file has another known
+ * generation: it was deleted, and id is a new file on its inode number. */
 static uint32_t known_file(const struct mt_tracer_stacks *s,
-			   const struct mt_code_key *key)
+			   const struct mt_code_key *key,
+			   const struct file_identity *id)
 {
-	for (size_t i = 0; i < s->nfiles; i++)
-		if (s->file_keys[i].dev == key->dev &&
-		    s->file_keys[i].ino == key->ino)
-			return i + 1;
+	for (size_t i = s->nfiles; i-- > 0;) {
+		const struct file_identity *f = &s->file_ids[i];
+
+		if (f->key.dev != key->dev || f->key.ino != key->ino)
+			continue;
+		if (id && id->generation_known && f->generation_known &&
+		    id->generation != f->generation)
+			return 0;
+		return i + 1;
+	}
 	return 0;
+}
+
+/* The identity of the open file fd, named by key. */
+static struct file_identity file_identity(int fd, const struct mt_code_key *key)
+{
+	struct file_identity id = {.key = *key};
+	long generation = 0; /* some file systems write an int */
+
+	if (ioctl(fd, FS_IOC_GETVERSION, &generation) == 0) {
+		id.generation = (uint32_t)generation;
+		id.generation_known = true;
+	}
+	return id;
 }
 
 /*
@@ -281,8 +314,8 @@ static int write_code_file(struct tracer *t, uint32_t id,
 	recs[0].tid = use->tid;
 	recs[0].kind = MT_EV_CODE_FILE;
 	recs[0].addr = id;
-	recs[0].old_addr = s->file_keys[id - 1].dev;
-	recs[0].old_size = s->file_keys[id - 1].ino;
+	recs[0].old_addr = s->file_ids[id - 1].key.dev;
+	recs[0].old_size = s->file_ids[id - 1].key.ino;
 	recs[0].flags = f->build_id_len;
 	recs[0].aux = len;
 	memcpy(&recs[1], f->build_id, f->build_id_len);
@@ -295,16 +328,22 @@ int mt_tracer_stack_file(struct tracer *t, int fd, const char *path,
 {
 	struct mt_tracer_stacks *s = t->stacks;
 	struct mt_stack_file file = {0};
+	struct file_identity id;
 	struct mt_cfi_table table;
 	char via[64], err[256];
 	int rc;
 
-	if (!s || known_file(s, key) || s->nfiles >= MT_FRAME_FILE_MAX)
+	if (!s)
 		return 0;
-	s->file_keys =
-	    mt_grow(s->file_keys, &s->cap_files, s->nfiles + 1, sizeof(*key));
-	s->file_keys[s->nfiles++] = *key;
+	id = file_identity(fd, key);
+	if (known_file(s, key, &id) || s->nfiles >= MT_FRAME_FILE_MAX)
+		return 0;
+	s->file_ids =
+	    mt_grow(s->file_ids, &s->cap_files, s->nfiles + 1, sizeof(id));
+	s->file_ids[s->nfiles++] = id;
 	file.id = s->nfiles;
+	file.generation = id.generation;
+	file.generation_known = id.generation_known;
 	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
 	describe_file(s, file.id, via, path);
 	rc = mt_cfi_build(fd, &table, err, sizeof(err));
@@ -524,7 +563,7 @@ int mt_tracer_code_map(struct tracer *t, const struct mt_event *staged)
 
 	if (!s)
 		return 0;
-	e.old_size = known_file(s, &key);
+	e.old_size = known_file(s, &key, NULL);
 	if (!e.old_size) {
 		s->maps_pending =
 		    mt_grow(s->maps_pending, &s->cap_maps_pending,
@@ -551,7 +590,7 @@ void mt_tracer_code_maps_pending(struct tracer *t,
 		struct mt_event e = s->maps_pending[i];
 		struct mt_code_key key = {.dev = e.aux, .ino = e.old_size};
 
-		e.old_size = known_file(s, &key);
+		e.old_size = known_file(s, &key, NULL);
 		e.aux = 0;
 		if (e.old_size && write_code_file(t, e.old_size, &e) == 0)
 			emit(t, &e);
@@ -580,7 +619,7 @@ void mt_tracer_stacks_free(struct tracer *t)
 	free(s->slots);
 	stacks_reset(s);
 	free(s->files);
-	free(s->file_keys);
+	free(s->file_ids);
 	free(s->maps_pending);
 	free(s);
 	t->stacks = NULL;

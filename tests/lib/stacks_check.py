@@ -13,6 +13,10 @@ program's entry point (run it with /usr/bin/python3).
       every allocation of SIZE bytes: for each distinct chain (function
       names as for chain, ";"-separated, then " truncated" if so), how many
       allocations had it: "COUNT CHAIN", one line each, most first
+  stacks_check.py leaf-file ART SIZE
+      "BUILD_ID PATH" of the file the innermost frame of that allocation's
+      stack (exactly one) is in, as its CodeFile map says ("-" for no
+      build-id)
   stacks_check.py depth ART SIZE
       "FRAMES TRUNCATED" of that allocation's stack
   stacks_check.py complete ART
@@ -45,7 +49,7 @@ from mtzstd import open_plain  # noqa: E402  (mt-encode compresses)
 ALLOCATIONS = ("Malloc", "Calloc", "Realloc", "AlignedAlloc")
 
 
-def load(path):
+def load(path, build_ids=None):
     with open_plain(path) as f:
         maps = list(msgpack.Unpacker(f, raw=False, strict_map_key=False))
     files, stacks, events = {}, {}, []
@@ -53,6 +57,8 @@ def load(path):
         t = m.get("type")
         if t == "CodeFile":
             files[m["file"]] = m["path"]
+            if build_ids is not None:
+                build_ids[m["file"]] = m.get("build_id", "-")
         elif t == "Stack":
             stacks[m["stack"]] = m
         elif "stack" in m:
@@ -106,6 +112,16 @@ def chains(art, size):
         named[chain] = named.get(chain, 0) + n
     for chain, n in sorted(named.items(), key=lambda kv: -kv[1]):
         print(n, chain)
+
+
+def leaf_file(art, size):
+    build_ids = {}
+    files, stacks, events = load(art, build_ids)
+    found = [e for e in events if e["type"] in ALLOCATIONS and e.get("size") == size]
+    if len(found) != 1:
+        sys.exit(f"{art}: {len(found)} allocations of {size} bytes with a stack")
+    file, _ = stacks[found[0]["stack"]]["frames"][0]
+    print(build_ids.get(file, "-"), files.get(file, "?"))
 
 
 def depth(art, size):
@@ -193,6 +209,8 @@ def main():
         chain(sys.argv[2], int(sys.argv[3]), "--files" in sys.argv[4:])
     elif cmd == "chains":
         chains(sys.argv[2], int(sys.argv[3]))
+    elif cmd == "leaf-file":
+        leaf_file(sys.argv[2], int(sys.argv[3]))
     elif cmd == "depth":
         depth(sys.argv[2], int(sys.argv[3]))
     elif cmd == "complete":
