@@ -48,9 +48,10 @@ struct mt_zwriter *mt_zwriter_new(int level, int workers);
  * Compresses src[0..len) into one frame and writes it to fd.  0, or
  * -errno (a short write is -EIO, a compression failure -EINVAL, no
  * memory for the frame -ENOMEM).  When the process may run on a second
- * CPU, the frame is copied and compressed and written by a thread of the
- * writer's own while the caller goes on: an error then shows at the next
- * call or at mt_zwriter_wait().
+ * CPU, the frame is copied, and compressed and written by one of the
+ * writer's threads (one per CPU, frames written in the order given)
+ * while the caller goes on: an error then shows at the next call or at
+ * mt_zwriter_wait(), and no frame after it is written.
  */
 int mt_zwriter_frame(struct mt_zwriter *z, int fd, const void *src, size_t len);
 

@@ -47,31 +47,128 @@ bool mt_zstd_magic(const void *p, size_t len)
 
 /* ---- writer ---------------------------------------------------------- */
 
-struct mt_zwriter {
+/*
+ * Compression is most of mt-encode's work (zstd level 1 takes 80-170 ns an
+ * event here, encoding the MessagePack 35), so with more CPUs the frames
+ * are compressed by threads of the writer's own, one per CPU the process
+ * may run on (up to COMPRESSORS_MAX), each with its own zstd context,
+ * while the caller encodes the next frames: frames are independent, so
+ * any thread may compress any of them, and they are written in the order
+ * they were given.  A frame given is copied into a job; the caller waits
+ * only when every job is taken.
+ */
+#define COMPRESSORS_MAX 4
+
+enum job_state { JOB_FREE, JOB_QUEUED, JOB_TAKEN };
+
+struct zjob {
+	unsigned char *src; /* a copy of the frame's bytes */
+	size_t len, cap;
+	int fd;
+	enum job_state state;
+};
+
+/* A zstd context and the buffer a whole frame is compressed into. */
+struct zcompressor {
 	ZSTD_CCtx *cctx;
 	void *out;
 	size_t out_cap;
-	uint64_t written;
-	/*
-	 * With a second CPU, frames are compressed and written by a thread of
-	 * the writer's own while the caller makes the next one: job holds a
-	 * copy of the frame's bytes, busy until it is written.
-	 */
-	bool threaded;
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t changed;
-	unsigned char *job;
-	size_t job_len, job_cap;
-	int job_fd;
-	bool busy, stop;
-	int error; /* the first error of a frame written behind */
 };
 
-static bool second_cpu(void);
+struct mt_zwriter {
+	struct zcompressor own; /* no thread: the caller's own compressor */
+	uint64_t written;
+	int error; /* the first error of a frame, given or written behind */
+	/* threaded: compressors[i] runs in threads[i]; the frame of sequence
+	 * number s is in jobs[s % njobs] until a thread has compressed it */
+	int nthreads;
+	pthread_t threads[COMPRESSORS_MAX];
+	struct zcompressor compressors[COMPRESSORS_MAX];
+	struct zjob jobs[COMPRESSORS_MAX + 1];
+	int njobs;
+	uint64_t given, taken, done; /* frames given, taken by a thread,
+					written (or dropped after an error) */
+	pthread_mutex_t lock;
+	pthread_cond_t changed;
+	bool stop;
+};
+
+struct compressor_arg {
+	struct mt_zwriter *z;
+	int index;
+};
+
+static int allowed_cpus(void);
 static void *compress_behind(void *arg);
 static bool start_thread_blocking_signals(pthread_t *thread,
 					  void *(*fn)(void *), void *arg);
+
+static bool compressor_init(struct zcompressor *c, int level, int workers)
+{
+	c->cctx = ZSTD_createCCtx();
+	c->out_cap = ZSTD_compressBound(MT_ZSTD_FRAME_BYTES);
+	c->out = malloc(c->out_cap);
+	if (!c->cctx || !c->out)
+		return false;
+	ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_compressionLevel, level);
+	/* a flipped bit must not decode into other events silently */
+	ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_checksumFlag, 1);
+	ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_contentSizeFlag, 1);
+	if (workers > 0 && !ZSTD_isError(ZSTD_CCtx_setParameter(
+			       c->cctx, ZSTD_c_nbWorkers, workers)))
+		/* the smallest job zstd takes: a frame splits into jobs the
+		 * workers compress at once */
+		ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_jobSize, 512 * 1024);
+	return true;
+}
+
+static void compressor_free(struct zcompressor *c)
+{
+	ZSTD_freeCCtx(c->cctx);
+	free(c->out);
+}
+
+/*
+ * The threads: one per CPU allowed, up to COMPRESSORS_MAX; one only when
+ * zstd has workers of its own (they share out each frame already).  With
+ * one CPU there are none, and the caller compresses each frame itself.
+ */
+static void start_compressors(struct mt_zwriter *z, int level, int workers)
+{
+	int cpus = allowed_cpus();
+	int want = workers > 0 ? 1 : cpus;
+
+	if (cpus < 2)
+		return;
+	if (want > COMPRESSORS_MAX)
+		want = COMPRESSORS_MAX;
+	pthread_mutex_init(&z->lock, NULL);
+	pthread_cond_init(&z->changed, NULL);
+	while (z->nthreads < want) {
+		struct compressor_arg *arg = malloc(sizeof(*arg));
+		int i = z->nthreads;
+
+		if (!arg ||
+		    !compressor_init(&z->compressors[i], level, workers))
+			goto fail;
+		*arg = (struct compressor_arg){.z = z, .index = i};
+		if (!start_thread_blocking_signals(&z->threads[i],
+						   compress_behind, arg))
+			goto fail;
+		z->nthreads++;
+		continue;
+	fail:
+		free(arg);
+		compressor_free(&z->compressors[i]);
+		z->compressors[i] = (struct zcompressor){0};
+		break;
+	}
+	z->njobs = z->nthreads + 1; /* one to fill while each is busy */
+	if (!z->nthreads) {
+		pthread_cond_destroy(&z->changed);
+		pthread_mutex_destroy(&z->lock);
+	}
+}
 
 struct mt_zwriter *mt_zwriter_new(int level, int workers)
 {
@@ -79,31 +176,10 @@ struct mt_zwriter *mt_zwriter_new(int level, int workers)
 
 	if (!z)
 		return NULL;
-	z->cctx = ZSTD_createCCtx();
-	z->out_cap = ZSTD_compressBound(MT_ZSTD_FRAME_BYTES);
-	z->out = malloc(z->out_cap);
-	if (!z->cctx || !z->out) {
+	start_compressors(z, level, workers);
+	if (!z->nthreads && !compressor_init(&z->own, level, workers)) {
 		mt_zwriter_free(z);
 		return NULL;
-	}
-	ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_compressionLevel, level);
-	/* a flipped bit must not decode into other events silently */
-	ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_checksumFlag, 1);
-	ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_contentSizeFlag, 1);
-	if (workers > 0 && !ZSTD_isError(ZSTD_CCtx_setParameter(
-			       z->cctx, ZSTD_c_nbWorkers, workers)))
-		/* the smallest job zstd takes: a frame splits into jobs the
-		 * workers compress at once */
-		ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_jobSize, 512 * 1024);
-	if (second_cpu()) {
-		pthread_mutex_init(&z->lock, NULL);
-		pthread_cond_init(&z->changed, NULL);
-		z->threaded = start_thread_blocking_signals(&z->thread,
-							    compress_behind, z);
-		if (!z->threaded) {
-			pthread_cond_destroy(&z->changed);
-			pthread_mutex_destroy(&z->lock);
-		}
 	}
 	return z;
 }
@@ -123,55 +199,82 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-/* One frame of src[0..len), compressed and written to fd. */
-static int compress_frame(struct mt_zwriter *z, int fd, const void *src,
-			  size_t len)
+/* One frame of src[0..len) compressed by c: its length, or -errno. */
+static ssize_t compress_frame(struct zcompressor *c, const void *src,
+			      size_t len)
 {
 	size_t bound = ZSTD_compressBound(len);
 	size_t frame_len;
-	int ret;
 
 	/* the whole frame in one call, from the caller's bytes into a buffer
 	 * it surely fits in: zstd copies nothing into a window of its own,
 	 * and the header says how long the content is */
-	if (bound > z->out_cap) {
-		void *out = realloc(z->out, bound);
+	if (bound > c->out_cap) {
+		void *out = realloc(c->out, bound);
 
 		if (!out)
 			return -ENOMEM;
-		z->out = out;
-		z->out_cap = bound;
+		c->out = out;
+		c->out_cap = bound;
 	}
-	frame_len = ZSTD_compress2(z->cctx, z->out, z->out_cap, src, len);
+	frame_len = ZSTD_compress2(c->cctx, c->out, c->out_cap, src, len);
 	if (ZSTD_isError(frame_len))
 		return -EINVAL;
-	ret = write_all(fd, z->out, frame_len);
-	if (ret)
-		return ret;
-	z->written += frame_len;
-	return 0;
+	return frame_len;
 }
 
+/*
+ * A compressing thread: takes the oldest frame not taken, compresses it,
+ * lets its job be filled again, then writes it when every frame given
+ * before it is written.
+ */
 static void *compress_behind(void *arg)
 {
-	struct mt_zwriter *z = arg;
+	struct compressor_arg *ca = arg;
+	struct mt_zwriter *z = ca->z;
+	struct zcompressor *c = &z->compressors[ca->index];
 
+	free(ca);
 	for (;;) {
-		int ret;
+		struct zjob *job;
+		uint64_t seq;
+		ssize_t frame_len;
+		int ret = 0;
 
 		pthread_mutex_lock(&z->lock);
-		while (!z->busy && !z->stop)
+		while (z->taken == z->given && !z->stop)
 			pthread_cond_wait(&z->changed, &z->lock);
-		if (!z->busy) { /* stopped, nothing left to write */
+		if (z->taken == z->given) { /* stopped, nothing left */
 			pthread_mutex_unlock(&z->lock);
 			return NULL;
 		}
+		seq = z->taken++;
+		job = &z->jobs[seq % z->njobs];
+		job->state = JOB_TAKEN;
 		pthread_mutex_unlock(&z->lock);
-		ret = compress_frame(z, z->job_fd, z->job, z->job_len);
+
+		frame_len = compress_frame(c, job->src, job->len);
+
 		pthread_mutex_lock(&z->lock);
+		job->state = JOB_FREE;
+		pthread_cond_broadcast(&z->changed);
+		while (z->done != seq)
+			pthread_cond_wait(&z->changed, &z->lock);
+		ret = z->error;
+		pthread_mutex_unlock(&z->lock);
+		/* its turn: the frames before it are written, and no other
+		 * thread writes until done moves on.  After an error nothing
+		 * more is written: the file ends with whole frames. */
+		if (!ret && frame_len < 0)
+			ret = frame_len;
+		else if (!ret)
+			ret = write_all(job->fd, c->out, frame_len);
+		pthread_mutex_lock(&z->lock);
+		if (!ret && frame_len > 0)
+			z->written += frame_len;
 		if (ret && !z->error)
 			z->error = ret;
-		z->busy = false;
+		z->done++;
 		pthread_cond_broadcast(&z->changed);
 		pthread_mutex_unlock(&z->lock);
 	}
@@ -181,42 +284,68 @@ int mt_zwriter_wait(struct mt_zwriter *z)
 {
 	int ret;
 
-	if (!z->threaded)
+	if (!z->nthreads)
 		return z->error;
 	pthread_mutex_lock(&z->lock);
-	while (z->busy)
+	while (z->done != z->given)
 		pthread_cond_wait(&z->changed, &z->lock);
 	ret = z->error;
 	pthread_mutex_unlock(&z->lock);
 	return ret;
 }
 
-int mt_zwriter_frame(struct mt_zwriter *z, int fd, const void *src, size_t len)
+/* One CPU: the frame compressed and written by the caller. */
+static int frame_here(struct mt_zwriter *z, int fd, const void *src, size_t len)
 {
+	ssize_t frame_len;
 	int ret;
 
-	if (!z->threaded) {
-		ret = compress_frame(z, fd, src, len);
-		if (ret && !z->error)
-			z->error = ret;
-		return ret;
-	}
-	ret = mt_zwriter_wait(z); /* the frame before is written */
+	if (z->error)
+		return z->error;
+	frame_len = compress_frame(&z->own, src, len);
+	ret = frame_len < 0 ? (int)frame_len
+			    : write_all(fd, z->own.out, frame_len);
+	if (ret)
+		return z->error = ret;
+	z->written += frame_len;
+	return 0;
+}
+
+int mt_zwriter_frame(struct mt_zwriter *z, int fd, const void *src, size_t len)
+{
+	struct zjob *job;
+	int ret;
+
+	if (!z->nthreads)
+		return frame_here(z, fd, src, len);
+	pthread_mutex_lock(&z->lock);
+	job = &z->jobs[z->given % z->njobs];
+	while (job->state != JOB_FREE && !z->error)
+		pthread_cond_wait(&z->changed, &z->lock);
+	ret = z->error;
+	pthread_mutex_unlock(&z->lock);
 	if (ret)
 		return ret;
-	if (len > z->job_cap) {
-		void *job = realloc(z->job, len);
+	/* the job is the caller's until it is queued */
+	if (len > job->cap) {
+		void *src_copy = realloc(job->src, len);
 
-		if (!job)
-			return z->error = -ENOMEM;
-		z->job = job;
-		z->job_cap = len;
+		if (!src_copy) {
+			pthread_mutex_lock(&z->lock);
+			if (!z->error)
+				z->error = -ENOMEM;
+			pthread_mutex_unlock(&z->lock);
+			return -ENOMEM;
+		}
+		job->src = src_copy;
+		job->cap = len;
 	}
-	memcpy(z->job, src, len);
-	z->job_len = len;
-	z->job_fd = fd;
+	memcpy(job->src, src, len);
+	job->len = len;
+	job->fd = fd;
 	pthread_mutex_lock(&z->lock);
-	z->busy = true;
+	job->state = JOB_QUEUED;
+	z->given++;
 	pthread_cond_broadcast(&z->changed);
 	pthread_mutex_unlock(&z->lock);
 	return 0;
@@ -224,27 +353,37 @@ int mt_zwriter_frame(struct mt_zwriter *z, int fd, const void *src, size_t len)
 
 uint64_t mt_zwriter_written(struct mt_zwriter *z)
 {
+	uint64_t written;
+
 	mt_zwriter_wait(z);
-	return z->written;
+	if (!z->nthreads)
+		return z->written;
+	pthread_mutex_lock(&z->lock);
+	written = z->written;
+	pthread_mutex_unlock(&z->lock);
+	return written;
 }
 
 void mt_zwriter_free(struct mt_zwriter *z)
 {
 	if (!z)
 		return;
-	if (z->threaded) {
+	if (z->nthreads) {
 		mt_zwriter_wait(z);
 		pthread_mutex_lock(&z->lock);
 		z->stop = true;
 		pthread_cond_broadcast(&z->changed);
 		pthread_mutex_unlock(&z->lock);
-		pthread_join(z->thread, NULL);
+		for (int i = 0; i < z->nthreads; i++) {
+			pthread_join(z->threads[i], NULL);
+			compressor_free(&z->compressors[i]);
+		}
+		for (int i = 0; i < z->njobs; i++)
+			free(z->jobs[i].src);
 		pthread_cond_destroy(&z->changed);
 		pthread_mutex_destroy(&z->lock);
 	}
-	free(z->job);
-	ZSTD_freeCCtx(z->cctx);
-	free(z->out);
+	compressor_free(&z->own);
 	free(z);
 }
 
@@ -534,12 +673,14 @@ static void *decode_ahead(void *arg)
 	return NULL;
 }
 
-/* Two or more CPUs this process may run on. */
-static bool second_cpu(void)
+/* The CPUs this process may run on (1 if it cannot tell). */
+static int allowed_cpus(void)
 {
 	cpu_set_t set;
 
-	return !sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) > 1;
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return 1;
+	return CPU_COUNT(&set);
 }
 
 /* A thread running fn(arg) with every signal blocked: signals stay the
@@ -636,7 +777,7 @@ struct mt_zreader *mt_zreader_new(FILE *f, const void *head, size_t head_len)
 		return NULL;
 	}
 	/* one CPU (or no thread to be had): decode in the caller's */
-	if (second_cpu() && !start_thread(r))
+	if (allowed_cpus() > 1 && !start_thread(r))
 		for (int i = 0; i < SLOTS; i++)
 			free(r->slot[i].bytes), r->slot[i].bytes = NULL;
 	return r;

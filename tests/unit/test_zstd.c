@@ -6,6 +6,8 @@
  * inside a frame, a clean end between frames), a flipped bit in every
  * byte, and output buffers of one byte.
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -319,6 +321,85 @@ static void test_frames_across_the_buffer(void)
 	free(src);
 }
 
+/*
+ * Many frames given faster than they are compressed: with two CPUs or more
+ * the writer's threads (one per CPU) each take any frame, and the frames
+ * must still come out in the order given.  Each frame here is different
+ * (its number in its first bytes) and of its own length, so a swap, a
+ * loss or a frame written twice shows in libzstd's decoding of the file.
+ * Run under `taskset -c 0` it checks the one-CPU path the same way.
+ */
+static void test_frames_in_order(void)
+{
+	const size_t nframes = 600;
+	struct mt_zwriter *z = mt_zwriter_new(1, 0);
+	int fd = memfd_create("zstd", 0);
+	unsigned char *src, *comp, *plain;
+	size_t len = 0, comp_len;
+	size_t *sizes = malloc(nframes * sizeof(*sizes));
+	uint64_t x = 88172645463325252ull;
+
+	for (size_t i = 0; i < nframes; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		sizes[i] = 4096 + x % 20000;
+		len += sizes[i];
+	}
+	src = sample(len);
+	for (size_t i = 0, off = 0; i < nframes; off += sizes[i++]) {
+		memcpy(src + off, &i, sizeof(i));
+		CHECK_INT(mt_zwriter_frame(z, fd, src + off, sizes[i]), 0);
+	}
+	CHECK_INT(mt_zwriter_wait(z), 0);
+	comp_len = lseek(fd, 0, SEEK_END);
+	CHECK_INT(mt_zwriter_written(z), comp_len);
+	comp = malloc(comp_len);
+	plain = malloc(len);
+	if (pread(fd, comp, comp_len, 0) != (ssize_t)comp_len)
+		abort();
+	CHECK_INT(ZSTD_decompress(plain, len, comp, comp_len), len);
+	CHECK(!memcmp(plain, src, len));
+	/* frame by frame: each frame is the one given at its place */
+	for (size_t i = 0, off = 0, at = 0; i < nframes && at < comp_len;
+	     off += sizes[i++]) {
+		size_t flen =
+		    ZSTD_findFrameCompressedSize(comp + at, comp_len - at);
+
+		CHECK_INT(ZSTD_getFrameContentSize(comp + at, flen), sizes[i]);
+		at += flen;
+	}
+	close(fd);
+	mt_zwriter_free(z);
+	free(plain);
+	free(comp);
+	free(src);
+	free(sizes);
+}
+
+/* A write that fails: the error comes back (at once, or from a thread at
+ * the next frame or the wait), and stays. */
+static void test_write_error(void)
+{
+	struct mt_zwriter *z = mt_zwriter_new(1, 0);
+	unsigned char *src = sample(8192);
+	int fds[2], ret = 0;
+
+	if (pipe(fds))
+		abort();
+	close(fds[0]); /* nobody reads: EPIPE (SIGPIPE ignored below) */
+	signal(SIGPIPE, SIG_IGN);
+	for (int i = 0; i < 20 && !ret; i++)
+		ret = mt_zwriter_frame(z, fds[1], src, 8192);
+	if (!ret)
+		ret = mt_zwriter_wait(z);
+	CHECK_INT(ret, -EPIPE);
+	CHECK_INT(mt_zwriter_wait(z), -EPIPE);
+	CHECK_INT(mt_zwriter_frame(z, fds[1], src, 8192), -EPIPE);
+	CHECK_INT(mt_zwriter_written(z), 0);
+	close(fds[1]);
+	mt_zwriter_free(z);
+	free(src);
+}
+
 int main(void)
 {
 	test_frames_round_trip();
@@ -326,5 +407,7 @@ int main(void)
 	test_every_cut();
 	test_flipped_bits();
 	test_frames_across_the_buffer();
+	test_frames_in_order();
+	test_write_error();
 	return test_summary("test_zstd");
 }
