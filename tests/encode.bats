@@ -445,6 +445,42 @@ PYEOF
 	mt-reconstruct < "$T/frames.zst" | jq 'del(.input)' | diff - <(jq 'del(.input)' "$T/plain.json")
 }
 
+@test "compressed input decoded ahead: maps across its blocks, over 64 KiB too, read as the plain one" {
+	# one zstd frame without a content size (piped): the decoding thread
+	# cuts the 20 MB into 1 MiB blocks anywhere, and the reader takes each
+	# block as its buffer with what it kept of the last one in front; two
+	# Exec paths of 100 and 300 KiB (more than that room) straddle too
+	"$GEN" --events 300000 --seed 49 -o "$T/run.raw"
+	mt-encode -u -o "$T/run.msgpack" "$T/run.raw"
+	"$PY" - "$T/run.msgpack" "$T/long.msgpack" <<-'EOF'
+		import msgpack, sys
+		objs = list(msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False))
+		for at, n in ((15000, 100 * 1024), (160000, 300 * 1024)):
+		    ev = objs[at]
+		    objs.insert(at, {"type": "Exec", "pid": ev["pid"],
+		                     "tid": ev["tid"], "timestamp": ev["timestamp"],
+		                     "path": "/" + "p" * n})
+		objs[-1]["events"] += 2  # the Trailer counts them
+		with open(sys.argv[2], "wb") as f:
+		    for o in objs:
+		        f.write(msgpack.packb(o))
+	EOF
+	zstd -q -c < "$T/long.msgpack" > "$T/long.zst"
+	"$READ" --dump "$T/long.msgpack" > "$T/plain.dump"
+	[ "$(wc -l < "$T/plain.dump")" = 300002 ]
+	# the records, and the paths in the timelines (mt-read does not dump
+	# strings)
+	mt-reconstruct "$T/long.msgpack" | jq -c 'del(.input)' > "$T/plain.json"
+	[ "$(grep -o '/ppppp*' "$T/plain.json" | awk '{ print length }' |
+		sort -u | tr '\n' ' ')" = "102401 307201 " ]
+	for cpus in 0,1 0; do
+		taskset -c "$cpus" "$READ" --dump "$T/long.zst" > "$T/zst.dump"
+		cmp "$T/plain.dump" "$T/zst.dump"
+		taskset -c "$cpus" mt-reconstruct "$T/long.zst" |
+			jq -c 'del(.input)' | cmp - "$T/plain.json"
+	done
+}
+
 @test "compressed input: skippable frames are skipped, empty frames are nothing" {
 	"$GEN" --events 3000 --seed 42 -o "$T/run.raw"
 	mt-encode -u -o "$T/run.msgpack" "$T/run.raw"

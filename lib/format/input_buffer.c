@@ -61,6 +61,17 @@ bool input_grow(struct mt_input *in, size_t size)
 	return true;
 }
 
+/* The zstd reader's error as the input's; -1. */
+static int zstd_failed(struct mt_input *in)
+{
+	/* the compressed file's offset, not ours */
+	snprintf(in->err, sizeof(in->err), "%s: %s", in->name,
+		 mt_zreader_error(in->zstd));
+	in->state = -1;
+	in->meta.has_trailer = false;
+	return -1;
+}
+
 /* Up to cap bytes of the input, from the file or through the zstd
  * decoder; 0 at its end, -1 on an error (set). */
 static ssize_t read_more(struct mt_input *in, unsigned char *dst, size_t cap)
@@ -70,13 +81,7 @@ static ssize_t read_more(struct mt_input *in, unsigned char *dst, size_t cap)
 	if (in->zstd) {
 		ssize_t got = mt_zreader_read(in->zstd, dst, cap);
 
-		if (got < 0) { /* the compressed file's offset, not ours */
-			snprintf(in->err, sizeof(in->err), "%s: %s", in->name,
-				 mt_zreader_error(in->zstd));
-			in->state = -1;
-			in->meta.has_trailer = false;
-		}
-		return got;
+		return got < 0 ? zstd_failed(in) : got;
 	}
 	n = fread(dst, 1, cap, in->f);
 	if (n == 0 && ferror(in->f))
@@ -118,9 +123,48 @@ int input_start_zstd(struct mt_input *in)
 	return 0;
 }
 
+/*
+ * Compressed input decoded ahead in the reader's thread: its next block
+ * becomes the buffer, the unread bytes copied in front of it, and the old
+ * buffer goes back to be decoded into; the block itself is not copied.
+ * 1 if taken (or the input ended), 0 if it cannot be (then the bytes are
+ * copied), -1 on an error (set).
+ */
+static int take_block(struct mt_input *in)
+{
+	uint64_t end_off = in->buf_off + in->end; /* of the block's first */
+	size_t start = in->start;
+	ssize_t n =
+	    mt_zreader_take(in->zstd, &in->buf, &in->cap, &start, avail(in));
+
+	if (n == -2)
+		return 0;
+	if (n < 0)
+		return zstd_failed(in);
+	if (n == 0) {
+		in->eof = true;
+		return 1;
+	}
+	/* buf[0]'s offset: unsigned arithmetic, it may be "before" 0 */
+	in->buf_off = end_off - (start + avail(in));
+	in->end = start + avail(in) + n;
+	in->start = start;
+	return 1;
+}
+
 /* fill (input_int.h) when the bytes are not all buffered. */
 bool input_refill(struct mt_input *in, size_t need)
 {
+	while (in->zstd && !in->eof && avail(in) < need) {
+		int took = take_block(in);
+
+		if (took < 0)
+			return false;
+		if (!took)
+			break;
+	}
+	if (avail(in) >= need) /* a block taken: nothing to move */
+		return true;
 	if (in->start > 0) {
 		memmove(in->buf, in->buf + in->start, avail(in));
 		in->buf_off += in->start;

@@ -84,6 +84,27 @@ struct mt_zreader *mt_zreader_new(FILE *f, const void *head, size_t head_len);
  */
 ssize_t mt_zreader_read(struct mt_zreader *z, void *dst, size_t cap);
 
+/*
+ * Bytes free before a block mt_zreader_take() gives: what the caller
+ * keeps of its last block (an object cut by the block's end) goes there.
+ */
+#define MT_ZREAD_ROOM ((size_t)64 << 10)
+
+/*
+ * The next decoded block without a copy, when the reader decodes in its
+ * own thread: the caller's buffer (*buf, *cap bytes) goes to the reader,
+ * to be decoded into later, and *buf, *cap become the block's own buffer,
+ * its bytes from *start on, the keep bytes that were at the old *buf +
+ * *start copied just before them.  Returns the block's new bytes (> 0),
+ * 0 at the clean end, -1 on an error (as mt_zreader_read; nothing
+ * changes hands then), or -2 when it cannot be done (no thread, a buffer
+ * smaller than MT_ZREAD_ROOM + a frame, keep over MT_ZREAD_ROOM): then
+ * mt_zreader_read() copies instead.  Every buffer is malloc()'s: whoever
+ * holds one at the end frees it.
+ */
+ssize_t mt_zreader_take(struct mt_zreader *z, unsigned char **buf, size_t *cap,
+			size_t *start, size_t keep);
+
 const char *mt_zreader_error(const struct mt_zreader *z);
 
 /* Compressed bytes consumed so far. */

@@ -603,13 +603,17 @@ static void zdecoder_free(struct zdecoder *z)
  */
 #define SLOTS	   3
 #define SLOT_BYTES ((size_t)MT_ZSTD_FRAME_BYTES) /* a whole default frame */
+/* a slot's buffer: the bytes decoded at MT_ZREAD_ROOM, room before them */
+#define SLOT_BUFFER (MT_ZREAD_ROOM + SLOT_BYTES)
 
 struct zslot {
-	unsigned char *bytes;
-	size_t len, pos; /* bytes [pos, len) not given out yet */
-	ssize_t status;	 /* > 0 bytes, 0 the clean end, -1 an error */
-	uint64_t offset; /* compressed bytes consumed once it was full */
-	char err[256];	 /* status -1: what */
+	unsigned char *buffer; /* cap bytes, SLOT_BUFFER or more */
+	size_t cap;
+	unsigned char *bytes; /* buffer + MT_ZREAD_ROOM: what was decoded */
+	size_t len, pos;      /* bytes [pos, len) not given out yet */
+	ssize_t status;	      /* > 0 bytes, 0 the clean end, -1 an error */
+	uint64_t offset;      /* compressed bytes consumed once it was full */
+	char err[256];	      /* status -1: what */
 };
 
 struct mt_zreader {
@@ -705,8 +709,10 @@ static bool start_thread(struct mt_zreader *r)
 	int i;
 
 	for (i = 0; i < SLOTS; i++) {
-		r->slot[i].bytes = malloc(SLOT_BYTES);
-		if (!r->slot[i].bytes)
+		r->slot[i].buffer = malloc(SLOT_BUFFER);
+		r->slot[i].cap = SLOT_BUFFER;
+		r->slot[i].bytes = r->slot[i].buffer + MT_ZREAD_ROOM;
+		if (!r->slot[i].buffer)
 			return false;
 	}
 	pthread_mutex_init(&r->lock, NULL);
@@ -720,35 +726,81 @@ static bool start_thread(struct mt_zreader *r)
 	return true;
 }
 
-/* The caller's next bytes, from the slots the thread filled. */
-static ssize_t read_slots(struct mt_zreader *r, void *dst, size_t cap)
+/* The slot the caller reads next, once the thread has filled it; NULL at
+ * the end or after an error (status and error then the caller's). */
+static struct zslot *next_slot(struct mt_zreader *r, ssize_t *status)
 {
 	struct zslot *s;
-	size_t n;
 
+	*status = -1;
 	if (r->err[0])
-		return -1;
+		return NULL;
 	pthread_mutex_lock(&r->lock);
 	while (r->filled == r->taken)
 		pthread_cond_wait(&r->changed, &r->lock);
 	pthread_mutex_unlock(&r->lock);
 	s = &r->slot[r->taken % SLOTS];
 	r->offset = s->offset;
-	if (s->status <= 0) { /* the end, or an error: it stays */
-		if (s->status < 0)
-			memcpy(r->err, s->err, sizeof(r->err));
-		return s->status;
-	}
+	*status = s->status;
+	if (s->status > 0)
+		return s;
+	if (s->status < 0) /* the end, or an error: it stays */
+		memcpy(r->err, s->err, sizeof(r->err));
+	return NULL;
+}
+
+/* The caller is done with the slot it read: the thread may fill it. */
+static void slot_used(struct mt_zreader *r)
+{
+	pthread_mutex_lock(&r->lock);
+	r->taken++;
+	pthread_cond_broadcast(&r->changed);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* The caller's next bytes, from the slots the thread filled. */
+static ssize_t read_slots(struct mt_zreader *r, void *dst, size_t cap)
+{
+	ssize_t status;
+	struct zslot *s = next_slot(r, &status);
+	size_t n;
+
+	if (!s)
+		return status;
 	n = s->len - s->pos < cap ? s->len - s->pos : cap;
 	memcpy(dst, s->bytes + s->pos, n);
 	s->pos += n;
-	if (s->pos == s->len) { /* the thread may fill it again */
-		pthread_mutex_lock(&r->lock);
-		r->taken++;
-		pthread_cond_broadcast(&r->changed);
-		pthread_mutex_unlock(&r->lock);
-	}
+	if (s->pos == s->len)
+		slot_used(r);
 	return n;
+}
+
+ssize_t mt_zreader_take(struct mt_zreader *r, unsigned char **buf, size_t *cap,
+			size_t *start, size_t keep)
+{
+	ssize_t status;
+	struct zslot *s;
+	unsigned char *given = *buf;
+	size_t given_cap = *cap, at;
+
+	if (!r->threaded || *cap < SLOT_BUFFER || keep > MT_ZREAD_ROOM)
+		return -2;
+	s = next_slot(r, &status);
+	if (!s)
+		return status;
+	/* the bytes kept go just before the block's, then the buffers
+	 * change hands: the slot is decoded into the caller's next time */
+	at = MT_ZREAD_ROOM + s->pos - keep;
+	memcpy(s->buffer + at, given + *start, keep);
+	*buf = s->buffer;
+	*cap = s->cap;
+	*start = at;
+	status = s->len - s->pos;
+	s->buffer = given;
+	s->cap = given_cap;
+	s->bytes = given + MT_ZREAD_ROOM;
+	slot_used(r);
+	return status;
 }
 
 static void stop_thread(struct mt_zreader *r)
@@ -779,7 +831,7 @@ struct mt_zreader *mt_zreader_new(FILE *f, const void *head, size_t head_len)
 	/* one CPU (or no thread to be had): decode in the caller's */
 	if (allowed_cpus() > 1 && !start_thread(r))
 		for (int i = 0; i < SLOTS; i++)
-			free(r->slot[i].bytes), r->slot[i].bytes = NULL;
+			free(r->slot[i].buffer), r->slot[i].buffer = NULL;
 	return r;
 }
 
@@ -807,7 +859,7 @@ void mt_zreader_free(struct mt_zreader *r)
 	if (r->threaded)
 		stop_thread(r);
 	for (int i = 0; i < SLOTS; i++)
-		free(r->slot[i].bytes);
+		free(r->slot[i].buffer);
 	zdecoder_free(&r->dec);
 	free(r);
 }
