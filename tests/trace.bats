@@ -534,8 +534,11 @@ links_of() {
 	# while a trace runs, its links are there (the check can see them)
 	mt-trace --wait-detach -o "$T/sleep.raw" -- sleep 1 2>/dev/null &
 	tracer=$!
-	progs=$(session_progs "$tracer")
 	for _ in $(seq 50); do
+		# asked again each time: taken while mt-trace is still loading
+		# them, the set lacks the programs the verifier is still on
+		# (with --stacks, MT_STACKS=1, the longest to check)
+		progs=$(session_progs "$tracer")
 		read -r links _ < <(links_of)
 		[ "$links" -ge 5 ] && break
 		sleep 0.02
