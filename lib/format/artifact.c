@@ -115,11 +115,14 @@ static int write_out(struct mt_artifact *a, const char *p, size_t n)
 }
 
 /* Compressed, what is buffered (whole maps) becomes one frame: written
- * behind by the writer's thread, if it has one (mt_zstd.h). */
+ * behind by the writer's threads, if it has some (mt_zstd.h), which then
+ * take the buffer and give another (the bytes in the old one past
+ * a->len stay readable: room_slow moves a map from there). */
 static int flush_buffer(struct mt_artifact *a)
 {
 	if (a->len && !a->error && a->zstd)
-		a->error = mt_zwriter_frame(a->zstd, a->fd, a->buf, a->len);
+		a->error = mt_zwriter_give(a->zstd, a->fd, (void **)&a->buf,
+					   &a->cap, a->len);
 	else if (a->len && !a->error)
 		write_out(a, a->buf, a->len);
 	a->len = 0;
@@ -143,7 +146,9 @@ static bool room_slow(struct map_writer *w, size_t need)
 	char *buf;
 
 	a->len = w->start - a->buf;
-	flush_buffer(a); /* the frame before the map: written behind */
+	/* the frame before the map, written behind: the buffer may change
+	 * hands, the map's bytes are read from where they are */
+	flush_buffer(a);
 	memmove(a->buf, w->start, in_map);
 	w->start = a->buf;
 	w->p = a->buf + in_map;

@@ -55,6 +55,16 @@ struct mt_zwriter *mt_zwriter_new(int level, int workers);
  */
 int mt_zwriter_frame(struct mt_zwriter *z, int fd, const void *src, size_t len);
 
+/*
+ * mt_zwriter_frame() without the copy: the frame is the first len bytes
+ * of *buf (a buffer of *cap bytes from malloc()), which the writer takes;
+ * *buf and *cap become another buffer of at least *cap bytes, the
+ * caller's to fill and free.  With no thread of the writer's the frame is
+ * compressed at once and the buffer stays the caller's.
+ */
+int mt_zwriter_give(struct mt_zwriter *z, int fd, void **buf, size_t *cap,
+		    size_t len);
+
 /* Waits until every frame given is written; 0 or the first error. */
 int mt_zwriter_wait(struct mt_zwriter *z);
 

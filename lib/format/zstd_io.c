@@ -311,36 +311,33 @@ static int frame_here(struct mt_zwriter *z, int fd, const void *src, size_t len)
 	return 0;
 }
 
-int mt_zwriter_frame(struct mt_zwriter *z, int fd, const void *src, size_t len)
+/* The next job, once free: the caller's until queue_job(); NULL after an
+ * error (*ret). */
+static struct zjob *free_job(struct mt_zwriter *z, int *ret)
 {
 	struct zjob *job;
-	int ret;
 
-	if (!z->nthreads)
-		return frame_here(z, fd, src, len);
 	pthread_mutex_lock(&z->lock);
 	job = &z->jobs[z->given % z->njobs];
 	while (job->state != JOB_FREE && !z->error)
 		pthread_cond_wait(&z->changed, &z->lock);
-	ret = z->error;
+	*ret = z->error;
 	pthread_mutex_unlock(&z->lock);
-	if (ret)
-		return ret;
-	/* the job is the caller's until it is queued */
-	if (len > job->cap) {
-		void *src_copy = realloc(job->src, len);
+	return *ret ? NULL : job;
+}
 
-		if (!src_copy) {
-			pthread_mutex_lock(&z->lock);
-			if (!z->error)
-				z->error = -ENOMEM;
-			pthread_mutex_unlock(&z->lock);
-			return -ENOMEM;
-		}
-		job->src = src_copy;
-		job->cap = len;
-	}
-	memcpy(job->src, src, len);
+static int job_failed(struct mt_zwriter *z, int err)
+{
+	pthread_mutex_lock(&z->lock);
+	if (!z->error)
+		z->error = err;
+	pthread_mutex_unlock(&z->lock);
+	return err;
+}
+
+static void queue_job(struct mt_zwriter *z, struct zjob *job, int fd,
+		      size_t len)
+{
 	job->len = len;
 	job->fd = fd;
 	pthread_mutex_lock(&z->lock);
@@ -348,6 +345,62 @@ int mt_zwriter_frame(struct mt_zwriter *z, int fd, const void *src, size_t len)
 	z->given++;
 	pthread_cond_broadcast(&z->changed);
 	pthread_mutex_unlock(&z->lock);
+}
+
+int mt_zwriter_frame(struct mt_zwriter *z, int fd, const void *src, size_t len)
+{
+	struct zjob *job;
+	int ret;
+
+	if (!z->nthreads)
+		return frame_here(z, fd, src, len);
+	job = free_job(z, &ret);
+	if (!job)
+		return ret;
+	if (len > job->cap) {
+		void *src_copy = realloc(job->src, len);
+
+		if (!src_copy)
+			return job_failed(z, -ENOMEM);
+		job->src = src_copy;
+		job->cap = len;
+	}
+	memcpy(job->src, src, len);
+	queue_job(z, job, fd, len);
+	return 0;
+}
+
+int mt_zwriter_give(struct mt_zwriter *z, int fd, void **buf, size_t *cap,
+		    size_t len)
+{
+	unsigned char *spare;
+	size_t spare_cap;
+	struct zjob *job;
+	int ret;
+
+	if (!z->nthreads)
+		return frame_here(z, fd, *buf, len);
+	job = free_job(z, &ret);
+	if (!job)
+		return ret;
+	/* what the job held goes back, big enough for the caller: its
+	 * bytes were compressed, they need no copy */
+	spare = job->src;
+	spare_cap = job->cap;
+	if (spare_cap < *cap) {
+		free(spare);
+		spare = malloc(*cap);
+		spare_cap = *cap;
+		job->src = NULL;
+		job->cap = 0;
+		if (!spare)
+			return job_failed(z, -ENOMEM);
+	}
+	job->src = *buf;
+	job->cap = *cap;
+	*buf = spare;
+	*cap = spare_cap;
+	queue_job(z, job, fd, len);
 	return 0;
 }
 

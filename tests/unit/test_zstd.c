@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -328,8 +329,11 @@ static void test_frames_across_the_buffer(void)
  * (its number in its first bytes) and of its own length, so a swap, a
  * loss or a frame written twice shows in libzstd's decoding of the file.
  * Run under `taskset -c 0` it checks the one-CPU path the same way.
+ * give: by mt_zwriter_give(), each frame built in the buffer the writer
+ * gave back last (a buffer still being compressed, given back too soon,
+ * would be overwritten under the compressor).
  */
-static void test_frames_in_order(void)
+static void test_frames_in_order(bool give)
 {
 	const size_t nframes = 600;
 	struct mt_zwriter *z = mt_zwriter_new(1, 0);
@@ -347,7 +351,20 @@ static void test_frames_in_order(void)
 	src = sample(len);
 	for (size_t i = 0, off = 0; i < nframes; off += sizes[i++]) {
 		memcpy(src + off, &i, sizeof(i));
-		CHECK_INT(mt_zwriter_frame(z, fd, src + off, sizes[i]), 0);
+		if (give) {
+			size_t want = sizes[i] + i % 3, cap = want;
+			void *buf = malloc(cap);
+
+			memcpy(buf, src + off, sizes[i]);
+			CHECK_INT(mt_zwriter_give(z, fd, &buf, &cap, sizes[i]),
+				  0);
+			CHECK(cap >= want);
+			memset(buf, 0xa5, cap); /* the caller's to write */
+			free(buf);
+		} else {
+			CHECK_INT(mt_zwriter_frame(z, fd, src + off, sizes[i]),
+				  0);
+		}
 	}
 	CHECK_INT(mt_zwriter_wait(z), 0);
 	comp_len = lseek(fd, 0, SEEK_END);
@@ -407,7 +424,8 @@ int main(void)
 	test_every_cut();
 	test_flipped_bits();
 	test_frames_across_the_buffer();
-	test_frames_in_order();
+	test_frames_in_order(false);
+	test_frames_in_order(true);
 	test_write_error();
 	return test_summary("test_zstd");
 }
