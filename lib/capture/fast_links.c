@@ -151,6 +151,7 @@ static void give(struct mt_fast_links *l, pid_t pid, const char *why)
 				   sizeof(*l->procs));
 		p = &l->procs[l->nprocs++];
 		p->pid = pid;
+		l->processes_linked++;
 	}
 	if (++l->last_serial == 0)
 		l->last_serial = 1; /* 0: a probe for every process */
@@ -169,7 +170,6 @@ static void give(struct mt_fast_links *l, pid_t pid, const char *why)
 	bpf_map_update_elem(l->pid_links_fd, &key, &p->serial, BPF_ANY);
 	if (old)
 		retire(l, old);
-	l->processes_linked++;
 	if (l->verbose)
 		fprintf(stderr,
 			"mt-trace: --fast: pid %d: %s: traced by "
