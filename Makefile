@@ -125,10 +125,12 @@ $(OUTPUT)/lib/%.o: lib/%.c $(LIB_HDRS) bpf/mt_event.h | $(OUTPUT)/lib
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-# The tracer's objects embed the BPF program (the skeleton holds its bytes):
-# they must be rebuilt whenever it changes.
-$(addprefix $(OUTPUT)/lib/capture/,tracer.o tracer_code.o tracer_batch.o \
-	tracer_drain.o tracer_stacks.o backpressure.o physical.o): $(BPF_SKELS)
+# The tracer's objects embed the BPF program (the skeleton holds its bytes)
+# or its layout: those that include it must be rebuilt whenever it changes
+# (a stale one reads another program's or map's place in it).
+SKEL_USERS := $(patsubst %.c,$(OUTPUT)/%.o,$(shell grep -l \
+	'include "mt_trace.skel.h"' lib/capture/*.c))
+$(SKEL_USERS): $(BPF_SKELS)
 $(LIB_OBJS): | $(BPF_SKELS)
 
 # Rewritten only when the version or the revision changes.
