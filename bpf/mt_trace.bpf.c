@@ -50,6 +50,16 @@ const volatile bool stop_for_new_code = true;
  * own: it inherits the breakpoints, not the link.
  */
 const volatile bool fast_links = false;
+/* --fast: what a program that will load the recorder finds at its exec
+ * (mt-trace's, before load): LD_PRELOAD starting with the recorder's
+ * path, MT_FAST_SHM naming this session's memfd, which it still holds
+ * as fd fast_memfd (inode fast_memfd_ino).  Such an exec need not stop. */
+const volatile char fast_preload[256] = {};
+const volatile __u32 fast_preload_len = 0;
+const volatile char fast_shm[64] = {};
+const volatile __u32 fast_shm_len = 0;
+const volatile __s32 fast_memfd = -1;
+const volatile __u64 fast_memfd_ino = 0;
 
 /*
  * Backpressure (the default; off with --no-backpressure or --no-stop): a
@@ -978,6 +988,106 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
+/* ---- --fast: will an exec'd program carry the recorder? ----------------- */
+
+/* the longest environment string read, and how many are read */
+#define ENV_STRING_MAX 4096
+#define ENV_VARS_MAX   1024
+
+struct env_string {
+	char s[ENV_STRING_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct env_string);
+} env_strings SEC(".maps");
+
+/* bpf_strncmp compares with strings in read-only maps: .rodata */
+const char ld_preload_eq[] = "LD_PRELOAD=";
+const char mt_fast_shm_eq[] = "MT_FAST_SHM=";
+
+struct env_scan {
+	__u64 at, end; /* the environment strings, in the new program */
+	int preload;   /* the last LD_PRELOAD (the loader's): 1 starts with
+			* the recorder, 0 not, -1 none */
+	int shm;       /* the first MT_FAST_SHM (getenv's): 1 this session's,
+			* 0 another, -1 none */
+	bool unsure;   /* a string not read whole: mt-trace looks */
+};
+
+/* bpf_loop callback: one environment string. */
+static long scan_env_string(__u64 i, struct env_scan *scan)
+{
+	__u32 zero = 0, n = fast_preload_len;
+	struct env_string *buf = bpf_map_lookup_elem(&env_strings, &zero);
+	long len;
+	char next;
+
+	if (!buf || scan->at >= scan->end)
+		return 1;
+	len = bpf_probe_read_user_str(buf->s, sizeof(buf->s), (void *)scan->at);
+	if (len <= 0 || len >= (long)sizeof(buf->s)) {
+		scan->unsure = true;
+		return 1;
+	}
+	scan->at += len;
+	if (bpf_strncmp(buf->s, sizeof(ld_preload_eq) - 1, ld_preload_eq) ==
+	    0) {
+		if (n == 0 || n >= sizeof(fast_preload)) {
+			scan->unsure = true;
+			return 1;
+		}
+		next = buf->s[(sizeof(ld_preload_eq) - 1 + n) &
+			      (ENV_STRING_MAX - 1)];
+		scan->preload =
+		    bpf_strncmp(buf->s + sizeof(ld_preload_eq) - 1, n,
+				(const char *)fast_preload) == 0 &&
+		    (next == ':' || next == ' ' || next == '\0');
+	} else if (scan->shm < 0 &&
+		   bpf_strncmp(buf->s, sizeof(mt_fast_shm_eq) - 1,
+			       mt_fast_shm_eq) == 0) {
+		n = fast_shm_len + 1; /* with the NUL: all of it */
+		if (n < 2 || n > sizeof(fast_shm)) {
+			scan->unsure = true;
+			return 1;
+		}
+		scan->shm = bpf_strncmp(buf->s + sizeof(mt_fast_shm_eq) - 1, n,
+					(const char *)fast_shm) == 0;
+	}
+	return 0;
+}
+
+/*
+ * Will the program the current process just exec'd load the recorder, so
+ * that mt-trace need not look (the answer it would give, for the usual
+ * case: anything else stops for it to decide)?  Not a set-user-ID
+ * program (the loader would ignore LD_PRELOAD), not a process with links
+ * of its own (they must go), the recorder first in the loader's
+ * LD_PRELOAD, MT_FAST_SHM this session's, and its memfd still open.
+ */
+static __always_inline bool exec_keeps_recorder(struct linux_binprm *bprm,
+						__u32 tgid)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct env_scan scan = {.preload = -1, .shm = -1};
+	struct file *memfd;
+
+	if (BPF_CORE_READ_BITFIELD_PROBED(bprm, secureexec) ||
+	    bpf_map_lookup_elem(&pid_links, &tgid))
+		return false;
+	scan.at = BPF_CORE_READ(task, mm, env_start);
+	scan.end = BPF_CORE_READ(task, mm, env_end);
+	bpf_loop(ENV_VARS_MAX, scan_env_string, &scan, 0);
+	if (scan.unsure || scan.at < scan.end || scan.preload != 1 ||
+	    scan.shm != 1)
+		return false;
+	memfd = fd_file(fast_memfd);
+	return memfd && BPF_CORE_READ(memfd, f_inode, i_ino) == fast_memfd_ino;
+}
+
 /* An exec record carries its path in the bytes after the event; mt-trace
  * turns them into DATA slots of the raw stream. */
 struct exec_record {
@@ -1005,9 +1115,10 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
 					BPF_CORE_READ(bprm, filename));
 	r->ev.aux = len > 0 ? len - 1 : 0; /* without the NUL */
 	submit_lifecycle(r);
-	/* the program's own code: a static allocator is in it */
+	/* the program's own code: a static allocator is in it; under --fast
+	 * a program that may not carry the recorder stops in any case */
 	new_code(BPF_CORE_READ(bprm, file), bpf_get_current_pid_tgid(), 0, 0,
-		 fast_links);
+		 fast_links && !exec_keeps_recorder(bprm, tgid));
 	emit_exec_code_maps();
 	return 0;
 }

@@ -429,7 +429,8 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 	skel->rodata->wakeup_bytes = o->ring_bytes / 8;
 	skel->bss->discover_code = o->track_allocators || o->stacks;
 	skel->rodata->stop_for_new_code = !o->no_stop;
-	skel->rodata->fast_links = t->fast != NULL;
+	if (t->fast)
+		mt_fast_configure(t->fast, skel);
 	skel->data->allocs_enabled = !o->start_disabled;
 	skel->data->syscalls_enabled = !o->start_disabled;
 	skel->rodata->lifecycle_wakeup_bytes =

@@ -38,6 +38,7 @@
 #include "mt_event.h"
 #include "mt_fast.h"
 #include "mt_grow.h"
+#include "mt_trace.skel.h"
 #include "tracer_fast.h"
 #include "tracer_int.h"
 
@@ -286,18 +287,26 @@ struct mt_fast *mt_fast_start(int verbose)
 	return f;
 }
 
+/* MT_FAST_ENV's value for a command mt-trace (tracer) runs. */
+static void shm_description(const struct mt_fast *f, pid_t tracer, char *out,
+			    size_t len)
+{
+	struct stat st = {0};
+
+	fstat(f->memfd, &st);
+	snprintf(out, len, "%d,%d,%llu,%d", f->memfd, f->wakefd,
+		 (unsigned long long)st.st_ino, (int)tracer);
+}
+
 void mt_fast_child_env(const struct mt_fast *f)
 {
 	const char *old = getenv("LD_PRELOAD");
 	char desc[128], *preload;
-	struct stat st;
 
 	/* the recorder of every program the command runs maps them */
 	fcntl(f->memfd, F_SETFD, 0);
 	fcntl(f->wakefd, F_SETFD, 0);
-	fstat(f->memfd, &st);
-	snprintf(desc, sizeof(desc), "%d,%d,%llu,%d", f->memfd, f->wakefd,
-		 (unsigned long long)st.st_ino, (int)getppid());
+	shm_description(f, getppid(), desc, sizeof(desc));
 	setenv(MT_FAST_ENV, desc, 1);
 	if (old && *old && asprintf(&preload, "%s:%s", f->preload, old) > 0) {
 		setenv("LD_PRELOAD", preload, 1);
@@ -305,6 +314,24 @@ void mt_fast_child_env(const struct mt_fast *f)
 	} else {
 		setenv("LD_PRELOAD", f->preload, 1);
 	}
+}
+
+void mt_fast_configure(const struct mt_fast *f, struct mt_trace *skel)
+{
+	struct stat st = {0};
+
+	fstat(f->memfd, &st);
+	skel->rodata->fast_links = true;
+	/* too long a path (over 255 bytes): every exec stops */
+	if (strlen(f->preload) < sizeof(skel->rodata->fast_preload)) {
+		strcpy((char *)skel->rodata->fast_preload, f->preload);
+		skel->rodata->fast_preload_len = strlen(f->preload);
+	}
+	shm_description(f, getpid(), (char *)skel->rodata->fast_shm,
+			sizeof(skel->rodata->fast_shm));
+	skel->rodata->fast_shm_len = strlen((char *)skel->rodata->fast_shm);
+	skel->rodata->fast_memfd = f->memfd;
+	skel->rodata->fast_memfd_ino = st.st_ino;
 }
 
 int mt_fast_wake_fd(const struct mt_fast *f)

@@ -16,6 +16,7 @@
 
 struct tracer;
 struct mt_fast;
+struct mt_trace;
 
 /* Before the command is forked: the shared memory, the wake-up eventfd,
  * the preload's path.  NULL with a message on stderr. */
@@ -24,6 +25,10 @@ struct mt_fast *mt_fast_start(int verbose);
 /* In the forked child, before exec: LD_PRELOAD (prepended) and the shared
  * memory's description in the environment, its fds kept across exec. */
 void mt_fast_child_env(const struct mt_fast *f);
+
+/* Before the BPF side loads: what an exec'd program that will load the
+ * recorder finds (its exec then need not stop, bpf/mt_trace.bpf.c). */
+void mt_fast_configure(const struct mt_fast *f, struct mt_trace *skel);
 
 /* The eventfd the recorders write when a ring is half full. */
 int mt_fast_wake_fd(const struct mt_fast *f);
