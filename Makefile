@@ -111,11 +111,13 @@ $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 
 # -fexceptions: a C++ exception out of operator new unwinds through it.
 # Never with the sanitizers of CFLAGS (check-asan): it is loaded into
-# programs that have no sanitizer runtime.
+# programs that have no sanitizer runtime.  Frame pointers: --stacks
+# finds the program's call into it by its own frame chain.
 PRELOAD_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE \
 	-Ilib/capture -Ibpf -fPIC -shared -fexceptions -fvisibility=hidden \
-	-fno-builtin
+	-fno-builtin -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
 $(PRELOAD): lib/preload/mt_preload.c lib/capture/mt_fast.h bpf/mt_event.h \
+		bpf/mt_stack.h \
 		| $(OUTPUT)/lib
 	$(call msg,CCLD,$@)
 	$(Q)$(CC) $(PRELOAD_CFLAGS) $< -o $@ -ldl -pthread

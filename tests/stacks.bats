@@ -128,8 +128,7 @@ thread_main"
 # its inode number (ext4 hands a freed one out again): the unwinder's file
 # table was keyed by device and inode only, so the new library's frames
 # were taken for the old one's (its rows, its CodeFile and build-id).
-@test "a new library on a deleted one's inode number: its frames name it, not the deleted one" {
-	mkdir "$T/d"
+@test "a new library on a deleted one's inode number: its frames name it, not the deleted one (also under --fast)" {
 	cat >"$T/reuse.py" <<-'PYTHON'
 		import ctypes, _ctypes, os, sys
 		d, lib_a, lib_b = sys.argv[1:4]
@@ -163,15 +162,20 @@ thread_main"
 		b.stk_mid(4342)
 	PYTHON
 	local lib_a="$MT_FIXTURES/stacks/libstk_dl.so" lib_b="$MT_FIXTURES/stacks/libstk.so"
-	trace_ok --stacks -- "$PY" "$T/reuse.py" "$T/d" "$lib_a" "$lib_b"
-	run cat "$T/reuse.out"
-	assert_output --regexp "^reused "
-	for size in 4341 4342; do
-		lib=$lib_a
-		[ $size = 4342 ] && lib=$lib_b
-		want=$(readelf -n "$lib" | sed -n 's/.*Build ID: //p')
-		run "$PY" "$CHECK" leaf-file "$T/out.msgpack" $size
-		assert_output "$want $T/d/plugin.so"
+	# --fast: the recorder finds the file by its path's inode, the newest
+	# file mt-trace published on it
+	for fast in "" --fast; do
+		rm -rf "$T/d" && mkdir "$T/d"
+		trace_ok $fast --stacks -- "$PY" "$T/reuse.py" "$T/d" "$lib_a" "$lib_b"
+		run cat "$T/reuse.out"
+		assert_output --regexp "^reused "
+		for size in 4341 4342; do
+			lib=$lib_a
+			[ $size = 4342 ] && lib=$lib_b
+			want=$(readelf -n "$lib" | sed -n 's/.*Build ID: //p')
+			run "$PY" "$CHECK" leaf-file "$T/out.msgpack" $size
+			assert_output "$want $T/d/plugin.so"
+		done
 	done
 }
 
@@ -364,4 +368,107 @@ unmap_range 0 0 0 0"
 	assert_output --partial "--stack-depth: '0' is not a number of frames from 1 to 127"
 	run mt-trace --stack-depth 128 -- true
 	assert_failure 125
+}
+
+# ---- mt-trace --fast --stacks: the preloaded recorder walks the stack in
+# process with mt-trace's rows; the stream must be the BPF walk's.
+
+# The allocation stacks of $1 (an artifact): one line per allocation
+# event, sorted: kind, size, truncated, then each frame as file name and
+# ELF address (file ids are the trace's own; the files' names are not).
+alloc_stacks() {
+	zstd -dcf "$1" | "$PY" -c '
+import sys, msgpack
+files, stacks, out = {}, {}, []
+for m in msgpack.Unpacker(sys.stdin.buffer, raw=False):
+    t = m["type"]
+    if t == "CodeFile":
+        files[m["file"]] = m["path"].split("/")[-1]
+    elif t == "Stack":
+        stacks[m["stack"]] = "%s %s" % (m.get("truncated", False), " ".join(
+            "%s+%#x" % (files[f] if f else "-", a) for f, a in m["frames"]))
+    elif t in ("Malloc", "Calloc", "Realloc", "AlignedAlloc"):
+        out.append("%s %d %s" % (t, m["size"], stacks.get(m.get("stack"), "none")))
+print("\n".join(sorted(out)))'
+}
+
+@test "--fast --stacks: every allocation's stack is the BPF walk's, frame by frame" {
+	trace_ok --stacks -- "$STACKS" direct
+	alloc_stacks "$T/out.msgpack" >"$T/bpf"
+	trace_ok --fast --stacks -- "$STACKS" direct
+	alloc_stacks "$T/out.msgpack" >"$T/fast"
+	run grep -c "stk_mid\|libstk.so+" "$T/fast"
+	[ "$output" -ge 1 ]
+	run grep -c " none$" "$T/fast"
+	assert_output 0
+	diff "$T/bpf" "$T/fast"
+	# and the chain is gdb's
+	run mt_chain 4321 main
+	assert_output "$(gdb_chain 4321 direct main)"
+	run "$PY" "$CHECK" chain "$T/out.msgpack" 4321
+	assert_line --index 7 "_start"
+	assert_line "truncated: false"
+}
+
+@test "--fast --stacks: dlopen, a second thread, a library closed and another opened where it was" {
+	for mode in dlopen thread; do
+		trace_ok --stacks -- "$STACKS" $mode
+		alloc_stacks "$T/out.msgpack" | grep " 432[23] " >"$T/bpf"
+		trace_ok --fast --stacks -- "$STACKS" $mode
+		alloc_stacks "$T/out.msgpack" | grep " 432[23] " >"$T/fast"
+		[ -s "$T/fast" ]
+		diff "$T/bpf" "$T/fast"
+	done
+	run mt_chain 4323 thread_main
+	assert_output "$(gdb_chain 4323 thread thread_main)"
+	# the recorder's cached code ranges follow a dlclose
+	cp "$MT_FIXTURES/stacks/libstk_dl.so" "$T/libA.so"
+	cp "$MT_FIXTURES/stacks/libstk_dl.so" "$T/libB.so"
+	trace_ok --fast --stacks -- "$STACKS" reload "$T/libA.so" "$T/libB.so"
+	run grep -o 'stk_mid at 0x[0-9a-f]*' "$T/trace.err"
+	[ "${lines[0]}" = "${lines[1]}" ]
+	run "$PY" "$CHECK" chain "$T/out.msgpack" 4325 --files
+	assert_line --index 1 "stk_mid libA.so"
+	run "$PY" "$CHECK" chain "$T/out.msgpack" 4326 --files
+	assert_line --index 1 "stk_mid libB.so"
+	assert_line --index 2 "app_inner stacks"
+	assert_line "truncated: false"
+}
+
+@test "--fast --stacks: recursion 500 deep stops at the depth limit, marked truncated; --stack-depth 5" {
+	trace_ok --fast --stacks -- "$STACKS" recurse 500
+	run "$PY" "$CHECK" depth "$T/out.msgpack" 4324
+	assert_output "127 true"
+	run "$PY" "$CHECK" chain "$T/out.msgpack" 4324
+	assert_line --index 0 "stk_leaf"
+	assert_line --index 126 "recurse"
+	trace_ok --fast --stacks --stack-depth 5 -- "$STACKS" direct
+	run "$PY" "$CHECK" depth "$T/out.msgpack" 4321
+	assert_output "5 true"
+}
+
+@test "--fast --stacks: python3's allocation stacks reach the program's entry in 99%" {
+	trace_ok --fast --stacks -- /usr/bin/python3 -c 'x = [bytes(100) for _ in range(20000)]; import json, decimal'
+	run "$PY" "$CHECK" complete "$T/out.msgpack"
+	echo "complete/total: $output"
+	read -r done total <<<"$output"
+	[ "$total" -gt 1000 ]
+	[ $((done * 100)) -ge $((total * 99)) ]
+}
+
+@test "--fast --stacks: trace.bats' fixtures (fork, threads) give exactly the events they log, each call with its stack" {
+	export MT_FIXTURES
+	for fixture in malloc_free realloc_edges memalign_family fork threads; do
+		export MT_FIXTURE_LOG="$T/$fixture.log"
+		trace_ok --fast --stacks -- "$MT_FIXTURES/$fixture"
+		run "$PY" "$TOP/tests/lib/trace_check.py" expect "$T/out.msgpack" \
+			"$MT_FIXTURE_LOG" --kinds alloc
+		echo "$fixture: $output"
+		assert_success
+		run "$PY" "$CHECK" windows "$T/out.msgpack" "$MT_FIXTURE_LOG"
+		echo "$fixture: calls, without a stack: $output"
+		read -r calls without <<<"$output"
+		[ "$calls" -ge 2 ]
+		[ "$without" = 0 ]
+	done
 }

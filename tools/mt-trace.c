@@ -107,7 +107,9 @@ static void usage(FILE *f)
 	      "allocation-heavy programs\n"
 	      "                            run near their own speed (env "
 	      "MT_FAST=1; CMD sees\n"
-	      "                            LD_PRELOAD; no --stacks yet); a "
+	      "                            LD_PRELOAD; with --stacks, the "
+	      "recorder walks\n"
+	      "                            each call's stack itself); a "
 	      "process that runs\n"
 	      "                            without it (LD_PRELOAD dropped, "
 	      "set-user-ID) keeps\n"
@@ -314,7 +316,6 @@ int main(int argc, char **argv)
 	struct outputs out = {0};
 	struct mt_user user;
 	char why[256];
-	bool stacks_asked = false; /* --stacks on the command line */
 	const char *env;
 	int c;
 
@@ -376,7 +377,6 @@ int main(int argc, char **argv)
 			break;
 		case OPT_STACKS:
 			o.stacks = bool_arg("--stacks", argc, argv);
-			stacks_asked = o.stacks;
 			break;
 		case OPT_NO_STACKS:
 			o.stacks = false;
@@ -422,14 +422,6 @@ int main(int argc, char **argv)
 		usage_error("--start-disabled needs --control FIFO: nothing "
 			    "else can enable the events, and the trace would "
 			    "hold none");
-	if (o.fast && stacks_asked)
-		usage_error("--fast does not record call stacks yet: use "
-			    "--stacks without --fast");
-	if (o.fast && o.stacks) { /* MT_STACKS=1: a default, not a request */
-		fprintf(stderr, "mt-trace: --fast records no call stacks yet: "
-				"MT_STACKS ignored\n");
-		o.stacks = false;
-	}
 	o.argv = argv + optind;
 	if (mt_user_from_env(&user, why, sizeof(why)))
 		errx(MT_EXIT_TRACER_FAILED, "%s", why);

@@ -24,16 +24,25 @@
 #include <stdint.h>
 
 #define MT_FAST_MAGIC	0x7473616674746dull /* "mtfast\0" */
-#define MT_FAST_VERSION 2
+#define MT_FAST_VERSION 3
 
 /* The environment variable that hands the memfd to the preload:
  * "MEMFD_FD,EVENTFD_FD,INODE,TRACER_PID" (see mt_preload.c). */
 #define MT_FAST_ENV "MT_FAST_SHM"
 
 /* Record kinds (3 bits): the allocator events of mt_event.h the preload
- * makes.  Same numbers as enum mt_event_kind. */
+ * makes (same numbers as enum mt_event_kind, 1-5), and with --stacks: */
 #define MT_FAST_KIND_BITS 3
 #define MT_FAST_KIND_MASK ((1u << MT_FAST_KIND_BITS) - 1)
+/* A call stack the thread has not sent before: addr = its key (FNV-1a of
+ * its frames, as the BPF side's), size = frames, extra = MT_STACK_*
+ * flags; the frames (MT_FRAME values, innermost first) fill the next
+ * ceil(size / 4) records, which have no kind of their own. */
+#define MT_FAST_KIND_STACK 6
+/* The next record's call stack: addr = its key. */
+#define MT_FAST_KIND_STACK_REF 7
+/* Frames in one record's 32 bytes. */
+#define MT_FAST_FRAMES_PER_RECORD 4
 
 /*
  * One allocator call: 32 bytes, two to a cache line.  when_kind holds the
@@ -92,19 +101,51 @@ struct mt_fast_header {
 	uint32_t enabled;      /* allocator events on (--control) */
 	uint64_t page_size;
 	/* written by the preload */
-	uint64_t lost;	      /* records dropped (mt-trace gone) */
-	uint64_t no_ring;     /* calls not recorded: the pool was empty */
-	uint32_t preloaded;   /* processes that mapped this */
-	uint32_t rings_used;  /* rings ever claimed: [0, rings_used) */
-	uint32_t gone;	      /* a producer gave up waiting: mt-trace is
-			       * gone, nobody waits any more */
-	uint32_t max_pids;    /* entries of the pid table */
-	uint64_t pids_offset; /* struct mt_fast_pid[max_pids]: each process
-			       * that loaded the recorder (again after an
-			       * exec), so mt-trace can tell one that did
-			       * not */
-	uint32_t npids;	      /* entries claimed (past max_pids: not kept) */
-	uint8_t pad1[28];
+	uint64_t lost;		/* records dropped (mt-trace gone) */
+	uint64_t no_ring;	/* calls not recorded: the pool was empty */
+	uint32_t preloaded;	/* processes that mapped this */
+	uint32_t rings_used;	/* rings ever claimed: [0, rings_used) */
+	uint32_t gone;		/* a producer gave up waiting: mt-trace is
+				 * gone, nobody waits any more */
+	uint32_t max_pids;	/* entries of the pid table */
+	uint64_t pids_offset;	/* struct mt_fast_pid[max_pids]: each process
+				 * that loaded the recorder (again after an
+				 * exec), so mt-trace can tell one that did
+				 * not */
+	uint32_t npids;		/* entries claimed (past max_pids: not kept) */
+	uint32_t stack_depth;	/* frames a stack holds at most; 0: no stacks */
+	uint64_t stacks_offset; /* struct mt_fast_stacks, when stack_depth */
+	uint8_t pad1[16];
+};
+
+/*
+ * --stacks: the unwind rows of each code file, mt-trace's own (the ones
+ * it gives the BPF side, lib/capture/cfi.c), so that the recorder walks
+ * its thread's stack in process.  mt-trace appends files and publishes
+ * each by raising nfiles (release) after its rows are written; the
+ * recorders only read.
+ */
+struct mt_fast_stacks {
+	uint32_t nfiles; /* published entries of files[] */
+	uint32_t max_files;
+	uint64_t files_offset; /* struct mt_fast_file[max_files] */
+	uint64_t rows_offset; /* struct mt_cfi_row[max_rows] (bpf/mt_stack.h) */
+	uint32_t max_rows;
+	uint32_t pad;
+};
+
+/* A code file, by the kernel's identity of its inode (dev as the kernel
+ * keeps it, major << 20 | minor), with what struct mt_stack_file says of
+ * it to the BPF side.  A later entry of the same inode is a newer file
+ * on a deleted one's inode number (its generation differs). */
+struct mt_fast_file {
+	uint64_t dev;
+	uint64_t ino;
+	int64_t vaddr_minus_offset;
+	uint32_t id;	    /* the CODE_FILE id its frames carry */
+	uint32_t first_row; /* its rows in rows[] */
+	uint32_t nrows;	    /* 0: none (frames named, the walk stops) */
+	uint32_t pad;
 };
 
 /* A process that carries the recorder (written once, when first loaded in

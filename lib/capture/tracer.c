@@ -1176,7 +1176,8 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 			 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
 	sfd = make_signalfd(&old);
 	if (opts->fast && opts->track_allocators &&
-	    !(t.fast = mt_fast_start(opts->verbose))) {
+	    !(t.fast = mt_fast_start(opts->verbose,
+				     opts->stacks ? opts->stack_depth : 0))) {
 		free(t.batch);
 		return MT_EXIT_TRACER_FAILED;
 	}

@@ -38,6 +38,7 @@
 #include "mt_event.h"
 #include "mt_fast.h"
 #include "mt_grow.h"
+#include "mt_stack.h"
 #include "mt_trace.skel.h"
 #include "tracer_fast.h"
 #include "tracer_int.h"
@@ -49,12 +50,18 @@
 #define NRINGS	     1024u
 /* processes that loaded the recorder, kept (then only counted) */
 #define MAX_PIDS 65536u
+/* --stacks: as many files and rows as the BPF side holds (tracer_stacks.c),
+ * the rows at the same indexes */
+#define STACK_FILES_MAX MT_FRAME_FILE_MAX
+#define STACK_ROWS_MAX	(1u << 20)
 /* programs named in a warning about running without the recorder */
 #define MAX_WARNED 16
 
 _Static_assert(sizeof(struct mt_fast_record) == 32, "record layout");
 _Static_assert(sizeof(struct mt_fast_ring) == 192, "ring header layout");
 _Static_assert(sizeof(struct mt_fast_header) == 128, "header layout");
+_Static_assert(sizeof(struct mt_fast_file) == 40, "file layout");
+_Static_assert(sizeof(struct mt_cfi_row) == 16, "row layout");
 
 /* A point of the counter-to-monotonic line. */
 struct calib {
@@ -68,6 +75,10 @@ struct mt_fast {
 	size_t size;
 	struct mt_fast_ring *rings;
 	struct mt_fast_record *records;
+	/* --stacks: the files and rows the recorders walk with */
+	struct mt_fast_stacks *stacks;
+	struct mt_fast_file *stack_files;
+	struct mt_cfi_row *stack_rows;
 	char preload[PATH_MAX];
 	dev_t preload_dev;
 	ino_t preload_ino;
@@ -209,7 +220,40 @@ static int find_preload(char *out, size_t len)
 	return -1;
 }
 
-static int make_shared(struct mt_fast *f)
+/* Where the stacks' part of the shared memory goes (at offset at, a page
+ * boundary), and the offset past it. */
+static size_t stacks_layout(struct mt_fast_stacks *st, size_t at, size_t page)
+{
+	size_t files_at = at + sizeof(*st);
+	size_t rows_at =
+	    files_at + STACK_FILES_MAX * sizeof(struct mt_fast_file);
+	size_t end;
+
+	rows_at = (rows_at + 63) & ~(size_t)63;
+	end = rows_at + (size_t)STACK_ROWS_MAX * sizeof(struct mt_cfi_row);
+	*st = (struct mt_fast_stacks){
+	    .max_files = STACK_FILES_MAX,
+	    .files_offset = files_at,
+	    .rows_offset = rows_at,
+	    .max_rows = STACK_ROWS_MAX,
+	};
+	return (end + page - 1) & ~(page - 1);
+}
+
+static void map_stacks(struct mt_fast *f, const struct mt_fast_stacks *layout,
+		       size_t at, unsigned depth)
+{
+	char *base = (char *)f->hdr;
+
+	f->stacks = (struct mt_fast_stacks *)(base + at);
+	*f->stacks = *layout;
+	f->stack_files = (struct mt_fast_file *)(base + layout->files_offset);
+	f->stack_rows = (struct mt_cfi_row *)(base + layout->rows_offset);
+	f->hdr->stacks_offset = at;
+	f->hdr->stack_depth = depth;
+}
+
+static int make_shared(struct mt_fast *f, unsigned stack_depth)
 {
 	size_t rings_at = sizeof(struct mt_fast_header);
 	size_t page = sysconf(_SC_PAGESIZE);
@@ -217,9 +261,14 @@ static int make_shared(struct mt_fast *f)
 	size_t data_at =
 	    (pids_at + MAX_PIDS * sizeof(struct mt_fast_pid) + page - 1) &
 	    ~(page - 1);
+	struct mt_fast_stacks layout;
+	size_t stacks_at;
 
 	f->size = data_at +
 		  (size_t)NRINGS * RING_RECORDS * sizeof(struct mt_fast_record);
+	stacks_at = f->size;
+	if (stack_depth) /* sparse too: only what files fill is touched */
+		f->size = stacks_layout(&layout, stacks_at, page);
 	f->memfd = memfd_create("mt-fast", MFD_CLOEXEC);
 	if (f->memfd < 0 || ftruncate(f->memfd, f->size))
 		return -1;
@@ -242,11 +291,13 @@ static int make_shared(struct mt_fast *f)
 	f->hdr->max_pids = MAX_PIDS;
 	f->rings = (struct mt_fast_ring *)((char *)f->hdr + rings_at);
 	f->records = (struct mt_fast_record *)((char *)f->hdr + data_at);
+	if (stack_depth)
+		map_stacks(f, &layout, stacks_at, stack_depth);
 	f->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return f->wakefd < 0 ? -1 : 0;
 }
 
-struct mt_fast *mt_fast_start(int verbose)
+struct mt_fast *mt_fast_start(int verbose, unsigned stack_depth)
 {
 	struct mt_fast *f = calloc(1, sizeof(*f));
 	struct stat st;
@@ -270,7 +321,7 @@ struct mt_fast *mt_fast_start(int verbose)
 		f->preload_ino = st.st_ino;
 	}
 	f->tsc = clocksource_is_tsc();
-	if (make_shared(f)) {
+	if (make_shared(f, stack_depth)) {
 		fprintf(stderr, "mt-trace: --fast: shared memory: %s\n",
 			strerror(errno));
 		mt_fast_free(f);
@@ -684,9 +735,60 @@ static struct mt_event to_event(const struct mt_fast *f,
 	return e;
 }
 
+/* A STACK record at ring index at and the frames after it, to the
+ * stacks' table (tracer_stacks.c), as if the BPF side had sent it; how
+ * many records it took. */
+static uint64_t read_stack(struct tracer *t, const struct mt_fast_record *recs,
+			   uint64_t at, uint64_t head)
+{
+	const struct mt_fast_record *rec = &recs[at & (RING_RECORDS - 1)];
+	uint64_t nframes = rec->size, nrecs;
+	struct mt_stack_record stack;
+
+	if (nframes > MT_STACK_DEPTH_MAX)
+		nframes = MT_STACK_DEPTH_MAX;
+	nrecs = 1 + (nframes + MT_FAST_FRAMES_PER_RECORD - 1) /
+			MT_FAST_FRAMES_PER_RECORD;
+	if (nrecs > head - at) /* never published whole: nothing of it */
+		return head - at;
+	memset(&stack.ev, 0, sizeof(stack.ev));
+	stack.ev.kind = MT_EV_STACK;
+	stack.ev.addr = rec->addr;
+	stack.ev.size = nframes;
+	stack.ev.flags = rec->extra & MT_STACK_TRUNCATED;
+	for (uint64_t i = 0; i < nframes; i++) {
+		const struct mt_fast_record *data =
+		    &recs[(at + 1 + i / MT_FAST_FRAMES_PER_RECORD) &
+			  (RING_RECORDS - 1)];
+
+		memcpy(&stack.frames[i],
+		       (const uint64_t *)data + i % MT_FAST_FRAMES_PER_RECORD,
+		       sizeof(stack.frames[i]));
+	}
+	mt_tracer_stack_seen(t, &stack,
+			     sizeof(stack.ev) + nframes * sizeof(uint64_t));
+	return nrecs;
+}
+
+/* The STACK_REF staged before the allocation the next record holds (same
+ * pid, tid and time: the merge by time keeps them together). */
+static struct mt_event stack_ref(const struct mt_fast *f,
+				 const struct mt_fast_ring *r,
+				 const struct mt_fast_record *rec)
+{
+	struct mt_event e = to_event(f, r, rec);
+
+	e.kind = MT_EV_STACK_REF;
+	e.size = e.old_addr = e.old_size = 0;
+	return e;
+}
+
 /* Read ring i's records stamped up to limit (counter or ns) into f->got,
- * as one run; wake its thread if it waits for room. */
-static void read_ring(struct mt_fast *f, uint32_t i, uint64_t limit)
+ * as one run; wake its thread if it waits for room.  A recorder writes a
+ * stack, its reference and the event with one time and publishes them
+ * at once: the limit never splits them. */
+static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
+		      uint64_t limit)
 {
 	struct mt_fast_ring *r = &f->rings[i];
 	const struct mt_fast_record *recs =
@@ -698,13 +800,21 @@ static void read_ring(struct mt_fast *f, uint32_t i, uint64_t limit)
 		return;
 	f->got = mt_grow(f->got, &f->cap_got, f->ngot + (head - tail),
 			 sizeof(*f->got));
-	for (; tail != head; tail++) {
+	while (tail != head) {
 		const struct mt_fast_record *rec =
 		    &recs[tail & (RING_RECORDS - 1)];
+		unsigned kind = rec->when_kind & MT_FAST_KIND_MASK;
 
 		if ((rec->when_kind >> MT_FAST_KIND_BITS) > limit)
 			break; /* after this drain's calibration */
-		f->got[f->ngot++] = to_event(f, r, rec);
+		if (kind == MT_FAST_KIND_STACK) {
+			tail += read_stack(t, recs, tail, head);
+			continue;
+		}
+		f->got[f->ngot++] = kind == MT_FAST_KIND_STACK_REF
+					? stack_ref(f, r, rec)
+					: to_event(f, r, rec);
+		tail++;
 	}
 	__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
 	if (__atomic_load_n(&r->waiting, __ATOMIC_SEQ_CST)) {
@@ -820,7 +930,7 @@ int mt_fast_collect(struct tracer *t)
 	for (size_t i = 0; i < f->nexited; i++)
 		exited_uncovered(f, f->exited[i]);
 	for (uint32_t i = 0; i < used && i < NRINGS; i++) {
-		read_ring(f, i, limit);
+		read_ring(t, f, i, limit);
 		maybe_reclaim(f, &f->rings[i]);
 	}
 	f->nexited = 0;
@@ -829,6 +939,44 @@ int mt_fast_collect(struct tracer *t)
 	merge_runs(f);
 	stage(t, f);
 	return 0;
+}
+
+/* ---- unwind rows for the recorders (--stacks) --------------------------- */
+
+void mt_fast_stack_file(struct mt_fast *f, const struct mt_code_key *key,
+			const struct mt_stack_file *file,
+			const struct mt_cfi_row *rows)
+{
+	struct mt_fast_stacks *st = f->stacks;
+	struct mt_fast_file *out;
+	uint32_t n;
+
+	if (!st || st->nfiles >= st->max_files)
+		return;
+	n = st->nfiles;
+	out = &f->stack_files[n];
+	*out = (struct mt_fast_file){
+	    .dev = key->dev,
+	    .ino = key->ino,
+	    .vaddr_minus_offset = file->vaddr_minus_offset,
+	    .id = file->id,
+	};
+	/* at the BPF side's indexes: the same rows, as many files */
+	if (rows && file->nrows && file->first_row <= st->max_rows &&
+	    file->nrows <= st->max_rows - file->first_row) {
+		memcpy(&f->stack_rows[file->first_row], rows,
+		       file->nrows * sizeof(*rows));
+		out->first_row = file->first_row;
+		out->nrows = file->nrows;
+	}
+	/* last: a recorder that sees the count sees the entry whole */
+	__atomic_store_n(&st->nfiles, n + 1, __ATOMIC_RELEASE);
+}
+
+void mt_fast_stacks_reset(struct mt_fast *f)
+{
+	if (f->stacks)
+		__atomic_store_n(&f->stacks->nfiles, 0, __ATOMIC_RELEASE);
 }
 
 /* ---- which files the preload covers ------------------------------------- */

@@ -17,10 +17,26 @@
 struct tracer;
 struct mt_fast;
 struct mt_trace;
+struct mt_code_key;
+struct mt_stack_file;
+struct mt_cfi_row;
 
 /* Before the command is forked: the shared memory, the wake-up eventfd,
- * the preload's path.  NULL with a message on stderr. */
-struct mt_fast *mt_fast_start(int verbose);
+ * the preload's path; with stack_depth (--stacks), room for the unwind
+ * rows the recorders walk stacks of up to that many frames with.  NULL
+ * with a message on stderr. */
+struct mt_fast *mt_fast_start(int verbose, unsigned stack_depth);
+
+/* --stacks: the code file key was given to the BPF side as file, with
+ * its rows (file->nrows of them; NULL: none) at file->first_row: the
+ * recorders get the same (called before the file's code can run). */
+void mt_fast_stack_file(struct mt_fast *f, const struct mt_code_key *key,
+			const struct mt_stack_file *file,
+			const struct mt_cfi_row *rows);
+
+/* --stacks: the BPF side was loaded again (another way of attaching,
+ * before the command runs): the files published so far are forgotten. */
+void mt_fast_stacks_reset(struct mt_fast *f);
 
 /* In the forked child, before exec: LD_PRELOAD (prepended) and the shared
  * memory's description in the environment, its fds kept across exec. */

@@ -39,6 +39,7 @@
 #include "mt_grow.h"
 #include "mt_stack.h"
 #include "mt_trace.skel.h"
+#include "tracer_fast.h"
 #include "tracer_int.h"
 
 /* Rows the BPF side can hold (16 bytes each): libc has 28 k, python3.11
@@ -161,6 +162,8 @@ int mt_tracer_stacks_loaded(struct tracer *t)
 			return -1;
 	}
 	stacks_reset(s);
+	if (t->fast) /* the files are inspected again, rows placed anew */
+		mt_fast_stacks_reset(t->fast);
 	s->rows_cap = STACK_ROWS_MAX;
 	s->pages_cap = STACK_PAGES_MAX;
 	return 0;
@@ -355,11 +358,14 @@ int mt_tracer_stack_file(struct tracer *t, int fd, const char *path,
 				"mt-trace: %s: %zu unwind rows (%zu it "
 				"cannot follow)\n",
 				path, table.nrows, table.unsupported);
-		mt_cfi_free(&table);
 	} else if (t->opts->verbose) {
 		fprintf(stderr, "mt-trace: %s: no unwind rows: %s\n", path,
 			err);
 	}
+	if (t->fast) /* --fast: the preloaded recorders walk it too */
+		mt_fast_stack_file(t->fast, key, &file, table.rows);
+	if (rc == 0)
+		mt_cfi_free(&table);
 	/* last: from now on the BPF side walks through this file */
 	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.stack_files), key,
 				&file, BPF_ANY))
