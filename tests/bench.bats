@@ -109,7 +109,7 @@ for b in config["benchmarks"]:
 	done
 	[ "$(grep -c -- '--track-allocators=false' <<<"$commands")" -eq 3 ]
 	[ "$(grep -c -- 'physical-or-skip' <<<"$commands")" -eq 3 ]
-	[ "$(grep -c -- '--stacks' <<<"$commands")" -eq 4 ]
+	[ "$(grep -c -- '--stacks' <<<"$commands")" -eq 6 ]
 	cd "$TOP"
 	while IFS= read -r cmd; do
 		# shellcheck disable=SC2086  # CodSpeed splits exec into words too
@@ -121,8 +121,8 @@ for b in config["benchmarks"]:
 		}
 		n=$((n + 1))
 	done <<<"$(sed "s|build/|${MT_BUILD#"$TOP"/}/|g" <<<"$commands")"
-	[ "$n" -eq 27 ]
-	[ "$(grep -c -- '--fast' <<<"$commands")" -eq 2 ]
+	[ "$n" -eq 30 ]
+	[ "$(grep -c -- '--fast' <<<"$commands")" -eq 5 ]
 }
 
 @test "make bench (BENCH_QUICK=1) prints the table with every benchmark" {
@@ -143,6 +143,11 @@ for b in config["benchmarks"]:
 	else
 		assert_line --regexp "^ +--physical +skipped: mt-trace has no --physical"
 	fi
+	# --fast --stacks: allocheavy against untraced, and a stack's cost in
+	# the recorder at two depths
+	assert_line --regexp "^ +--fast --stacks +$num +$num +[0-9.]+x "
+	assert_line --regexp "^  --fast +9 frames, 200,000 malloc\+free pairs: .* ns a stack "
+	assert_line --regexp "^  --fast +21 frames, 200,000 malloc\+free pairs: .* ns a stack "
 	assert_line --regexp "^allocation-heavy fixture: 20,000 malloc\+free pairs, 40,256 allocator calls"
 	assert_line --regexp "wall clock: +-?[0-9]+ ns"
 	assert_line --regexp "^  during an mt-trace default session: +[0-9.]+ ns"
