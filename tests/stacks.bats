@@ -392,9 +392,10 @@ for m in msgpack.Unpacker(sys.stdin.buffer, raw=False):
 print("\n".join(sorted(out)))'
 }
 
-@test "--fast --stacks: every allocation's stack is the BPF walk's, frame by frame" {
+@test "--fast --stacks: every allocation's stack is the BPF walk's, frame by frame; mt-report's sites the same" {
 	trace_ok --stacks -- "$STACKS" direct
 	alloc_stacks "$T/out.msgpack" >"$T/bpf"
+	mv "$T/out.msgpack" "$T/bpf.msgpack"
 	trace_ok --fast --stacks -- "$STACKS" direct
 	alloc_stacks "$T/out.msgpack" >"$T/fast"
 	run grep -c "stk_mid\|libstk.so+" "$T/fast"
@@ -402,6 +403,17 @@ print("\n".join(sorted(out)))'
 	run grep -c " none$" "$T/fast"
 	assert_output 0
 	diff "$T/bpf" "$T/fast"
+	# the heap's sites as mt-report ranks and folds them
+	for f in bpf.msgpack out.msgpack; do
+		mt-report --json --top 10 "$T/$f" | jq -c '[.sites.top[] |
+			[.peak_bytes, .allocated_bytes, [.frames[].function]]]'
+		mt-report --folded --space heap "$T/$f"
+	done >"$T/sites"
+	run cat "$T/sites"
+	[ "${#lines[@]}" = 4 ] # one site, one folded stack, each
+	assert_line --index 0 --partial '[4321,4321,["stk_leaf","stk_mid","app_inner","app_outer","main",'
+	[ "${lines[0]}" = "${lines[2]}" ]
+	[ "${lines[1]}" = "${lines[3]}" ]
 	# and the chain is gdb's
 	run mt_chain 4321 main
 	assert_output "$(gdb_chain 4321 direct main)"
