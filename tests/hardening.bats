@@ -228,33 +228,13 @@ $shell"
 	# by device and inode only, it was taken as inspected: 0 traced.
 	mkdir "$T/d"
 	cat >"$T/reuse.py" <<-'PYTHON'
-		import ctypes, _ctypes, os, sys
+		import ctypes, sys
+		sys.path.insert(0, sys.argv[4])
+		from inode_reuse import swap_library
 		d, lib_a, lib_b = sys.argv[1:4]
-		path = os.path.join(d, "plugin.so")
-		with open(lib_a, "rb") as f, open(path, "wb") as g:
-		    g.write(f.read())
-		ino = os.stat(path).st_ino
-		a = ctypes.CDLL(path)
-		a.stk_leaf(5)
-		_ctypes.dlclose(a._handle)
-		del a
-		os.unlink(path)
-		reused, fillers = False, []
-		for i in range(20000):
-		    name = os.path.join(d, "f%d" % i)
-		    fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o755)
-		    if os.fstat(fd).st_ino == ino:
-		        with open(lib_b, "rb") as f:
-		            os.write(fd, f.read())
-		        os.close(fd)
-		        os.rename(name, path)
-		        reused = True
-		        break
-		    os.close(fd)
-		    fillers.append(name)
-		for name in fillers:
-		    os.unlink(name)
-		print("reused" if reused else "not reused", len(fillers), flush=True)
+		path, reused, fillers = swap_library(d, lib_a, lib_b,
+		                                     lambda a: a.stk_leaf(5))
+		print("reused" if reused else "not reused", fillers, flush=True)
 		b = ctypes.CDLL(path)
 		blocks = (ctypes.c_void_p * 100)()
 		b.myalloc_fill(blocks, 100, 7000)
@@ -263,7 +243,7 @@ $shell"
 	GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 \
 		mt-trace -o "$T/run.raw" -- "$PY" "$T/reuse.py" "$T/d" \
 		"$MT_FIXTURES/stacks/libstk.so" "$MT_FIXTURES/alloc/libmyalloc.so" \
-		>"$T/out" 2>"$T/err" || { cat "$T/err"; false; }
+		"$TOP/tests/lib" >"$T/out" 2>"$T/err" || { cat "$T/err"; false; }
 	cat "$T/out" >&2
 	if grep -q "not reused" "$T/out"; then
 		# tmpfs and btrfs never hand an inode number out again: the

@@ -130,34 +130,14 @@ thread_main"
 # were taken for the old one's (its rows, its CodeFile and build-id).
 @test "a new library on a deleted one's inode number: its frames name it, not the deleted one (also under --fast)" {
 	cat >"$T/reuse.py" <<-'PYTHON'
-		import ctypes, _ctypes, os, sys
+		import ctypes, os, sys
+		sys.path.insert(0, sys.argv[4])
+		from inode_reuse import swap_library
 		d, lib_a, lib_b = sys.argv[1:4]
-		path = os.path.join(d, "plugin.so")
-		with open(lib_a, "rb") as f, open(path, "wb") as g:
-		    g.write(f.read())
-		ino = os.stat(path).st_ino
-		a = ctypes.CDLL(path)
-		a.stk_mid(4341)
-		_ctypes.dlclose(a._handle)
-		del a
-		os.unlink(path)
-		reused, fillers = False, []
-		for i in range(20000):
-		    name = os.path.join(d, "f%d" % i)
-		    fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o755)
-		    if os.fstat(fd).st_ino == ino:
-		        with open(lib_b, "rb") as f:
-		            os.write(fd, f.read())
-		        os.close(fd)
-		        os.rename(name, path)
-		        reused = True
-		        break
-		    os.close(fd)
-		    fillers.append(name)
-		for name in fillers:
-		    os.unlink(name)
+		path, reused, fillers = swap_library(d, lib_a, lib_b,
+		                                     lambda a: a.stk_mid(4341))
 		with open(os.path.join(d, "..", "reuse.out"), "w") as f:
-		    print("reused" if reused else "not reused", len(fillers), file=f)
+		    print("reused" if reused else "not reused", fillers, file=f)
 		b = ctypes.CDLL(path)
 		b.stk_mid(4342)
 	PYTHON
@@ -166,7 +146,8 @@ thread_main"
 	# file mt-trace published on it
 	for fast in "" --fast; do
 		rm -rf "$T/d" && mkdir "$T/d"
-		trace_ok $fast --stacks -- "$PY" "$T/reuse.py" "$T/d" "$lib_a" "$lib_b"
+		trace_ok $fast --stacks -- "$PY" "$T/reuse.py" "$T/d" "$lib_a" \
+			"$lib_b" "$TOP/tests/lib"
 		run cat "$T/reuse.out"
 		assert_output --regexp "^reused "
 		for size in 4341 4342; do
