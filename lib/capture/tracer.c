@@ -135,136 +135,6 @@ static int spawn_child(struct tracer *t)
 	return 0;
 }
 
-/* --fast: the files the preload records (libc.so.6, libstdc++.so.6) carry
- * no probes, so need no private copy; the same test, by DT_SONAME, as the
- * code inspection's (mt_fast_covers). */
-static bool recorded_by_preload(const struct tracer *t, const char *path)
-{
-	enum mt_alloc_family family;
-	bool covered;
-	int fd;
-
-	if (!t->fast)
-		return false;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	covered = mt_fast_covers(t->fast, fd, &family);
-	close(fd);
-	return covered;
-}
-
-/*
- * Probes for the tree alone (confine.c): private copies of the C library
- * and the known allocator libraries, in a mount namespace the command
- * inherits, so it is entered before the command is forked.  The copying
- * (3-5 ms) runs in a thread beside the BPF load, which the kernel does on
- * one CPU; the probes wait for it (setup_bpf).  Without the privilege
- * for it the probes are global, as they always were: every process
- * mapping those files pays a trap per call while the trace runs.
- */
-struct confine_job {
-	struct tracer *t;
-	char paths[MT_CONFINE_MAX_FILES][4096];
-	const char *list[MT_CONFINE_MAX_FILES];
-	size_t n;
-	int err;
-	uint64_t ns; /* the copying took */
-	pthread_t thread;
-	bool threaded;
-};
-
-static void say_not_confined(const struct tracer *t, const char *path)
-{
-	fprintf(stderr,
-		"mt-trace: warning: allocator probes are global: every "
-		"process on the machine that maps %s pays a trap per "
-		"allocator call while this trace runs (confining them "
-		"to the traced tree failed: %s)\n",
-		path, t->confine.why);
-}
-
-static void confine_begin(struct tracer *t)
-{
-	const struct mt_tracer_opts *o = t->opts;
-	const char *libc = o->libc_path ? o->libc_path : mt_self_libc();
-	struct confine_job *job;
-	size_t n;
-
-	if (!o->track_allocators || o->global_probes || !libc[0])
-		return;
-	job = calloc(1, sizeof(*job));
-	if (!job) {
-		snprintf(t->confine.why, sizeof(t->confine.why), "%s",
-			 strerror(errno));
-		say_not_confined(t, libc);
-		return;
-	}
-	job->t = t;
-	n = mt_confine_known_files(libc, job->paths);
-	for (size_t i = 0; i < n; i++)
-		if (!recorded_by_preload(t, job->paths[i]))
-			job->list[job->n++] = job->paths[i];
-	if (job->n == 0) { /* --fast and no other allocator library here */
-		free(job);
-		return;
-	}
-	if (mt_confine_enter(&t->confine)) {
-		say_not_confined(t, job->list[0]);
-		free(job);
-		return;
-	}
-	t->confining = job;
-}
-
-static void *confine_copy(void *arg)
-{
-	struct confine_job *job = arg;
-	uint64_t start = mt_clock_ns(CLOCK_MONOTONIC);
-
-	job->err = mt_confine_copy(&job->t->confine, job->list, job->n,
-				   job->t->opts->verbose);
-	job->ns = mt_clock_ns(CLOCK_MONOTONIC) - start;
-	return NULL;
-}
-
-/* After the fork: the command shares the namespace, and sees the copies
- * as soon as they are bound (it waits at the door until then). */
-static void confine_copies_start(struct tracer *t)
-{
-	struct confine_job *job = t->confining;
-
-	if (!job)
-		return;
-	job->threaded =
-	    pthread_create(&job->thread, NULL, confine_copy, job) == 0;
-	if (!job->threaded)
-		confine_copy(job);
-}
-
-/* Wait for the copies; say how it went unless quiet (a failed start). */
-static void confine_copies_finish(struct tracer *t, bool quiet)
-{
-	struct confine_job *job = t->confining;
-
-	if (!job)
-		return;
-	if (job->threaded)
-		pthread_join(job->thread, NULL);
-	t->confining = NULL;
-	if (quiet) {
-	} else if (job->err) {
-		say_not_confined(t, job->list[0]);
-	} else if (t->opts->verbose) {
-		fprintf(stderr,
-			"mt-trace: allocator probes confined to the tree: %zu "
-			"private copies, %zu KiB, in %.2f ms\n",
-			t->confine.ncopies, t->confine.copy_bytes >> 10,
-			job->ns / 1e6);
-	}
-	free(job);
-}
-
 /* ---- privileges and tracefs --------------------------------------------- */
 
 static uint64_t effective_caps(void)
@@ -337,7 +207,7 @@ static bool tracefs_ready(void)
  * need tracefs.  When it is not mounted, mount it in a mount namespace of
  * mt-trace's: nothing changes for the rest of the machine, and the mount
  * goes away with the namespace.  That is the tree's namespace when the
- * probes are confined (confine_begin(): the private copies are being
+ * probes are confined (mt_tracer_confine_begin(): the private copies are being
  * bound in it by another thread at this moment, so mt-trace must stay in
  * it to see them; the tree then sees tracefs too, which only root can
  * read), else one of mt-trace's own: the child, forked before, stays in
@@ -646,7 +516,7 @@ static int setup_bpf(struct tracer *t)
 	if (load_best(t) || make_rings(t))
 		return -1;
 	startup_phase(t, "BPF load");
-	confine_copies_finish(t, false);
+	mt_tracer_confine_copies_finish(t, false);
 	startup_phase(t, "copies (waited)");
 	if ((t->opts->track_allocators || t->opts->stacks) &&
 	    probe_first_allocators(t))
@@ -1109,7 +979,7 @@ static void stop_watchdog(struct tracer *t)
 
 static void cleanup(struct tracer *t)
 {
-	confine_copies_finish(t, true);
+	mt_tracer_confine_copies_finish(t, true);
 	if (t->has_control)
 		mt_control_close(&t->control);
 	if (t->sample_fd >= 0)
@@ -1186,12 +1056,12 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		mt_fast_links_init(&t.links, opts->verbose);
 	}
 	startup_phase(&t, "--fast rings");
-	confine_begin(&t);
+	mt_tracer_confine_begin(&t);
 	if (!t.batch || sfd < 0 || spawn_child(&t)) {
 		fprintf(stderr, "mt-trace: cannot start the command\n");
 		return MT_EXIT_TRACER_FAILED;
 	}
-	confine_copies_start(&t);
+	mt_tracer_confine_copies_start(&t);
 	/* RSS needs the classic kmem:rss_stat tracepoint, so tracefs */
 	t.rss = opts->rss && ensure_tracefs(&t) == 0;
 	if (opts->rss && !t.rss)

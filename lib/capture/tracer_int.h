@@ -142,4 +142,11 @@ void mt_backpressure_release(struct tracer *t, bool all);
 /* an exit record was read: the process's note goes */
 void mt_backpressure_exited(struct tracer *t, pid_t pid);
 
+/* Probes for the tree alone (tracer_confine.c): enter the namespace before
+ * the command is forked, copy in a thread after, wait before attaching
+ * (quiet: say nothing, on a failed start). */
+void mt_tracer_confine_begin(struct tracer *t);
+void mt_tracer_confine_copies_start(struct tracer *t);
+void mt_tracer_confine_copies_finish(struct tracer *t, bool quiet);
+
 #endif /* MT_TRACER_INT_H */
