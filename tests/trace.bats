@@ -888,3 +888,16 @@ total_events() {
 		"$T/phases"
 	assert_success
 }
+
+# The first uprobe registration after a quiet spell waits for an RCU grace
+# period (5-15 ms); a thread takes that wait beside the BPF load with probes
+# on a file nobody maps (uprobe_warm.c).  The kernels here have uprobe_multi
+# links, so it must work.
+@test "-vv: the first uprobe registration's wait is taken beside the BPF load" {
+	require_bpf
+	trace_ok -vv -- true
+	run grep -E 'uprobe registration warmed beside the BPF load: the first in [0-9.]+ ms, [1-9][0-9]* in all' "$T/trace.err"
+	assert_success
+	run grep 'not warmed' "$T/trace.err"
+	assert_failure
+}

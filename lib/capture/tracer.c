@@ -273,6 +273,48 @@ static void choose_alloc_programs(struct mt_trace *skel,
 	bpf_program__set_expected_attach_type(ret, mt_probe_attach_type(mode));
 }
 
+/* /proc/sys/kernel/pid_max, or 0 */
+static unsigned long read_pid_max(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/pid_max", "re");
+	unsigned long n = 0;
+
+	if (f) {
+		if (fscanf(f, "%lu", &n) != 1)
+			n = 0;
+		fclose(f);
+	}
+	return n;
+}
+
+/*
+ * The tables keyed by process (thread-group id) are hash tables whose
+ * buckets the kernel allocates when they are made, 16 bytes a slot: 0.85 ms
+ * of every start for each 65,536-slot table here.  No table can hold more
+ * processes than there are process ids (pid_max: 32,768 on Debian's kernel
+ * without systemd's raise), and --fast's two tables serve --fast alone.
+ */
+static void size_process_tables(struct mt_trace *skel, bool fast)
+{
+	unsigned long pid_max = read_pid_max();
+	__u32 slots = bpf_map__max_entries(skel->maps.traced);
+	struct bpf_map *tables[] = {
+	    skel->maps.traced,	    skel->maps.stopped,
+	    skel->maps.resumed,	    skel->maps.throttled,
+	    skel->maps.unthrottled, skel->maps.stopped_by_other,
+	    skel->maps.pid_links,   skel->maps.fork_stops,
+	};
+
+	if (pid_max >= 1024 && pid_max < slots)
+		slots = pid_max;
+	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
+		bpf_map__set_max_entries(tables[i], slots);
+	if (!fast) {
+		bpf_map__set_max_entries(skel->maps.pid_links, 1);
+		bpf_map__set_max_entries(skel->maps.fork_stops, 1);
+	}
+}
+
 static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 {
 	const struct mt_tracer_opts *o = t->opts;
@@ -295,6 +337,7 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 		return -1;
 	}
 	bpf_map__set_max_entries(skel->maps.events, o->ring_bytes);
+	size_process_tables(skel, t->fast != NULL);
 	skel->rodata->page_size = sysconf(_SC_PAGESIZE);
 	skel->rodata->wakeup_bytes = o->ring_bytes / 8;
 	skel->bss->discover_code = o->track_allocators || o->stacks;
@@ -505,6 +548,26 @@ static void startup_phase(struct tracer *t, const char *name)
 	t->phase_ns = now;
 }
 
+/* The allocator probes are made: no more warming registrations (their
+ * links are closed with the session's). */
+static void stop_warming(struct tracer *t)
+{
+	const struct mt_uprobe_warm *w = &t->warm;
+
+	mt_uprobe_warm_stop(&t->warm);
+	if (t->opts->verbose < 2)
+		return;
+	if (w->nlinks)
+		fprintf(stderr,
+			"mt-trace: uprobe registration warmed beside the BPF "
+			"load: the first in %.2f ms, %zu in all\n",
+			w->first_ns / 1e6, w->nlinks);
+	else if (w->err)
+		fprintf(stderr,
+			"mt-trace: uprobe registration not warmed: %s\n",
+			strerror(-w->err));
+}
+
 static int setup_bpf(struct tracer *t)
 {
 	__u32 pid = t->child, state = MT_AWAITING_EXEC;
@@ -521,6 +584,7 @@ static int setup_bpf(struct tracer *t)
 	if ((t->opts->track_allocators || t->opts->stacks) &&
 	    probe_first_allocators(t))
 		return -1;
+	stop_warming(t);
 	startup_phase(t, "first allocators");
 	/* raw tracepoints and kmem:rss_stat: the skeleton attaches them */
 	err = mt_trace__attach(t->skel);
@@ -847,7 +911,7 @@ static void *detach_one(void *arg)
 static void detach_all(struct tracer *t)
 {
 	struct bpf_object_skeleton *s = t->skel ? t->skel->skeleton : NULL;
-	struct detach_job jobs[MT_MAX_LINKS + 32];
+	struct detach_job jobs[MT_MAX_LINKS + MT_UPROBE_WARM_MAX + 32];
 	size_t n = 0;
 
 	for (int i = 0; s && i < s->prog_cnt; i++)
@@ -864,6 +928,10 @@ static void detach_all(struct tracer *t)
 		else if (a->link_fds[i] >= 0)
 			jobs[n++] = (struct detach_job){.fd = &a->link_fds[i]};
 	}
+	for (size_t i = 0; i < t->warm.nlinks; i++)
+		if (n < sizeof(jobs) / sizeof(jobs[0]))
+			jobs[n++] =
+			    (struct detach_job){.fd = &t->warm.link_fds[i]};
 	for (size_t i = 0; i < n; i++)
 		jobs[i].started = pthread_create(&jobs[i].thread, NULL,
 						 detach_one, &jobs[i]) == 0;
@@ -980,6 +1048,7 @@ static void stop_watchdog(struct tracer *t)
 static void cleanup(struct tracer *t)
 {
 	mt_tracer_confine_copies_finish(t, true);
+	mt_uprobe_warm_stop(&t->warm); /* a failed start: still warming */
 	if (t->has_control)
 		mt_control_close(&t->control);
 	if (t->sample_fd >= 0)
@@ -1062,6 +1131,8 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		return MT_EXIT_TRACER_FAILED;
 	}
 	mt_tracer_confine_copies_start(&t);
+	if (opts->track_allocators || opts->stacks)
+		mt_uprobe_warm_start(&t.warm);
 	/* RSS needs the classic kmem:rss_stat tracepoint, so tracefs */
 	t.rss = opts->rss && ensure_tracefs(&t) == 0;
 	if (opts->rss && !t.rss)

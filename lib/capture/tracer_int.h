@@ -15,6 +15,7 @@
 
 #include "fast_links.h"
 #include "mt_attach.h"
+#include "mt_uprobe_warm.h"
 #include "mt_confine.h"
 #include "mt_control.h"
 #include "mt_event.h"
@@ -84,6 +85,9 @@ struct tracer {
 	struct mt_fast *fast;
 	/* --fast: links of their own for processes without the recorder */
 	struct mt_fast_links links;
+	/* the first uprobe registration's grace period, waited for beside
+	 * the BPF load (uprobe_warm.c) */
+	struct mt_uprobe_warm warm;
 };
 
 static inline uint64_t mt_clock_ns(clockid_t id)

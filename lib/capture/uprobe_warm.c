@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: MIT
+/*
+ * uprobe_warm.c - the first uprobe registration's grace period, waited for
+ * beside the BPF load instead of after it.
+ *
+ * Every uprobe registration takes dup_mmap_sem for writing, and the first
+ * one after a quiet spell waits there for an RCU grace period
+ * (percpu_down_write -> rcu_sync_enter -> synchronize_rcu): 5-15 ms of
+ * `mt-trace -- true` on these machines, measured with sched_switch stacks.
+ * Once one writer has passed, the semaphore stays on its writer path until
+ * a grace period after the last writer left, and a writer in that window
+ * does not wait.  So a thread registers a probe nobody can hit (offset 0
+ * of a memfd that is never mapped) while the main thread loads the BPF
+ * side, and again every few milliseconds until the real links are made;
+ * they then find the semaphore ready.  The probes' links stay open until
+ * the session's links are closed (off mt-trace's path, by the detacher).
+ *
+ * Nothing depends on it: where it fails (no uprobe_multi, Linux < 6.6),
+ * the first real registration waits as before.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include "mt_uprobe_warm.h"
+
+#define BPF_TRACE_UPROBE_MULTI_ 48 /* enum bpf_attach_type, Linux 6.6 */
+/* a registration while the semaphore is warm; the window after the last
+ * one is a grace period, 5 ms or more here */
+#define WARM_INTERVAL_MS 3
+
+/* union bpf_attr's link_create member for uprobe_multi (Linux 6.6); the
+ * installed uapi headers (6.1) do not know it (as attach.c). */
+struct warm_link_attr {
+	__u32 prog_fd;
+	__u32 target_fd;
+	__u32 attach_type;
+	__u32 flags;
+	__u64 path;
+	__u64 offsets;
+	__u64 ref_ctr_offsets;
+	__u64 cookies;
+	__u32 cnt;
+	__u32 uflags;
+	__u32 pid;
+	__u32 pad;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* A program that does nothing, for links that never fire. */
+static int load_nothing(void)
+{
+	struct bpf_insn insns[] = {
+	    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0},
+	    {.code = BPF_JMP | BPF_EXIT},
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, opts,
+		    .expected_attach_type =
+			(enum bpf_attach_type)BPF_TRACE_UPROBE_MULTI_);
+
+	return bpf_prog_load(BPF_PROG_TYPE_KPROBE, "mt_warm", "GPL", insns,
+			     sizeof(insns) / sizeof(insns[0]), &opts);
+}
+
+static int register_one(struct mt_uprobe_warm *w)
+{
+	__u64 offset = 0;
+	struct warm_link_attr attr;
+	union bpf_attr big;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_fd = w->prog_fd;
+	attr.attach_type = BPF_TRACE_UPROBE_MULTI_;
+	attr.path = (uintptr_t)w->path;
+	attr.offsets = (uintptr_t)&offset;
+	attr.cnt = 1;
+	_Static_assert(sizeof(attr) <= sizeof(big), "bpf_attr too small");
+	memset(&big, 0, sizeof(big));
+	memcpy(&big, &attr, sizeof(attr));
+	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &big, sizeof(attr));
+	if (fd < 0)
+		return -errno;
+	w->link_fds[w->nlinks++] = fd;
+	return 0;
+}
+
+/* true: asked to stop (or the wait failed) */
+static bool wait_or_stop(struct mt_uprobe_warm *w, int ms)
+{
+	struct pollfd p = {.fd = w->stop_pipe[0], .events = POLLIN};
+	int n;
+
+	do
+		n = poll(&p, 1, ms);
+	while (n < 0 && errno == EINTR);
+	return n != 0;
+}
+
+static void *warm(void *arg)
+{
+	struct mt_uprobe_warm *w = arg;
+	uint64_t start = now_ns();
+
+	w->err = register_one(w);
+	w->first_ns = now_ns() - start;
+	while (!w->err && w->nlinks < MT_UPROBE_WARM_MAX &&
+	       !wait_or_stop(w, WARM_INTERVAL_MS))
+		w->err = register_one(w);
+	return NULL;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+void mt_uprobe_warm_start(struct mt_uprobe_warm *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->prog_fd = w->file_fd = w->stop_pipe[0] = w->stop_pipe[1] = -1;
+	w->file_fd = memfd_create("mt-warm", MFD_CLOEXEC);
+	w->prog_fd = load_nothing();
+	if (w->file_fd < 0 || w->prog_fd < 0 ||
+	    pipe2(w->stop_pipe, O_CLOEXEC) ||
+	    ftruncate(w->file_fd, 4096) /* offset 0 lies in the file */) {
+		w->err = -errno;
+		mt_uprobe_warm_free(w);
+		return;
+	}
+	snprintf(w->path, sizeof(w->path), "/proc/self/fd/%d", w->file_fd);
+	w->running = pthread_create(&w->thread, NULL, warm, w) == 0;
+	if (!w->running)
+		mt_uprobe_warm_free(w);
+}
+
+void mt_uprobe_warm_stop(struct mt_uprobe_warm *w)
+{
+	if (!w->running)
+		return;
+	if (write(w->stop_pipe[1], "", 1) < 0) {
+		/* the thread stops at MT_UPROBE_WARM_MAX links anyway */
+	}
+	pthread_join(w->thread, NULL);
+	w->running = false;
+	close_fd(&w->stop_pipe[0]);
+	close_fd(&w->stop_pipe[1]);
+	close_fd(&w->prog_fd); /* the links hold the program */
+	close_fd(&w->file_fd); /* and the file */
+}
+
+void mt_uprobe_warm_free(struct mt_uprobe_warm *w)
+{
+	mt_uprobe_warm_stop(w);
+	close_fd(&w->stop_pipe[0]);
+	close_fd(&w->stop_pipe[1]);
+	close_fd(&w->prog_fd);
+	close_fd(&w->file_fd);
+	for (size_t i = 0; i < w->nlinks; i++)
+		close_fd(&w->link_fds[i]);
+	w->nlinks = 0;
+}
