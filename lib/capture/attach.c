@@ -246,6 +246,17 @@ int mt_attach_plan(struct mt_attach *a, const char *path, const char *symbols,
 	return plan->nenter + plan->nret;
 }
 
+void mt_attach_prepare(const char *path)
+{
+	struct mt_attach quiet;
+	struct mt_attach_plan plan;
+	char err[1];
+
+	mt_attach_init(&quiet, MT_PROBES_SESSION, NULL, NULL, 0);
+	if (mt_attach_plan(&quiet, path, path, &plan, err, sizeof(err)) > 0)
+		mt_attach_plan_free(&plan);
+}
+
 int mt_attach_planned(struct mt_attach *a, const char *path,
 		      const struct mt_attach_plan *plan, char *err,
 		      size_t errlen)

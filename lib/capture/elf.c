@@ -17,6 +17,7 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,18 +327,15 @@ int mt_elf_find_funcs(const char *path, struct mt_elf_func *funcs, size_t n,
 	return found;
 }
 
-int mt_elf_build_id(const char *path, uint8_t *id, size_t cap)
+/* The GNU build-id note's bytes (at most cap) into id: their count, or
+ * -ENOENT. */
+static int build_id_of(Elf *elf, uint8_t *id, size_t cap)
 {
-	struct elf_file f;
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
-	int len = -ENOENT, rc;
-	char err[1];
+	int len = -ENOENT;
 
-	rc = elf_file_open(&f, path, err, sizeof(err));
-	if (rc)
-		return rc;
-	while (len < 0 && (scn = elf_nextscn(f.elf, scn)) != NULL) {
+	while (len < 0 && (scn = elf_nextscn(elf, scn)) != NULL) {
 		Elf_Data *data;
 		GElf_Nhdr nh;
 		size_t off = 0, name_off, desc_off;
@@ -355,6 +353,19 @@ int mt_elf_build_id(const char *path, uint8_t *id, size_t cap)
 			break;
 		}
 	}
+	return len;
+}
+
+int mt_elf_build_id(const char *path, uint8_t *id, size_t cap)
+{
+	struct elf_file f;
+	char err[1];
+	int len, rc;
+
+	rc = elf_file_open(&f, path, err, sizeof(err));
+	if (rc)
+		return rc;
+	len = build_id_of(f.elf, id, cap);
 	elf_file_close(&f);
 	return len;
 }
@@ -616,15 +627,78 @@ static size_t skip_null_test(Elf *elf, int fd, uint64_t off, uint64_t size)
 	return past;
 }
 
+/*
+ * Answers already found, by file content (build-id) and function: the scan
+ * of a whole C library for branches takes ~2 ms, and mt-trace asks it of
+ * the same libc at every start, once from a thread beside the BPF load
+ * (mt_attach_prepare) and again when it attaches, on the tree's private
+ * copy (the same bytes, so the same build-id).  A file without a build-id
+ * is scanned every time.
+ */
+struct skip_answer {
+	uint8_t id[40];
+	int idlen;
+	uint64_t off, size;
+	size_t past;
+};
+
+#define SKIP_ANSWERS 16
+static struct skip_answer skip_answers[SKIP_ANSWERS];
+static size_t nskip_answers, skip_next;
+static pthread_mutex_t skip_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool skip_answer_find(const uint8_t *id, int idlen, uint64_t off,
+			     uint64_t size, size_t *past)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&skip_lock);
+	for (size_t i = 0; i < nskip_answers && !found; i++) {
+		const struct skip_answer *a = &skip_answers[i];
+
+		found = a->idlen == idlen && a->off == off && a->size == size &&
+			memcmp(a->id, id, idlen) == 0;
+		if (found)
+			*past = a->past;
+	}
+	pthread_mutex_unlock(&skip_lock);
+	return found;
+}
+
+static void skip_answer_keep(const uint8_t *id, int idlen, uint64_t off,
+			     uint64_t size, size_t past)
+{
+	struct skip_answer *a;
+
+	pthread_mutex_lock(&skip_lock);
+	/* a ring: the oldest answer gives way */
+	a = &skip_answers[skip_next++ % SKIP_ANSWERS];
+	if (nskip_answers < SKIP_ANSWERS)
+		nskip_answers++;
+	memcpy(a->id, id, idlen);
+	a->idlen = idlen;
+	a->off = off;
+	a->size = size;
+	a->past = past;
+	pthread_mutex_unlock(&skip_lock);
+}
+
 size_t mt_probe_skip_null(const char *path, uint64_t off, uint64_t size)
 {
 	struct elf_file f;
+	uint8_t id[40];
+	int idlen;
 	size_t past;
 	char err[1];
 
 	if (elf_file_open(&f, path, err, sizeof(err)))
 		return 0;
-	past = skip_null_test(f.elf, f.fd, off, size);
+	idlen = build_id_of(f.elf, id, sizeof(id));
+	if (idlen <= 0 || !skip_answer_find(id, idlen, off, size, &past)) {
+		past = skip_null_test(f.elf, f.fd, off, size);
+		if (idlen > 0)
+			skip_answer_keep(id, idlen, off, size, past);
+	}
 	elf_file_close(&f);
 	return past;
 }

@@ -103,6 +103,12 @@ int mt_attach_planned(struct mt_attach *a, const char *path,
 		      size_t errlen);
 void mt_attach_plan_free(struct mt_attach_plan *plan);
 
+/* Work out path's probes once, ahead of attaching (from a thread while the
+ * BPF side loads): what takes long in it (free()'s branch scan, elf.c) is
+ * remembered for the file's content, and the plan made when attaching is
+ * then quick. */
+void mt_attach_prepare(const char *path);
+
 /* Each link's descriptor to take (which then owns it, and closes it
  * when it will: the last close of a link waits for grace periods), and
  * the links destroyed here (not their last reference any more). */

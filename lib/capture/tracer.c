@@ -548,6 +548,33 @@ static void startup_phase(struct tracer *t, const char *name)
 	t->phase_ns = now;
 }
 
+static void *prepare_libc(void *path)
+{
+	mt_attach_prepare(path);
+	return NULL;
+}
+
+/* Where libc's probes go takes ~2 ms to work out (free()'s branch scan):
+ * a thread does it while the BPF side loads.  Not under --fast, which
+ * records libc in process. */
+static void start_preparing(struct tracer *t)
+{
+	const char *libc =
+	    t->opts->libc_path ? t->opts->libc_path : mt_self_libc();
+
+	if (!t->opts->track_allocators || t->fast || !libc[0])
+		return;
+	t->preparing = pthread_create(&t->prepare_thread, NULL, prepare_libc,
+				      (void *)libc) == 0;
+}
+
+static void finish_preparing(struct tracer *t)
+{
+	if (t->preparing)
+		pthread_join(t->prepare_thread, NULL);
+	t->preparing = false;
+}
+
 /* The allocator probes are made: no more warming registrations (their
  * links are closed with the session's). */
 static void stop_warming(struct tracer *t)
@@ -581,6 +608,8 @@ static int setup_bpf(struct tracer *t)
 	startup_phase(t, "BPF load");
 	mt_tracer_confine_copies_finish(t, false);
 	startup_phase(t, "copies (waited)");
+	finish_preparing(t);
+	startup_phase(t, "libc plan (waited)");
 	if ((t->opts->track_allocators || t->opts->stacks) &&
 	    probe_first_allocators(t))
 		return -1;
@@ -1049,6 +1078,7 @@ static void cleanup(struct tracer *t)
 {
 	mt_tracer_confine_copies_finish(t, true);
 	mt_uprobe_warm_stop(&t->warm); /* a failed start: still warming */
+	finish_preparing(t);
 	if (t->has_control)
 		mt_control_close(&t->control);
 	if (t->sample_fd >= 0)
@@ -1133,6 +1163,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	mt_tracer_confine_copies_start(&t);
 	if (opts->track_allocators || opts->stacks)
 		mt_uprobe_warm_start(&t.warm);
+	start_preparing(&t);
 	/* RSS needs the classic kmem:rss_stat tracepoint, so tracefs */
 	t.rss = opts->rss && ensure_tracefs(&t) == 0;
 	if (opts->rss && !t.rss)

@@ -88,6 +88,9 @@ struct tracer {
 	/* the first uprobe registration's grace period, waited for beside
 	 * the BPF load (uprobe_warm.c) */
 	struct mt_uprobe_warm warm;
+	/* libc's probes worked out beside the BPF load (mt_attach_prepare) */
+	pthread_t prepare_thread;
+	bool preparing;
 };
 
 static inline uint64_t mt_clock_ns(clockid_t id)

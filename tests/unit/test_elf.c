@@ -242,6 +242,13 @@ int main(void)
 	CHECK_INT(skip_of("from_outside",
 			  PLAIN "\t.globl other\nother:\n\tjmp free+5\n"),
 		  0);
+	/* the same bytes but the jump goes to free's start, not past its
+	 * test: free sits at the same offset with the same size as in
+	 * from_outside, only the answer differs (answers are remembered by
+	 * the file's content, its build-id, not by where the function is) */
+	CHECK_INT(
+	    skip_of("to_start", PLAIN "\t.globl other\nother:\n\tjmp free\n"),
+	    5);
 	/* an indirect jump in the function (a jump table): refused */
 	CHECK_INT(skip_of("indirect", "\ttest %rdi,%rdi\n\tje 1f\n\tpush %rbp\n"
 				      "\tpop %rbp\n\tjmp *%rax\n1:\tret\n"),
