@@ -26,7 +26,7 @@
 #include "mt_elf.h"
 #include "mt_probe.h"
 
-#define BPF_TRACE_UPROBE_MULTI_	   48 /* enum bpf_attach_type, Linux 6.6 */
+#define BPF_TRACE_UPROBE_MULTI_	   MT_ATTACH_UPROBE_MULTI /* Linux 6.6 */
 #define BPF_TRACE_UPROBE_SESSION_  57 /* and Linux 6.10 */
 #define BPF_F_UPROBE_MULTI_RETURN_ 1u /* link_create.uprobe_multi.flags */
 
@@ -97,34 +97,47 @@ static int keep_link(struct mt_attach *a, struct bpf_link *link, int fd)
 	return 0;
 }
 
+int mt_uprobe_multi_link(int prog_fd, int attach_type, const char *path,
+			 const uint64_t *offsets, const uint64_t *cookies,
+			 size_t n, bool retprobe, pid_t pid)
+{
+	struct uprobe_multi_link_attr attr;
+	union bpf_attr big;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_fd = prog_fd;
+	attr.attach_type = attach_type;
+	attr.path = (uintptr_t)path;
+	attr.offsets = (uintptr_t)offsets;
+	attr.cookies = (uintptr_t)cookies;
+	attr.cnt = n;
+	attr.uflags = retprobe ? BPF_F_UPROBE_MULTI_RETURN_ : 0;
+	attr.pid = pid; /* 0: every process */
+	_Static_assert(sizeof(attr) <= sizeof(big), "bpf_attr too small");
+	memset(&big, 0, sizeof(big));
+	memcpy(&big, &attr, sizeof(attr));
+	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &big, sizeof(attr));
+	return fd < 0 ? -errno : fd;
+}
+
 static int attach_multi(struct mt_attach *a, struct bpf_program *prog,
 			const char *path, const struct mt_probe_at *p, size_t n,
 			bool retprobe)
 {
 	uint64_t offsets[n], cookies[n];
-	struct uprobe_multi_link_attr attr;
-	union bpf_attr big;
 	int fd;
 
 	for (size_t i = 0; i < n; i++) {
 		offsets[i] = p[i].offset;
 		cookies[i] = MT_COOKIE(p[i].fn, a->serial);
 	}
-	memset(&attr, 0, sizeof(attr));
-	attr.prog_fd = bpf_program__fd(prog);
-	attr.attach_type = mt_probe_attach_type(a->mode);
-	attr.path = (uintptr_t)path;
-	attr.offsets = (uintptr_t)offsets;
-	attr.cookies = (uintptr_t)cookies;
-	attr.cnt = n;
-	attr.uflags = retprobe ? BPF_F_UPROBE_MULTI_RETURN_ : 0;
-	attr.pid = a->pid; /* 0: every process; the BPF side finds the tree */
-	_Static_assert(sizeof(attr) <= sizeof(big), "bpf_attr too small");
-	memset(&big, 0, sizeof(big));
-	memcpy(&big, &attr, sizeof(attr));
-	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &big, sizeof(attr));
+	/* pid 0: every process; the BPF side finds the tree */
+	fd = mt_uprobe_multi_link(bpf_program__fd(prog),
+				  mt_probe_attach_type(a->mode), path, offsets,
+				  cookies, n, retprobe, a->pid);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	return keep_link(a, NULL, fd);
 }
 

@@ -60,6 +60,16 @@ void mt_attach_set_serial(struct mt_attach *a, uint32_t serial);
  * multi mode, and their links made with (classic: the default). */
 int mt_probe_attach_type(enum mt_probe_mode mode);
 
+/* A uprobe_multi (or session) link of n probes on path, made with the
+ * raw bpf(2) call (libbpf 1.1 predates these links): its fd, or -errno.
+ * cookies may be NULL; pid 0: every process mapping the file. */
+int mt_uprobe_multi_link(int prog_fd, int attach_type, const char *path,
+			 const uint64_t *offsets, const uint64_t *cookies,
+			 size_t n, bool retprobe, pid_t pid);
+
+/* The attach type of a plain uprobe_multi link (Linux 6.6). */
+#define MT_ATTACH_UPROBE_MULTI 48
+
 /* The mode's name, for messages. */
 const char *mt_probe_mode_name(enum mt_probe_mode mode);
 

@@ -24,35 +24,17 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
 
+#include "mt_attach.h"
 #include "mt_uprobe_warm.h"
 
-#define BPF_TRACE_UPROBE_MULTI_ 48 /* enum bpf_attach_type, Linux 6.6 */
 /* a registration while the semaphore is warm; the window after the last
  * one is a grace period, 5 ms or more here */
 #define WARM_INTERVAL_MS 3
-
-/* union bpf_attr's link_create member for uprobe_multi (Linux 6.6); the
- * installed uapi headers (6.1) do not know it (as attach.c). */
-struct warm_link_attr {
-	__u32 prog_fd;
-	__u32 target_fd;
-	__u32 attach_type;
-	__u32 flags;
-	__u64 path;
-	__u64 offsets;
-	__u64 ref_ctr_offsets;
-	__u64 cookies;
-	__u32 cnt;
-	__u32 uflags;
-	__u32 pid;
-	__u32 pad;
-};
 
 static uint64_t now_ns(void)
 {
@@ -71,7 +53,7 @@ static int load_nothing(void)
 	};
 	LIBBPF_OPTS(bpf_prog_load_opts, opts,
 		    .expected_attach_type =
-			(enum bpf_attach_type)BPF_TRACE_UPROBE_MULTI_);
+			(enum bpf_attach_type)MT_ATTACH_UPROBE_MULTI);
 
 	return bpf_prog_load(BPF_PROG_TYPE_KPROBE, "mt_warm", "GPL", insns,
 			     sizeof(insns) / sizeof(insns[0]), &opts);
@@ -79,23 +61,12 @@ static int load_nothing(void)
 
 static int register_one(struct mt_uprobe_warm *w)
 {
-	__u64 offset = 0;
-	struct warm_link_attr attr;
-	union bpf_attr big;
-	int fd;
+	uint64_t offset = 0;
+	int fd = mt_uprobe_multi_link(w->prog_fd, MT_ATTACH_UPROBE_MULTI,
+				      w->path, &offset, NULL, 1, false, 0);
 
-	memset(&attr, 0, sizeof(attr));
-	attr.prog_fd = w->prog_fd;
-	attr.attach_type = BPF_TRACE_UPROBE_MULTI_;
-	attr.path = (uintptr_t)w->path;
-	attr.offsets = (uintptr_t)&offset;
-	attr.cnt = 1;
-	_Static_assert(sizeof(attr) <= sizeof(big), "bpf_attr too small");
-	memset(&big, 0, sizeof(big));
-	memcpy(&big, &attr, sizeof(attr));
-	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &big, sizeof(attr));
 	if (fd < 0)
-		return -errno;
+		return fd;
 	w->link_fds[w->nlinks++] = fd;
 	return 0;
 }
