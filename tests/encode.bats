@@ -74,6 +74,60 @@ print(m[-1])' "$T/hand.msgpack"
 	done
 }
 
+# The raw reader takes most records without a call (raw_plain_next): its
+# window must end at batch ends, refills of a pipe's 256 KiB buffer (56-byte
+# records straddle them), a mapped file's 4 MiB steps, and padded records.
+@test "raw reader: records taken fast are mt-gen's, from a file, a pipe, padded" {
+	"$GEN" --events 150000 --seed 21 --lost 40 --batch 997 \
+		--expect "$T/expect.jsonl" -o "$T/run.raw"
+	"$GEN" --events 150000 --seed 21 --lost 40 --batch 997 \
+		--event-size 72 -o "$T/padded.raw"
+	[ "$(stat -c %s "$T/run.raw")" -gt $((8 << 20)) ]
+	"$READ" --dump "$T/run.raw" > "$T/file.dump"
+	diff -q "$T/expect.jsonl" "$T/file.dump"
+	cat "$T/run.raw" | "$READ" --dump > "$T/pipe.dump"
+	diff -q "$T/expect.jsonl" "$T/pipe.dump"
+	"$READ" --dump "$T/padded.raw" > "$T/padded.dump"
+	diff -q "$T/expect.jsonl" "$T/padded.dump"
+}
+
+# mt-encode writes most event maps through a MessagePack-only path (their
+# first entries copied from the last map of the kind and thread); JSON
+# Lines take the general one.  Both must give the same maps, keys in the
+# same order, on traces that have every kind: mt-gen's (processes and
+# threads interleaved), rawcheck's hand-made one (strings, exit statuses,
+# lost batches) and a real one with call stacks (Stack, CodeFile, CodeMap,
+# stack references).
+@test "mt-encode: MessagePack's fast maps are the general path's, every kind" {
+	"$GEN" --events 20000 --seed 22 --lost 30 --batch 300 -o "$T/gen.raw"
+	"$PY" "$CHECK" write "$T/hand.raw"
+	cp "$TOP/tests/data/stacks-dlopen.raw" "$T/stacks.raw"
+	for t in gen hand stacks; do
+		mt-encode -u -o "$T/$t.msgpack" "$T/$t.raw"
+		mt-encode --jsonl -o "$T/$t.jsonl" "$T/$t.raw"
+	done
+	run "$PY" - "$T" <<'EOF'
+import json, msgpack, sys
+kinds = set()
+for t in ("gen", "hand", "stacks"):
+    base = sys.argv[1] + "/" + t
+    packed = list(msgpack.Unpacker(open(base + ".msgpack", "rb"), raw=False))
+    lines = [json.loads(l) for l in open(base + ".jsonl")]
+    assert len(packed) == len(lines) > 2, (t, len(packed), len(lines))
+    for i, (m, j) in enumerate(zip(packed, lines)):
+        # JSON holds text only: a path that is not UTF-8 (bin in
+        # MessagePack) has its bad bytes as U+FFFD there
+        m = {k: v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+             for k, v in m.items()}
+        if list(m.items()) != list(j.items()):
+            sys.exit(f"{t} map {i}: {m} != {j}")
+        kinds.add(m["type"])
+print(" ".join(sorted(kinds - {"Header", "Trailer"})))
+EOF
+	assert_success
+	assert_output "AlignedAlloc Allocator Brk Calloc CodeFile CodeMap Exec Exit Fork Free Lost Malloc Marker Mmap Mremap Munmap Pss Realloc Rss Stack"
+}
+
 @test "mt-encode: truncated input -> exit 2, offset, trailer complete false" {
 	"$GEN" --events 2000 --seed 14 --batch 100 -o "$T/run.raw"
 	size=$(stat -c %s "$T/run.raw")

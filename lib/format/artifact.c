@@ -8,9 +8,14 @@
  * by msgpack-c, for speed: msgpack-c's packer hands every few bytes to a
  * write callback, and the writer took ~1,450 instructions per event with
  * it; writing straight into the output buffer, each key's bytes fixed at
- * compile time, it takes ~170 (callgrind, mt-encode on mt-gen's 1 M
- * events).  The bytes are msgpack-c's own (the smallest int form, str8,
- * bin for non-UTF-8): test_artifact_msgpack compares them with msgpack-c's.
+ * compile time, ~200; and with the maps of most events written by
+ * event_msgpack (the style known at compile time, the writer's state in
+ * registers, the head of a thread's map copied), ~160 on mt-gen's 1 M
+ * events and ~107 on the allocation-heavy fixture's trace, whose events
+ * come from one thread (callgrind, mt_artifact_record inclusive, mt-encode
+ * -u).  The bytes are msgpack-c's own (the smallest int form, str8, bin
+ * for non-UTF-8): test_artifact_msgpack compares them with msgpack-c's;
+ * encode.bats compares event_msgpack's maps with the general path's.
  */
 #include <assert.h>
 #include <endian.h>
@@ -68,6 +73,21 @@ struct name {
 	char text[23];
 };
 
+/*
+ * The head of an event map in MessagePack, its "type", "pid" and "tid"
+ * entries: the same for every event of a kind from a thread, so kept from
+ * the kind's last map and copied while the thread stays, always
+ * HEAD_BYTES of it (a few vector moves; the bytes past len are
+ * overwritten next).  Made at first for pid and tid 0xffffffff, so that
+ * the test of the thread is the only one.
+ */
+#define HEAD_BYTES 64
+struct head {
+	uint64_t thread; /* pid << 32 | tid */
+	size_t len;
+	char bytes[HEAD_BYTES];
+};
+
 struct mt_artifact {
 	int fd;
 	enum mt_artifact_style style;
@@ -82,7 +102,11 @@ struct mt_artifact {
 	uint64_t not_held[MT_EV_KIND_MAX];
 	struct name type_names[MT_EV_KIND_MAX]; /* fixstr 0: not a record */
 	struct name rss_members[4];
+	struct head heads[MT_EV_KIND_MAX]; /* MessagePack style */
+	uint32_t fast_kinds; /* bit k: kind k's maps take event_msgpack */
 };
+
+_Static_assert(MT_EV_KIND_MAX <= 32, "fast_kinds has a bit per kind");
 
 /* One map, written straight into the output buffer.  The buffer holds the
  * whole map until it ends: MessagePack's map header (the entry count) is
@@ -559,7 +583,7 @@ static void put_hex_k(struct map_writer *w, const char *key, size_t klen,
 
 /* ---- the maps -------------------------------------------------------- */
 
-static void put_exit_status(struct map_writer *w, uint32_t status)
+static inline void put_exit_status(struct map_writer *w, uint32_t status)
 {
 	if (WIFEXITED(status))
 		put_u64(w, "exit_code", WEXITSTATUS(status));
@@ -569,13 +593,37 @@ static void put_exit_status(struct map_writer *w, uint32_t status)
 		put_u64(w, "status", status);
 }
 
-/* The kind-specific keys; memtrack's kinds use memtrack's keys. */
-static inline void event_kind_keys(struct map_writer *w,
-				   const struct mt_record *rec)
+/* The kind-specific keys whose values are strings: a map of these kinds
+ * may need more room than MAP_ROOM. */
+static void event_string_keys(struct map_writer *w, const struct mt_record *rec,
+			      unsigned kind)
+{
+	switch (kind) {
+	case MT_EV_EXEC:
+		put_str(w, "path", rec->str ? rec->str : "", rec->str_len);
+		break;
+	case MT_EV_MARKER:
+		put_str(w, "name", rec->str ? rec->str : "", rec->str_len);
+		break;
+	case MT_EV_ALLOCATOR:
+		put_cstr(w, "kind", mt_alloc_family_name(rec->ev.flags));
+		put_str(w, "path", rec->str ? rec->str : "", rec->str_len);
+		break;
+	default:
+		break;
+	}
+}
+
+/* The kind-specific keys of the other kinds, all numbers and names (no
+ * call: inlined where the style is known, each put_X is its style's
+ * code); memtrack's kinds use memtrack's keys. */
+static inline __attribute__((always_inline)) void
+event_number_keys(struct map_writer *w, const struct mt_record *rec,
+		  unsigned kind)
 {
 	const struct mt_event *ev = &rec->ev;
 
-	switch (ev->kind) {
+	switch (kind) {
 	case MT_EV_MALLOC:
 	case MT_EV_CALLOC:
 	case MT_EV_MUNMAP:
@@ -616,16 +664,6 @@ static inline void event_kind_keys(struct map_writer *w,
 		break;
 	case MT_EV_FORK:
 		put_u64(w, "ppid", ev->old_addr);
-		break;
-	case MT_EV_EXEC:
-		put_str(w, "path", rec->str ? rec->str : "", rec->str_len);
-		break;
-	case MT_EV_MARKER:
-		put_str(w, "name", rec->str ? rec->str : "", rec->str_len);
-		break;
-	case MT_EV_ALLOCATOR:
-		put_cstr(w, "kind", mt_alloc_family_name(ev->flags));
-		put_str(w, "path", rec->str ? rec->str : "", rec->str_len);
 		break;
 	case MT_EV_EXIT:
 		put_exit_status(w, ev->aux);
@@ -683,6 +721,31 @@ static int put_stack_or_file(struct mt_artifact *a, const struct name *type,
 	return end_map(&w);
 }
 
+/* An event map's first entries, in either style. */
+static inline void event_head(struct map_writer *w, const struct name *type,
+			      const struct mt_event *ev)
+{
+	put_name(w, "type", type);
+	put_u64(w, "pid", ev->pid);
+	put_u64(w, "tid", ev->tid);
+}
+
+/* The head of kind's maps from thread pid, tid (struct head); its first
+ * byte, the map's size, is set by end_map. */
+static void make_head(struct mt_artifact *a, unsigned kind, uint32_t pid,
+		      uint32_t tid)
+{
+	struct head *h = &a->heads[kind];
+	const struct mt_event ev = {.pid = pid, .tid = tid};
+	struct map_writer w = {
+	    .a = a, .msgpack = true, .start = h->bytes, .p = h->bytes + 1};
+
+	event_head(&w, &a->type_names[kind], &ev);
+	h->len = w.p - h->bytes;
+	assert(h->len <= HEAD_BYTES);
+	h->thread = (uint64_t)pid << 32 | tid;
+}
+
 /* ---- API ------------------------------------------------------------- */
 
 /* text is ASCII, plain JSON text, at most 22 bytes */
@@ -706,6 +769,27 @@ static void make_names(struct mt_artifact *a)
 			make_name(&a->type_names[kind], mt_kind_name(kind));
 	for (unsigned i = 0; i < 4; i++)
 		make_name(&a->rss_members[i], rss_members[i]);
+	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++)
+		if (a->type_names[kind].fixstr)
+			make_head(a, kind, UINT32_MAX, UINT32_MAX);
+}
+
+/* The kinds event_msgpack writes: named, with no string (Exec, Marker,
+ * Allocator), not Lost (counted apart), not Stack or CodeFile (maps of
+ * their own). */
+static uint32_t fast_kinds(const struct mt_artifact *a)
+{
+	uint32_t kinds = 0;
+
+	if (a->style != MT_ARTIFACT_MSGPACK)
+		return 0;
+	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++)
+		if (a->type_names[kind].fixstr && kind != MT_EV_EXEC &&
+		    kind != MT_EV_MARKER && kind != MT_EV_ALLOCATOR &&
+		    kind != MT_EV_LOST && kind != MT_EV_STACK &&
+		    kind != MT_EV_CODE_FILE)
+			kinds |= 1u << kind;
+	return kinds;
 }
 
 struct mt_artifact *mt_artifact_new(int fd, enum mt_artifact_style style)
@@ -723,6 +807,7 @@ struct mt_artifact *mt_artifact_new(int fd, enum mt_artifact_style style)
 	a->fd = fd;
 	a->style = style;
 	make_names(a);
+	a->fast_kinds = fast_kinds(a);
 	return a;
 }
 
@@ -873,30 +958,83 @@ uint64_t mt_artifact_lost(const struct mt_artifact *a)
 	return a->lost;
 }
 
+/*
+ * The maps of nearly every event in MessagePack (kinds in fast_kinds: no
+ * string, so no room to find past MAP_ROOM): the head copied if the
+ * kind's last map was the same thread's, the rest written with the style
+ * known, and the writer's state in registers, never in memory (no call
+ * takes it).
+ */
+static int event_msgpack(struct mt_artifact *a, const struct mt_record *rec,
+			 unsigned kind)
+{
+	const struct mt_event *ev = &rec->ev;
+	uint64_t thread = (uint64_t)ev->pid << 32 | ev->tid;
+	struct head *h = &a->heads[kind];
+	struct map_writer w;
+
+	if (a->cap - a->len < MAP_ROOM)
+		flush_buffer(a); /* cap >= 2 * MAP_ROOM */
+	if (a->error)
+		return a->error;
+	w = (struct map_writer){
+	    .a = a, .msgpack = true, .start = a->buf + a->len};
+	if (h->thread == thread) {
+		memcpy(w.start, h->bytes, HEAD_BYTES);
+		w.p = w.start + h->len;
+		w.n = 3;
+	} else {
+		/* written, then kept for the thread's next map of the kind
+		 * (MAP_ROOM >= HEAD_BYTES bytes are there to copy) */
+		w.p = w.start + 1;
+		event_head(&w, &a->type_names[kind], ev);
+		memcpy(h->bytes, w.start, HEAD_BYTES);
+		h->len = w.p - w.start;
+		h->thread = thread;
+	}
+	put_u64(&w, "timestamp", ev->timestamp);
+	event_number_keys(&w, rec, kind);
+	if (rec->stack)
+		put_u64(&w, "stack", rec->stack);
+	return end_map(&w);
+}
+
+/* Any other event map, in either style. */
+static __attribute__((noinline)) int event_map(struct mt_artifact *a,
+					       const struct mt_record *rec)
+{
+	struct map_writer w;
+
+	if (!begin_map(a, &w))
+		return a->error;
+	event_head(&w, &a->type_names[rec->ev.kind], &rec->ev);
+	put_u64(&w, "timestamp", rec->ev.timestamp);
+	event_number_keys(&w, rec, rec->ev.kind);
+	event_string_keys(&w, rec, rec->ev.kind);
+	if (rec->stack)
+		put_u64(&w, "stack", rec->stack);
+	return end_map(&w);
+}
+
 int mt_artifact_record(struct mt_artifact *a, const struct mt_record *rec)
 {
 	const struct mt_event *ev = &rec->ev;
-	struct map_writer w;
+	unsigned kind = ev->kind;
 
-	if (ev->kind >= MT_EV_KIND_MAX || !a->type_names[ev->kind].fixstr)
+	if (kind < 32 && (a->fast_kinds >> kind & 1)) {
+		a->events++;
+		return event_msgpack(a, rec, kind);
+	}
+	if (kind >= MT_EV_KIND_MAX || !a->type_names[kind].fixstr)
 		return a->error ? a->error : -EINVAL;
 	if (a->style == MT_ARTIFACT_CODSPEED)
 		return codspeed_record(a, rec);
 	a->events++;
-	if (ev->kind == MT_EV_LOST)
+	if (kind == MT_EV_LOST)
 		a->lost += ev->size;
-	if (ev->kind == MT_EV_STACK || ev->kind == MT_EV_CODE_FILE)
-		return put_stack_or_file(a, &a->type_names[ev->kind], rec);
-	if (!begin_map(a, &w))
-		return a->error;
-	put_name(&w, "type", &a->type_names[ev->kind]);
-	put_u64(&w, "pid", ev->pid);
-	put_u64(&w, "tid", ev->tid);
-	put_u64(&w, "timestamp", ev->timestamp);
-	event_kind_keys(&w, rec);
-	if (rec->stack)
-		put_u64(&w, "stack", rec->stack);
-	return end_map(&w);
+	if (kind == MT_EV_STACK || kind == MT_EV_CODE_FILE)
+		return put_stack_or_file(a, &a->type_names[kind], rec);
+	return event_map(a, rec);
 }
 
 int mt_artifact_trailer(struct mt_artifact *a, const struct mt_meta *meta,

@@ -915,5 +915,7 @@ int mt_input_next(struct mt_input *in, struct mt_record *rec)
 		shaped_took(in, rec, size);
 		return 1;
 	}
+	if (raw_plain_next(in, rec))
+		return 1;
 	return next_unshaped(in, rec);
 }

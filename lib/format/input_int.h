@@ -18,6 +18,7 @@
 #define MT_INPUT_INT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -75,6 +76,10 @@ struct mt_input {
 	uint64_t pending_lost; /* LOST record still to yield */
 	uint64_t last_ts;
 	uint64_t stacks_seen; /* STACK records (ids count from 1) */
+	/* records raw_plain_next may take without a check but their kind's
+	 * (raw_next sets it after every record it reads) */
+	uint32_t raw_plain_left;
+	uint32_t raw_plain_kinds; /* bit k: kind k is a record on its own */
 	/* a Stack map's frames, a CodeFile map's build-id */
 	uint64_t *frames;
 	size_t frames_cap;
@@ -160,6 +165,37 @@ void input_drop_read(struct mt_input *in);
 
 int raw_open(struct mt_input *in);
 int raw_next(struct mt_input *in, struct mt_record *rec);
+
+_Static_assert(MT_EV_KIND_MAX <= 32, "raw_plain_kinds has a bit per kind");
+
+/*
+ * The raw stream's common case, in mt_input_next without a call: a record
+ * of a kind that stands alone (no payload after it, no StackRef before it)
+ * in a batch and a buffer that hold it, as raw_next would read it.  false:
+ * raw_next must (a payload, a StackRef, a batch boundary, a refill, or an
+ * error before).
+ */
+static inline bool raw_plain_next(struct mt_input *in, struct mt_record *rec)
+{
+	const unsigned char *p = cur(in);
+	uint16_t kind;
+
+	if (!in->raw_plain_left)
+		return false;
+	memcpy(&kind, p + offsetof(struct mt_event, kind), sizeof(kind));
+	if (kind >= 32 || !(in->raw_plain_kinds >> kind & 1))
+		return false;
+	memcpy(&rec->ev, p, sizeof(rec->ev));
+	consume(in, in->event_size);
+	in->raw_plain_left--;
+	in->batch_left--;
+	rec->str = NULL;
+	rec->str_len = 0;
+	rec->stack = 0;
+	rec->frames = NULL;
+	in->last_ts = rec->ev.timestamp;
+	return true;
+}
 
 /* ---- fields of a map (input_fields.c) -------------------------------- */
 

@@ -118,6 +118,20 @@ static int raw_header_check(struct mt_input *in, const struct mt_raw_header *h)
 	return 0;
 }
 
+/* The kinds raw_record takes as they are: named, with no payload after
+ * them (raw_payload's kinds, Stack, CodeFile), not a StackRef, not Lost
+ * (a record of the stream, never of a batch). */
+static void raw_plain_kinds(struct mt_input *in)
+{
+	in->raw_plain_kinds = 0;
+	for (unsigned kind = 0; kind < MT_EV_KIND_MAX; kind++)
+		if (mt_kind_name(kind) && kind != MT_EV_EXEC &&
+		    kind != MT_EV_MARKER && kind != MT_EV_ALLOCATOR &&
+		    kind != MT_EV_STACK && kind != MT_EV_CODE_FILE &&
+		    kind != MT_EV_LOST)
+			in->raw_plain_kinds |= 1u << kind;
+}
+
 int raw_open(struct mt_input *in)
 {
 	struct mt_raw_header hdr;
@@ -154,6 +168,7 @@ int raw_open(struct mt_input *in)
 	in->meta.start_monotonic_ns = hdr.start_monotonic_ns;
 	in->meta.start_realtime_ns = hdr.start_realtime_ns;
 	in->event_size = hdr.event_size;
+	raw_plain_kinds(in);
 	/* records are copied straight out of the buffer: read big chunks */
 	if (!input_grow(in, RAW_BUF))
 		return -1;
@@ -477,7 +492,7 @@ static int raw_stack_ref(struct mt_input *in, struct mt_record *rec,
 	return 1;
 }
 
-int raw_next(struct mt_input *in, struct mt_record *rec)
+static int raw_next_record(struct mt_input *in, struct mt_record *rec)
 {
 	uint64_t rec_off;
 	int ret;
@@ -502,5 +517,36 @@ int raw_next(struct mt_input *in, struct mt_record *rec)
 	ret = raw_record(in, rec, rec_off);
 	if (ret == 1 && rec->ev.kind == MT_EV_STACK_REF)
 		return raw_stack_ref(in, rec, rec_off);
+	return ret;
+}
+
+/* How many records from here raw_plain_next may take: those of the
+ * current batch the buffer holds whole, and for a mapped file those
+ * before its next pages to let go (next_record lets them go first). */
+static void raw_plain_window(struct mt_input *in)
+{
+	size_t records = avail(in) / in->event_size;
+
+	if (in->state || in->pending_lost) {
+		in->raw_plain_left = 0;
+		return;
+	}
+	if (in->mapped)
+		records =
+		    in->start < in->dropped + DROP_STEP
+			? (in->dropped + DROP_STEP - in->start) / in->event_size
+			: 0;
+	if (records > in->batch_left)
+		records = in->batch_left;
+	if (records > avail(in) / in->event_size)
+		records = avail(in) / in->event_size;
+	in->raw_plain_left = records;
+}
+
+int raw_next(struct mt_input *in, struct mt_record *rec)
+{
+	int ret = raw_next_record(in, rec);
+
+	raw_plain_window(in);
 	return ret;
 }
