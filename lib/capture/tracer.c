@@ -555,14 +555,14 @@ static void *prepare_libc(void *path)
 }
 
 /* Where libc's probes go takes ~2 ms to work out (free()'s branch scan):
- * a thread does it while the BPF side loads.  Not under --fast, which
- * records libc in process. */
+ * a thread does it while the BPF side loads.  --fast needs it too, for the
+ * links of processes without the recorder (fast_links.c). */
 static void start_preparing(struct tracer *t)
 {
 	const char *libc =
 	    t->opts->libc_path ? t->opts->libc_path : mt_self_libc();
 
-	if (!t->opts->track_allocators || t->fast || !libc[0])
+	if (!t->opts->track_allocators || !libc[0])
 		return;
 	t->preparing = pthread_create(&t->prepare_thread, NULL, prepare_libc,
 				      (void *)libc) == 0;
