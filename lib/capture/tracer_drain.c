@@ -165,6 +165,25 @@ static void keep_life_from(struct tracer *t, size_t first)
 	t->nlife_slots = slot;
 }
 
+/* How many events from t->ev[i] on go to the batch as they are, with one
+ * copy: up to the watermark, before the next lifecycle record (life[j]),
+ * none a record that takes a path of its own, at most a batch. */
+static size_t plain_run(const struct tracer *t, size_t i, size_t j,
+			uint64_t until)
+{
+	uint64_t end = until;
+	size_t n = 1;
+
+	if (j < t->nlife && t->life[j].timestamp <= end)
+		end = t->life[j].timestamp - 1; /* the life record first */
+	while (i + n < t->nev && n < BATCH_MAX_RECORDS &&
+	       t->ev[i + n].timestamp <= end &&
+	       t->ev[i + n].kind != MT_EV_STACK_REF &&
+	       t->ev[i + n].kind != MT_EV_CODE_MAP)
+		n++;
+	return n;
+}
+
 /*
  * Drain both rings and merge them by time into the batch, up to a
  * watermark: the time just before the lifecycle ring is read.  Every
@@ -212,8 +231,13 @@ int mt_tracer_collect(struct tracer *t, bool final)
 			rc = mt_tracer_code_map(t, &t->ev[i]);
 			i++;
 		} else {
-			rc = mt_tracer_append(t, &t->ev[i], 1);
-			i++;
+			size_t n = plain_run(t, i, j, until);
+
+			rc = mt_tracer_append(t, &t->ev[i], n);
+			i += n;
+			/* the append saw the run's first time only */
+			if (t->ev[i - 1].timestamp > t->last_record_ns)
+				t->last_record_ns = t->ev[i - 1].timestamp;
 		}
 		if (rc)
 			return -1;

@@ -84,14 +84,17 @@ struct mt_fast {
 	ino_t preload_ino;
 	bool tsc;
 	struct calib prev, cur; /* the last two calibration points */
+	double ns_per_tick;	/* the line's slope through them */
 	/* processes that exited since the last drain */
 	pid_t *exited;
 	size_t nexited, cap_exited;
-	/* this drain's records, converted, and where each ring's run ends */
-	struct mt_event *got, *merged;
-	size_t ngot, cap_got, cap_merged;
+	/* where each run of this drain's staged events ends (the events
+	 * staged before it, then one run per ring read), and room to merge
+	 * them */
 	size_t *runs;
 	size_t nruns, cap_runs;
+	struct mt_event *merged;
+	size_t cap_merged;
 	/* processes that exec'd a dynamic program and have not yet said
 	 * they carry the recorder (the pid table), with that program */
 	struct exec_wait {
@@ -166,19 +169,28 @@ static struct calib calibrate(void)
 	return best;
 }
 
+/* A new calibration point: the line goes through it and the one before
+ * (its slope computed once a drain, not once a record). */
+static void recalibrate(struct mt_fast *f)
+{
+	const struct calib *a = &f->prev, *b = &f->cur;
+
+	f->prev = f->cur;
+	f->cur = calibrate();
+	f->ns_per_tick = b->tsc > a->tsc ? (double)(b->ns - a->ns) /
+					       (double)(b->tsc - a->tsc)
+					 : 0;
+}
+
 /* A record's counter value as CLOCK_MONOTONIC ns, on the line through the
  * last two calibration points (extended before the first of them for a
  * record that waited a drain: its thread was preempted before publishing
  * it). */
 static uint64_t tsc_to_ns(const struct mt_fast *f, uint64_t tsc)
 {
-	const struct calib *a = &f->prev, *b = &f->cur;
-	double per_tick = b->tsc > a->tsc ? (double)(b->ns - a->ns) /
-						(double)(b->tsc - a->tsc)
-					  : 0;
-	double d = (double)(int64_t)(tsc - a->tsc) * per_tick;
+	double d = (double)(int64_t)(tsc - f->prev.tsc) * f->ns_per_tick;
 
-	return (uint64_t)((int64_t)a->ns + (int64_t)d);
+	return (uint64_t)((int64_t)f->prev.ns + (int64_t)d);
 }
 
 /* ---- start --------------------------------------------------------------- */
@@ -783,10 +795,10 @@ static struct mt_event stack_ref(const struct mt_fast *f,
 	return e;
 }
 
-/* Read ring i's records stamped up to limit (counter or ns) into f->got,
- * as one run; wake its thread if it waits for room.  A recorder writes a
- * stack, its reference and the event with one time and publishes them
- * at once: the limit never splits them. */
+/* Read ring i's records stamped up to limit (counter or ns) onto the end
+ * of the staged events, as one run; wake its thread if it waits for
+ * room.  A recorder writes a stack, its reference and the event with one
+ * time and publishes them at once: the limit never splits them. */
 static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
 		      uint64_t limit)
 {
@@ -794,12 +806,13 @@ static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
 	const struct mt_fast_record *recs =
 	    f->records + (uint64_t)i * RING_RECORDS;
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-	uint64_t tail = r->tail, start = f->ngot;
+	uint64_t tail = r->tail;
+	size_t start = t->nev;
 
 	if (head == tail)
 		return;
-	f->got = mt_grow(f->got, &f->cap_got, f->ngot + (head - tail),
-			 sizeof(*f->got));
+	t->ev =
+	    mt_grow(t->ev, &t->cap_ev, t->nev + (head - tail), sizeof(*t->ev));
 	while (tail != head) {
 		const struct mt_fast_record *rec =
 		    &recs[tail & (RING_RECORDS - 1)];
@@ -811,9 +824,9 @@ static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
 			tail += read_stack(t, recs, tail, head);
 			continue;
 		}
-		f->got[f->ngot++] = kind == MT_FAST_KIND_STACK_REF
-					? stack_ref(f, r, rec)
-					: to_event(f, r, rec);
+		t->ev[t->nev++] = kind == MT_FAST_KIND_STACK_REF
+				      ? stack_ref(f, r, rec)
+				      : to_event(f, r, rec);
 		tail++;
 	}
 	__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
@@ -822,10 +835,10 @@ static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
 		syscall(SYS_futex, &r->tail, FUTEX_WAKE, INT_MAX, NULL, NULL,
 			0);
 	}
-	if (f->ngot > start) {
+	if (t->nev > start) {
 		f->runs = mt_grow(f->runs, &f->cap_runs, f->nruns + 1,
 				  sizeof(*f->runs));
-		f->runs[f->nruns++] = f->ngot;
+		f->runs[f->nruns++] = t->nev;
 	}
 }
 
@@ -866,48 +879,53 @@ static void merge2(const struct mt_event *a, size_t na,
 	memcpy(out + k, b + j, (nb - j) * sizeof(*b));
 }
 
-/* The runs of f->got (each sorted) merged into one, pairwise. */
-static void merge_runs(struct mt_fast *f)
+/* Runs that follow each other in time are one: the usual drain (one
+ * thread, after the events staged before, which are older) needs no
+ * merge and no copy. */
+static void join_ordered_runs(const struct tracer *t, struct mt_fast *f)
 {
+	size_t nr = 1;
+
+	for (size_t k = 1; k < f->nruns; k++) {
+		size_t last = f->runs[nr - 1];
+
+		if (last == 0 ||
+		    t->ev[last - 1].timestamp <= t->ev[last].timestamp)
+			f->runs[nr - 1] = f->runs[k];
+		else
+			f->runs[nr++] = f->runs[k];
+	}
+	f->nruns = nr;
+}
+
+/* The runs of the staged events (each sorted) merged into one, pairwise:
+ * the ones staged before first on equal times, then ring by ring. */
+static void merge_runs(struct tracer *t, struct mt_fast *f)
+{
+	join_ordered_runs(t, f);
 	while (f->nruns > 1) {
 		size_t from = 0, nr = 0;
 
-		f->merged = mt_grow(f->merged, &f->cap_merged, f->ngot,
+		f->merged = mt_grow(f->merged, &f->cap_merged, t->nev,
 				    sizeof(*f->merged));
 		for (size_t k = 0; k < f->nruns; k += 2) {
 			size_t mid = f->runs[k];
 			size_t end = k + 1 < f->nruns ? f->runs[k + 1] : mid;
 
-			merge2(f->got + from, mid - from, f->got + mid,
-			       end - mid, f->merged + from);
+			merge2(t->ev + from, mid - from, t->ev + mid, end - mid,
+			       f->merged + from);
 			f->runs[nr++] = end;
 			from = end;
 		}
 		f->nruns = nr;
-		struct mt_event *swap = f->got;
-		size_t cap = f->cap_got;
+		struct mt_event *swap = t->ev;
+		size_t cap = t->cap_ev;
 
-		f->got = f->merged;
-		f->cap_got = f->cap_merged;
+		t->ev = f->merged;
+		t->cap_ev = f->cap_merged;
 		f->merged = swap;
 		f->cap_merged = cap;
 	}
-}
-
-/* This drain's records into the tracer's staged events (sorted). */
-static void stage(struct tracer *t, struct mt_fast *f)
-{
-	f->merged = mt_grow(f->merged, &f->cap_merged, t->nev + f->ngot,
-			    sizeof(*f->merged));
-	merge2(t->ev, t->nev, f->got, f->ngot, f->merged);
-	struct mt_event *swap = t->ev;
-	size_t cap = t->cap_ev;
-
-	t->ev = f->merged;
-	t->cap_ev = f->cap_merged;
-	t->nev += f->ngot;
-	f->merged = swap;
-	f->cap_merged = cap;
 }
 
 int mt_fast_collect(struct tracer *t)
@@ -919,13 +937,15 @@ int mt_fast_collect(struct tracer *t)
 	if (read(f->wakefd, &wakes, sizeof(wakes)) < 0 && errno != EAGAIN)
 		return 0;
 	if (f->tsc) {
-		f->prev = f->cur;
-		f->cur = calibrate();
+		recalibrate(f);
 		limit = f->cur.tsc;
 	} else {
 		limit = mt_clock_ns(CLOCK_MONOTONIC);
 	}
-	f->ngot = f->nruns = 0;
+	/* the events staged before (sorted) are the first run */
+	f->runs = mt_grow(f->runs, &f->cap_runs, 1, sizeof(*f->runs));
+	f->runs[0] = t->nev;
+	f->nruns = 1;
 	read_pid_table(f);
 	for (size_t i = 0; i < f->nexited; i++)
 		exited_uncovered(f, f->exited[i]);
@@ -934,10 +954,7 @@ int mt_fast_collect(struct tracer *t)
 		maybe_reclaim(f, &f->rings[i]);
 	}
 	f->nexited = 0;
-	if (f->ngot == 0)
-		return 0;
-	merge_runs(f);
-	stage(t, f);
+	merge_runs(t, f);
 	return 0;
 }
 
@@ -1061,7 +1078,6 @@ void mt_fast_free(struct mt_fast *f)
 	free(f->loaded);
 	for (size_t i = 0; i < f->nwarned; i++)
 		free(f->warned[i]);
-	free(f->got);
 	free(f->merged);
 	free(f->runs);
 	free(f);
