@@ -874,7 +874,7 @@ total_events() {
 	assert_output true
 }
 
-@test "-vv times each step of the start-up, and they add up to the total" {
+@test "-vv times each step of the start-up and of the exit, and they add up to the totals" {
 	require_bpf
 	trace_ok -vv -- true
 	grep 'start-up:' "$T/trace.err" >"$T/phases"
@@ -886,6 +886,15 @@ total_events() {
 		 { sum += $(NF - 1); if ($(NF - 1) < 0) bad = 1 }
 		 END { exit !(total > 0 && !bad && sum <= total && sum > total * 0.8) }' \
 		"$T/phases"
+	assert_success
+	# and the exit: from the command's end to mt-trace's
+	grep 'mt-trace: exit:' "$T/trace.err" >"$T/exit"
+	for step in "last drain, end" "detach" "free" "total"; do
+		assert_file_contains "$T/exit" "exit: $step "
+	done
+	run awk '/exit: total/ { total = $(NF - 1); next }
+		 { sum += $(NF - 1); if ($(NF - 1) < 0) bad = 1 }
+		 END { exit !(total > 0 && !bad && sum <= total) }' "$T/exit"
 	assert_success
 }
 

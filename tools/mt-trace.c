@@ -116,7 +116,7 @@ static void usage(FILE *f)
 	      "                            uprobes of its own\n"
 	      "  -v, --verbose             say what is attached; twice: "
 	      "libbpf's debug output\n"
-	      "                            and the start-up's steps timed\n"
+	      "                            and the start-up's and exit's steps timed\n"
 	      "  -h, --help                this text\n"
 	      "      --version             mt-trace's version\n"
 	      "\n"

@@ -538,14 +538,26 @@ static int probe_first_allocators(struct tracer *t)
 
 /* -vv: where the start-up time went, one phase at a time (bench/run's
  * "true" row is this whole sequence plus the exit). */
-static void startup_phase(struct tracer *t, const char *name)
+static void timed_phase(struct tracer *t, const char *stage, const char *name)
 {
 	uint64_t now = mt_clock_ns(CLOCK_MONOTONIC);
 
 	if (t->opts->verbose > 1)
-		fprintf(stderr, "mt-trace: start-up: %-18s %6.2f ms\n", name,
+		fprintf(stderr, "mt-trace: %s: %-18s %6.2f ms\n", stage, name,
 			(now - t->phase_ns) / 1e6);
 	t->phase_ns = now;
+}
+
+static void startup_phase(struct tracer *t, const char *name)
+{
+	timed_phase(t, "start-up", name);
+}
+
+/* -vv: and the time from the command's end to mt-trace's (what the
+ * process's own exit takes after that, the kernel's, is not in it) */
+static void exit_phase(struct tracer *t, const char *name)
+{
+	timed_phase(t, "exit", name);
 }
 
 static void *prepare_libc(void *path)
@@ -1091,6 +1103,7 @@ static void cleanup(struct tracer *t)
 		mt_fast_links_free(&t->links);
 	if (!detach_in_background(t))
 		detach_all(t);
+	exit_phase(t, "detach");
 	release_stopped(t);
 	free(t->live);
 	mt_code_free(&t->code);
@@ -1103,6 +1116,7 @@ static void cleanup(struct tracer *t)
 	free(t->life_slots);
 	free(t->batch);
 	mt_fast_free(t->fast); /* descendants still running record no more */
+	exit_phase(t, "free");
 }
 
 /* Everything between the command's fork and its release to exec. */
@@ -1189,6 +1203,8 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		return MT_EXIT_TRACER_FAILED;
 	}
 	status = wait_child_status(&t, &end);
+	t.phase_ns = mt_clock_ns(CLOCK_MONOTONIC);
+	t.exit_ns = t.phase_ns;
 	report_exec_failure(&t);
 	/* everything the command did is committed by now: last drain */
 	if (mt_tracer_drain(&t, true) || mt_tracer_write_batch(&t)) {
@@ -1219,6 +1235,10 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 			"mt-trace: %llu events lost (ring buffer "
 			"full); try a larger --ring-size\n",
 			(unsigned long long)end.lost);
+	exit_phase(&t, "last drain, end");
 	cleanup(&t);
+	if (opts->verbose > 1)
+		fprintf(stderr, "mt-trace: exit: %-18s %6.2f ms\n", "total",
+			(mt_clock_ns(CLOCK_MONOTONIC) - t.exit_ns) / 1e6);
 	return err ? MT_EXIT_TRACER_FAILED : status;
 }

@@ -74,7 +74,8 @@ struct tracer {
 	bool output_failed;
 	uint64_t start_monotonic_ns; /* before anything was attached */
 	uint64_t start_realtime_ns;
-	uint64_t phase_ns; /* -vv: the start-up phase began */
+	uint64_t phase_ns; /* -vv: the start-up (or exit) phase began */
+	uint64_t exit_ns;  /* -vv: the command's end was seen */
 	/* call stacks: code files and stack ids (tracer_stacks.c) */
 	struct mt_tracer_stacks *stacks;
 	/* backpressure (backpressure.c): on, and the BPF side's stop count
