@@ -10,7 +10,9 @@
  * kernel's own VMA of the pc says which file and where in it (so nothing
  * per process has to be kept current: exec, dlopen, fork all just work),
  * a bounded binary search finds the row, the row says where the caller's
- * frame and return address are.  bpf_loop() keeps the verifier's work
+ * frame and return address are; what a return address gave is kept per
+ * thread by pc (struct pc_rule), so a pc met again, in whatever stack,
+ * costs no search.  bpf_loop() keeps the verifier's work
  * bounded whatever the depth.  A thread's walk that starts where one of
  * its last few started, on a stack whose words that walk read are
  * unchanged, is not made again (struct walk_memo): a loop that allocates
@@ -159,6 +161,32 @@ struct code_mapping {
  */
 #define MAPPING_CACHE_SLOTS 8
 
+/*
+ * What a walk needs of a return address (pc), found once per thread and
+ * kept in a direct-mapped table of PC_RULES: the frame it makes and the
+ * rules of its row.  A fresh walk mostly meets return addresses walked
+ * before, in other stacks (one function, many callers; one caller, many
+ * stack pointers), so a table by pc saves the row search (two page index
+ * reads, a binary search over the rows, each a map access) at almost
+ * every frame, where a remembered whole walk only helps a stack seen
+ * before.  Valid while the mappings and the published files are those it
+ * was found under: an entry counts only at the thread cache's epoch.
+ */
+#define PC_RULES 256
+
+struct pc_rule {
+	__u64 pc;	       /* the return address (or first ip) */
+	__u64 epoch;	       /* the thread cache's epoch it was found at */
+	__u64 frame;	       /* its frame, an MT_FRAME() value */
+	struct mt_cfi_row row; /* its row; cfa_rule MT_CFA_NONE: none */
+};
+
+/* pc's place in the table: the high bits of a multiplicative hash */
+static __always_inline __u32 pc_rule_slot(__u64 pc)
+{
+	return (pc * 0x9e3779b97f4a7c15ull) >> (64 - 8);
+}
+
 /* Bumped by mt-trace after each code file it adds to stack_files. */
 volatile __u32 files_published = 0;
 
@@ -169,8 +197,10 @@ struct thread_cache {
 	__u32 next_map; /* the slot to fill next (round robin) */
 	__u32 next_walk;
 	__u64 stack_start, stack_end; /* the thread's stack; end 0: unknown */
+	__u64 epoch; /* bumped at each emptying (so >= 1 once in use) */
 	struct code_mapping slot[MAPPING_CACHE_SLOTS];
 	struct walk_memo walk[MEMO_WALKS];
+	struct pc_rule rule[PC_RULES];
 };
 
 struct {
@@ -196,6 +226,7 @@ struct unwind {
 	 * rule reads it: only then does the walk depend on its value */
 	__u64 bp_slot;
 	struct code_mapping map; /* the mapping the last pc was in */
+	struct pc_rule rule;	 /* the current frame's */
 };
 
 static long read_vma(struct task_struct *task, struct vm_area_struct *vma,
@@ -293,6 +324,7 @@ current_thread_cache(struct task_struct *task)
 		for (int i = 0; i < MEMO_WALKS; i++)
 			cache->walk[i].key = 0;
 		cache->stack_end = 0;
+		cache->epoch++; /* every pc_rule kept so far is stale */
 		cache->mm = (__u64)mm;
 		cache->seq = seq;
 		cache->files = files;
@@ -344,12 +376,58 @@ __attribute__((noinline)) int cfi_row_index(const struct code_mapping *map,
 	return lo - 1;
 }
 
-static __always_inline struct mt_cfi_row *find_row(const struct unwind *u,
-						   __u64 addr)
+/*
+ * *rule becomes what the walk needs of pc (frame always; row MT_CFA_NONE
+ * when it has none), found through *map (the mapping the last pc was in,
+ * changed to pc's) and the rows, and is kept in the cache's table when a
+ * row was found.  Global, like find_mapping: the walk's fast path, the
+ * table's hit, stays free of calls.
+ */
+__attribute__((noinline)) int find_rule(struct pc_rule *rule,
+					struct code_mapping *map,
+					struct thread_cache *cache, __u64 pc)
 {
-	int at = cfi_row_index(&u->map, addr);
+	struct mt_cfi_row *row;
+	__u64 elf_addr;
+	int at;
 
-	return at < 0 ? NULL : bpf_map_lookup_elem(&cfi_rows, &at);
+	if (!rule || !map)
+		return 0;
+	if (pc < map->start || pc >= map->end)
+		find_mapping(map, cache, pc);
+	elf_addr = pc + map->to_elf;
+	rule->pc = pc;
+	rule->frame = map->id ? MT_FRAME(map->id, elf_addr) : MT_FRAME(0, pc);
+	rule->row.cfa_rule = MT_CFA_NONE;
+	if (!map->id || !map->nrows)
+		return 0;
+	/* a return address: the call before it is what the rows describe */
+	at = cfi_row_index(map, elf_addr - 1);
+	row = at < 0 ? NULL : bpf_map_lookup_elem(&cfi_rows, &at);
+	if (!row)
+		return 0;
+	rule->row = *row;
+	if (cache) {
+		rule->epoch = cache->epoch;
+		cache->rule[pc_rule_slot(pc)] = *rule;
+	}
+	return 0;
+}
+
+/* u->rule becomes pc's: from the thread's table, else found. */
+static __always_inline void pc_rule(struct unwind *u)
+{
+	struct thread_cache *cache = u->cache;
+	struct pc_rule *kept;
+
+	if (cache) {
+		kept = &cache->rule[pc_rule_slot(u->pc)];
+		if (kept->pc == u->pc && kept->epoch == cache->epoch) {
+			u->rule = *kept;
+			return;
+		}
+	}
+	find_rule(&u->rule, &u->map, cache, u->pc);
 }
 
 /* Keep word, read at addr, with the walk; the walk cannot be kept when its
@@ -376,14 +454,29 @@ __attribute__((noinline)) int keep_word(struct walk_memo *m, __u64 off,
 
 static __always_inline void memo_word(struct unwind *u, __u64 addr, __u64 word)
 {
-	keep_word(&u->window->memo, addr - u->start_sp, word);
+	struct walk_memo *m = &u->window->memo;
+	__u64 off = addr - u->start_sp;
+	__u32 n = m->nwords;
+
+	if (!m->keep)
+		return;
+	if (off > STACK_WINDOW - sizeof(word) || n >= MEMO_WORDS) {
+		m->keep = 0;
+		return;
+	}
+	m->off[n] = off;
+	m->val[n] = word;
+	m->nwords = n + 1;
+	if (off + sizeof(word) > m->span)
+		m->span = off + sizeof(word);
 }
 
 /* Where the caller's frame starts (its CFA), by the row's rule; 0 when the
  * walk ends here. */
-static __always_inline __u64 frame_cfa(struct unwind *u,
-				       const struct mt_cfi_row *row)
+static __always_inline __u64 frame_cfa(struct unwind *u)
 {
+	const struct mt_cfi_row *row = &u->rule.row;
+
 	switch (row->cfa_rule) {
 	case MT_CFA_RSP:
 		return u->sp + row->cfa_offset;
@@ -523,6 +616,13 @@ __attribute__((noinline)) int stack_word(struct stack_window *w,
 static __always_inline long read_stack_word(struct unwind *u, __u64 addr,
 					    __u64 *word)
 {
+	struct stack_window *w = u->window;
+	__u64 at = addr - w->base;
+
+	if (in_window(w, at)) {
+		*word = *(__u64 *)&w->bytes[at];
+		return 0;
+	}
 	return stack_word(u->window, u->cache, u->start_sp, addr, word);
 }
 
@@ -531,25 +631,17 @@ static __always_inline long read_stack_word(struct unwind *u, __u64 addr,
 static long unwind_step(__u32 i, void *ctx)
 {
 	struct unwind *u = ctx;
-	struct mt_cfi_row *row;
-	__u64 elf_addr, frame, cfa, ra = 0, bp;
+	__u64 frame, cfa, ra = 0, bp;
 
-	if (u->pc < u->map.start || u->pc >= u->map.end)
-		find_mapping(&u->map, u->cache, u->pc);
-	elf_addr = u->pc + u->map.to_elf;
-	frame = u->map.id ? MT_FRAME(u->map.id, elf_addr) : MT_FRAME(0, u->pc);
+	pc_rule(u);
+	frame = u->rule.frame;
+	asm volatile("" : "+r"(i)); /* the bound checked on i itself */
 	if (i >= MT_STACK_DEPTH_MAX)
 		return 1;
 	u->rec->frames[i] = frame;
 	u->nframes = i + 1;
 	u->hash = (u->hash ^ frame) * 0x100000001b3ull; /* FNV-1a */
-	if (!u->map.id || !u->map.nrows)
-		return 1;
-	/* a return address: the call before it is what the rows describe */
-	row = find_row(u, elf_addr - 1);
-	if (!row)
-		return 1;
-	cfa = frame_cfa(u, row);
+	cfa = frame_cfa(u);
 	if (!cfa)
 		return 1;
 	if (read_stack_word(u, cfa - 8, &ra))
@@ -561,11 +653,11 @@ static long unwind_step(__u32 i, void *ctx)
 	}
 	if (!ra)
 		return 1;
-	if (row->rbp_rule == MT_RBP_SAVED) {
-		if (read_stack_word(u, cfa + row->rbp_offset, &bp))
+	if (u->rule.row.rbp_rule == MT_RBP_SAVED) {
+		if (read_stack_word(u, cfa + u->rule.row.rbp_offset, &bp))
 			return 1;
 		u->bp = bp;
-		u->bp_slot = cfa + row->rbp_offset;
+		u->bp_slot = cfa + u->rule.row.rbp_offset;
 	}
 	u->sp = cfa;
 	u->pc = ra;
