@@ -11,10 +11,10 @@
  * per process has to be kept current: exec, dlopen, fork all just work),
  * a bounded binary search finds the row, the row says where the caller's
  * frame and return address are; what a return address gave is kept per
- * thread by pc (struct pc_rule), so a pc met again, in whatever stack,
+ * process by pc (struct pc_rule), so a pc met again, in whatever stack,
  * costs no search.  bpf_loop() keeps the verifier's work
- * bounded whatever the depth.  A thread's walk that starts where one of
- * its last few started, on a stack whose words that walk read are
+ * bounded whatever the depth.  A walk that starts where one of the
+ * process's last few started, on a stack whose words that walk read are
  * unchanged, is not made again (struct walk_memo): a loop that allocates
  * from one place pays one read of its stack a call.
  *
@@ -85,7 +85,7 @@ struct {
  * it uses (return addresses; a saved bp only once a rule reads it), and of
  * the code mappings and their rows: from the same start,
  * under the same mappings (mm_lock_seq) and rows (files_published), the
- * same values in the same words give the same stack.  So each thread's
+ * same values in the same words give the same stack.  So a process's
  * last few walks are kept with the words each read, and a walk starting
  * where one of them started re-reads those words (one read of the stack)
  * instead of walking: all equal, the stack is the remembered one.  A walk
@@ -113,12 +113,16 @@ struct walk_memo {
  * +30 ns a KiB, and one 4 KiB window usually holds every frame's words.
  * A read that runs into an unmapped (or never touched) page fails whole:
  * a window ends where the thread's stack does, else at the page's end.
+ * A walk's first window is only as long as the process's last walk needed
+ * and half as much again (each KiB not read saves ~30 ns; a walk that
+ * needs more reads on from there).
  */
 #define STACK_WINDOW 4096
 
 struct stack_window {
 	__u64 base; /* user address of bytes[0] */
 	__u64 len;  /* bytes read there; 0: none */
+	__u64 hint; /* at most this many bytes in the walk's first window */
 	__u8 bytes[STACK_WINDOW];
 	struct walk_memo memo; /* the walk under way, to be kept */
 };
@@ -148,35 +152,42 @@ struct code_mapping {
 };
 
 /*
- * What a thread's last walks found, kept while its process's mappings do
- * not change: the code mappings they went through (finding a pc's mapping
+ * What the last walks in a process found, kept while its mappings do not
+ * change: the code mappings they went through (finding a pc's mapping
  * through the kernel, bpf_find_vma then the file's entry in stack_files,
  * costs ~150 ns, and a walk changes files 3-5 times: program, libraries,
- * libc's start, the program's _start again), the thread's stack mapping,
- * and the walks themselves (struct walk_memo).  The kernel counts every
- * change of a process's mappings in mm->mm_lock_seq (odd while one is
- * under way), and mt-trace counts the files it published rows of: a
- * cache filled under other counts is stale.  Per thread, so no two CPUs
- * ever write the same cache; task storage goes away with the thread.
+ * libc's start, the program's _start again), the stack mapping last
+ * walked, what each return address gave (struct pc_rule), and the walks
+ * themselves (struct walk_memo).  All of it is a function of the
+ * process's mappings and the rows, whichever thread walked: the kernel
+ * counts every change of a process's mappings in mm->mm_lock_seq (odd
+ * while one is under way), and mt-trace counts the files it published
+ * rows of: a cache filled under other counts, or for another address
+ * space (the x86 context id, never reused, unlike an mm's address), is
+ * stale.  Per CPU, WALK_CACHES of them chosen by the address space (a
+ * task's storage cost ~85 ns a lookup, more than a walk's frames): no
+ * two CPUs ever write the same cache, and two processes running by turns
+ * on one CPU mostly keep theirs.
  */
 #define MAPPING_CACHE_SLOTS 8
 
 /*
- * What a walk needs of a return address (pc), found once per thread and
- * kept in a direct-mapped table of PC_RULES: the frame it makes and the
+ * What a walk needs of a return address (pc), found once per process and
+ * CPU and kept in a direct-mapped table of PC_RULES: the frame it makes and the
  * rules of its row.  A fresh walk mostly meets return addresses walked
  * before, in other stacks (one function, many callers; one caller, many
  * stack pointers), so a table by pc saves the row search (two page index
  * reads, a binary search over the rows, each a map access) at almost
  * every frame, where a remembered whole walk only helps a stack seen
  * before.  Valid while the mappings and the published files are those it
- * was found under: an entry counts only at the thread cache's epoch.
+ * was found under: an entry counts only at the walk cache's epoch.
  */
-#define PC_RULES 256
+#define PC_RULES    256
+#define WALK_CACHES 4
 
 struct pc_rule {
 	__u64 pc;	       /* the return address (or first ip) */
-	__u64 epoch;	       /* the thread cache's epoch it was found at */
+	__u64 epoch;	       /* the walk cache's epoch it was found at */
 	__u64 frame;	       /* its frame, an MT_FRAME() value */
 	struct mt_cfi_row row; /* its row; cfa_rule MT_CFA_NONE: none */
 };
@@ -190,32 +201,33 @@ static __always_inline __u32 pc_rule_slot(__u64 pc)
 /* Bumped by mt-trace after each code file it adds to stack_files. */
 volatile __u32 files_published = 0;
 
-struct thread_cache {
-	__u64 mm;	/* the mm_struct it describes */
+struct walk_cache {
+	__u64 mm_id;	/* the address space it describes (its context id) */
 	__u32 seq;	/* mm->mm_lock_seq when it was filled */
 	__u32 files;	/* files_published then */
 	__u32 next_map; /* the slot to fill next (round robin) */
 	__u32 next_walk;
-	__u64 stack_start, stack_end; /* the thread's stack; end 0: unknown */
-	__u64 epoch; /* bumped at each emptying (so >= 1 once in use) */
+	__u64 stack_start, stack_end; /* a thread's stack; end 0: unknown */
+	__u64 epoch;	   /* bumped at each emptying (so >= 1 once in use) */
+	__u64 window_hint; /* the next walk's first window (0: STACK_WINDOW) */
 	struct code_mapping slot[MAPPING_CACHE_SLOTS];
 	struct walk_memo walk[MEMO_WALKS];
 	struct pc_rule rule[PC_RULES];
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct thread_cache);
-} thread_caches SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, WALK_CACHES);
+	__type(key, __u32);
+	__type(value, struct walk_cache);
+} walk_caches SEC(".maps");
 
 /* The walk's state from frame to frame. */
 struct unwind {
 	struct task_struct *task;
 	struct mt_stack_record *rec;
 	struct stack_window *window;
-	struct thread_cache *cache; /* NULL: none usable this walk */
+	struct walk_cache *cache; /* NULL: none usable this walk */
 	__u64 pc, sp, bp;
 	__u64 start_sp;	  /* sp where the walk started */
 	__u64 trampoline; /* where uretprobes return to, or 0 */
@@ -268,7 +280,7 @@ static long read_vma(struct task_struct *task, struct vm_area_struct *vma,
  * verifier from 25 k to 450 k instructions, ~4 s of every start).
  */
 __attribute__((noinline)) int find_mapping(struct code_mapping *map,
-					   struct thread_cache *cache, __u64 pc)
+					   struct walk_cache *cache, __u64 pc)
 {
 	struct code_mapping found = {};
 
@@ -297,27 +309,29 @@ __attribute__((noinline)) int find_mapping(struct code_mapping *map,
 	return 0;
 }
 
-/* The current thread's cache, emptied when its process's mappings or the
- * published files changed since it was filled; NULL while the mappings
- * are changing, or where the kernel keeps no count of changes (before
- * Linux 6.14). */
-static __always_inline struct thread_cache *
-current_thread_cache(struct task_struct *task)
+/* The current process's cache on this CPU, emptied when it described
+ * another process or its mappings or the published files changed since
+ * it was filled; NULL while the mappings are changing, or where the
+ * kernel keeps no count of changes (before Linux 6.14). */
+static __always_inline struct walk_cache *
+current_walk_cache(struct task_struct *task)
 {
 	struct mm_struct *mm = task->mm;
-	__u32 seq, files = files_published;
-	struct thread_cache *cache;
+	__u32 seq, files = files_published, at;
+	struct walk_cache *cache;
+	__u64 mm_id;
 
 	if (!bpf_core_field_exists(mm->mm_lock_seq))
 		return NULL;
 	seq = mm->mm_lock_seq.sequence;
 	if (seq & 1)
 		return NULL;
-	cache = bpf_task_storage_get(&thread_caches, task, NULL,
-				     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	mm_id = mm->context.ctx_id;
+	at = (mm_id * 0x9e3779b97f4a7c15ull) >> 62; /* WALK_CACHES: 4 */
+	cache = bpf_map_lookup_elem(&walk_caches, &at);
 	if (!cache)
 		return NULL;
-	if (cache->mm != (__u64)mm || cache->seq != seq ||
+	if (cache->mm_id != mm_id || cache->seq != seq ||
 	    cache->files != files) {
 		for (int i = 0; i < MAPPING_CACHE_SLOTS; i++)
 			cache->slot[i].end = 0;
@@ -325,7 +339,7 @@ current_thread_cache(struct task_struct *task)
 			cache->walk[i].key = 0;
 		cache->stack_end = 0;
 		cache->epoch++; /* every pc_rule kept so far is stale */
-		cache->mm = (__u64)mm;
+		cache->mm_id = mm_id;
 		cache->seq = seq;
 		cache->files = files;
 	}
@@ -385,7 +399,7 @@ __attribute__((noinline)) int cfi_row_index(const struct code_mapping *map,
  */
 __attribute__((noinline)) int find_rule(struct pc_rule *rule,
 					struct code_mapping *map,
-					struct thread_cache *cache, __u64 pc)
+					struct walk_cache *cache, __u64 pc)
 {
 	struct mt_cfi_row *row;
 	__u64 elf_addr;
@@ -414,10 +428,10 @@ __attribute__((noinline)) int find_rule(struct pc_rule *rule,
 	return 0;
 }
 
-/* u->rule becomes pc's: from the thread's table, else found. */
+/* u->rule becomes pc's: from the walk cache's table, else found. */
 static __always_inline void pc_rule(struct unwind *u)
 {
-	struct thread_cache *cache = u->cache;
+	struct walk_cache *cache = u->cache;
 	struct pc_rule *kept;
 
 	if (cache) {
@@ -528,7 +542,7 @@ static long read_stack_vma(struct task_struct *task, struct vm_area_struct *vma,
 
 /* Where the thread's stack mapping, the one sp is in, ends (0: not
  * known): from the cache, else from the kernel's VMA. */
-static __always_inline __u64 stack_end(struct thread_cache *cache, __u64 sp)
+static __always_inline __u64 stack_end(struct walk_cache *cache, __u64 sp)
 {
 	__u64 bounds[2] = {};
 
@@ -552,7 +566,7 @@ static __always_inline __u64 stack_end(struct thread_cache *cache, __u64 sp)
  * page; 0 when read.  Global, like find_mapping.
  */
 __attribute__((noinline)) int fill_window(struct stack_window *w,
-					  struct thread_cache *cache, __u64 sp,
+					  struct walk_cache *cache, __u64 sp,
 					  __u64 addr)
 {
 	__u64 base = addr & ~7ull, page_end = (addr | 4095) + 1;
@@ -566,6 +580,9 @@ __attribute__((noinline)) int fill_window(struct stack_window *w,
 		end = page_end;
 	else if (end - base > STACK_WINDOW)
 		end = base + STACK_WINDOW;
+	if (w->hint && end - base > w->hint)
+		end = base + w->hint;
+	w->hint = 0; /* the next window of this walk: all there is */
 	len = end - base;
 	if (len > STACK_WINDOW)
 		return -1;
@@ -583,6 +600,15 @@ __attribute__((noinline)) int fill_window(struct stack_window *w,
 	return 0;
 }
 
+/* A first window for a walk like one that read span bytes above its sp:
+ * half as much again and 256 bytes (a page's end bounds it anyway). */
+static __always_inline __u64 window_hint(__u64 span)
+{
+	__u64 hint = (span + span / 2 + 256 + 63) & ~63ull;
+
+	return hint < STACK_WINDOW ? hint : 0;
+}
+
 static __always_inline bool in_window(const struct stack_window *w, __u64 at)
 {
 	return at <= STACK_WINDOW - sizeof(__u64) &&
@@ -592,7 +618,7 @@ static __always_inline bool in_window(const struct stack_window *w, __u64 at)
 /* The user word at addr, through w's window, of a walk that started at
  * sp (0 when read).  Global, like find_mapping. */
 __attribute__((noinline)) int stack_word(struct stack_window *w,
-					 struct thread_cache *cache, __u64 sp,
+					 struct walk_cache *cache, __u64 sp,
 					 __u64 addr, __u64 *word)
 {
 	__u64 at;
@@ -690,11 +716,11 @@ static __always_inline bool send_new_stack(struct mt_stack_record *rec,
 	return err == 0;
 }
 
-/* Which of the thread's remembered walks started at (pc, sp, bp), or -1.
+/* Which of the remembered walks started at (pc, sp, bp), or -1.
  * (An index, not a pointer: the verifier follows one pointer with a
  * variable offset through what comes next, not one per slot.) */
-static __always_inline int memo_index(const struct thread_cache *cache,
-				      __u64 pc, __u64 sp, __u64 bp)
+static __always_inline int memo_index(const struct walk_cache *cache, __u64 pc,
+				      __u64 sp, __u64 bp)
 {
 	for (int i = 0; i < MEMO_WALKS; i++) {
 		const struct walk_memo *m = &cache->walk[i];
@@ -735,7 +761,7 @@ static long check_memo_word(__u32 i, void *ctx)
  * read again as one window, which a walk that follows reads through.
  * Global, like find_mapping.
  */
-__attribute__((noinline)) __u64 remembered_stack(struct thread_cache *cache,
+__attribute__((noinline)) __u64 remembered_stack(struct walk_cache *cache,
 						 struct stack_window *w,
 						 __u64 pc, __u64 sp, __u64 bp)
 {
@@ -766,7 +792,7 @@ __attribute__((noinline)) __u64 remembered_stack(struct thread_cache *cache,
 static __always_inline void remember_walk(struct unwind *u, __u64 pc, __u64 bp,
 					  __u64 key)
 {
-	struct thread_cache *cache = u->cache;
+	struct walk_cache *cache = u->cache;
 	struct walk_memo *m = &u->window->memo;
 	int at;
 
@@ -804,8 +830,9 @@ __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 	if (!rec || !u.window)
 		return 0;
 	u.window->len = 0; /* the stack changed since the last walk */
+	u.window->hint = 0;
 	task = bpf_get_current_task_btf();
-	u.cache = current_thread_cache(task);
+	u.cache = current_walk_cache(task);
 	key = remembered_stack(u.cache, u.window, ip, sp, bp);
 	if (key)
 		return key;
@@ -813,6 +840,8 @@ __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 	u.window->memo.nwords = 0;
 	u.window->memo.span = 0;
 	u.window->memo.bp_used = 0;
+	if (u.cache)
+		u.window->hint = u.cache->window_hint;
 	u.task = task;
 	u.rec = rec;
 	u.pc = ip;
@@ -823,6 +852,9 @@ __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 	bpf_loop(stack_depth, unwind_step, &u, 0);
 	if (u.nframes == 0)
 		return 0;
+	if (u.cache) /* what the next walk's first window reads */
+		u.cache->window_hint =
+		    u.window->memo.keep ? window_hint(u.window->memo.span) : 0;
 	key = u.hash ? u.hash : 1;
 	if (!bpf_map_lookup_elem(&stacks, &key)) {
 		fill_event(&rec->ev, MT_EV_STACK, pid_tgid);

@@ -108,6 +108,32 @@ thread_main"
 	assert_line "truncated: false"
 }
 
+# What walks found (code mappings, each return address's frame and rule,
+# whole walks) is kept per CPU for the process that walked, and is valid
+# only for that address space (its x86 context id) while its mappings
+# (mm_lock_seq) and the published files stay as they were.  Here 12
+# processes of one program take turns on one CPU (each yields it after
+# each allocation) without ASLR, so their code lies at the same addresses
+# and their mappings change in the same steps: half of them allocate
+# through one copy of the library, half through another, at the same
+# address; each allocation's innermost frame must name its own process's
+# copy.  (With the address-space check off, processes take each other's
+# cached frames: libA.so for libB.so and the other way round.)
+@test "processes by turns on one CPU, a library each at the same address: every frame names its own process's copy" {
+	cp "$MT_FIXTURES/stacks/libstk_dl.so" "$T/libA.so"
+	cp "$MT_FIXTURES/stacks/libstk_dl.so" "$T/libB.so"
+	trace_ok --stacks -- taskset -c 0 setarch -R sh -c "
+		for i in 1 2 3 4 5 6; do
+			'$STACKS' via '$T/libA.so' 2000 4329 &
+			'$STACKS' via '$T/libB.so' 2000 4330 &
+		done
+		wait"
+	run "$PY" "$CHECK" leaf-files "$T/out.msgpack" 4329
+	assert_output "12000 libA.so"
+	run "$PY" "$CHECK" leaf-files "$T/out.msgpack" 4330
+	assert_output "12000 libB.so"
+}
+
 # The BPF side remembers each thread's last walks and gives a walk that
 # starts at the same place (return address, stack pointer) the remembered
 # stack when the stack words it read still hold the same values.  Here the

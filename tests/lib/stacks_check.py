@@ -17,6 +17,9 @@ program's entry point (run it with /usr/bin/python3).
       "BUILD_ID PATH" of the file the innermost frame of that allocation's
       stack (exactly one) is in, as its CodeFile map says ("-" for no
       build-id)
+  stacks_check.py leaf-files ART SIZE
+      every allocation of SIZE bytes: how many have their innermost frame
+      in each file, "COUNT NAME" (the file's base name), one line each
   stacks_check.py depth ART SIZE
       "FRAMES TRUNCATED" of that allocation's stack
   stacks_check.py complete ART
@@ -124,6 +127,20 @@ def leaf_file(art, size):
     print(build_ids.get(file, "-"), files.get(file, "?"))
 
 
+def leaf_files(art, size):
+    """How many allocations of size have their innermost frame in each
+    file (by its name)."""
+    files, stacks, events = load(art)
+    count = {}
+    for e in events:
+        if e["type"] in ALLOCATIONS and e.get("size") == size:
+            file, _ = stacks[e["stack"]]["frames"][0]
+            name = files.get(file, "?").split("/")[-1]
+            count[name] = count.get(name, 0) + 1
+    for name, n in sorted(count.items()):
+        print(n, name)
+
+
 def depth(art, size):
     _, stack = stack_of(art, size)
     print(len(stack["frames"]), "true" if stack["truncated"] else "false")
@@ -211,6 +228,8 @@ def main():
         chains(sys.argv[2], int(sys.argv[3]))
     elif cmd == "leaf-file":
         leaf_file(sys.argv[2], int(sys.argv[3]))
+    elif cmd == "leaf-files":
+        leaf_files(sys.argv[2], int(sys.argv[3]))
     elif cmd == "depth":
         depth(sys.argv[2], int(sys.argv[3]))
     elif cmd == "complete":
