@@ -245,9 +245,11 @@ class Table:
             trace = load(self.results, row["trace"])
             per_ns = ((with_ - without) - (idle_stacks - idle)) * 1e9 / \
                 row["pairs"]
+            fresh = row.get("walk") == "fresh"
             print("  %-7s%3d frames, %s malloc+free pairs:  %s -> %s   "
                   "+%5.0f ns a stack   (%s events, %s lost)"
-                  % ("--fast" if fast else "", row["frames"],
+                  % ("--fast" if fast else "fresh" if fresh else "",
+                     row["frames"],
                      count(row["pairs"]), secs(without), secs(with_), per_ns,
                      count(trace["events"]), count(trace["lost"])))
             if fast:
@@ -259,8 +261,9 @@ class Table:
                 continue
             starts.append(idle_stacks - idle)
             if row["frames"] >= 15:
-                self.target("stacks: added per allocator call, %d frames"
-                            % row["frames"], "<= %.0f ns" % STACK_MAX_NS,
+                self.target("stacks: added per allocator call, %d frames%s"
+                            % (row["frames"], ", fresh" if fresh else ""),
+                            "<= %.0f ns" % STACK_MAX_NS,
                             "%.0f ns" % per_ns, per_ns <= STACK_MAX_NS)
         if starts:
             print("  a session's start-up and exit, added by --stacks: %s"
