@@ -98,6 +98,7 @@ for b in config["benchmarks"]:
                    .replace("storm_threads 2 1000000", "storm_threads 2 2000")
                    .replace("count=2000", "count=20")
                    .replace("loop 300000", "loop 2000")
+                   .replace("fresh 300000", "fresh 2000")
                    .replace("py-alloc.py 200000", "py-alloc.py 2000")
                    .replace("py-malloc.py 200000", "py-malloc.py 2000"))
 ' "$TOP/codspeed.yml"
@@ -109,7 +110,7 @@ for b in config["benchmarks"]:
 	done
 	[ "$(grep -c -- '--track-allocators=false' <<<"$commands")" -eq 3 ]
 	[ "$(grep -c -- 'physical-or-skip' <<<"$commands")" -eq 3 ]
-	[ "$(grep -c -- '--stacks' <<<"$commands")" -eq 6 ]
+	[ "$(grep -c -- '--stacks' <<<"$commands")" -eq 7 ]
 	cd "$TOP"
 	while IFS= read -r cmd; do
 		# shellcheck disable=SC2086  # CodSpeed splits exec into words too
@@ -121,7 +122,7 @@ for b in config["benchmarks"]:
 		}
 		n=$((n + 1))
 	done <<<"$(sed "s|build/|${MT_BUILD#"$TOP"/}/|g" <<<"$commands")"
-	[ "$n" -eq 30 ]
+	[ "$n" -eq 32 ]
 	[ "$(grep -c -- '--fast' <<<"$commands")" -eq 5 ]
 }
 
@@ -146,6 +147,7 @@ for b in config["benchmarks"]:
 	# --fast --stacks: allocheavy against untraced, and a stack's cost in
 	# the recorder at two depths
 	assert_line --regexp "^ +--fast --stacks +$num +$num +[0-9.]+x "
+	assert_line --regexp "^  fresh +21 frames, 20,000 malloc\+free pairs: .* ns a stack "
 	assert_line --regexp "^  --fast +9 frames, 200,000 malloc\+free pairs: .* ns a stack "
 	assert_line --regexp "^  --fast +21 frames, 200,000 malloc\+free pairs: .* ns a stack "
 	assert_line --regexp "^allocation-heavy fixture: 20,000 malloc\+free pairs, 40,256 allocator calls"
