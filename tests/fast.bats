@@ -119,7 +119,8 @@ counts() {
 	local how want
 	for how in exit _exit abort kill exec fork; do
 		rm -f "$MT_FIXTURE_LOG"
-		trace --fast -- "$MT_FIXTURES/die_after" 20000 "$how"
+		MT_FAST_RING_RECORDS=8192 \
+			trace --fast -- "$MT_FIXTURES/die_after" 20000 "$how"
 		case $how in
 		abort) want=134 ;;
 		kill) want=137 ;;
@@ -137,7 +138,7 @@ counts() {
 }
 
 @test "--fast: 3 threads x 5,000 pairs at once (10,000 records each: rings of 8,192 wrap): each thread's calls exact under its tid, 0 lost" {
-	trace_ok --fast -- "$MT_FIXTURES/threads" 3 5000
+	MT_FAST_RING_RECORDS=8192 trace_ok --fast -- "$MT_FIXTURES/threads" 3 5000
 	check_log
 	[ "$(windows_matched)" = 3 ]
 	run mt-report --json "$T/out.msgpack"
@@ -190,6 +191,29 @@ for m in msgpack.Unpacker(sys.stdin.buffer, raw=False):
 print(len(allocs) > 0, all(allocs))' >"$T/with"
 	run cat "$T/with"
 	assert_output "True True"
+}
+
+@test "--fast: rings of 64 records (MT_FAST_RING_RECORDS): 3 threads x 2,000 pairs, each ring wrapped 62 times, each call exact, 0 lost" {
+	MT_FAST_RING_RECORDS=64 trace_ok -v --fast -- \
+		"$MT_FIXTURES/threads" 3 2000
+	grep -q "rings of 64 records" "$T/trace.err"
+	# -v counts the threads' sleeps on a full ring (how many: timing)
+	grep -q "a full ring put a thread to sleep [0-9]* times" "$T/trace.err"
+	check_log
+	[ "$(windows_matched)" = 3 ]
+	run mt-report --json "$T/out.msgpack"
+	[ "$(jq .lost_events <<<"$output")" = 0 ]
+}
+
+@test "--fast: MT_FAST_RING_RECORDS not a power of two from 64 to 262144: a message, 125, nothing run" {
+	local bad
+	for bad in 100 32 524288 x 1k; do
+		MT_FAST_RING_RECORDS=$bad \
+			run mt-trace --fast -- touch "$BATS_TEST_TMPDIR/ran"
+		[ "$status" = 125 ] || fail "$bad: exit $status"
+		assert_output --partial "MT_FAST_RING_RECORDS: '$bad'"
+		[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+	done
 }
 
 @test "--fast: no recorder to preload (MT_PRELOAD names none): a message, 125, nothing run" {

@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #define MT_FAST_MAGIC	0x7473616674746dull /* "mtfast\0" */
-#define MT_FAST_VERSION 3
+#define MT_FAST_VERSION 4
 
 /* The environment variable that hands the memfd to the preload:
  * "MEMFD_FD,EVENTFD_FD,INODE,TRACER_PID" (see mt_preload.c). */
@@ -115,7 +115,9 @@ struct mt_fast_header {
 	uint32_t npids;		/* entries claimed (past max_pids: not kept) */
 	uint32_t stack_depth;	/* frames a stack holds at most; 0: no stacks */
 	uint64_t stacks_offset; /* struct mt_fast_stacks, when stack_depth */
-	uint8_t pad1[16];
+	uint64_t waits;		/* times a producer found its ring full and
+				 * slept until mt-trace drained it */
+	uint8_t pad1[8];
 };
 
 /*

@@ -43,11 +43,20 @@
 #include "tracer_fast.h"
 #include "tracer_int.h"
 
-/* A thread's ring: 8,192 records (256 KiB of shared memory, which the
+/*
+ * A thread's ring: 32,768 records (1 MiB of shared memory, which the
  * traced process's RSS shows as shmem once touched); 1,024 threads at
- * once (the file is sparse: untouched rings cost nothing). */
-#define RING_RECORDS 8192u
-#define NRINGS	     1024u
+ * once (the file is sparse: untouched rings cost nothing).  A thread
+ * wakes mt-trace when its ring is half full and waits when it is full:
+ * half a ring is what mt-trace's wake-up, drain and write may take before
+ * the thread must wait (allocheavy under load: 8,192 records slept
+ * 147-514 times a run, 32,768 17-159).  MT_FAST_RING_RECORDS sets another
+ * size (a power of two, RING_RECORDS_MIN..RING_RECORDS_MAX).
+ */
+#define RING_RECORDS	 32768u
+#define RING_RECORDS_MIN 64u
+#define RING_RECORDS_MAX 262144u
+#define NRINGS		 1024u
 /* processes that loaded the recorder, kept (then only counted) */
 #define MAX_PIDS 65536u
 /* --stacks: as many files and rows as the BPF side holds (tracer_stacks.c),
@@ -82,6 +91,7 @@ struct mt_fast {
 	char preload[PATH_MAX];
 	dev_t preload_dev;
 	ino_t preload_ino;
+	uint64_t ring_records; /* a power of two */
 	bool tsc;
 	struct calib prev, cur; /* the last two calibration points */
 	double ns_per_tick;	/* the line's slope through them */
@@ -276,8 +286,8 @@ static int make_shared(struct mt_fast *f, unsigned stack_depth)
 	struct mt_fast_stacks layout;
 	size_t stacks_at;
 
-	f->size = data_at +
-		  (size_t)NRINGS * RING_RECORDS * sizeof(struct mt_fast_record);
+	f->size = data_at + (size_t)NRINGS * f->ring_records *
+				sizeof(struct mt_fast_record);
 	stacks_at = f->size;
 	if (stack_depth) /* sparse too: only what files fill is touched */
 		f->size = stacks_layout(&layout, stacks_at, page);
@@ -293,7 +303,7 @@ static int make_shared(struct mt_fast *f, unsigned stack_depth)
 	f->hdr->magic = MT_FAST_MAGIC;
 	f->hdr->version = MT_FAST_VERSION;
 	f->hdr->nrings = NRINGS;
-	f->hdr->ring_records = RING_RECORDS;
+	f->hdr->ring_records = f->ring_records;
 	f->hdr->rings_offset = rings_at;
 	f->hdr->data_offset = data_at;
 	f->hdr->clock = f->tsc ? MT_FAST_CLOCK_TSC : MT_FAST_CLOCK_MONOTONIC;
@@ -307,6 +317,30 @@ static int make_shared(struct mt_fast *f, unsigned stack_depth)
 		map_stacks(f, &layout, stacks_at, stack_depth);
 	f->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return f->wakefd < 0 ? -1 : 0;
+}
+
+/* The records a ring holds: RING_RECORDS, or MT_FAST_RING_RECORDS. */
+static int ring_size(struct mt_fast *f)
+{
+	const char *env = getenv("MT_FAST_RING_RECORDS");
+	unsigned long long n;
+	char *end;
+
+	f->ring_records = RING_RECORDS;
+	if (!env || !*env)
+		return 0;
+	errno = 0;
+	n = strtoull(env, &end, 10);
+	if (errno || *end || n < RING_RECORDS_MIN || n > RING_RECORDS_MAX ||
+	    (n & (n - 1))) {
+		fprintf(stderr,
+			"mt-trace: MT_FAST_RING_RECORDS: '%s' is not a power "
+			"of two from %u to %u\n",
+			env, RING_RECORDS_MIN, RING_RECORDS_MAX);
+		return -1;
+	}
+	f->ring_records = n;
+	return 0;
 }
 
 struct mt_fast *mt_fast_start(int verbose, unsigned stack_depth)
@@ -332,6 +366,10 @@ struct mt_fast *mt_fast_start(int verbose, unsigned stack_depth)
 		f->preload_dev = st.st_dev;
 		f->preload_ino = st.st_ino;
 	}
+	if (ring_size(f)) {
+		mt_fast_free(f);
+		return NULL;
+	}
 	f->tsc = clocksource_is_tsc();
 	if (make_shared(f, stack_depth)) {
 		fprintf(stderr, "mt-trace: --fast: shared memory: %s\n",
@@ -345,7 +383,7 @@ struct mt_fast *mt_fast_start(int verbose, unsigned stack_depth)
 		fprintf(stderr,
 			"mt-trace: --fast: %s, %u rings of %u records, times "
 			"from %s\n",
-			f->preload, NRINGS, RING_RECORDS,
+			f->preload, NRINGS, (unsigned)f->ring_records,
 			f->tsc ? "the TSC" : "clock_gettime");
 	return f;
 }
@@ -753,7 +791,8 @@ static struct mt_event to_event(const struct mt_fast *f,
 static uint64_t read_stack(struct tracer *t, const struct mt_fast_record *recs,
 			   uint64_t at, uint64_t head)
 {
-	const struct mt_fast_record *rec = &recs[at & (RING_RECORDS - 1)];
+	uint64_t mask = t->fast->ring_records - 1;
+	const struct mt_fast_record *rec = &recs[at & mask];
 	uint64_t nframes = rec->size, nrecs;
 	struct mt_stack_record stack;
 
@@ -770,8 +809,7 @@ static uint64_t read_stack(struct tracer *t, const struct mt_fast_record *recs,
 	stack.ev.flags = rec->extra & MT_STACK_TRUNCATED;
 	for (uint64_t i = 0; i < nframes; i++) {
 		const struct mt_fast_record *data =
-		    &recs[(at + 1 + i / MT_FAST_FRAMES_PER_RECORD) &
-			  (RING_RECORDS - 1)];
+		    &recs[(at + 1 + i / MT_FAST_FRAMES_PER_RECORD) & mask];
 
 		memcpy(&stack.frames[i],
 		       (const uint64_t *)data + i % MT_FAST_FRAMES_PER_RECORD,
@@ -804,7 +842,7 @@ static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
 {
 	struct mt_fast_ring *r = &f->rings[i];
 	const struct mt_fast_record *recs =
-	    f->records + (uint64_t)i * RING_RECORDS;
+	    f->records + (uint64_t)i * f->ring_records;
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
 	uint64_t tail = r->tail;
 	size_t start = t->nev;
@@ -815,7 +853,7 @@ static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
 	    mt_grow(t->ev, &t->cap_ev, t->nev + (head - tail), sizeof(*t->ev));
 	while (tail != head) {
 		const struct mt_fast_record *rec =
-		    &recs[tail & (RING_RECORDS - 1)];
+		    &recs[tail & (f->ring_records - 1)];
 		unsigned kind = rec->when_kind & MT_FAST_KIND_MASK;
 
 		if ((rec->when_kind >> MT_FAST_KIND_BITS) > limit)
@@ -1064,6 +1102,12 @@ void mt_fast_free(struct mt_fast *f)
 	if (!f)
 		return;
 	if (f->hdr) {
+		if (f->verbose)
+			fprintf(stderr,
+				"mt-trace: --fast: a full ring put a thread "
+				"to sleep %llu times\n",
+				(unsigned long long)__atomic_load_n(
+				    &f->hdr->waits, __ATOMIC_RELAXED));
 		f->hdr->enabled = 0;
 		munmap(f->hdr, f->size);
 	}

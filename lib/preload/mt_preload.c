@@ -138,7 +138,8 @@ static int init_state; /* 0 not yet, 1 resolving, 2 done */
 static struct mt_fast_header *shm;
 static struct mt_fast_ring *rings;
 static struct mt_fast_record *records;
-static uint64_t ring_mask;
+static uint64_t ring_records, ring_mask; /* records a ring holds; that - 1 */
+static bool clock_tsc;			 /* records stamped by rdtsc */
 static int wake_fd = -1;
 static pthread_key_t ring_key;
 
@@ -163,7 +164,7 @@ static __thread struct thread_state self
 static inline uint64_t now(void)
 {
 #if defined(__x86_64__)
-	if (likely(shm->clock == MT_FAST_CLOCK_TSC)) {
+	if (likely(clock_tsc)) {
 		uint32_t lo, hi;
 
 		__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
@@ -277,7 +278,7 @@ static uint64_t monotonic_ns(void)
 static bool wait_for_room(struct thread_state *t, uint64_t n)
 {
 	struct mt_fast_ring *r = t->ring;
-	uint64_t cap = shm->ring_records, start = 0;
+	uint64_t cap = ring_records, start = 0;
 	struct timespec nap = {0, 2000000}; /* 2 ms */
 
 	for (;;) {
@@ -294,6 +295,7 @@ static bool wait_for_room(struct thread_state *t, uint64_t n)
 			return false;
 		}
 		__atomic_store_n(&r->waiting, 1, __ATOMIC_SEQ_CST);
+		__atomic_fetch_add(&shm->waits, 1, __ATOMIC_RELAXED);
 		wake_tracer();
 		/* the tail may have moved before waiting was seen: sleep
 		 * only on the value just read */
@@ -685,7 +687,7 @@ static bool ring_room(struct thread_state *t, uint64_t n)
 {
 	if (unlikely(!t->ring) && (t->claim_failed || !claim_ring(t)))
 		return false;
-	if (unlikely(t->head + n - t->tail_seen > shm->ring_records) &&
+	if (unlikely(t->head + n - t->tail_seen > ring_records) &&
 	    !wait_for_room(t, n)) {
 		__atomic_fetch_add(&shm->lost, 1, __ATOMIC_RELAXED);
 		return false;
@@ -760,24 +762,43 @@ static __attribute__((noinline)) void put_stacked(unsigned kind, uint64_t when,
 		remember_sent(s, key);
 }
 
-/* One record of the program's call in the thread's ring. */
-static void put(unsigned kind, uint64_t when, uint64_t addr, uint64_t size,
-		uint64_t extra)
+/* A record the fast path of put() cannot write: with --stacks an
+ * allocation (its stack first), a thread without a ring yet, a ring that
+ * looks full (its tail read again, or wait for mt-trace). */
+static __attribute__((noinline, cold)) void
+put_slow(unsigned kind, uint64_t when, uint64_t addr, uint64_t size,
+	 uint64_t extra)
 {
 	struct thread_state *t = &self;
-	struct mt_fast_record *rec;
-	uint64_t h;
 
 	if (stk && kind != MT_EV_FREE) {
 		put_stacked(kind, when, addr, size, extra);
 		return;
 	}
-	if (unlikely(!t->ring) && (t->claim_failed || !claim_ring(t)))
+	if (!ring_room(t, 1))
 		return;
-	h = t->head;
-	if (unlikely(h - t->tail_seen >= shm->ring_records) &&
-	    !wait_for_room(t, 1)) {
-		__atomic_fetch_add(&shm->lost, 1, __ATOMIC_RELAXED);
+	*ring_slot(t, 0) = (struct mt_fast_record){
+	    when << MT_FAST_KIND_BITS | kind, addr, size, extra};
+	publish(t, 1);
+}
+
+/*
+ * One record of the program's call in the thread's ring.  Inlined into
+ * each interposer: the usual call (a ring with room, no stacks) is a
+ * check, four stores and the head's release store (a plain store on
+ * x86-64), no call.
+ */
+static inline __attribute__((always_inline)) void
+put(unsigned kind, uint64_t when, uint64_t addr, uint64_t size, uint64_t extra)
+{
+	struct thread_state *t = &self;
+	struct mt_fast_record *rec;
+	uint64_t h = t->head;
+
+	/* kind is a constant where this is inlined: a Free never asks stk */
+	if (unlikely((stk && kind != MT_EV_FREE) || !t->ring ||
+		     h - t->tail_seen >= ring_records)) {
+		put_slow(kind, when, addr, size, extra);
 		return;
 	}
 	rec = &t->recs[h & ring_mask];
@@ -924,7 +945,9 @@ static void init(void)
 		shm = h;
 		rings = (struct mt_fast_ring *)((char *)h + h->rings_offset);
 		records = (struct mt_fast_record *)((char *)h + h->data_offset);
+		ring_records = h->ring_records;
 		ring_mask = h->ring_records - 1;
+		clock_tsc = h->clock == MT_FAST_CLOCK_TSC;
 		pthread_key_create(&ring_key, ring_destructor);
 		pthread_atfork(NULL, NULL, after_fork_in_child);
 		register_process();
