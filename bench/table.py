@@ -194,7 +194,11 @@ class Table:
                         secs(row["traced"]), row["traced"] <= limit)
 
     def percall(self):
+        fast = [r for r in self.of_kind("percall")
+                if r.get("variant") == "fast"]
         for row in self.of_kind("percall"):
+            if row.get("variant") == "fast":
+                continue
             base, traced = medians(self.results, row)
             untraced_info = fixture_info(
                 os.path.join(self.results, row["untraced_log"]))
@@ -214,10 +218,36 @@ class Table:
                   "     %8.0f ns   (loop %s -> %s, no start-up or exit)"
                   % (loop_ns, secs(untraced_info["loop_ns"] / 1e9),
                      secs(traced_info["loop_ns"] / 1e9)))
+            for f in fast:
+                self.percall_fast(f)
             print()
             self.target("allocation-heavy: added per allocator call",
                         "<= %.0f ns" % PER_CALL_MAX_NS, "%.0f ns" % wall_ns,
                         wall_ns <= PER_CALL_MAX_NS)
+
+    def percall_fast(self, row):
+        """--fast on the allocation-heavy fixture: what the recorder and
+        mt-trace's drain add per call, from the --fast trace row's run."""
+        fast = [r for r in self.of_kind("trace")
+                if r["name"] == "allocheavy" and r["variant"] == "fast" and
+                "index" in r]
+        if not fast:
+            return
+        base, traced = medians(self.results, dict(row, index=fast[0]["index"]))
+        untraced_info = fixture_info(
+            os.path.join(self.results, row["untraced_log"]))
+        traced_info = fixture_info(
+            os.path.join(self.results, row["traced_log"]))
+        calls = untraced_info["mallocs"] + untraced_info["frees"]
+        loop_calls = 2 * untraced_info["pairs"]
+        # the columns of the lines above (percall)
+        print("  --fast: added per call, wall clock:".ljust(60) +
+              "%8.0f ns" % ((traced - base) * 1e9 / calls))
+        print("  --fast: added per call, inside the fixture's loop:".ljust(60)
+              + "%8.0f ns   (loop %s -> %s, no start-up or exit)"
+              % ((traced_info["loop_ns"] - untraced_info["loop_ns"]) /
+                 loop_calls, secs(untraced_info["loop_ns"] / 1e9),
+                 secs(traced_info["loop_ns"] / 1e9)))
 
     def stacks(self):
         """Call stacks: the cost of one stack by depth, and each command
