@@ -398,27 +398,51 @@ class Table:
             print()
 
     def offline(self):
+        """A block per trace: the real ones bench/run kept, then mt-gen's."""
         rows = self.of_kind("offline")
         if not rows:
             return
+        traces = {r["trace"]: r for r in self.of_kind("offline_trace")}
         fmt = "%-22s %10s %11s %9s %10s %12s"
-        print("offline stages on a %s-event trace (mt-gen), %d runs each"
-              % (count(rows[0]["events"]), runs_of(self.results, rows[0])))
-        print(fmt % ("stage", "input", "cat input", "median", "events/s",
-                     "input MB/s"))
-        for row in rows:
-            base, median = medians(self.results, row)
-            events_s = row["events"] / median
-            print(fmt % (row["label"], "%.0f MB" % (row["input_bytes"] / 1e6),
-                         secs(base), secs(median), rate(events_s),
-                         "%.0f" % (row["input_bytes"] / 1e6 / median)))
-            if row.get("target"):
-                # "mt-encode --threads 2" and "mt-report, 1 CPU": the stage
-                stage = row["label"].split(",")[0].split(" --")[0]
-                self.target("%s events/s (zstd), %s"
-                            % (stage, row["target"]),
-                            ">= 10 M/s", rate(events_s),
-                            events_s >= OFFLINE_MIN_EVENTS_S)
+        print("offline stages, %d runs each; the readers read mt-encode's "
+              "artifact (zstd); 1 CPU: taskset -c 0"
+              % runs_of(self.results, rows[0]))
+        for name, t in traces.items():
+            if "skipped" in t:
+                print("%s: skipped (%s)" % (name, t["skipped"]))
+        order = [n for n in traces if "skipped" not in traces[n]]
+        for r in rows:  # manifests of runs before traces were named
+            r.setdefault("trace", "mt-gen %s" % count(r["events"]))
+            if r["trace"] not in order:
+                order.append(r["trace"])
+        for name in order:
+            t = traces.get(name, {})
+            size = ""
+            if t.get("events"):
+                size = ", artifact %.2f bytes an event" % (
+                    t["zstd_bytes"] / t["events"])
+            print()
+            print("%s: %s events%s%s" % (
+                name, count(t.get("events", 0)) if t else "?", size,
+                " (synthetic, random values: the worst case for zstd)"
+                if name.startswith("mt-gen") else ""))
+            print(fmt % ("stage", "input", "cat input", "median",
+                         "events/s", "input MB/s"))
+            for row in [r for r in rows if r["trace"] == name]:
+                base, median = medians(self.results, row)
+                events_s = row["events"] / median
+                print(fmt % (row["label"],
+                             "%.0f MB" % (row["input_bytes"] / 1e6),
+                             secs(base), secs(median), rate(events_s),
+                             "%.0f" % (row["input_bytes"] / 1e6 / median)))
+                if row.get("target"):
+                    # "mt-encode --threads 2", "mt-report, 1 CPU": the stage
+                    stage = row["label"].split(",")[0].split(" --")[0]
+                    self.target("%s events/s (zstd), %s, %s"
+                                % (stage, row["target"],
+                                   name.split(" ")[0]),
+                                ">= 10 M/s", rate(events_s),
+                                events_s >= OFFLINE_MIN_EVENTS_S)
         print()
 
     def sizes(self):
@@ -443,7 +467,7 @@ class Table:
         print()
 
     def target_table(self):
-        fmt = "%-42s %-28s %-32s %s"
+        fmt = "%-52s %-28s %-32s %s"
         print(fmt % ("target (issue 6)", "goal", "measured", "met"))
         for what, goal, measured, met in self.targets:
             verdict = {True: "met", False: "NOT MET", None: "not tested"}[met]

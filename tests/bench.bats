@@ -161,7 +161,15 @@ for b in config["benchmarks"]:
 	for stage in mt-encode mt-reconstruct mt-report; do
 		assert_line --regexp "^$stage +[0-9]+ MB +$num +$num +[0-9.]+ M/s"
 	done
-	assert_output --partial "offline stages on a 100,000-event trace"
+	# the offline stages on each real trace, then mt-gen's; one and two
+	# CPUs each, the artifact's size
+	for trace in "allocheavy 20000" "python3 20000 objects --stacks" \
+		"tar -cf - /usr/share/doc --stacks"; do
+		assert_line --regexp "^$trace: [0-9,]+ events, artifact [0-9.]+ bytes an event\$"
+	done
+	assert_line --regexp "^mt-gen 100000: 100,000 events, artifact [0-9.]+ bytes an event \(synthetic"
+	[ "$(grep -cE '^mt-encode, 1 CPU +[0-9]+ MB' <<<"$output")" -eq 4 ]
+	[ "$(grep -cE '^mt-report +[0-9]+ MB' <<<"$output")" -eq 4 ]
 	assert_line --regexp "^mt-trace own peak RSS on ls +<= 10 MB +[0-9.]+ MB +(met|NOT MET)"
 	# the table is saved too, and the events counted are the trace's
 	assert_file_exists "$MT_BUILD/bench/table.txt"
