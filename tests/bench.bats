@@ -213,6 +213,17 @@ print(300e6 <= s["run_ns"] < 3e9, s["run_ns"] <= s["first_to_last_ns"],
 	assert_failure 2
 }
 
+@test "bench/quiesce: removes the traces the run before wrote, keeps the rest" {
+	printf 'last run' >"$T/a.raw"
+	printf 'last run' >"$T/b.raw"
+	printf 'kept' >"$T/c.raw"
+	run "$TOP/bench/quiesce" "$T/a.raw" "$T/b.raw" "$T/none.raw"
+	assert_success
+	assert_file_not_exists "$T/a.raw"
+	assert_file_not_exists "$T/b.raw"
+	assert_file_exists "$T/c.raw"
+}
+
 @test "bench/warm: removes the stale output, reads the input, fails on none" {
 	printf 'trace bytes' >"$T/in"
 	printf 'last run' >"$T/out"
