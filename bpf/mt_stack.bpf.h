@@ -110,19 +110,23 @@ struct walk_memo {
  * The user stack is read a window at a time, not a word per frame: a
  * bpf_probe_read_user costs ~100 ns here whatever its size up to a few
  * hundred bytes (the checks of both ends, hardened usercopy's among them),
- * +30 ns a KiB, and one 4 KiB window usually holds every frame's words.
- * A read that runs into an unmapped (or never touched) page fails whole:
- * a window ends where the thread's stack does, else at the page's end.
- * A walk's first window is only as long as the process's last walk needed
+ * +30 ns a KiB, and one 8 KiB window usually holds every frame's words
+ * (tar's 13 frames lie 4-7 KiB above sp: with 4 KiB windows a walk read
+ * two).  A read that runs into an unmapped (or never touched) page fails
+ * whole: a window ends where the thread's stack does, else at the page's
+ * end.  Windows go no further above sp than the process's last walk read
  * and half as much again (each KiB not read saves ~30 ns; a walk that
- * needs more reads on from there).
+ * needs more reads on from there, without that bound).
  */
-#define STACK_WINDOW 4096
+#define STACK_WINDOW 8192
 
 struct stack_window {
-	__u64 base; /* user address of bytes[0] */
-	__u64 len;  /* bytes read there; 0: none */
-	__u64 hint; /* at most this many bytes in the walk's first window */
+	__u64 base;  /* user address of bytes[0] */
+	__u64 len;   /* bytes read there; 0: none */
+	__u64 limit; /* windows end there (the last walk's extent); 0: none */
+	/* the end of the highest word the walk read (here, not in the
+	 * walk's state on the stack: a value the verifier would follow) */
+	__u64 words_end;
 	__u8 bytes[STACK_WINDOW];
 	struct walk_memo memo; /* the walk under way, to be kept */
 };
@@ -209,7 +213,7 @@ struct walk_cache {
 	__u32 next_walk;
 	__u64 stack_start, stack_end; /* a thread's stack; end 0: unknown */
 	__u64 epoch;	   /* bumped at each emptying (so >= 1 once in use) */
-	__u64 window_hint; /* the next walk's first window (0: STACK_WINDOW) */
+	__u64 extent_hint; /* how far above sp the next walk's windows go */
 	struct code_mapping slot[MAPPING_CACHE_SLOTS];
 	struct walk_memo walk[MEMO_WALKS];
 	struct pc_rule rule[PC_RULES];
@@ -446,26 +450,6 @@ static __always_inline void pc_rule(struct unwind *u)
 
 /* Keep word, read at addr, with the walk; the walk cannot be kept when its
  * words are too many or too far apart. */
-__attribute__((noinline)) int keep_word(struct walk_memo *m, __u64 off,
-					__u64 word)
-{
-	__u32 n;
-
-	if (!m || !m->keep)
-		return 0;
-	n = m->nwords;
-	if (off > STACK_WINDOW - sizeof(word) || n >= MEMO_WORDS) {
-		m->keep = 0;
-		return 0;
-	}
-	m->off[n] = off;
-	m->val[n] = word;
-	m->nwords = n + 1;
-	if (off + sizeof(word) > m->span)
-		m->span = off + sizeof(word);
-	return 0;
-}
-
 static __always_inline void memo_word(struct unwind *u, __u64 addr, __u64 word)
 {
 	struct walk_memo *m = &u->window->memo;
@@ -580,9 +564,10 @@ __attribute__((noinline)) int fill_window(struct stack_window *w,
 		end = page_end;
 	else if (end - base > STACK_WINDOW)
 		end = base + STACK_WINDOW;
-	if (w->hint && end - base > w->hint)
-		end = base + w->hint;
-	w->hint = 0; /* the next window of this walk: all there is */
+	if (w->limit && addr + sizeof(__u64) > w->limit)
+		w->limit = 0; /* a walk longer than the last: all there is */
+	if (w->limit && end > w->limit)
+		end = w->limit;
 	len = end - base;
 	if (len > STACK_WINDOW)
 		return -1;
@@ -600,13 +585,12 @@ __attribute__((noinline)) int fill_window(struct stack_window *w,
 	return 0;
 }
 
-/* A first window for a walk like one that read span bytes above its sp:
- * half as much again and 256 bytes (a page's end bounds it anyway). */
-static __always_inline __u64 window_hint(__u64 span)
+/* How far above its sp a walk like one that read extent bytes there may
+ * need to read: half as much again and 256 bytes. */
+static __always_inline __u64 extent_hint(__u64 extent)
 {
-	__u64 hint = (span + span / 2 + 256 + 63) & ~63ull;
-
-	return hint < STACK_WINDOW ? hint : 0;
+	return extent < (1 << 20) ? (extent + extent / 2 + 256 + 63) & ~63ull
+				  : 0;
 }
 
 static __always_inline bool in_window(const struct stack_window *w, __u64 at)
@@ -645,6 +629,8 @@ static __always_inline long read_stack_word(struct unwind *u, __u64 addr,
 	struct stack_window *w = u->window;
 	__u64 at = addr - w->base;
 
+	if (addr + sizeof(*word) > w->words_end)
+		w->words_end = addr + sizeof(*word);
 	if (in_window(w, at)) {
 		*word = *(__u64 *)&w->bytes[at];
 		return 0;
@@ -830,7 +816,8 @@ __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 	if (!rec || !u.window)
 		return 0;
 	u.window->len = 0; /* the stack changed since the last walk */
-	u.window->hint = 0;
+	u.window->limit = 0;
+	u.window->words_end = 0;
 	task = bpf_get_current_task_btf();
 	u.cache = current_walk_cache(task);
 	key = remembered_stack(u.cache, u.window, ip, sp, bp);
@@ -840,8 +827,8 @@ __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 	u.window->memo.nwords = 0;
 	u.window->memo.span = 0;
 	u.window->memo.bp_used = 0;
-	if (u.cache)
-		u.window->hint = u.cache->window_hint;
+	if (u.cache && u.cache->extent_hint)
+		u.window->limit = sp + u.cache->extent_hint;
 	u.task = task;
 	u.rec = rec;
 	u.pc = ip;
@@ -852,9 +839,9 @@ __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 	bpf_loop(stack_depth, unwind_step, &u, 0);
 	if (u.nframes == 0)
 		return 0;
-	if (u.cache) /* what the next walk's first window reads */
-		u.cache->window_hint =
-		    u.window->memo.keep ? window_hint(u.window->memo.span) : 0;
+	if (u.cache) /* how far the next walk's windows read */
+		u.cache->extent_hint =
+		    extent_hint(u.window->words_end - u.start_sp);
 	key = u.hash ? u.hash : 1;
 	if (!bpf_map_lookup_elem(&stacks, &key)) {
 		fill_event(&rec->ev, MT_EV_STACK, pid_tgid);
