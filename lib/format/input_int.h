@@ -168,6 +168,20 @@ int raw_next(struct mt_input *in, struct mt_record *rec);
 
 _Static_assert(MT_EV_KIND_MAX <= 32, "raw_plain_kinds has a bit per kind");
 
+/* A raw record's fixed part, at cur(in), taken into rec: nothing of its
+ * own after it yet (no string, no stack). */
+static inline void raw_take_record(struct mt_input *in, struct mt_record *rec)
+{
+	memcpy(&rec->ev, cur(in), sizeof(rec->ev));
+	consume(in, in->event_size);
+	in->batch_left--;
+	rec->str = NULL;
+	rec->str_len = 0;
+	rec->stack = 0;
+	rec->frames = NULL;
+	in->last_ts = rec->ev.timestamp;
+}
+
 /*
  * The raw stream's common case, in mt_input_next without a call: a record
  * of a kind that stands alone (no payload after it, no StackRef before it)
@@ -185,15 +199,8 @@ static inline bool raw_plain_next(struct mt_input *in, struct mt_record *rec)
 	memcpy(&kind, p + offsetof(struct mt_event, kind), sizeof(kind));
 	if (kind >= 32 || !(in->raw_plain_kinds >> kind & 1))
 		return false;
-	memcpy(&rec->ev, p, sizeof(rec->ev));
-	consume(in, in->event_size);
+	raw_take_record(in, rec);
 	in->raw_plain_left--;
-	in->batch_left--;
-	rec->str = NULL;
-	rec->str_len = 0;
-	rec->stack = 0;
-	rec->frames = NULL;
-	in->last_ts = rec->ev.timestamp;
 	return true;
 }
 

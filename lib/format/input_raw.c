@@ -420,14 +420,7 @@ static int raw_record(struct mt_input *in, struct mt_record *rec,
 {
 	if (!fill(in, in->event_size))
 		return raw_body_truncated(in);
-	memcpy(&rec->ev, cur(in), sizeof(rec->ev));
-	consume(in, in->event_size);
-	in->batch_left--;
-	rec->str = NULL;
-	rec->str_len = 0;
-	rec->stack = 0;
-	rec->frames = NULL;
-	in->last_ts = rec->ev.timestamp;
+	raw_take_record(in, rec);
 	switch (rec->ev.kind) {
 	case MT_EV_EXEC:
 	case MT_EV_MARKER:
