@@ -30,7 +30,4 @@ void mt_uprobe_warm_start(struct mt_uprobe_warm *w);
  * in w->link_fds until closed with the session's. */
 void mt_uprobe_warm_stop(struct mt_uprobe_warm *w);
 
-/* Stop and close everything, the links too. */
-void mt_uprobe_warm_free(struct mt_uprobe_warm *w);
-
 #endif /* MT_UPROBE_WARM_H */

@@ -15,6 +15,7 @@
 
 #include "fast_links.h"
 #include "mt_attach.h"
+#include "mt_clock.h"
 #include "mt_uprobe_warm.h"
 #include "mt_confine.h"
 #include "mt_control.h"
@@ -93,14 +94,6 @@ struct tracer {
 	pthread_t prepare_thread;
 	bool preparing;
 };
-
-static inline uint64_t mt_clock_ns(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
 
 /* tracer_drain.c: the rings' callbacks, and their draining into batches
  * (final: the last drain, which writes everything it holds) */

@@ -24,25 +24,17 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
 
 #include "mt_attach.h"
+#include "mt_clock.h"
 #include "mt_uprobe_warm.h"
 
 /* a registration while the semaphore is warm; the window after the last
  * one is a grace period, 5 ms or more here */
 #define WARM_INTERVAL_MS 3
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
 
 /* A program that does nothing, for links that never fire. */
 static int load_nothing(void)
@@ -86,10 +78,10 @@ static bool wait_or_stop(struct mt_uprobe_warm *w, int ms)
 static void *warm(void *arg)
 {
 	struct mt_uprobe_warm *w = arg;
-	uint64_t start = now_ns();
+	uint64_t start = mt_clock_ns(CLOCK_MONOTONIC);
 
 	w->err = register_one(w);
-	w->first_ns = now_ns() - start;
+	w->first_ns = mt_clock_ns(CLOCK_MONOTONIC) - start;
 	while (!w->err && w->nlinks < MT_UPROBE_WARM_MAX &&
 	       !wait_or_stop(w, WARM_INTERVAL_MS))
 		w->err = register_one(w);
@@ -103,6 +95,16 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+/* What the registering needs and the links do not hold (they hold the
+ * program and the file themselves). */
+static void close_setup(struct mt_uprobe_warm *w)
+{
+	close_fd(&w->stop_pipe[0]);
+	close_fd(&w->stop_pipe[1]);
+	close_fd(&w->prog_fd);
+	close_fd(&w->file_fd);
+}
+
 void mt_uprobe_warm_start(struct mt_uprobe_warm *w)
 {
 	memset(w, 0, sizeof(*w));
@@ -113,13 +115,13 @@ void mt_uprobe_warm_start(struct mt_uprobe_warm *w)
 	    pipe2(w->stop_pipe, O_CLOEXEC) ||
 	    ftruncate(w->file_fd, 4096) /* offset 0 lies in the file */) {
 		w->err = -errno;
-		mt_uprobe_warm_free(w);
+		close_setup(w);
 		return;
 	}
 	snprintf(w->path, sizeof(w->path), "/proc/self/fd/%d", w->file_fd);
 	w->running = pthread_create(&w->thread, NULL, warm, w) == 0;
 	if (!w->running)
-		mt_uprobe_warm_free(w);
+		close_setup(w);
 }
 
 void mt_uprobe_warm_stop(struct mt_uprobe_warm *w)
@@ -131,20 +133,5 @@ void mt_uprobe_warm_stop(struct mt_uprobe_warm *w)
 	}
 	pthread_join(w->thread, NULL);
 	w->running = false;
-	close_fd(&w->stop_pipe[0]);
-	close_fd(&w->stop_pipe[1]);
-	close_fd(&w->prog_fd); /* the links hold the program */
-	close_fd(&w->file_fd); /* and the file */
-}
-
-void mt_uprobe_warm_free(struct mt_uprobe_warm *w)
-{
-	mt_uprobe_warm_stop(w);
-	close_fd(&w->stop_pipe[0]);
-	close_fd(&w->stop_pipe[1]);
-	close_fd(&w->prog_fd);
-	close_fd(&w->file_fd);
-	for (size_t i = 0; i < w->nlinks; i++)
-		close_fd(&w->link_fds[i]);
-	w->nlinks = 0;
+	close_setup(w);
 }
