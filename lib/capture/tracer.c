@@ -538,26 +538,27 @@ static int probe_first_allocators(struct tracer *t)
 
 /* -vv: where the start-up time went, one phase at a time (bench/run's
  * "true" row is this whole sequence plus the exit). */
-static void timed_phase(struct tracer *t, const char *stage, const char *name)
+static void timed_phase(struct tracer *t, const char *stage, const char *name,
+			uint64_t since_ns)
 {
 	uint64_t now = mt_clock_ns(CLOCK_MONOTONIC);
 
 	if (t->opts->verbose > 1)
 		fprintf(stderr, "mt-trace: %s: %-18s %6.2f ms\n", stage, name,
-			(now - t->phase_ns) / 1e6);
+			(now - since_ns) / 1e6);
 	t->phase_ns = now;
 }
 
 static void startup_phase(struct tracer *t, const char *name)
 {
-	timed_phase(t, "start-up", name);
+	timed_phase(t, "start-up", name, t->phase_ns);
 }
 
 /* -vv: and the time from the command's end to mt-trace's (what the
  * process's own exit takes after that, the kernel's, is not in it) */
 static void exit_phase(struct tracer *t, const char *name)
 {
-	timed_phase(t, "exit", name);
+	timed_phase(t, "exit", name, t->phase_ns);
 }
 
 static void *prepare_libc(void *path)
@@ -1129,10 +1130,7 @@ static int start_tracing(struct tracer *t)
 	startup_phase(t, "header, watchdog");
 	if (release_child(t))
 		return -1;
-	if (t->opts->verbose > 1)
-		fprintf(stderr, "mt-trace: start-up: %-18s %6.2f ms\n", "total",
-			(mt_clock_ns(CLOCK_MONOTONIC) - t->start_monotonic_ns) /
-			    1e6);
+	timed_phase(t, "start-up", "total", t->start_monotonic_ns);
 	return 0;
 }
 
@@ -1237,8 +1235,6 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 			(unsigned long long)end.lost);
 	exit_phase(&t, "last drain, end");
 	cleanup(&t);
-	if (opts->verbose > 1)
-		fprintf(stderr, "mt-trace: exit: %-18s %6.2f ms\n", "total",
-			(mt_clock_ns(CLOCK_MONOTONIC) - t.exit_ns) / 1e6);
+	timed_phase(&t, "exit", "total", t.exit_ns);
 	return err ? MT_EXIT_TRACER_FAILED : status;
 }
