@@ -561,53 +561,6 @@ static void exit_phase(struct tracer *t, const char *name)
 	timed_phase(t, "exit", name, t->phase_ns);
 }
 
-static void *prepare_libc(void *path)
-{
-	mt_attach_prepare(path);
-	return NULL;
-}
-
-/* Where libc's probes go takes ~2 ms to work out (free()'s branch scan):
- * a thread does it while the BPF side loads.  --fast needs it too, for the
- * links of processes without the recorder (fast_links.c). */
-static void start_preparing(struct tracer *t)
-{
-	const char *libc =
-	    t->opts->libc_path ? t->opts->libc_path : mt_self_libc();
-
-	if (!t->opts->track_allocators || !libc[0])
-		return;
-	t->preparing = pthread_create(&t->prepare_thread, NULL, prepare_libc,
-				      (void *)libc) == 0;
-}
-
-static void finish_preparing(struct tracer *t)
-{
-	if (t->preparing)
-		pthread_join(t->prepare_thread, NULL);
-	t->preparing = false;
-}
-
-/* The allocator probes are made: no more warming registrations (their
- * links are closed with the session's). */
-static void stop_warming(struct tracer *t)
-{
-	const struct mt_uprobe_warm *w = &t->warm;
-
-	mt_uprobe_warm_stop(&t->warm);
-	if (t->opts->verbose < 2)
-		return;
-	if (w->nlinks)
-		fprintf(stderr,
-			"mt-trace: uprobe registration warmed beside the BPF "
-			"load: the first in %.2f ms, %zu in all\n",
-			w->first_ns / 1e6, w->nlinks);
-	else if (w->err)
-		fprintf(stderr,
-			"mt-trace: uprobe registration not warmed: %s\n",
-			strerror(-w->err));
-}
-
 static int setup_bpf(struct tracer *t)
 {
 	__u32 pid = t->child, state = MT_AWAITING_EXEC;
@@ -621,12 +574,12 @@ static int setup_bpf(struct tracer *t)
 	startup_phase(t, "BPF load");
 	mt_tracer_confine_copies_finish(t, false);
 	startup_phase(t, "copies (waited)");
-	finish_preparing(t);
+	mt_tracer_overlap_prepared(t);
 	startup_phase(t, "libc plan (waited)");
 	if ((t->opts->track_allocators || t->opts->stacks) &&
 	    probe_first_allocators(t))
 		return -1;
-	stop_warming(t);
+	mt_tracer_overlap_probes_made(t);
 	startup_phase(t, "first allocators");
 	/* raw tracepoints and kmem:rss_stat: the skeleton attaches them */
 	err = mt_trace__attach(t->skel);
@@ -1090,8 +1043,7 @@ static void stop_watchdog(struct tracer *t)
 static void cleanup(struct tracer *t)
 {
 	mt_tracer_confine_copies_finish(t, true);
-	mt_uprobe_warm_stop(&t->warm); /* a failed start: still warming */
-	finish_preparing(t);
+	mt_tracer_overlap_end(t);
 	if (t->has_control)
 		mt_control_close(&t->control);
 	if (t->sample_fd >= 0)
@@ -1173,9 +1125,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		return MT_EXIT_TRACER_FAILED;
 	}
 	mt_tracer_confine_copies_start(&t);
-	if (opts->track_allocators || opts->stacks)
-		mt_uprobe_warm_start(&t.warm);
-	start_preparing(&t);
+	mt_tracer_overlap_start(&t);
 	/* RSS needs the classic kmem:rss_stat tracepoint, so tracefs */
 	t.rss = opts->rss && ensure_tracefs(&t) == 0;
 	if (opts->rss && !t.rss)

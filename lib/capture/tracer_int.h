@@ -150,4 +150,12 @@ void mt_tracer_confine_begin(struct tracer *t);
 void mt_tracer_confine_copies_start(struct tracer *t);
 void mt_tracer_confine_copies_finish(struct tracer *t, bool quiet);
 
+/* The rest done beside the BPF load (tracer_overlap.c): start it after the
+ * fork; wait for libc's plan before attaching; stop the warming once the
+ * allocator probes are made; end both (a failed start). */
+void mt_tracer_overlap_start(struct tracer *t);
+void mt_tracer_overlap_prepared(struct tracer *t);
+void mt_tracer_overlap_probes_made(struct tracer *t);
+void mt_tracer_overlap_end(struct tracer *t);
+
 #endif /* MT_TRACER_INT_H */
