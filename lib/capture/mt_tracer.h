@@ -40,6 +40,13 @@ struct mt_tracer_opts {
 	int verbose;
 };
 
+/* Whether the session follows every code file the tree maps: allocator
+ * probes are placed in them and stacks are unwound through them. */
+static inline bool mt_tracer_follows_code(const struct mt_tracer_opts *o)
+{
+	return o->track_allocators || o->stacks;
+}
+
 /*
  * Trace opts->argv until it exits.  Returns mt-trace's exit status: the
  * command's (128 + N when killed by signal N), or MT_EXIT_* above; writes

@@ -340,7 +340,7 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 	size_process_tables(skel, t->fast != NULL);
 	skel->rodata->page_size = sysconf(_SC_PAGESIZE);
 	skel->rodata->wakeup_bytes = o->ring_bytes / 8;
-	skel->bss->discover_code = o->track_allocators || o->stacks;
+	skel->bss->discover_code = mt_tracer_follows_code(o);
 	skel->rodata->stop_for_new_code = !o->no_stop;
 	if (t->fast)
 		mt_fast_configure(t->fast, skel);
@@ -576,8 +576,7 @@ static int setup_bpf(struct tracer *t)
 	startup_phase(t, "copies (waited)");
 	mt_tracer_overlap_prepared(t);
 	startup_phase(t, "libc plan (waited)");
-	if ((t->opts->track_allocators || t->opts->stacks) &&
-	    probe_first_allocators(t))
+	if (mt_tracer_follows_code(t->opts) && probe_first_allocators(t))
 		return -1;
 	mt_tracer_overlap_probes_made(t);
 	startup_phase(t, "first allocators");

@@ -35,7 +35,7 @@ static void start_preparing(struct tracer *t)
 
 void mt_tracer_overlap_start(struct tracer *t)
 {
-	if (t->opts->track_allocators || t->opts->stacks)
+	if (mt_tracer_follows_code(t->opts))
 		mt_uprobe_warm_start(&t->warm);
 	start_preparing(t);
 }
