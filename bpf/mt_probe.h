@@ -60,6 +60,10 @@ enum mt_drop_reason {
 	 * safely (its mm is not yet or no longer the owner's: fork, exec,
 	 * exit): dropped rather than charged to the wrong process */
 	MT_DROP_RSS_UNATTRIBUTED = MT_LOST_MAX,
+	/* a call stack not taken: a walk was under way on the CPU (its
+	 * program preempted, on a kernel that preempts BPF programs); the
+	 * event is recorded without a stack (mt_stack.bpf.h) */
+	MT_DROP_STACK_BUSY,
 	MT_COUNTER_MAX
 };
 

@@ -20,9 +20,17 @@
  *
  * Each distinct stack is sent once: its frames are hashed, and only a
  * stack the table did not hold yet (or cannot hold: full) goes to the ring
- * as a STACK record; events carry the hash.  Scratch space is per CPU: BPF
- * programs are not preempted on this kernel (PREEMPT_VOLUNTARY; no helper
- * called here sleeps).
+ * as a STACK record; events carry the hash.
+ *
+ * Scratch space (the record, the stack windows) and the walk caches are
+ * per CPU.  Uprobe and raw tracepoint programs run with migration
+ * disabled, not preemption: on a kernel that preempts (preempt=full or
+ * lazy) another thread can start a walk on the same CPU while one is
+ * half done, and would overwrite its state.  So a walk takes the CPU's
+ * stack_walking flag first (an atomic exchange); a walk that finds it
+ * taken takes no stack (its event is recorded without one, and counted:
+ * MT_DROP_STACK_BUSY, shown by mt-trace -v) rather than one mixed from
+ * two threads' stacks.
  */
 #ifndef MT_STACK_BPF_H
 #define MT_STACK_BPF_H
@@ -78,6 +86,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct mt_stack_record);
 } stack_scratch SEC(".maps");
+
+/* 1 while a walk is under way on the CPU (see the top of this file). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64); /* 64 bits: BPF's exchange (v1..v3) */
+} stack_walking SEC(".maps");
 
 /*
  * Walks remembered.  A walk is a function of where it starts (pc, sp, and
@@ -798,16 +814,9 @@ static __always_inline void remember_walk(struct unwind *u, __u64 pc, __u64 bp,
 	cache->walk[at & (MEMO_WALKS - 1)] = *m;
 }
 
-/*
- * The call stack of the current thread, whose user registers are ip, sp,
- * bp: its key (0 when there is no room).  ip must be a return address or
- * just past a system call instruction.  A global function, so the
- * verifier checks it once on its own, and only when a program can reach
- * it (callers test stacks_enabled first): inlined into each caller it
- * cost ~0.5 s of verification at every start.
- */
-__attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
-					      __u64 sp, __u64 bp)
+/* The walk of capture_stack(), on this CPU's scratch space. */
+static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
+					__u64 bp)
 {
 	struct mt_stack_record *rec;
 	struct task_struct *task;
@@ -860,6 +869,37 @@ __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 			return key; /* not in the table: sent each time */
 	}
 	remember_walk(&u, ip, bp, key);
+	return key;
+}
+
+/*
+ * The call stack of the current thread, whose user registers are ip, sp,
+ * bp: its key (0 when there is no room, or when a walk is under way on
+ * this CPU).  ip must be a return address or just past a system call
+ * instruction.  A global function, so the verifier checks it once on its
+ * own, and only when a program can reach it (callers test stacks_enabled
+ * first): inlined into each caller it cost ~0.5 s of verification at
+ * every start.
+ */
+__attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
+					      __u64 sp, __u64 bp)
+{
+	__u32 zero = 0;
+	__u64 *walking = bpf_map_lookup_elem(&stack_walking, &zero);
+	__u64 key;
+
+	if (!walking)
+		return 0;
+	/* one instruction: no preemption between the test and the set */
+	if (__sync_lock_test_and_set(walking, 1)) {
+		count_lost(MT_DROP_STACK_BUSY);
+		return 0;
+	}
+	key = walk_stack(pid_tgid, ip, sp, bp);
+	/* after every write of the walk (a compiler barrier is enough: the
+	 * flag is this CPU's own, no other CPU reads it) */
+	asm volatile("" ::: "memory");
+	*(volatile __u64 *)walking = 0;
 	return key;
 }
 

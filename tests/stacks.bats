@@ -491,3 +491,92 @@ print("\n".join(sorted(out)))'
 		[ "$without" = 0 ]
 	done
 }
+
+# The BPF map id of the table named $2 that process $1 holds (its fds'
+# fdinfo says which maps they are, bpftool their names).
+map_of() {
+	local f id
+	for f in /proc/"$1"/fdinfo/*; do
+		id=$(awk '$1 == "map_id:" { print $2 }' "$f" 2>/dev/null)
+		[ -n "$id" ] || continue
+		if bpftool -j map show id "$id" 2>/dev/null |
+			grep -q "\"name\":\"$2\""; then
+			echo "$id"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# Stack-taking events (allocations, address-space calls) in $T/out.msgpack:
+# "ALL WITHOUT", how many, how many of them with no stack.
+stackless() {
+	"$PY" -c 'import sys, msgpack
+from mtzstd import open_plain
+kinds = ("Malloc", "Calloc", "Realloc", "AlignedAlloc", "Mmap", "Munmap",
+         "Mremap", "Brk")
+n = without = 0
+with open_plain(sys.argv[1]) as f:
+    for m in msgpack.Unpacker(f, raw=False, strict_map_key=False):
+        if m.get("type") in kinds:
+            n += 1
+            without += "stack" not in m
+print(n, without)' "$T/out.msgpack"
+}
+
+# malloc_free, started once the file go exists; mt-trace's pid in $tracer.
+trace_when_go() {
+	export MT_FIXTURE_LOG="$T/malloc_free.log"
+	rm -f "$T/go" "$MT_FIXTURE_LOG"
+	mt-trace -v --stacks -o "$T/out.raw" -- sh -c \
+		'while [ ! -e "$1" ]; do sleep 0.01; done; exec "$2"' \
+		_ "$T/go" "$MT_FIXTURES/malloc_free" 2>"$T/trace.err" &
+	tracer=$!
+}
+
+# A walk preempted on a kernel that preempts BPF programs leaves its CPU's
+# stack_walking flag taken: a walk started meanwhile must take no stack
+# rather than a mix of two threads' stacks, and be counted.  Preemption
+# cannot be arranged here (this kernel runs BPF programs unpreempted), so
+# the flag is taken from outside, on every CPU, with bpftool: each stack is
+# then left out, every event is still recorded, and -v counts each one.
+@test "a walk under way on the CPU: stacks left out and counted, events all there" {
+	local id calls without all n
+	trace_when_go
+	for _ in $(seq 200); do
+		id=$(map_of "$tracer" stack_walking) && break
+		sleep 0.05
+	done
+	[ -n "$id" ] && bpftool map update id "$id" key 0 0 0 0 \
+		value 1 0 0 0 0 0 0 0
+	touch "$T/go"
+	wait "$tracer"
+	[ -n "$id" ]
+	mt-encode <"$T/out.raw" >"$T/out.msgpack"
+	run "$PY" "$TOP/tests/lib/trace_check.py" expect "$T/out.msgpack" \
+		"$MT_FIXTURE_LOG" --kinds alloc
+	assert_success
+	run "$PY" "$CHECK" windows "$T/out.msgpack" "$MT_FIXTURE_LOG"
+	read -r calls without <<<"$output"
+	[ "$calls" -ge 2 ]
+	[ "$without" = "$calls" ]
+	n=$(sed -n 's/^mt-trace: \([0-9]*\) stacks not taken .*/\1/p' \
+		"$T/trace.err")
+	read -r all without <<<"$(stackless)"
+	echo "events $all, without a stack $without, counted $n"
+	[ "$n" -ge "$calls" ]
+	[ "$without" = "$n" ]
+}
+
+@test "no walk under way: none left out, every flag released (-v counts 0)" {
+	local all without
+	trace_when_go
+	touch "$T/go"
+	wait "$tracer"
+	mt-encode <"$T/out.raw" >"$T/out.msgpack"
+	grep -x 'mt-trace: 0 stacks not taken (a walk was under way on the CPU: preempted)' "$T/trace.err"
+	read -r all without <<<"$(stackless)"
+	echo "events $all, without a stack $without"
+	[ "$all" -ge 10 ]
+	[ "$without" = 0 ]
+}

@@ -620,6 +620,12 @@ void mt_tracer_stacks_free(struct tracer *t)
 			"mt-trace: %" PRIu64 " events without their stack "
 			"(not found)\n",
 			s->unresolved);
+	if (t->opts->verbose && t->skel)
+		fprintf(stderr,
+			"mt-trace: %" PRIu64 " stacks not taken (a walk was "
+			"under way on the CPU: preempted)\n",
+			mt_tracer_read_counters(t, MT_DROP_STACK_BUSY,
+						MT_DROP_STACK_BUSY + 1));
 	for (size_t i = 0; i < s->nslots; i++)
 		free(s->slots[i].frames);
 	free(s->slots);
