@@ -1066,6 +1066,7 @@ static void cleanup(struct tracer *t)
 	free(t->ev);
 	free(t->life);
 	free(t->life_slots);
+	mt_tracer_writer_end(t);
 	free(t->batch);
 	mt_fast_free(t->fast); /* descendants still running record no more */
 	exit_phase(t, "free");
@@ -1154,7 +1155,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	t.exit_ns = t.phase_ns;
 	report_exec_failure(&t);
 	/* everything the command did is committed by now: last drain */
-	if (mt_tracer_drain(&t, true) || mt_tracer_write_batch(&t)) {
+	if (mt_tracer_drain(&t, true) || mt_tracer_flush(&t)) {
 		cleanup(&t);
 		return MT_EXIT_TRACER_FAILED;
 	}

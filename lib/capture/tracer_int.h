@@ -28,6 +28,7 @@ struct ring_buffer;
 struct mt_trace;
 struct mt_tracer_stacks;
 struct mt_fast;
+struct mt_batch_writer;
 
 struct staged_life {
 	uint64_t timestamp;
@@ -67,6 +68,9 @@ struct tracer {
 	/* the batch being built: header then records */
 	unsigned char *batch;
 	size_t batch_records;
+	/* the thread that writes full batches (tracer_batch.c), or NULL */
+	struct mt_batch_writer *writer;
+	bool writer_failed; /* it could not start: the drain writes */
 	uint64_t seq;
 	uint64_t lost_reported;
 	uint64_t events_written;
@@ -105,10 +109,15 @@ int mt_tracer_drain(struct tracer *t, bool final);
 
 /* tracer_batch.c: the batch being built, and its writing.  A batch is
  * written when it holds BATCH_MAX_RECORDS records (about 3.5 MiB), and at
- * every drain. */
+ * every drain: handed to a writer thread, so that a drain never waits for
+ * the output while the rings fill.  mt_tracer_flush() writes the batch
+ * and waits until all are written (before the trailer);
+ * mt_tracer_writer_end() stops the thread (any path out). */
 #define BATCH_MAX_RECORDS 65536
 int mt_tracer_append(struct tracer *t, const struct mt_event *slots, size_t n);
 int mt_tracer_write_batch(struct tracer *t);
+int mt_tracer_flush(struct tracer *t);
+void mt_tracer_writer_end(struct tracer *t);
 /* sum of the per-CPU counters first..last-1 of the `lost` map */
 uint64_t mt_tracer_read_counters(struct tracer *t, __u32 first, __u32 last);
 void mt_tracer_output_gone(struct tracer *t);
