@@ -450,8 +450,8 @@ class Table:
         if not rows:
             return
         fmt = "%-24s %12s %10s %13s %12s"
-        print("artifact size, bytes an event (mt-encode: zstd level 1, "
-              "1 MiB frames; -u: plain)")
+        print("artifact size, bytes an event (mt-encode: zstd level 1 or "
+              "its quick search by frame, 1 MiB frames; -u: plain)")
         print(fmt % ("trace", "events", "raw", "plain (-u)", "zstd"))
         for row in rows:
             per = lambda key: row[key] / max(row["events"], 1)

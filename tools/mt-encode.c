@@ -63,8 +63,10 @@ static void usage(FILE *f)
 	    "as CodSpeed's memtrack\n"
 	    "                       does (PID: the traced root process) "
 	    "instead of the artifact\n"
-	    "      --level N        zstd level, 1 (fastest) to 19 "
-	    "(default %d)\n"
+	    "      --level N        zstd level for every frame, 1 (fastest) to "
+	    "19 (default:\n"
+	    "                       %d, or a faster search in the frames where "
+	    "it does better)\n"
 	    "      --frame-size SIZE  uncompressed bytes per zstd frame "
 	    "(default %u KiB)\n"
 	    "      --threads N      compress in N worker threads of zstd's "
@@ -427,7 +429,7 @@ static void check_terminals(const struct env *env)
 
 int main(int argc, char **argv)
 {
-	struct env env = {.level = MT_ZSTD_LEVEL,
+	struct env env = {.level = MT_ZSTD_LEVEL_AUTO,
 			  .frame_bytes = MT_ZSTD_FRAME_BYTES};
 	struct progress progress = {0};
 	struct output out;

@@ -34,7 +34,8 @@ struct mt_artifact *mt_artifact_new(int fd, enum mt_artifact_style style);
 
 /*
  * Compress what is written: each buffer of frame_bytes (whole maps only)
- * becomes one independent zstd frame at the given level, compressed in
+ * becomes one independent zstd frame at the given level (or
+ * MT_ZSTD_LEVEL_AUTO, mt_zstd.h), compressed in
  * workers threads of zstd's own when workers > 0 (mt_zstd.h).
  * Only before anything is written; 0 or -errno.
  */

@@ -27,10 +27,14 @@
 /*
  * The artifact's defaults, chosen by measurement (man/mt-encode.1 and
  * bench/RESULTS.md give the numbers): bytes of MessagePack per frame and
- * the zstd level.
+ * the zstd level.  MT_ZSTD_LEVEL_AUTO, the artifact's default, is that
+ * level with, frame by frame, zstd's faster search where it made the
+ * smaller frames (zstd_io.c, PROBE_EVERY); any other level is used for
+ * every frame.
  */
 #define MT_ZSTD_FRAME_BYTES (1u << 20)
 #define MT_ZSTD_LEVEL	    1
+#define MT_ZSTD_LEVEL_AUTO  0
 
 /* The first 4 bytes of a zstd frame (28 b5 2f fd) or of a skippable frame
  * (5X 2a 4d 18): true if p[0..len) starts with either. */
@@ -40,8 +44,9 @@ bool mt_zstd_magic(const void *p, size_t len);
 
 struct mt_zwriter;
 
-/* NULL if out of memory.  workers > 0: zstd compresses in that many
- * threads of its own (a frame of 1 MiB or more is split among them). */
+/* level: 1 to 19, or MT_ZSTD_LEVEL_AUTO.  NULL if out of memory.
+ * workers > 0: zstd compresses in that many threads of its own (a frame
+ * of 1 MiB or more is split among them). */
 struct mt_zwriter *mt_zwriter_new(int level, int workers);
 
 /*

@@ -392,6 +392,172 @@ static void test_frames_in_order(bool give)
 	free(sizes);
 }
 
+/* ---- the writer's choice of compression per frame ------------------- */
+
+/* MessagePack bytes of the shape mt-encode writes: a fixstr, a uint. */
+static unsigned char *put_str(unsigned char *p, const char *s)
+{
+	size_t n = strlen(s);
+
+	*p++ = 0xa0 | n;
+	memcpy(p, s, n);
+	return p + n;
+}
+
+static unsigned char *put_u(unsigned char *p, unsigned char tag, uint64_t v,
+			    int bytes)
+{
+	*p++ = tag;
+	for (int i = bytes - 1; i >= 0; i--)
+		*p++ = v >> (8 * i);
+	return p;
+}
+
+static uint64_t xorshift(uint64_t *x)
+{
+	*x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+	return *x;
+}
+
+/*
+ * len bytes of event maps as an allocation-heavy trace's (Malloc and Free
+ * of addresses spread over 1 MiB, sizes of 1-2 KB: zstd's quick search
+ * makes smaller frames of them) or, paths true, maps of paths of random
+ * names (Exec: level 1 makes the smaller frames, its literals coded).
+ */
+static void event_maps(unsigned char *dst, size_t len, bool paths, uint64_t *x)
+{
+	static uint64_t t = 1700000000000;
+	unsigned char map[128], *p;
+	size_t at = 0;
+
+	while (at < len) {
+		uint64_t r = xorshift(x);
+		bool malloc_map = !paths && r & 1;
+		char path[32] = "/usr/lib/";
+
+		t += 900 + r % 3000;
+		p = map;
+		*p++ = 0x80 | (paths ? 5 : malloc_map ? 6 : 5);
+		p = put_str(put_str(p, "type"), paths	     ? "Exec"
+						: malloc_map ? "Malloc"
+							     : "Free");
+		p = put_u(put_str(p, "pid"), 0xce, 4242, 4);
+		p = put_u(put_str(p, "tid"), 0xce, 4242, 4);
+		p = put_u(put_str(p, "timestamp"), 0xcf, t, 8);
+		if (paths) {
+			for (int i = 9; i < 29; i++)
+				path[i] = 'a' + xorshift(x) % 16;
+			p = put_str(put_str(p, "path"), path);
+		} else {
+			p = put_u(put_str(p, "addr"), 0xcf,
+				  0x55a3c6000000 + (r >> 20) % (1 << 20) * 16,
+				  8);
+			if (malloc_map)
+				p = put_u(put_str(p, "size"), 0xcd,
+					  1000 + (r >> 40) % 1000, 2);
+		}
+		memcpy(dst + at, map,
+		       (size_t)(p - map) < len - at ? (size_t)(p - map)
+						    : len - at);
+		at += p - map;
+	}
+}
+
+/* src[0..len) as one frame by libzstd itself: level 1, or level 1 with
+ * the quick search mt_zstd.h's writer chooses between (zstd_io.c). */
+static size_t reference_frame(void *dst, size_t cap, const void *src,
+			      size_t len, bool quick)
+{
+	ZSTD_CCtx *cctx = ZSTD_createCCtx();
+	size_t n;
+
+	ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
+	ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+	if (quick) {
+		ZSTD_CCtx_setParameter(cctx, ZSTD_c_targetLength, 2);
+		ZSTD_CCtx_setParameter(cctx, ZSTD_c_hashLog, 10);
+	}
+	n = ZSTD_compress2(cctx, dst, cap, src, len);
+	ZSTD_freeCCtx(cctx);
+	return n;
+}
+
+/*
+ * With MT_ZSTD_LEVEL_AUTO each frame is exactly libzstd's level-1 frame
+ * or its quick one: the frames 0, 64, 128, 192 (probes) the smaller of the
+ * two, the others the way of the last probe at least 5 frames before them
+ * (level 1 before the first).  The trace changes from allocation-heavy to
+ * paths at frame 64 and back at 128, so both ways are chosen, and a
+ * choice lags its probe.  Any level given is used for every frame.
+ */
+static void test_frames_chosen(void)
+{
+	enum { NFRAMES = 200, FRAME = 16384, PROBE = 64, LAG = 5 };
+	struct mt_zwriter *z = mt_zwriter_new(MT_ZSTD_LEVEL_AUTO, 0);
+	struct mt_zwriter *fixed = mt_zwriter_new(1, 0);
+	int fd = memfd_create("zstd", 0), fixed_fd = memfd_create("zstd", 0);
+	unsigned char *src = malloc((size_t)NFRAMES * FRAME);
+	size_t cap = ZSTD_compressBound(FRAME), comp_len, at = 0;
+	unsigned char *comp, *want = malloc(cap), *other = malloc(cap);
+	bool quick_won[NFRAMES] = {0}, choice = false;
+	int probes_quick = 0, probes_dense = 0;
+	uint64_t x = 88172645463325252ull;
+
+	for (size_t i = 0; i < NFRAMES; i++) {
+		event_maps(src + i * FRAME, FRAME, i / PROBE == 1, &x);
+		CHECK_INT(mt_zwriter_frame(z, fd, src + i * FRAME, FRAME), 0);
+		CHECK_INT(
+		    mt_zwriter_frame(fixed, fixed_fd, src + i * FRAME, FRAME),
+		    0);
+	}
+	CHECK_INT(mt_zwriter_wait(z), 0);
+	comp_len = lseek(fd, 0, SEEK_END);
+	comp = malloc(comp_len);
+	if (pread(fd, comp, comp_len, 0) != (ssize_t)comp_len)
+		abort();
+	for (size_t i = 0; i < NFRAMES && at < comp_len; i++) {
+		const unsigned char *frame = src + i * FRAME;
+		size_t dense_len = reference_frame(want, cap, frame, FRAME, 0);
+		size_t quick_len = reference_frame(other, cap, frame, FRAME, 1);
+		size_t flen =
+		    ZSTD_findFrameCompressedSize(comp + at, comp_len - at);
+		bool quick;
+
+		if (i % PROBE == 0) {
+			quick_won[i] = quick_len <= dense_len;
+			quick = quick_won[i];
+			probes_quick += quick;
+			probes_dense += !quick;
+		} else {
+			if (i >= LAG)
+				choice = quick_won[(i - LAG) / PROBE * PROBE];
+			quick = choice;
+		}
+		if (quick)
+			reference_frame(want, cap, frame, FRAME, 1);
+		CHECK_INT(flen, quick ? quick_len : dense_len);
+		CHECK(flen == (quick ? quick_len : dense_len) &&
+		      !memcmp(comp + at, want, flen));
+		at += flen;
+	}
+	CHECK_INT(at, comp_len);
+	/* the data makes both ways win: else nothing above was chosen */
+	CHECK_INT(probes_quick, 3);
+	CHECK_INT(probes_dense, 1);
+	/* a level given: level 1 for every frame, bigger here */
+	CHECK_INT(mt_zwriter_wait(fixed), 0);
+	CHECK(lseek(fixed_fd, 0, SEEK_END) > (off_t)comp_len);
+	close(fd);
+	close(fixed_fd);
+	mt_zwriter_free(z);
+	mt_zwriter_free(fixed);
+	free(src);
+	free(comp);
+	free(want);
+	free(other);
+}
+
 /* A write that fails: the error comes back (at once, or from a thread at
  * the next frame or the wait), and stays. */
 static void test_write_error(void)
@@ -427,5 +593,6 @@ int main(void)
 	test_frames_in_order(false);
 	test_frames_in_order(true);
 	test_write_error();
+	test_frames_chosen();
 	return test_summary("test_zstd");
 }
