@@ -122,6 +122,38 @@ struct walk_memo {
 	__u64 val[MEMO_WORDS]; /* and its value */
 };
 
+/* A code mapping of the walked process, as the walk needs it. */
+struct code_mapping {
+	__u64 start, end; /* its addresses */
+	__s64 to_elf;	  /* pc + to_elf: the ELF address in its file */
+	__u32 id;	  /* the file's id; 0: no file mt-trace knows */
+	__u32 first_row;  /* its rows in cfi_rows */
+	__u32 nrows;
+	__u32 first_page; /* its page index (struct mt_stack_file) */
+	__u32 page_base;
+	__u32 npages;
+};
+
+/*
+ * What a walk needs of a return address (pc), found once per process and
+ * CPU and kept in a direct-mapped table of PC_RULES: the frame it makes and the
+ * rules of its row.  A fresh walk mostly meets return addresses walked
+ * before, in other stacks (one function, many callers; one caller, many
+ * stack pointers), so a table by pc saves the row search (two page index
+ * reads, a binary search over the rows, each a map access) at almost
+ * every frame, where a remembered whole walk only helps a stack seen
+ * before.  Valid while the mappings and the published files are those it
+ * was found under: an entry counts only at the walk cache's epoch.
+ */
+#define PC_RULES 256
+
+struct pc_rule {
+	__u64 pc;	       /* the return address (or first ip) */
+	__u64 epoch;	       /* the walk cache's epoch it was found at */
+	__u64 frame;	       /* its frame, an MT_FRAME() value */
+	struct mt_cfi_row row; /* its row; cfa_rule MT_CFA_NONE: none */
+};
+
 /*
  * The user stack is read a window at a time, not a word per frame: a
  * bpf_probe_read_user costs ~100 ns here whatever its size up to a few
@@ -154,6 +186,13 @@ struct stack_window {
 	bool complete;
 	__u8 bytes[STACK_WINDOW];
 	struct walk_memo memo; /* the walk under way, to be kept */
+	/* where the walk is: here too, not on the stack, so that the
+	 * verifier checks a frame's step once, whatever values they take */
+	__u64 pc, sp, bp;
+	__u64 start_sp;		 /* sp where the walk started */
+	__u64 trampoline;	 /* where uretprobes return to, or 0 */
+	struct code_mapping map; /* the mapping the last pc was in */
+	struct pc_rule rule;	 /* the current frame's */
 };
 
 struct {
@@ -167,18 +206,6 @@ struct {
 
 /* Longest binary search: 2^22 rows per file. */
 #define CFI_SEARCH_STEPS 22
-
-/* A code mapping of the walked process, as the walk needs it. */
-struct code_mapping {
-	__u64 start, end; /* its addresses */
-	__s64 to_elf;	  /* pc + to_elf: the ELF address in its file */
-	__u32 id;	  /* the file's id; 0: no file mt-trace knows */
-	__u32 first_row;  /* its rows in cfi_rows */
-	__u32 nrows;
-	__u32 first_page; /* its page index (struct mt_stack_file) */
-	__u32 page_base;
-	__u32 npages;
-};
 
 /*
  * What the last walks in a process found, kept while its mappings do not
@@ -199,27 +226,7 @@ struct code_mapping {
  * on one CPU mostly keep theirs.
  */
 #define MAPPING_CACHE_SLOTS 8
-
-/*
- * What a walk needs of a return address (pc), found once per process and
- * CPU and kept in a direct-mapped table of PC_RULES: the frame it makes and the
- * rules of its row.  A fresh walk mostly meets return addresses walked
- * before, in other stacks (one function, many callers; one caller, many
- * stack pointers), so a table by pc saves the row search (two page index
- * reads, a binary search over the rows, each a map access) at almost
- * every frame, where a remembered whole walk only helps a stack seen
- * before.  Valid while the mappings and the published files are those it
- * was found under: an entry counts only at the walk cache's epoch.
- */
-#define PC_RULES    256
-#define WALK_CACHES 4
-
-struct pc_rule {
-	__u64 pc;	       /* the return address (or first ip) */
-	__u64 epoch;	       /* the walk cache's epoch it was found at */
-	__u64 frame;	       /* its frame, an MT_FRAME() value */
-	struct mt_cfi_row row; /* its row; cfa_rule MT_CFA_NONE: none */
-};
+#define WALK_CACHES	    4
 
 /* pc's place in the table: the high bits of a multiplicative hash */
 static __always_inline __u32 pc_rule_slot(__u64 pc)
@@ -251,17 +258,11 @@ struct {
 	__type(value, struct walk_cache);
 } walk_caches SEC(".maps");
 
-/* The walk's state from frame to frame. */
+/* Where a walk keeps its state (its values are in the window). */
 struct unwind {
-	struct task_struct *task;
 	struct mt_stack_record *rec;
 	struct stack_window *window;
 	struct walk_cache *cache; /* NULL: none usable this walk */
-	__u64 pc, sp, bp;
-	__u64 start_sp;		 /* sp where the walk started */
-	__u64 trampoline;	 /* where uretprobes return to, or 0 */
-	struct code_mapping map; /* the mapping the last pc was in */
-	struct pc_rule rule;	 /* the current frame's */
 };
 
 static long read_vma(struct task_struct *task, struct vm_area_struct *vma,
@@ -337,9 +338,8 @@ __attribute__((noinline)) int find_mapping(struct code_mapping *map,
  * it was filled; NULL while the mappings are changing, or where the
  * kernel keeps no count of changes (before Linux 6.14). */
 static __always_inline struct walk_cache *
-current_walk_cache(struct task_struct *task)
+current_walk_cache(struct mm_struct *mm)
 {
-	struct mm_struct *mm = task->mm;
 	__u32 seq, files = files_published, at;
 	struct walk_cache *cache;
 	__u64 mm_id;
@@ -369,48 +369,71 @@ current_walk_cache(struct task_struct *task)
 	return cache;
 }
 
+/* A binary search among rows [lo, hi) for the last row at or before
+ * addr: hi ends as the first row after it (lo == hi), failed when a row
+ * could not be read. */
+struct row_search {
+	__u64 addr;
+	__u32 lo, hi;
+	bool failed;
+};
+
+/* bpf_loop callback: one step of the search (1: it is over). */
+static long row_search_step(__u32 i, void *ctx)
+{
+	struct row_search *s = ctx;
+	struct mt_cfi_row *row;
+	__u32 mid;
+
+	if (s->lo >= s->hi)
+		return 1;
+	mid = s->lo + (s->hi - s->lo) / 2;
+	row = bpf_map_lookup_elem(&cfi_rows, &mid);
+	if (!row) {
+		s->failed = true;
+		return 1;
+	}
+	if (row->addr <= s->addr)
+		s->lo = mid + 1;
+	else
+		s->hi = mid;
+	return 0;
+}
+
 /* The index of the row in effect at addr among a file's rows, or -1:
  * a binary search between the rows in effect at the start of addr's page
  * and of the next (2-4 steps in libc, against 15 over all its rows).
- * Global, like find_mapping: the verifier walks the search's 22 steps
- * once, not once per path through the frame. */
+ * Global, like find_mapping, and its steps a bpf_loop callback: the
+ * verifier checks one step (unrolled, the search's 22 steps took 2.1 k
+ * instructions of each program's verification). */
 __attribute__((noinline)) int cfi_row_index(const struct code_mapping *map,
 					    __u64 addr)
 {
-	__u32 lo, hi, mid, page, at;
-	struct mt_cfi_row *row;
+	struct row_search search = {.addr = addr};
+	__u32 page, at;
 	__u64 *bound;
 
 	if (!map)
 		return -1;
-	lo = map->first_row;
-	hi = lo + map->nrows;
+	search.lo = map->first_row;
+	search.hi = search.lo + map->nrows;
 	page = (addr >> MT_CFI_PAGE_SHIFT) - map->page_base;
 	if (addr >> MT_CFI_PAGE_SHIFT >= map->page_base && page < map->npages) {
 		at = map->first_page + page;
 		bound = bpf_map_lookup_elem(&cfi_pages, &at);
 		if (bound)
-			lo = map->first_row + *bound;
+			search.lo = map->first_row + *bound;
 		at++;
 		bound = page + 1 < map->npages
 			    ? bpf_map_lookup_elem(&cfi_pages, &at)
 			    : NULL;
-		if (bound && map->first_row + *bound + 1 < hi)
-			hi = map->first_row + *bound + 1;
+		if (bound && map->first_row + *bound + 1 < search.hi)
+			search.hi = map->first_row + *bound + 1;
 	}
-	for (int i = 0; i < CFI_SEARCH_STEPS && lo < hi; i++) {
-		mid = lo + (hi - lo) / 2;
-		row = bpf_map_lookup_elem(&cfi_rows, &mid);
-		if (!row)
-			return -1;
-		if (row->addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == map->first_row)
+	bpf_loop(CFI_SEARCH_STEPS, row_search_step, &search, 0);
+	if (search.failed || search.lo == map->first_row)
 		return -1; /* before the file's first row */
-	return lo - 1;
+	return search.lo - 1;
 }
 
 /*
@@ -451,20 +474,20 @@ __attribute__((noinline)) int find_rule(struct pc_rule *rule,
 	return 0;
 }
 
-/* u->rule becomes pc's: from the walk cache's table, else found. */
+/* u->window->rule becomes pc's: from the walk cache's table, else found. */
 static __always_inline void pc_rule(struct unwind *u)
 {
 	struct walk_cache *cache = u->cache;
 	struct pc_rule *kept;
 
 	if (cache) {
-		kept = &cache->rule[pc_rule_slot(u->pc)];
-		if (kept->pc == u->pc && kept->epoch == cache->epoch) {
-			u->rule = *kept;
+		kept = &cache->rule[pc_rule_slot(u->window->pc)];
+		if (kept->pc == u->window->pc && kept->epoch == cache->epoch) {
+			u->window->rule = *kept;
 			return;
 		}
 	}
-	find_rule(&u->rule, &u->map, cache, u->pc);
+	find_rule(&u->window->rule, &u->window->map, cache, u->window->pc);
 }
 
 /* Keep word, read at addr, with the walk; the walk cannot be kept when its
@@ -472,7 +495,7 @@ static __always_inline void pc_rule(struct unwind *u)
 static __always_inline void memo_word(struct unwind *u, __u64 addr, __u64 word)
 {
 	struct walk_memo *m = &u->window->memo;
-	__u64 off = addr - u->start_sp;
+	__u64 off = addr - u->window->start_sp;
 	__u32 n = m->nwords;
 
 	if (!m->keep)
@@ -492,21 +515,21 @@ static __always_inline void memo_word(struct unwind *u, __u64 addr, __u64 word)
  * walk ends here. */
 static __always_inline __u64 frame_cfa(struct unwind *u)
 {
-	const struct mt_cfi_row *row = &u->rule.row;
+	const struct mt_cfi_row *row = &u->window->rule.row;
 
 	switch (row->cfa_rule) {
 	case MT_CFA_RSP:
-		return u->sp + row->cfa_offset;
+		return u->window->sp + row->cfa_offset;
 	case MT_CFA_RBP:
 		if (!u->window->bp_slot)
 			u->window->memo.bp_used = 1;
 		else
-			memo_word(u, u->window->bp_slot, u->bp);
+			memo_word(u, u->window->bp_slot, u->window->bp);
 		u->window->bp_slot = 0;
-		return u->bp + row->cfa_offset;
+		return u->window->bp + row->cfa_offset;
 	case MT_CFA_PLT:
-		return u->sp + row->cfa_offset +
-		       ((u->pc & 15) >= row->plt_threshold ? 8 : 0);
+		return u->window->sp + row->cfa_offset +
+		       ((u->window->pc & 15) >= row->plt_threshold ? 8 : 0);
 	case MT_CFA_END:
 		u->window->complete = true;
 		return 0;
@@ -654,46 +677,63 @@ static __always_inline long read_stack_word(struct unwind *u, __u64 addr,
 		*word = *(__u64 *)&w->bytes[at];
 		return 0;
 	}
-	return stack_word(u->window, u->cache, u->start_sp, addr, word);
+	return stack_word(u->window, u->cache, u->window->start_sp, addr, word);
 }
 
-/* One frame: record pc, then step to the caller.  bpf_loop callback:
- * 1 ends the walk. */
-static long unwind_step(__u32 i, void *ctx)
+/*
+ * One frame: record pc, then step to the caller; 1 ends the walk.  A
+ * global function, its state all in memory (the window): the verifier
+ * checks it once, not once for each set of values a walk's state took
+ * from frame to frame (14.5 k instructions a program when it was the
+ * bpf_loop callback itself, with the state on the stack).
+ */
+__attribute__((noinline)) int unwind_frame(struct stack_window *w,
+					   struct walk_cache *cache,
+					   struct mt_stack_record *rec, __u32 i)
 {
-	struct unwind *u = ctx;
+	struct unwind walk = {.rec = rec, .window = w, .cache = cache};
+	struct unwind *u = &walk;
 	__u64 frame, cfa, ra = 0, bp;
 
+	if (!w || !rec)
+		return 1;
 	pc_rule(u);
-	frame = u->rule.frame;
-	asm volatile("" : "+r"(i)); /* the bound checked on i itself */
+	frame = w->rule.frame;
 	if (i >= MT_STACK_DEPTH_MAX)
 		return 1;
-	u->rec->frames[i] = frame;
-	u->window->nframes = i + 1;
-	u->window->hash =
-	    (u->window->hash ^ frame) * 0x100000001b3ull; /* FNV-1a */
+	rec->frames[i] = frame;
+	w->nframes = i + 1;
+	w->hash = (w->hash ^ frame) * 0x100000001b3ull; /* FNV-1a */
 	cfa = frame_cfa(u);
 	if (!cfa)
 		return 1;
 	if (read_stack_word(u, cfa - 8, &ra))
 		return 1;
 	memo_word(u, cfa - 8, ra);
-	if (ra && ra == u->trampoline) {
+	if (ra && ra == w->trampoline) {
 		ra = hijacked_return(cfa - 8);
-		u->window->memo.keep = 0; /* not the stack's word */
+		w->memo.keep = 0; /* not the stack's word */
 	}
 	if (!ra)
 		return 1;
-	if (u->rule.row.rbp_rule == MT_RBP_SAVED) {
-		if (read_stack_word(u, cfa + u->rule.row.rbp_offset, &bp))
+	if (w->rule.row.rbp_rule == MT_RBP_SAVED) {
+		if (read_stack_word(u, cfa + w->rule.row.rbp_offset, &bp))
 			return 1;
-		u->bp = bp;
-		u->window->bp_slot = cfa + u->rule.row.rbp_offset;
+		w->bp = bp;
+		w->bp_slot = cfa + w->rule.row.rbp_offset;
 	}
-	u->sp = cfa;
-	u->pc = ra;
+	w->sp = cfa;
+	w->pc = ra;
 	return 0;
+}
+
+/* bpf_loop callback: frame i. */
+static long unwind_step(__u32 i, void *ctx)
+{
+	struct unwind *u = ctx;
+
+	/* 0 or 1, as the verifier wants a callback's result */
+	return unwind_frame(u->window, u->cache, u->rec, i) ? 1 : 0;
 }
 
 static __always_inline struct mt_stack_record *stack_scratch_record(void)
@@ -805,10 +845,11 @@ static __always_inline void remember_walk(struct unwind *u, __u64 pc, __u64 bp,
 	if (!cache || !m->keep || !m->nwords)
 		return;
 	m->pc = pc;
-	m->sp = u->start_sp;
+	m->sp = u->window->start_sp;
 	m->bp = bp;
 	m->key = key;
-	at = memo_index(cache, pc, u->start_sp, bp); /* one gone stale */
+	at =
+	    memo_index(cache, pc, u->window->start_sp, bp); /* one gone stale */
 	if (at < 0)
 		at = cache->next_walk++;
 	cache->walk[at & (MEMO_WALKS - 1)] = *m;
@@ -816,10 +857,9 @@ static __always_inline void remember_walk(struct unwind *u, __u64 pc, __u64 bp,
 
 /* The walk of capture_stack(), on this CPU's scratch space. */
 static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
-					__u64 bp)
+					__u64 bp, struct mm_struct *mm)
 {
 	struct mt_stack_record *rec;
-	struct task_struct *task;
 	struct unwind u = {};
 	__u32 zero = 0;
 	__u64 key;
@@ -834,8 +874,7 @@ static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
 	u.window->bp_slot = 0;
 	u.window->limit = 0;
 	u.window->words_end = 0;
-	task = bpf_get_current_task_btf();
-	u.cache = current_walk_cache(task);
+	u.cache = current_walk_cache(mm);
 	key = remembered_stack(u.cache, u.window, ip, sp, bp);
 	if (key)
 		return key;
@@ -845,19 +884,18 @@ static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
 	u.window->memo.bp_used = 0;
 	if (u.cache && u.cache->extent_hint)
 		u.window->limit = sp + u.cache->extent_hint;
-	u.task = task;
 	u.rec = rec;
-	u.pc = ip;
-	u.sp = u.start_sp = sp;
-	u.bp = bp;
-	u.trampoline = task->mm->uprobes_state.xol_area->vaddr;
+	u.window->pc = ip;
+	u.window->sp = u.window->start_sp = sp;
+	u.window->bp = bp;
+	u.window->trampoline = mm->uprobes_state.xol_area->vaddr;
 	u.window->hash = 0xcbf29ce484222325ull;
 	bpf_loop(stack_depth, unwind_step, &u, 0);
 	if (u.window->nframes == 0)
 		return 0;
 	if (u.cache) /* how far the next walk's windows read */
 		u.cache->extent_hint =
-		    extent_hint(u.window->words_end - u.start_sp);
+		    extent_hint(u.window->words_end - u.window->start_sp);
 	key = u.window->hash ? u.window->hash : 1;
 	if (!bpf_map_lookup_elem(&stacks, &key)) {
 		fill_event(&rec->ev, MT_EV_STACK, pid_tgid);
@@ -884,6 +922,11 @@ static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
 __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 					      __u64 sp, __u64 bp)
 {
+	/* the walk's one load through the task: at each load of a pointer
+	 * through a trusted one (the current task), the verifier searches
+	 * the kernel's BTF for its rules, four times over (~0.4 ms each
+	 * here); one through mm is not such a load */
+	struct mm_struct *mm = bpf_get_current_task_btf()->mm;
 	__u32 zero = 0;
 	__u64 *walking = bpf_map_lookup_elem(&stack_walking, &zero);
 	__u64 key;
@@ -895,7 +938,7 @@ __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 		count_lost(MT_DROP_STACK_BUSY);
 		return 0;
 	}
-	key = walk_stack(pid_tgid, ip, sp, bp);
+	key = walk_stack(pid_tgid, ip, sp, bp, mm);
 	/* after every write of the walk (a compiler barrier is enough: the
 	 * flag is this CPU's own, no other CPU reads it) */
 	asm volatile("" ::: "memory");
