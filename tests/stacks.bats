@@ -580,3 +580,16 @@ trace_when_go() {
 	[ "$all" -ge 10 ]
 	[ "$without" = 0 ]
 }
+
+# libc's unwind rows are built by a thread while the BPF side loads; the
+# tree maps a private copy of libc (another file, the same bytes): the rows
+# are taken for it by build-id, and its frames unwind as before.
+@test "libc's unwind rows, built beside the BPF load, serve the tree's libc: the chain through libc's start to _start" {
+	trace_ok -vv --stacks -- "$STACKS" direct
+	grep -E '^mt-trace: .*/libc\.so\.6: [0-9]+ unwind rows \([0-9]+ it cannot follow\), built beside the BPF load$' "$T/trace.err"
+	run "$PY" "$CHECK" chain "$T/out.msgpack" 4321
+	assert_line --index 4 "main"
+	assert_line --index 5 "__libc_start_call_main"
+	assert_line --index 7 "_start"
+	assert_line "truncated: false"
+}

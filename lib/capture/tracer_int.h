@@ -97,6 +97,8 @@ struct tracer {
 	/* libc's probes worked out beside the BPF load (mt_attach_prepare) */
 	pthread_t prepare_thread;
 	bool preparing;
+	/* --stacks: libc's unwind rows, built beside the BPF load too */
+	struct mt_early_cfi *early_cfi;
 };
 
 /* tracer_drain.c: the rings' callbacks, and their draining into batches
@@ -166,5 +168,11 @@ void mt_tracer_overlap_start(struct tracer *t);
 void mt_tracer_overlap_prepared(struct tracer *t);
 void mt_tracer_overlap_probes_made(struct tracer *t);
 void mt_tracer_overlap_end(struct tracer *t);
+/* The unwind table of a file with this build-id, when one was built
+ * beside the BPF load (libc's): waits for it, moves it to *table; false
+ * otherwise. */
+struct mt_cfi_table;
+bool mt_tracer_overlap_cfi(struct tracer *t, const uint8_t *build_id,
+			   size_t build_id_len, struct mt_cfi_table *table);
 
 #endif /* MT_TRACER_INT_H */

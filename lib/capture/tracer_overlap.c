@@ -2,16 +2,32 @@
 /*
  * tracer_overlap.c - start-up work done by threads while the BPF side
  * loads (the private copies have theirs in tracer_confine.c): the first
- * uprobe registration's grace period (uprobe_warm.c) and libc's probe
- * plan, whose branch scan is remembered for the attach (elf.c).
+ * uprobe registration's grace period (uprobe_warm.c), libc's probe plan,
+ * whose branch scan is remembered for the attach (elf.c), and with
+ * --stacks libc's unwind rows (cfi.c).
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mt_attach.h"
+#include "mt_cfi.h"
 #include "mt_elf.h"
 #include "tracer_int.h"
+
+/* libc's unwind table, built by a thread, and the build-id of its bytes
+ * (the tree maps private copies of libc: other files, the same bytes) */
+struct mt_early_cfi {
+	pthread_t thread;
+	char *path;
+	uint8_t build_id[64];
+	int build_id_len;
+	struct mt_cfi_table table;
+	int rc; /* mt_cfi_build's */
+};
 
 static void *prepare_libc(void *path)
 {
@@ -33,11 +49,95 @@ static void start_preparing(struct tracer *t)
 				      (void *)libc) == 0;
 }
 
+static void *build_cfi(void *arg)
+{
+	struct mt_early_cfi *e = arg;
+	char err[256];
+	int fd = open(e->path, O_RDONLY | O_CLOEXEC);
+
+	e->rc = fd < 0 ? -1 : mt_cfi_build(fd, &e->table, err, sizeof(err));
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+/* libc's 28 k unwind rows take ~8 ms to build (libdw reads its .eh_frame),
+ * and its first process needs them before it runs: a thread builds them
+ * while the BPF side loads, for mt_tracer_stack_file() to take. */
+static void start_building_cfi(struct tracer *t)
+{
+	const char *libc =
+	    t->opts->libc_path ? t->opts->libc_path : mt_self_libc();
+	struct mt_early_cfi *e;
+
+	if (!t->opts->stacks || !libc[0])
+		return;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return;
+	e->build_id_len =
+	    mt_elf_build_id(libc, e->build_id, sizeof(e->build_id));
+	if (e->build_id_len <= 0) { /* nothing to know its copies by */
+		free(e);
+		return;
+	}
+	e->path = strdup(libc);
+	if (!e->path || pthread_create(&e->thread, NULL, build_cfi, e) != 0) {
+		free(e->path);
+		free(e);
+		return;
+	}
+	t->early_cfi = e;
+}
+
 void mt_tracer_overlap_start(struct tracer *t)
 {
 	if (mt_tracer_follows_code(t->opts))
 		mt_uprobe_warm_start(&t->warm);
 	start_preparing(t);
+	start_building_cfi(t);
+}
+
+/* The thread's table, once it is done (freed unless taken). */
+static struct mt_early_cfi *early_cfi_done(struct tracer *t)
+{
+	struct mt_early_cfi *e = t->early_cfi;
+
+	if (e) {
+		pthread_join(e->thread, NULL);
+		t->early_cfi = NULL;
+	}
+	return e;
+}
+
+static void early_cfi_free(struct mt_early_cfi *e)
+{
+	if (!e)
+		return;
+	if (e->rc == 0)
+		mt_cfi_free(&e->table);
+	free(e->path);
+	free(e);
+}
+
+bool mt_tracer_overlap_cfi(struct tracer *t, const uint8_t *build_id,
+			   size_t build_id_len, struct mt_cfi_table *table)
+{
+	struct mt_early_cfi *e = t->early_cfi;
+	bool built;
+
+	/* another file (the program, mapped before libc) does not wait */
+	if (!e || build_id_len != (size_t)e->build_id_len ||
+	    memcmp(build_id, e->build_id, build_id_len) != 0)
+		return false;
+	e = early_cfi_done(t);
+	built = e->rc == 0;
+	if (built) {
+		*table = e->table;
+		e->rc = -1; /* taken */
+	}
+	early_cfi_free(e);
+	return built;
 }
 
 void mt_tracer_overlap_prepared(struct tracer *t)
@@ -69,4 +169,5 @@ void mt_tracer_overlap_end(struct tracer *t)
 {
 	mt_uprobe_warm_stop(&t->warm); /* a failed start: still warming */
 	mt_tracer_overlap_prepared(t);
+	early_cfi_free(early_cfi_done(t));
 }

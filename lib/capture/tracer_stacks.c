@@ -334,6 +334,7 @@ int mt_tracer_stack_file(struct tracer *t, int fd, const char *path,
 	struct file_identity id;
 	struct mt_cfi_table table;
 	char via[64], err[256];
+	bool early;
 	int rc;
 
 	if (!s)
@@ -349,15 +350,19 @@ int mt_tracer_stack_file(struct tracer *t, int fd, const char *path,
 	file.generation_known = id.generation_known;
 	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
 	describe_file(s, file.id, via, path);
-	rc = mt_cfi_build(fd, &table, err, sizeof(err));
+	early =
+	    mt_tracer_overlap_cfi(t, s->files[file.id - 1].build_id,
+				  s->files[file.id - 1].build_id_len, &table);
+	rc = early ? 0 : mt_cfi_build(fd, &table, err, sizeof(err));
 	if (rc == 0) {
 		file.vaddr_minus_offset = table.vaddr_minus_offset;
 		publish_rows(t, &table, &file, path);
 		if (t->opts->verbose > 1)
 			fprintf(stderr,
 				"mt-trace: %s: %zu unwind rows (%zu it "
-				"cannot follow)\n",
-				path, table.nrows, table.unsupported);
+				"cannot follow)%s\n",
+				path, table.nrows, table.unsupported,
+				early ? ", built beside the BPF load" : "");
 	} else if (t->opts->verbose) {
 		fprintf(stderr, "mt-trace: %s: no unwind rows: %s\n", path,
 			err);
