@@ -301,3 +301,24 @@ int mt_tracer_append(struct tracer *t, const struct mt_event *slots, size_t n)
 		t->last_record_ns = slots[0].timestamp;
 	return 0;
 }
+
+struct mt_event *mt_tracer_batch_room(struct tracer *t, size_t want,
+				      size_t *room)
+{
+	struct mt_event *records;
+
+	if (t->batch_records == BATCH_MAX_RECORDS && mt_tracer_write_batch(t))
+		return NULL;
+	records = (struct mt_event *)(t->batch + sizeof(struct mt_raw_batch));
+	*room = BATCH_MAX_RECORDS - t->batch_records;
+	if (*room > want)
+		*room = want;
+	return &records[t->batch_records];
+}
+
+void mt_tracer_appended(struct tracer *t, size_t n, uint64_t last_ns)
+{
+	t->batch_records += n;
+	if (n && last_ns > t->last_record_ns)
+		t->last_record_ns = last_ns;
+}

@@ -213,7 +213,7 @@ int mt_tracer_collect(struct tracer *t, bool final)
 	sort_by_time(t->ev, t->nev);
 	/* the preloaded recorders' rings after the events ring, merged in
 	 * by time: what a process recorded before its Exit is read by now */
-	if (t->fast && mt_fast_collect(t))
+	if (t->fast && mt_fast_collect(t, until))
 		return -1;
 	while ((i < t->nev && t->ev[i].timestamp <= until) ||
 	       (j < t->nlife && t->life[j].timestamp <= until)) {

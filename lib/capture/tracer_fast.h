@@ -49,8 +49,11 @@ void mt_fast_configure(const struct mt_fast *f, struct mt_trace *skel);
 /* The eventfd the recorders write when a ring is half full. */
 int mt_fast_wake_fd(const struct mt_fast *f);
 
-/* Read every ring into t->ev (kept sorted by time), converting times. */
-int mt_fast_collect(struct tracer *t);
+/* Read every ring into t->ev (kept sorted by time), converting times;
+ * when nothing else is staged and one thread's ring holds records, its
+ * records up to until (the drain's watermark, ns) go straight into the
+ * batch instead. */
+int mt_fast_collect(struct tracer *t, uint64_t until);
 
 /* Process pid exited: its rings go back to the pool once drained (and,
  * had it exec'd a dynamic program that never loaded the recorder, that is

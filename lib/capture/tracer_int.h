@@ -117,6 +117,13 @@ int mt_tracer_drain(struct tracer *t, bool final);
  * mt_tracer_writer_end() stops the thread (any path out). */
 #define BATCH_MAX_RECORDS 65536
 int mt_tracer_append(struct tracer *t, const struct mt_event *slots, size_t n);
+/* Room for records at the batch's end, filled in place (a full batch is
+ * written first): where, and how many fit (want at most, at least 1);
+ * NULL if the write failed.  Then mt_tracer_appended() with how many were
+ * filled and the last one's time. */
+struct mt_event *mt_tracer_batch_room(struct tracer *t, size_t want,
+				      size_t *room);
+void mt_tracer_appended(struct tracer *t, size_t n, uint64_t last_ns);
 int mt_tracer_write_batch(struct tracer *t);
 int mt_tracer_flush(struct tracer *t);
 void mt_tracer_writer_end(struct tracer *t);
