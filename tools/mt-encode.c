@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "mt_artifact.h"
+#include "mt_cli.h"
 #include "mt_human.h"
 #include "mt_input.h"
 #include "mt_version.h"
@@ -206,53 +206,14 @@ static const char *error_in_stream(struct mt_input *in, const char *name)
 	return msg;
 }
 
-/* ---- progress on a terminal ------------------------------------------ */
-
-/* Checked every PROGRESS_EVERY records: a clock read per 64 Ki events
- * costs nothing next to encoding them. */
+/* The progress line (mt_cli.h) is looked at every PROGRESS_EVERY
+ * records: a clock read per 64 Ki events costs nothing next to encoding
+ * them. */
 #define PROGRESS_EVERY (1u << 16)
-#define PROGRESS_AFTER 1.0  /* s: short runs stay silent */
-#define PROGRESS_STEP  0.25 /* s between two updates */
-
-struct progress {
-	bool on; /* stderr is a terminal */
-	bool shown;
-	double start, next;
-};
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void progress_update(struct progress *p, struct mt_input *in,
-			    uint64_t events)
-{
-	char count[32], bytes[32];
-	double t = now_s();
-
-	if (t < p->next)
-		return;
-	p->next = t + PROGRESS_STEP;
-	mt_fmt_count(count, sizeof(count), events);
-	mt_fmt_bytes(bytes, sizeof(bytes), mt_input_offset(in));
-	fprintf(stderr, "\rmt-encode: %s events, %s read, %.1f s\033[K", count,
-		bytes, t - p->start);
-	p->shown = true;
-}
-
-static void progress_end(struct progress *p)
-{
-	if (p->shown)
-		fprintf(stderr, "\r\033[K");
-}
 
 /* Copies every record; returns 0 at the trailer, -1 if the input broke. */
 static int encode(struct mt_input *in, struct mt_artifact *a,
-		  struct progress *p)
+		  struct mt_progress *p)
 {
 	struct mt_record rec;
 	uint64_t n = 0;
@@ -261,8 +222,8 @@ static int encode(struct mt_input *in, struct mt_artifact *a,
 	while ((ret = mt_input_next(in, &rec)) > 0) {
 		if (mt_artifact_record(a, &rec))
 			return 0; /* output error: reported by the caller */
-		if (++n % PROGRESS_EVERY == 0 && p->on)
-			progress_update(p, in, n);
+		if (++n % PROGRESS_EVERY == 0)
+			mt_progress_update(p, n, mt_input_offset(in));
 	}
 	return ret;
 }
@@ -431,7 +392,7 @@ int main(int argc, char **argv)
 {
 	struct env env = {.level = MT_ZSTD_LEVEL_AUTO,
 			  .frame_bytes = MT_ZSTD_FRAME_BYTES};
-	struct progress progress = {0};
+	struct mt_progress progress;
 	struct output out;
 	char msg[1024];
 	struct mt_input *in;
@@ -447,9 +408,7 @@ int main(int argc, char **argv)
 		signal(SIGINT, SIG_IGN);
 		signal(SIGHUP, SIG_IGN);
 	}
-	progress.on = isatty(STDERR_FILENO);
-	progress.start = now_s();
-	progress.next = progress.start + PROGRESS_AFTER;
+	mt_progress_init(&progress, "mt-encode");
 	in = mt_input_open(env.input, msg, sizeof(msg));
 	if (!in)
 		errx(EXIT_FAIL, "%s", msg);
@@ -463,13 +422,13 @@ int main(int argc, char **argv)
 	a = new_artifact(&env, out.fd);
 	mt_artifact_header(a, mt_input_meta(in));
 	if (encode(in, a, &progress) < 0) {
-		progress_end(&progress);
+		mt_progress_end(&progress);
 		warnx("%s", mt_input_error(in));
 		status = EXIT_FAIL;
 		mt_artifact_trailer(a, mt_input_meta(in), false,
 				    error_in_stream(in, name));
 	} else {
-		progress_end(&progress);
+		mt_progress_end(&progress);
 		mt_artifact_trailer(a, mt_input_meta(in), true, NULL);
 	}
 	if (env.codspeed_dir && !status)
