@@ -356,15 +356,17 @@ print(n > 5, maps)' "$T/run.zst"
 	zstd -dc "$T/run.jsonl.zst" | cmp - "$T/run.jsonl"
 }
 
-@test "mt-encode: the allocation-heavy shape compresses to <= 8 bytes an event" {
-	# what a malloc+free loop records: the same two addresses, sizes and
-	# tids, timestamps ~1.4 us apart with jitter (mt-gen's are random);
-	# hand-made with python's struct in the raw layout of mt-format(5)
-	"$PY" - "$T/heavy.raw" <<'PYEOF'
+# heavy_raw FILE N SPREAD: what a malloc+free loop records, N events: the
+# addresses of SPREAD bytes apart at most (0: the same two), sizes of
+# 1000-2000 bytes when spread, tids the same, timestamps ~1.4 us apart with
+# jitter (mt-gen's are random); hand-made with python's struct in the raw
+# layout of mt-format(5)
+heavy_raw() {
+	"$PY" - "$@" <<'PYEOF'
 import random, struct, sys
 random.seed(7)
-n = 200000
-argv = [b"/tmp/allocheavy", b"200000"]
+n, spread = int(sys.argv[2]), int(sys.argv[3])
+argv = [b"/tmp/allocheavy", b"%d" % (n // 2)]
 strings = b"host\0" + b"\0".join(argv) + b"\0"
 hsize = (64 + len(strings) + 7) // 8 * 8
 out = bytearray(struct.pack("<8sIIIIIIIIQQII", b"\x89MTRAW\r\n", 1, hsize,
@@ -375,8 +377,10 @@ t, recs = 10**9, []
 for i in range(n):
     t += 1300 + random.randrange(200)
     kind = 1 if i % 2 == 0 else 2
+    addr = 0x55555555a2a0 + random.randrange(spread // 16 + 1) * 16
+    size = 1000 + random.randrange(1000) if spread else 32
     recs.append(struct.pack("<QIIHHIQQQQ", t, 4242, 4242, kind, 0, 0,
-                            0x55555555a2a0, 32 if kind == 1 else 0, 0, 0))
+                            addr, size if kind == 1 else 0, 0, 0))
 for b in range(0, n, 1000):
     chunk = recs[b:b + 1000]
     out += struct.pack("<IIIIQQ", 0x3142544d, len(chunk), 56 * len(chunk),
@@ -384,10 +388,39 @@ for b in range(0, n, 1000):
 out += struct.pack("<IIiIQQQQ", 0x3145544d, 1, 0, 0, t + 1, n, 0, n // 1000)
 open(sys.argv[1], "wb").write(out)
 PYEOF
+}
+
+@test "mt-encode: the allocation-heavy shape compresses to <= 8 bytes an event" {
+	heavy_raw "$T/heavy.raw" 200000 0
 	mt-encode --zstd -o "$T/heavy.zst" "$T/heavy.raw"
 	size=$(stat -c %s "$T/heavy.zst")
 	echo "$size bytes for 200000 events" >&3
 	[ "$size" -le $((8 * 200000)) ]
+}
+
+# Without --level each frame is level 1's or zstd's quick search's,
+# whichever the last probe made smaller (mt-encode(1), --level): on an
+# allocation-heavy trace the quick one, on mt-gen's level 1.
+@test "mt-encode: frames quicker than level 1 where they are smaller, the same bytes on one CPU and two" {
+	heavy_raw "$T/heavy.raw" 200000 1048576
+	mt-encode -u -o "$T/heavy.msgpack" "$T/heavy.raw"
+	mt-encode --level 1 --frame-size 64KiB -o "$T/level1.zst" "$T/heavy.raw"
+	for cpus in 0 0,1; do
+		taskset -c "$cpus" mt-encode --frame-size 64KiB \
+			-o "$T/heavy.$cpus.zst" "$T/heavy.raw"
+		zstd -dc "$T/heavy.$cpus.zst" | cmp - "$T/heavy.msgpack"
+	done
+	cmp "$T/heavy.0.zst" "$T/heavy.0,1.zst"
+	level1=$(stat -c %s "$T/level1.zst")
+	chosen=$(stat -c %s "$T/heavy.0.zst")
+	echo "level 1: $level1 bytes, chosen: $chosen" >&3
+	# the quick frames are ~5% smaller here
+	[ "$chosen" -lt $((level1 * 97 / 100)) ]
+	# mt-gen's random values: level 1 wins every probe, its very bytes
+	"$GEN" --events 100000 --seed 25 -o "$T/gen.raw"
+	mt-encode --frame-size 64KiB -o "$T/gen.zst" "$T/gen.raw"
+	mt-encode --level 1 --frame-size 64KiB -o "$T/gen1.zst" "$T/gen.raw"
+	cmp "$T/gen.zst" "$T/gen1.zst"
 }
 
 @test "mt-encode: --level, --frame-size and --threads give the same bytes back" {
