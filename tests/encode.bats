@@ -643,16 +643,40 @@ print(list(msgpack.Unpacker(open(sys.argv[1], "rb"), raw=False))[-1]["complete"]
 	size=$(stat -c %s "$T/run.zst")
 	head -c $((size / 2)) "$T/run.zst" > "$T/cut.zst"
 	run --separate-stderr mt-reconstruct -o "$T/cut.json" "$T/cut.zst"
-	[ "$status" -ne 0 ]
+	[ "$status" -eq 2 ]
 	[[ "$stderr" == *"$T/cut.zst: byte $((size / 2)): zstd frame at byte "*" cut short"* ]]
 	[ "$(jq .input.complete "$T/cut.json")" = false ]
 	run mt-report "$T/cut.zst"
+	assert_failure 2
 	assert_line --index 0 --partial "incomplete trace: $T/cut.zst: byte $((size / 2)): zstd frame at byte"
+}
+
+@test "compressed timelines: mt-report reads them as the plain ones (file, pipe, re-sorted keys); cut short: exit 2, where" {
+	"$GEN" --events 20000 --seed 47 -o "$T/run.raw"
+	mt-reconstruct -o "$T/tl.json" "$T/run.raw"
+	mt-report "$T/tl.json" > "$T/plain.txt"
+	zstd -q -c "$T/tl.json" > "$T/tl.zst"
+	mt-report "$T/tl.zst" | diff - "$T/plain.txt"
+	cat "$T/tl.zst" | mt-report | diff - "$T/plain.txt"
+	mt-report --compare "$T/tl.json" "$T/tl.zst" > "$T/compare.txt"
+	mt-report --compare "$T/tl.json" "$T/tl.json" | diff - "$T/compare.txt"
+	# "format" no longer first: told by the reader, read through it
+	jq -S . "$T/tl.json" > "$T/sorted.json"
+	zstd -q -c "$T/sorted.json" > "$T/sorted.zst"
+	mt-report "$T/sorted.zst" | diff - "$T/plain.txt"
+	cat "$T/sorted.json" | mt-report | diff - "$T/plain.txt"
+	# a frame cut short: the compressed offset, not a JSON parse error
+	size=$(stat -c %s "$T/tl.zst")
+	head -c $((size / 2)) "$T/tl.zst" > "$T/cut.zst"
+	run mt-report "$T/cut.zst"
+	assert_failure 2
+	assert_output --regexp "^mt-report: $T/cut.zst: byte $((size / 2)): zstd frame at byte 0 cut short"
 }
 
 @test "compressed input with a flipped bit: exit 2, never other events" {
 	"$GEN" --events 5000 --seed 45 -o "$T/run.raw"
 	mt-encode -u -o "$T/run.msgpack" "$T/run.raw"
+	mt-encode -o "$T/art.zst" "$T/run.raw"
 	zstd -q -c "$T/run.raw" > "$T/raw.zst"
 	size=$(stat -c %s "$T/raw.zst")
 	for at in 20 $((size / 3)) $((size / 2)) $((size - 6)); do
@@ -664,6 +688,17 @@ open(sys.argv[3], "wb").write(d)' "$T/raw.zst" "$at" "$T/bad.zst"
 		run --separate-stderr mt-encode -u -o "$T/bad.msgpack" "$T/bad.zst"
 		assert_failure 2
 		[[ "$stderr" == "mt-encode: $T/bad.zst: byte "* ]] || { echo "$stderr"; false; }
+	done
+	# the later stages alike, on mt-encode's artifact damaged
+	"$PY" -c '
+import sys
+d = bytearray(open(sys.argv[1], "rb").read())
+d[len(d) // 2] ^= 0x04
+open(sys.argv[2], "wb").write(d)' "$T/art.zst" "$T/badart.zst"
+	for tool in mt-reconstruct mt-report; do
+		run --separate-stderr "$tool" -o "$T/out.$tool" "$T/badart.zst"
+		assert_failure 2
+		[[ "$stderr" == *"$T/badart.zst: byte "* ]] || { echo "$stderr"; false; }
 	done
 }
 

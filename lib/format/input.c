@@ -191,6 +191,23 @@ uint64_t mt_input_offset(const struct mt_input *in)
 	return in->zstd ? mt_zreader_offset(in->zstd) : offset_now(in);
 }
 
+ssize_t mt_input_read_text(struct mt_input *in, void *dst, size_t cap)
+{
+	size_t n;
+
+	if (!avail(in) && !in->mapped) {
+		/* the reader's own error (not an event stream) is no read
+		 * error: what input_refill sets is */
+		in->err[0] = '\0';
+		if (!input_refill(in, 1))
+			return in->err[0] ? -1 : 0;
+	}
+	n = avail(in) < cap ? avail(in) : cap;
+	memcpy(dst, cur(in), n);
+	consume(in, n);
+	return n;
+}
+
 void mt_input_close(struct mt_input *in)
 {
 	if (!in)

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "mt_raw.h"
 
@@ -96,6 +97,15 @@ const char *mt_input_error(const struct mt_input *in);
 /* Byte offset of the next unread byte of the input (for messages and
  * progress); for zstd-compressed input, the compressed bytes consumed. */
 uint64_t mt_input_offset(const struct mt_input *in);
+
+/*
+ * MT_FMT_TIMELINES, which mt_input_next() refuses (no event stream): the
+ * document's bytes from its first on, decompressed when zstd, from a file
+ * or a pipe, for a JSON parser (mt-report's).  Like read(2): > 0 bytes
+ * given, 0 at the end, -1 on a read error or a damaged zstd frame
+ * (mt_input_error() then says where and what).
+ */
+ssize_t mt_input_read_text(struct mt_input *in, void *dst, size_t cap);
 
 void mt_input_close(struct mt_input *in);
 

@@ -173,8 +173,48 @@ static json_t *check_section(json_t *doc, const struct mt_recon_opts *opts,
 	return doc;
 }
 
-/* An event stream (or timelines not starting with "format") from s. */
-static json_t *load_stream(FILE *s, const char *path, const char *name,
+/* The bytes of timelines the reader found, for jansson: decompressed
+ * when they are zstd frames; the first error of the reader kept. */
+struct timelines_text {
+	struct mt_input *in;
+	bool failed;
+};
+
+static ssize_t timelines_text_read(void *cookie, char *buf, size_t size)
+{
+	struct timelines_text *t = cookie;
+	ssize_t n = mt_input_read_text(t->in, buf, size);
+
+	t->failed |= n < 0;
+	return n;
+}
+
+/*
+ * Timelines the reader told from an event stream: compressed ones, and
+ * plain ones whose "format" is not the first key (re-sorted by some JSON
+ * tool), read through it from file or pipe.
+ */
+static json_t *load_timelines_input(struct mt_input *in, const char *name,
+				    char *err, size_t errlen)
+{
+	struct timelines_text t = {.in = in};
+	FILE *text = fopencookie(
+	    &t, "rb", (cookie_io_functions_t){.read = timelines_text_read});
+	json_t *doc;
+
+	if (!text) {
+		snprintf(err, errlen, "%s: %s", name, strerror(errno));
+		return NULL;
+	}
+	doc = load_timelines(text, name, err, errlen);
+	fclose(text);
+	if (!doc && t.failed) /* the input's own error says where */
+		snprintf(err, errlen, "%s", mt_input_error(in));
+	return doc;
+}
+
+/* An event stream, or timelines the head did not show, from s. */
+static json_t *load_stream(FILE *s, const char *name,
 			   const struct mt_recon_opts *opts, char *err,
 			   size_t errlen)
 {
@@ -184,21 +224,8 @@ static json_t *load_stream(FILE *s, const char *path, const char *name,
 	if (!in)
 		return NULL;
 	if (mt_input_format(in) == MT_FMT_TIMELINES) {
-		/* timelines whose "format" is not the first key (re-sorted
-		 * by some JSON tool): a file can be read again from the
-		 * start, a pipe cannot */
-		FILE *again = name == path ? fopen(path, "rb") : NULL;
-
+		doc = load_timelines_input(in, name, err, errlen);
 		mt_input_close(in);
-		if (!again) {
-			snprintf(err, errlen,
-				 "%s: byte 0: timelines JSON must start with "
-				 "\"format\" when read from a pipe",
-				 name);
-			return NULL;
-		}
-		doc = load_timelines(again, name, err, errlen);
-		fclose(again);
 		return check_section(doc, opts, name, err, errlen);
 	}
 	doc = mt_recon_input(in, opts, NULL);
@@ -238,7 +265,7 @@ json_t *mt_report_load(const char *path, const struct mt_recon_opts *opts,
 	    fseeko(f, start, SEEK_SET) == 0) {
 		free(r->head);
 		free(r);
-		return load_stream(f, path, name, opts, err, errlen);
+		return load_stream(f, name, opts, err, errlen);
 	}
 	s = fopencookie(r, "rb",
 			(cookie_io_functions_t){.read = replay_read,
@@ -253,7 +280,7 @@ json_t *mt_report_load(const char *path, const struct mt_recon_opts *opts,
 		fclose(s);
 		return check_section(doc, opts, name, err, errlen);
 	}
-	return load_stream(s, path, name, opts, err, errlen);
+	return load_stream(s, name, opts, err, errlen);
 }
 
 /* ------------------------------------------------------------------ */
