@@ -167,6 +167,14 @@ struct pc_rule {
  * needs more reads on from there, without that bound).
  */
 #define STACK_WINDOW 8192
+#define KNOWN_STACKS 256
+
+/* key's place among the known stacks: the high bits of a multiplicative
+ * hash (the key is a hash already, but of frames that differ little) */
+static __always_inline __u32 known_slot(__u64 key)
+{
+	return (key * 0x9e3779b97f4a7c15ull) >> (64 - 8);
+}
 
 struct stack_window {
 	__u64 base;  /* user address of bytes[0] */
@@ -193,6 +201,10 @@ struct stack_window {
 	__u64 trampoline;	 /* where uretprobes return to, or 0 */
 	struct code_mapping map; /* the mapping the last pc was in */
 	struct pc_rule rule;	 /* the current frame's */
+	/* keys the stacks table holds, direct-mapped (known_slot()): it
+	 * never forgets one, so a key found here needs no lookup there (a
+	 * hash table's lookup, ~40 ns of every walk) */
+	__u64 known[KNOWN_STACKS];
 };
 
 struct {
@@ -296,29 +308,17 @@ static long read_vma(struct task_struct *task, struct vm_area_struct *vma,
 	return 0;
 }
 
-/*
- * *map becomes the mapping of pc (id 0: none mt-trace knows): from the
- * cache, else from the kernel's VMA, then kept in the cache.  A global
- * function: the verifier checks it once on its own, and the walk sees only
- * that *map changed (checked inside the walk, the cache's paths took the
- * verifier from 25 k to 450 k instructions, ~4 s of every start).
- */
-__attribute__((noinline)) int find_mapping(struct code_mapping *map,
-					   struct walk_cache *cache, __u64 pc)
+/* *map becomes the mapping of pc from the kernel's VMA (id 0: none
+ * mt-trace knows), kept in the cache when it has rows.  Global, so that
+ * the verifier checks read_vma once, not once per way the cache's search
+ * ended. */
+__attribute__((noinline)) int kernel_mapping(struct code_mapping *map,
+					     struct walk_cache *cache, __u64 pc)
 {
 	struct code_mapping found = {};
 
 	if (!map)
 		return 0;
-	if (cache) {
-		for (int i = 0; i < MAPPING_CACHE_SLOTS; i++) {
-			if (pc >= cache->slot[i].start &&
-			    pc < cache->slot[i].end) {
-				*map = cache->slot[i];
-				return 0;
-			}
-		}
-	}
 	/* bpf_find_vma wants its callback's context on the stack */
 	if (bpf_find_vma(bpf_get_current_task_btf(), pc, read_vma, &found, 0) ||
 	    pc < found.start || pc >= found.end) {
@@ -331,6 +331,30 @@ __attribute__((noinline)) int find_mapping(struct code_mapping *map,
 	if (cache && found.id && found.nrows)
 		cache->slot[cache->next_map++ % MAPPING_CACHE_SLOTS] = found;
 	return 0;
+}
+
+/*
+ * *map becomes the mapping of pc (id 0: none mt-trace knows): from the
+ * cache, else from the kernel's VMA, then kept in the cache.  A global
+ * function: the verifier checks it once on its own, and the walk sees only
+ * that *map changed (checked inside the walk, the cache's paths took the
+ * verifier from 25 k to 450 k instructions, ~4 s of every start).
+ */
+__attribute__((noinline)) int find_mapping(struct code_mapping *map,
+					   struct walk_cache *cache, __u64 pc)
+{
+	if (!map)
+		return 0;
+	if (cache) {
+		for (int i = 0; i < MAPPING_CACHE_SLOTS; i++) {
+			if (pc >= cache->slot[i].start &&
+			    pc < cache->slot[i].end) {
+				*map = cache->slot[i];
+				return 0;
+			}
+		}
+	}
+	return kernel_mapping(map, cache, pc);
 }
 
 /* The current process's cache on this CPU, emptied when it described
@@ -566,24 +590,33 @@ static long read_stack_vma(struct task_struct *task, struct vm_area_struct *vma,
 	return 0;
 }
 
-/* Where the thread's stack mapping, the one sp is in, ends (0: not
- * known): from the cache, else from the kernel's VMA. */
-static __always_inline __u64 stack_end(struct walk_cache *cache, __u64 sp)
+/* The kernel's answer to stack_end(), kept in the cache.  Global, like
+ * kernel_mapping(). */
+__attribute__((noinline)) __u64 kernel_stack_end(struct walk_cache *cache,
+						 __u64 sp)
 {
 	__u64 bounds[2] = {};
 
-	if (!cache)
-		return 0;
-	if (cache->stack_end && sp >= cache->stack_start &&
-	    sp < cache->stack_end)
-		return cache->stack_end;
-	if (bpf_find_vma(bpf_get_current_task_btf(), sp, read_stack_vma, bounds,
+	if (!cache ||
+	    bpf_find_vma(bpf_get_current_task_btf(), sp, read_stack_vma, bounds,
 			 0) ||
 	    sp < bounds[0] || sp >= bounds[1])
 		return 0;
 	cache->stack_start = bounds[0];
 	cache->stack_end = bounds[1];
 	return bounds[1];
+}
+
+/* Where the thread's stack mapping, the one sp is in, ends (0: not
+ * known): from the cache, else from the kernel's VMA. */
+static __always_inline __u64 stack_end(struct walk_cache *cache, __u64 sp)
+{
+	if (!cache)
+		return 0;
+	if (cache->stack_end && sp >= cache->stack_start &&
+	    sp < cache->stack_end)
+		return cache->stack_end;
+	return kernel_stack_end(cache, sp);
 }
 
 /*
@@ -681,22 +714,20 @@ static __always_inline long read_stack_word(struct unwind *u, __u64 addr,
 }
 
 /*
- * One frame: record pc, then step to the caller; 1 ends the walk.  A
- * global function, its state all in memory (the window): the verifier
- * checks it once, not once for each set of values a walk's state took
- * from frame to frame (14.5 k instructions a program when it was the
- * bpf_loop callback itself, with the state on the stack).
+ * One frame: record pc, then step to the caller; 1 ends the walk.  Its
+ * state all in memory (the window), none on the stack: the verifier
+ * checks the step once or twice, not once for each set of values the
+ * walk's state took from frame to frame (14.5 k instructions a program
+ * with the state on the stack).  Inlined into the bpf_loop callback: as
+ * a global function of its own, the call cost ~200 ns a fresh 21-frame
+ * stack (bpf_stats).
  */
-__attribute__((noinline)) int unwind_frame(struct stack_window *w,
-					   struct walk_cache *cache,
-					   struct mt_stack_record *rec, __u32 i)
+static __always_inline int unwind_frame(struct unwind *u, __u32 i)
 {
-	struct unwind walk = {.rec = rec, .window = w, .cache = cache};
-	struct unwind *u = &walk;
+	struct stack_window *w = u->window;
+	struct mt_stack_record *rec = u->rec;
 	__u64 frame, cfa, ra = 0, bp;
 
-	if (!w || !rec)
-		return 1;
 	pc_rule(u);
 	frame = w->rule.frame;
 	if (i >= MT_STACK_DEPTH_MAX)
@@ -733,7 +764,7 @@ static long unwind_step(__u32 i, void *ctx)
 	struct unwind *u = ctx;
 
 	/* 0 or 1, as the verifier wants a callback's result */
-	return unwind_frame(u->window, u->cache, u->rec, i) ? 1 : 0;
+	return unwind_frame(u, i);
 }
 
 static __always_inline struct mt_stack_record *stack_scratch_record(void)
@@ -834,6 +865,16 @@ __attribute__((noinline)) __u64 remembered_stack(struct walk_cache *cache,
 	return check.differs ? 0 : m->key;
 }
 
+/* *to = *from: 85 loads and stores, a global function so that the
+ * verifier checks them once, not once for each slot memo_index() gave. */
+__attribute__((noinline)) int copy_memo(struct walk_memo *to,
+					const struct walk_memo *from)
+{
+	if (to && from)
+		*to = *from;
+	return 0;
+}
+
 /* Keep the walk just made, whose stack the table holds under key. */
 static __always_inline void remember_walk(struct unwind *u, __u64 pc, __u64 bp,
 					  __u64 key)
@@ -852,7 +893,7 @@ static __always_inline void remember_walk(struct unwind *u, __u64 pc, __u64 bp,
 	    memo_index(cache, pc, u->window->start_sp, bp); /* one gone stale */
 	if (at < 0)
 		at = cache->next_walk++;
-	cache->walk[at & (MEMO_WALKS - 1)] = *m;
+	copy_memo(&cache->walk[at & (MEMO_WALKS - 1)], m);
 }
 
 /* The walk of capture_stack(), on this CPU's scratch space. */
@@ -862,7 +903,7 @@ static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
 	struct mt_stack_record *rec;
 	struct unwind u = {};
 	__u32 zero = 0;
-	__u64 key;
+	__u64 key, *known;
 
 	rec = stack_scratch_record();
 	u.window = bpf_map_lookup_elem(&stack_windows, &zero);
@@ -897,7 +938,8 @@ static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
 		u.cache->extent_hint =
 		    extent_hint(u.window->words_end - u.window->start_sp);
 	key = u.window->hash ? u.window->hash : 1;
-	if (!bpf_map_lookup_elem(&stacks, &key)) {
+	known = &u.window->known[known_slot(key)];
+	if (*known != key && !bpf_map_lookup_elem(&stacks, &key)) {
 		fill_event(&rec->ev, MT_EV_STACK, pid_tgid);
 		rec->ev.addr = key;
 		rec->ev.size = u.window->nframes;
@@ -906,6 +948,7 @@ static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
 		if (!send_new_stack(rec, key))
 			return key; /* not in the table: sent each time */
 	}
+	*known = key; /* the table holds it now */
 	remember_walk(&u, ip, bp, key);
 	return key;
 }
