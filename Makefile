@@ -116,11 +116,12 @@ $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 PRELOAD_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE \
 	-Ilib/capture -Ibpf -fPIC -shared -fexceptions -fvisibility=hidden \
 	-fno-builtin -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
-$(PRELOAD): lib/preload/mt_preload.c lib/capture/mt_fast.h bpf/mt_event.h \
-		bpf/mt_stack.h \
+PRELOAD_SRCS := $(wildcard lib/preload/*.c)
+$(PRELOAD): $(PRELOAD_SRCS) $(wildcard lib/preload/*.h) lib/capture/mt_fast.h \
+		bpf/mt_event.h bpf/mt_stack.h \
 		| $(OUTPUT)/lib
 	$(call msg,CCLD,$@)
-	$(Q)$(CC) $(PRELOAD_CFLAGS) $< -o $@ -ldl -pthread
+	$(Q)$(CC) $(PRELOAD_CFLAGS) $(PRELOAD_SRCS) -o $@ -ldl -pthread
 
 $(OUTPUT)/lib/%.o: lib/%.c $(LIB_HDRS) bpf/mt_event.h | $(OUTPUT)/lib
 	$(call msg,CC,$@)
