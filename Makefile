@@ -298,8 +298,10 @@ build-fuzz/mt-gen: tests/gen/mt-gen.c $(FUZZ_LIB_SRCS) $(LIB_HDRS) bpf/mt_event.
 	$(call msg,CCLD,$@)
 	$(Q)mkdir -p build-fuzz
 	$(Q)$(CC) $(CFLAGS) $< $(FUZZ_LIB_SRCS) $(LDLIBS_COMMON) -o $@
-# mt-encode also parses sizes and prints the version (lib/common)
-FUZZ_ENCODE_SRCS := $(FUZZ_LIB_SRCS) lib/common/human.c lib/common/version.c
+# mt-encode also parses sizes, prints the version and its progress line
+# (lib/common)
+FUZZ_ENCODE_SRCS := $(FUZZ_LIB_SRCS) lib/common/human.c lib/common/version.c \
+	lib/common/cli.c
 build-fuzz/mt-encode: tools/mt-encode.c $(FUZZ_ENCODE_SRCS) $(LIB_HDRS) \
 		bpf/mt_event.h $(OUTPUT)/mt_version_gen.h
 	$(call msg,CCLD,$@)

@@ -195,13 +195,9 @@ ssize_t mt_input_read_text(struct mt_input *in, void *dst, size_t cap)
 {
 	size_t n;
 
-	if (!avail(in) && !in->mapped) {
-		/* the reader's own error (not an event stream) is no read
-		 * error: what input_refill sets is */
-		in->err[0] = '\0';
-		if (!input_refill(in, 1))
-			return in->err[0] ? -1 : 0;
-	}
+	/* input_refill stops at the end (eof) or on an error it sets */
+	if (!avail(in) && !in->mapped && !input_refill(in, 1))
+		return in->eof ? 0 : -1;
 	n = avail(in) < cap ? avail(in) : cap;
 	memcpy(dst, cur(in), n);
 	consume(in, n);
