@@ -2,7 +2,9 @@
 /* pss.c - sample /proc/PID/smaps_rollup (the --physical fallback). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -56,4 +58,87 @@ int mt_pss_read(pid_t pid, struct mt_pss *out)
 		return got < 0 ? -errno : -ENOENT; /* empty once it exited */
 	text[got] = '\0';
 	return mt_pss_parse(text, out);
+}
+
+/* Room for n samples in *a (capacity *cap); false without memory. */
+static bool reserve(void **a, size_t *cap, size_t n, size_t size)
+{
+	void *grown;
+
+	if (n <= *cap)
+		return true;
+	grown = realloc(*a, n * size);
+	if (!grown)
+		return false;
+	*a = grown;
+	*cap = n;
+	return true;
+}
+
+static int by_pid(const void *a, const void *b)
+{
+	pid_t x = ((const struct mt_pss_sample *)a)->pid;
+	pid_t y = ((const struct mt_pss_sample *)b)->pid;
+
+	return (x > y) - (x < y);
+}
+
+int mt_pss_sweep_read(struct mt_pss_sweep *w, const pid_t *pids, size_t n)
+{
+	if (!reserve((void **)&w->now, &w->cap_now, n, sizeof(*w->now)) ||
+	    !reserve((void **)&w->order, &w->cap_order, n, sizeof(*w->order)))
+		return -ENOMEM;
+	w->nnow = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct mt_pss_sample *s = &w->now[w->nnow];
+
+		if (mt_pss_read(pids[i], &s->pss) == 0) {
+			s->pid = pids[i];
+			w->nnow++;
+		}
+	}
+	mt_pss_sweep_order(w);
+	return 0;
+}
+
+/* Whether s's PSS is above its last round's (0 when it had none). */
+static bool rose(const struct mt_pss_sweep *w, const struct mt_pss_sample *s)
+{
+	const struct mt_pss_sample *was =
+	    w->nlast ? bsearch(s, w->last, w->nlast, sizeof(*s), by_pid) : NULL;
+
+	return s->pss.pss > (was ? was->pss.pss : 0);
+}
+
+void mt_pss_sweep_order(struct mt_pss_sweep *w)
+{
+	size_t k = 0;
+
+	if (w->nnow)
+		qsort(w->now, w->nnow, sizeof(*w->now), by_pid);
+	for (int rising = 0; rising <= 1; rising++)
+		for (size_t i = 0; i < w->nnow; i++)
+			if (rose(w, &w->now[i]) == rising)
+				w->order[k++] = i;
+}
+
+void mt_pss_sweep_next(struct mt_pss_sweep *w)
+{
+	struct mt_pss_sample *a = w->last;
+	size_t cap = w->cap_last;
+
+	w->last = w->now;
+	w->nlast = w->nnow;
+	w->cap_last = w->cap_now;
+	w->now = a;
+	w->cap_now = cap;
+	w->nnow = 0;
+}
+
+void mt_pss_sweep_free(struct mt_pss_sweep *w)
+{
+	free(w->last);
+	free(w->now);
+	free(w->order);
+	*w = (struct mt_pss_sweep){0};
 }

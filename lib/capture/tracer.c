@@ -764,23 +764,27 @@ static int open_control(struct tracer *t)
 	return 0;
 }
 
-/* --physical without the kernel's rmap hooks: PSS of each live process */
+/* --physical without the kernel's rmap hooks: PSS of each live process,
+ * read as one round before any is written (mt_pss.h: why) */
 static int sample_pss(struct tracer *t)
 {
-	for (size_t i = 0; i < t->nlive; i++) {
-		struct mt_event fields = {0};
-		struct mt_pss pss;
+	struct mt_pss_sweep *w = &t->pss_sweep;
 
-		if (mt_pss_read(t->live[i], &pss))
-			continue; /* it just exited */
-		fields.size = pss.pss;
-		fields.addr = pss.pss_anon;
-		fields.old_addr = pss.pss_file;
-		fields.old_size = pss.pss_shmem;
-		if (mt_tracer_own_event(t, MT_EV_PSS, t->live[i], NULL, 0,
-					&fields))
+	if (mt_pss_sweep_read(w, t->live, t->nlive))
+		return 0; /* no memory: this round goes unseen */
+	for (size_t k = 0; k < w->nnow; k++) {
+		const struct mt_pss_sample *s = &w->now[w->order[k]];
+		struct mt_event fields = {
+		    .size = s->pss.pss,
+		    .addr = s->pss.pss_anon,
+		    .old_addr = s->pss.pss_file,
+		    .old_size = s->pss.pss_shmem,
+		};
+
+		if (mt_tracer_own_event(t, MT_EV_PSS, s->pid, NULL, 0, &fields))
 			return -1;
 	}
+	mt_pss_sweep_next(w);
 	return 0;
 }
 
@@ -1047,6 +1051,7 @@ static void cleanup(struct tracer *t)
 		mt_control_close(&t->control);
 	if (t->sample_fd >= 0)
 		close(t->sample_fd);
+	mt_pss_sweep_free(&t->pss_sweep);
 	if (t->skel) {
 		t->skel->bss->discover_code = 0;
 		t->skel->bss->backpressure = 0;

@@ -74,6 +74,14 @@ static void live_remove(struct tracer *t, pid_t pid)
 	}
 }
 
+static bool is_live(const struct tracer *t, pid_t pid)
+{
+	for (size_t i = 0; i < t->nlive; i++)
+		if (t->live[i] == pid)
+			return true;
+	return false;
+}
+
 /* Lifecycle records keep their payload (an exec's path) as DATA slots
  * right after the record, as the raw format wants them. */
 int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size)
@@ -290,6 +298,10 @@ int mt_tracer_own_event(struct tracer *t, uint16_t kind, pid_t pid,
 		return -1;
 	if (mt_tracer_collect(t, false))
 		return -1;
+	/* a PSS sample read before its process's Exit was collected: after
+	 * the Exit it would count the freed memory again */
+	if (kind == MT_EV_PSS && !is_live(t, pid))
+		return 0;
 	memset(slots, 0, nslots * MT_EVENT_SIZE);
 	if (fields)
 		slots[0] = *fields;

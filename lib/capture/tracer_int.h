@@ -21,6 +21,7 @@
 #include "mt_control.h"
 #include "mt_event.h"
 #include "mt_probe.h"
+#include "mt_pss.h"
 #include "mt_tracer.h"
 #include "tracer_code.h"
 
@@ -54,6 +55,7 @@ struct tracer {
 	struct mt_control control;
 	bool has_control;
 	int sample_fd; /* timerfd for --physical sampling, or -1 */
+	struct mt_pss_sweep pss_sweep; /* its rounds */
 	/* processes alive now, from the lifecycle events (for sampling) */
 	pid_t *live;
 	size_t nlive, cap_live;
