@@ -64,22 +64,27 @@ void mt_tracer_live_add(struct tracer *t, pid_t pid)
 	t->live[t->nlive++] = pid;
 }
 
+/* Where pid is in t->live; t->nlive when it is not there. */
+static size_t live_index(const struct tracer *t, pid_t pid)
+{
+	size_t i = 0;
+
+	while (i < t->nlive && t->live[i] != pid)
+		i++;
+	return i;
+}
+
 static void live_remove(struct tracer *t, pid_t pid)
 {
-	for (size_t i = 0; i < t->nlive; i++) {
-		if (t->live[i] == pid) {
-			t->live[i] = t->live[--t->nlive];
-			return;
-		}
-	}
+	size_t i = live_index(t, pid);
+
+	if (i < t->nlive)
+		t->live[i] = t->live[--t->nlive];
 }
 
 static bool is_live(const struct tracer *t, pid_t pid)
 {
-	for (size_t i = 0; i < t->nlive; i++)
-		if (t->live[i] == pid)
-			return true;
-	return false;
+	return live_index(t, pid) < t->nlive;
 }
 
 /* Lifecycle records keep their payload (an exec's path) as DATA slots
