@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tracer_fast_drain.c - mt-trace --fast: the recorders' rings read into
+ * the staged events at each drain, or, when one thread alone is busy,
+ * straight into the batch.  The rest of --fast (start, the time line, the
+ * processes with and without the recorder) is tracer_fast.c.
+ *
+ * Order: each ring is one thread's records in time order; the rings read
+ * in one drain are merged (runs merged pairwise), then merged with the
+ * staged BPF events (already sorted).  A record stamped after the drain's
+ * calibration point stays in its ring until the next drain.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "mt_event.h"
+#include "mt_fast.h"
+#include "mt_grow.h"
+#include "mt_stack.h"
+#include "tracer_fast.h"
+#include "tracer_fast_int.h"
+#include "tracer_int.h"
+
+static struct mt_event to_event(const struct mt_fast *f,
+				const struct mt_fast_ring *r,
+				const struct mt_fast_record *rec)
+{
+	uint64_t when = rec->when_kind >> MT_FAST_KIND_BITS;
+	unsigned kind = rec->when_kind & MT_FAST_KIND_MASK;
+	struct mt_event e = {
+	    .timestamp = f->tsc ? tsc_to_ns(f, when) : when,
+	    .pid = r->pid,
+	    .tid = r->tid,
+	    .kind = kind,
+	    .addr = rec->addr,
+	    .size = rec->size,
+	};
+
+	if (kind == MT_EV_REALLOC)
+		e.old_addr = rec->extra;
+	else if (kind == MT_EV_ALIGNED_ALLOC)
+		e.old_size = rec->extra;
+	return e;
+}
+
+/* A STACK record at ring index at and the frames after it, to the
+ * stacks' table (tracer_stacks.c), as if the BPF side had sent it; how
+ * many records it took. */
+static uint64_t read_stack(struct tracer *t, const struct mt_fast_record *recs,
+			   uint64_t at, uint64_t head)
+{
+	uint64_t mask = t->fast->ring_records - 1;
+	const struct mt_fast_record *rec = &recs[at & mask];
+	uint64_t nframes = rec->size, nrecs;
+	struct mt_stack_record stack;
+
+	if (nframes > MT_STACK_DEPTH_MAX)
+		nframes = MT_STACK_DEPTH_MAX;
+	nrecs = 1 + (nframes + MT_FAST_FRAMES_PER_RECORD - 1) /
+			MT_FAST_FRAMES_PER_RECORD;
+	if (nrecs > head - at) /* never published whole: nothing of it */
+		return head - at;
+	memset(&stack.ev, 0, sizeof(stack.ev));
+	stack.ev.kind = MT_EV_STACK;
+	stack.ev.addr = rec->addr;
+	stack.ev.size = nframes;
+	stack.ev.flags = rec->extra & MT_STACK_TRUNCATED;
+	for (uint64_t i = 0; i < nframes; i++) {
+		const struct mt_fast_record *data =
+		    &recs[(at + 1 + i / MT_FAST_FRAMES_PER_RECORD) & mask];
+
+		memcpy(&stack.frames[i],
+		       (const uint64_t *)data + i % MT_FAST_FRAMES_PER_RECORD,
+		       sizeof(stack.frames[i]));
+	}
+	mt_tracer_stack_seen(t, &stack,
+			     sizeof(stack.ev) + nframes * sizeof(uint64_t));
+	return nrecs;
+}
+
+/* The STACK_REF staged before the allocation the next record holds (same
+ * pid, tid and time: the merge by time keeps them together). */
+static struct mt_event stack_ref(const struct mt_fast *f,
+				 const struct mt_fast_ring *r,
+				 const struct mt_fast_record *rec)
+{
+	struct mt_event e = to_event(f, r, rec);
+
+	e.kind = MT_EV_STACK_REF;
+	e.size = e.old_addr = e.old_size = 0;
+	return e;
+}
+
+/* The ring's records before tail are read: its thread, if it waits for
+ * room, goes on. */
+static void consumed(struct mt_fast_ring *r, uint64_t tail)
+{
+	__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
+	if (__atomic_load_n(&r->waiting, __ATOMIC_SEQ_CST)) {
+		r->waiting = 0;
+		syscall(SYS_futex, &r->tail, FUTEX_WAKE, INT_MAX, NULL, NULL,
+			0);
+	}
+}
+
+/* Read ring i's records stamped up to limit (counter or ns) onto the end
+ * of the staged events, as one run; wake its thread if it waits for
+ * room.  A recorder writes a stack, its reference and the event with one
+ * time and publishes them at once: the limit never splits them. */
+static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
+		      uint64_t limit)
+{
+	struct mt_fast_ring *r = &f->rings[i];
+	const struct mt_fast_record *recs =
+	    f->records + (uint64_t)i * f->ring_records;
+	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	uint64_t tail = r->tail;
+	size_t start = t->nev;
+
+	if (head == tail)
+		return;
+	t->ev =
+	    mt_grow(t->ev, &t->cap_ev, t->nev + (head - tail), sizeof(*t->ev));
+	while (tail != head) {
+		const struct mt_fast_record *rec =
+		    &recs[tail & (f->ring_records - 1)];
+		unsigned kind = rec->when_kind & MT_FAST_KIND_MASK;
+
+		if ((rec->when_kind >> MT_FAST_KIND_BITS) > limit)
+			break; /* after this drain's calibration */
+		if (kind == MT_FAST_KIND_STACK) {
+			tail += read_stack(t, recs, tail, head);
+			continue;
+		}
+		t->ev[t->nev++] = kind == MT_FAST_KIND_STACK_REF
+				      ? stack_ref(f, r, rec)
+				      : to_event(f, r, rec);
+		tail++;
+	}
+	consumed(r, tail);
+	if (t->nev > start) {
+		f->runs = mt_grow(f->runs, &f->cap_runs, f->nruns + 1,
+				  sizeof(*f->runs));
+		f->runs[f->nruns++] = t->nev;
+	}
+}
+
+/*
+ * The usual drain of a busy program: one thread's ring holds records,
+ * nothing else is staged (no BPF event, no lifecycle record) and there
+ * are no stacks.  Then nothing needs merging: the records up to the
+ * watermark go straight into the batch, without staging and copying
+ * (allocheavy --fast: ~5 ns an event of mt-trace's CPU).  Its index, or
+ * UINT32_MAX when the drain must stage.
+ */
+static uint32_t sole_busy_ring(const struct tracer *t, const struct mt_fast *f,
+			       uint32_t used)
+{
+	uint32_t busy = UINT32_MAX;
+
+	if (t->nev || t->nlife || f->stacks)
+		return UINT32_MAX;
+	for (uint32_t i = 0; i < used && i < NRINGS; i++) {
+		const struct mt_fast_ring *r = &f->rings[i];
+
+		if (__atomic_load_n(&r->head, __ATOMIC_ACQUIRE) == r->tail)
+			continue;
+		if (busy != UINT32_MAX)
+			return UINT32_MAX;
+		busy = i;
+	}
+	return busy;
+}
+
+/* Ring i's records stamped up to limit (counter or ns) and until (ns)
+ * converted into the batch, in place (sole_busy_ring); -1 if a write
+ * failed. */
+static int read_ring_direct(struct tracer *t, struct mt_fast *f, uint32_t i,
+			    uint64_t limit, uint64_t until)
+{
+	struct mt_fast_ring *r = &f->rings[i];
+	const struct mt_fast_record *recs =
+	    f->records + (uint64_t)i * f->ring_records;
+	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	uint64_t tail = r->tail, mask = f->ring_records - 1;
+	int rc = 0;
+
+	while (tail != head) {
+		size_t room, n = 0;
+		struct mt_event *out =
+		    mt_tracer_batch_room(t, head - tail, &room);
+		uint64_t last = 0;
+
+		if (!out) {
+			rc = -1;
+			break;
+		}
+		for (; n < room; n++) {
+			const struct mt_fast_record *rec =
+			    &recs[(tail + n) & mask];
+
+			if ((rec->when_kind >> MT_FAST_KIND_BITS) > limit)
+				break;
+			out[n] = to_event(f, r, rec);
+			if (out[n].timestamp > until)
+				break; /* the next drain's */
+			last = out[n].timestamp;
+		}
+		mt_tracer_appended(t, n, last);
+		tail += n;
+		if (n < room)
+			break;
+	}
+	consumed(r, tail);
+	return rc;
+}
+
+static bool exited(const struct mt_fast *f, uint32_t pid)
+{
+	for (size_t i = 0; i < f->nexited; i++)
+		if ((uint32_t)f->exited[i] == pid)
+			return true;
+	return false;
+}
+
+/* A drained ring whose thread is done (released, or its process exited)
+ * goes back to the pool. */
+static void maybe_reclaim(struct mt_fast *f, struct mt_fast_ring *r)
+{
+	uint32_t state = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
+
+	if (state == MT_FAST_RING_FREE ||
+	    __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) != r->tail)
+		return;
+	if (state != MT_FAST_RING_RELEASED && !exited(f, r->pid))
+		return;
+	r->head = r->tail = 0;
+	r->pid = r->tid = 0;
+	__atomic_store_n(&r->state, MT_FAST_RING_FREE, __ATOMIC_RELEASE);
+}
+
+/* Merge sorted a[0..na) and b[0..nb) into out; a first on equal times. */
+static void merge2(const struct mt_event *a, size_t na,
+		   const struct mt_event *b, size_t nb, struct mt_event *out)
+{
+	size_t i = 0, j = 0, k = 0;
+
+	while (i < na && j < nb)
+		out[k++] = b[j].timestamp < a[i].timestamp ? b[j++] : a[i++];
+	memcpy(out + k, a + i, (na - i) * sizeof(*a));
+	k += na - i;
+	memcpy(out + k, b + j, (nb - j) * sizeof(*b));
+}
+
+/* Runs that follow each other in time are one: the usual drain (one
+ * thread, after the events staged before, which are older) needs no
+ * merge and no copy. */
+static void join_ordered_runs(const struct tracer *t, struct mt_fast *f)
+{
+	size_t nr = 1;
+
+	for (size_t k = 1; k < f->nruns; k++) {
+		size_t last = f->runs[nr - 1];
+
+		if (last == 0 ||
+		    t->ev[last - 1].timestamp <= t->ev[last].timestamp)
+			f->runs[nr - 1] = f->runs[k];
+		else
+			f->runs[nr++] = f->runs[k];
+	}
+	f->nruns = nr;
+}
+
+/* The runs of the staged events (each sorted) merged into one, pairwise:
+ * the ones staged before first on equal times, then ring by ring. */
+static void merge_runs(struct tracer *t, struct mt_fast *f)
+{
+	join_ordered_runs(t, f);
+	while (f->nruns > 1) {
+		size_t from = 0, nr = 0;
+
+		f->merged = mt_grow(f->merged, &f->cap_merged, t->nev,
+				    sizeof(*f->merged));
+		for (size_t k = 0; k < f->nruns; k += 2) {
+			size_t mid = f->runs[k];
+			size_t end = k + 1 < f->nruns ? f->runs[k + 1] : mid;
+
+			merge2(t->ev + from, mid - from, t->ev + mid, end - mid,
+			       f->merged + from);
+			f->runs[nr++] = end;
+			from = end;
+		}
+		f->nruns = nr;
+		struct mt_event *swap = t->ev;
+		size_t cap = t->cap_ev;
+
+		t->ev = f->merged;
+		t->cap_ev = f->cap_merged;
+		f->merged = swap;
+		f->cap_merged = cap;
+	}
+}
+
+int mt_fast_collect(struct tracer *t, uint64_t until)
+{
+	struct mt_fast *f = t->fast;
+	uint32_t used = __atomic_load_n(&f->hdr->rings_used, __ATOMIC_ACQUIRE);
+	uint32_t direct = sole_busy_ring(t, f, used);
+	uint64_t limit;
+	int rc = 0;
+
+	if (!mt_fast_drain_begin(f, &limit))
+		return 0;
+	/* the events staged before (sorted) are the first run */
+	f->runs = mt_grow(f->runs, &f->cap_runs, 1, sizeof(*f->runs));
+	f->runs[0] = t->nev;
+	f->nruns = 1;
+	for (uint32_t i = 0; i < used && i < NRINGS; i++) {
+		/* a ring that was empty a moment ago waits for the next
+		 * drain: its records would follow later ones in the batch */
+		if (direct == UINT32_MAX)
+			read_ring(t, f, i, limit);
+		else if (i == direct && read_ring_direct(t, f, i, limit, until))
+			rc = -1;
+		maybe_reclaim(f, &f->rings[i]);
+	}
+	f->nexited = 0;
+	merge_runs(t, f);
+	return rc;
+}
