@@ -71,3 +71,20 @@ jq_events() {
 	fi
 	jq -c "$@" "$T/events.json"
 }
+
+# The BPF map id of the table named $2 that process $1 holds (its fds'
+# fdinfo says which maps they are, bpftool their names): to force a state
+# the tests cannot otherwise arrange.
+map_of() {
+	local f id
+	for f in /proc/"$1"/fdinfo/*; do
+		id=$(awk '$1 == "map_id:" { print $2 }' "$f" 2>/dev/null)
+		[ -n "$id" ] || continue
+		if bpftool -j map show id "$id" 2>/dev/null |
+			grep -q "\"name\":\"$2\""; then
+			echo "$id"
+			return 0
+		fi
+	done
+	return 1
+}

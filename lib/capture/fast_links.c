@@ -202,6 +202,7 @@ void mt_fast_links_stopped(struct mt_fast_links *l, struct mt_fast *f,
 	}
 	if (e->addr != 0)
 		return; /* a library: its process keeps what it has */
+	l->execs_stopped++;
 	if (mt_fast_needs_links(f, e->pid, &why))
 		give(l, e->pid, why);
 	else
@@ -220,6 +221,11 @@ void mt_fast_links_flush(struct mt_fast_links *l)
 
 void mt_fast_links_free(struct mt_fast_links *l)
 {
+	if (l->verbose)
+		fprintf(stderr,
+			"mt-trace: --fast: %llu execs stopped for mt-trace to "
+			"look at their program\n",
+			(unsigned long long)l->execs_stopped);
 	if (l->verbose && l->processes_linked)
 		fprintf(stderr,
 			"mt-trace: --fast: %llu processes without the "

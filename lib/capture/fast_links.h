@@ -44,8 +44,10 @@ struct mt_fast_links {
 	size_t nprocs, cap_procs;
 	uint32_t last_serial;
 	struct mt_closer closer;
-	/* for -v: processes given links, links made */
-	uint64_t processes_linked, links_made;
+	/* for -v: processes given links, links made, execs stopped for
+	 * mt-trace to look at (the BPF side could not tell that the new
+	 * program carries the recorder, or its file was new) */
+	uint64_t processes_linked, links_made, execs_stopped;
 };
 
 void mt_fast_links_init(struct mt_fast_links *l, int verbose);
