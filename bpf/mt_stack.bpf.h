@@ -115,9 +115,9 @@ struct walk_memo {
 	__u64 pc, sp, bp; /* where the walk started */
 	__u64 key;	  /* its stack's key, in the stacks table; 0: none */
 	__u32 span;	  /* its words lie in [sp, sp + span) */
-	__u16 nwords;
-	__u8 bp_used;	       /* a rule read the starting bp */
-	__u8 keep;	       /* while walking: it can be kept */
+	__u16 nwords;	  /* while walking: may pass MEMO_WORDS */
+	__u8 bp_used;	  /* a rule read the starting bp */
+	__u8 keep;	  /* while walking: it can be kept */
 	__u16 off[MEMO_WORDS]; /* each word read, as its offset from sp */
 	__u64 val[MEMO_WORDS]; /* and its value */
 };
@@ -177,8 +177,8 @@ static __always_inline __u32 known_slot(__u64 key)
 }
 
 struct stack_window {
-	__u64 base;  /* user address of bytes[0] */
-	__u64 len;   /* bytes read there; 0: none */
+	__u64 base;  /* user address of words[0], 8-byte aligned */
+	__u64 len;   /* bytes read there, a multiple of 8; 0: none */
 	__u64 limit; /* windows end there (the last walk's extent); 0: none */
 	/* the end of the highest word the walk read (here, not in the
 	 * walk's state on the stack: a value the verifier would follow) */
@@ -192,7 +192,9 @@ struct stack_window {
 	__u64 bp_slot;
 	__u32 nframes;
 	bool complete;
-	__u8 bytes[STACK_WINDOW];
+	/* words, not bytes: a word at a variable offset of a byte array
+	 * is loaded a byte at a time (22 instructions, not 1) */
+	__u64 words[STACK_WINDOW / 8];
 	struct walk_memo memo; /* the walk under way, to be kept */
 	/* where the walk is: here too, not on the stack, so that the
 	 * verifier checks a frame's step once, whatever values they take */
@@ -514,25 +516,22 @@ static __always_inline void pc_rule(struct unwind *u)
 	find_rule(&u->window->rule, &u->window->map, cache, u->window->pc);
 }
 
-/* Keep word, read at addr, with the walk; the walk cannot be kept when its
- * words are too many or too far apart. */
+/* Keep word, read at addr, with the walk.  The walk cannot be kept when a
+ * word lies below its start, too far above it or not on a word's
+ * boundary (one test: off a multiple of 8 below STACK_WINDOW), or when
+ * its words are too many (remember_walk() sees nwords); the slots wrap
+ * meanwhile, so that a frame's step tests nothing else. */
 static __always_inline void memo_word(struct unwind *u, __u64 addr, __u64 word)
 {
 	struct walk_memo *m = &u->window->memo;
 	__u64 off = addr - u->window->start_sp;
 	__u32 n = m->nwords;
 
-	if (!m->keep)
-		return;
-	if (off > STACK_WINDOW - sizeof(word) || n >= MEMO_WORDS) {
+	if (off & ~(__u64)(STACK_WINDOW - sizeof(word)))
 		m->keep = 0;
-		return;
-	}
-	m->off[n] = off;
-	m->val[n] = word;
+	m->off[n & (MEMO_WORDS - 1)] = off;
+	m->val[n & (MEMO_WORDS - 1)] = word;
 	m->nwords = n + 1;
-	if (off + sizeof(word) > m->span)
-		m->span = off + sizeof(word);
 }
 
 /* Where the caller's frame starts (its CFA), by the row's rule; 0 when the
@@ -643,16 +642,16 @@ __attribute__((noinline)) int fill_window(struct stack_window *w,
 		w->limit = 0; /* a walk longer than the last: all there is */
 	if (w->limit && end > w->limit)
 		end = w->limit;
-	len = end - base;
+	len = (end - base) & ~7ull;
 	if (len > STACK_WINDOW)
 		return -1;
-	if (bpf_probe_read_user(w->bytes, len, (void *)base)) {
+	if (bpf_probe_read_user(w->words, len, (void *)base)) {
 		if (end <= page_end)
 			return -1;
 		/* a page in between never touched */
 		len = page_end - base;
 		if (len > STACK_WINDOW ||
-		    bpf_probe_read_user(w->bytes, len, (void *)base))
+		    bpf_probe_read_user(w->words, len, (void *)base))
 			return -1;
 	}
 	w->base = base;
@@ -668,10 +667,19 @@ static __always_inline __u64 extent_hint(__u64 extent)
 				  : 0;
 }
 
+/* Whether w's window holds the word at offset at (a word's boundary: an
+ * address off one is read on its own).  The window's length is a
+ * multiple of 8, at most STACK_WINDOW. */
 static __always_inline bool in_window(const struct stack_window *w, __u64 at)
 {
-	return at <= STACK_WINDOW - sizeof(__u64) &&
-	       at + sizeof(__u64) <= w->len;
+	return at < w->len && !(at & 7);
+}
+
+/* The word at offset at of w's window (in_window() said it is there; the
+ * mask is for the verifier) */
+static __always_inline __u64 window_word(const struct stack_window *w, __u64 at)
+{
+	return w->words[(at >> 3) & (STACK_WINDOW / 8 - 1)];
 }
 
 /* The user word at addr, through w's window, of a walk that started at
@@ -693,7 +701,7 @@ __attribute__((noinline)) int stack_word(struct stack_window *w,
 			return -1;
 		}
 	} else {
-		*word = *(__u64 *)&w->bytes[at];
+		*word = window_word(w, at);
 	}
 	return 0;
 }
@@ -707,7 +715,7 @@ static __always_inline long read_stack_word(struct unwind *u, __u64 addr,
 	if (addr + sizeof(*word) > w->words_end)
 		w->words_end = addr + sizeof(*word);
 	if (in_window(w, at)) {
-		*word = *(__u64 *)&w->bytes[at];
+		*word = window_word(w, at);
 		return 0;
 	}
 	return stack_word(u->window, u->cache, u->window->start_sp, addr, word);
@@ -824,8 +832,7 @@ static long check_memo_word(__u32 i, void *ctx)
 	if (i >= MEMO_WORDS)
 		return 1;
 	off = c->memo->off[i];
-	if (off > STACK_WINDOW - sizeof(__u64) ||
-	    *(__u64 *)&c->window->bytes[off] != c->memo->val[i]) {
+	if (window_word(c->window, off) != c->memo->val[i]) {
 		c->differs = true;
 		return 1;
 	}
@@ -855,7 +862,7 @@ __attribute__((noinline)) __u64 remembered_stack(struct walk_cache *cache,
 	m = &cache->walk[at & (MEMO_WALKS - 1)];
 	span = m->span;
 	if (span > STACK_WINDOW ||
-	    bpf_probe_read_user(w->bytes, span, (void *)sp))
+	    bpf_probe_read_user(w->words, span, (void *)sp))
 		return 0;
 	w->base = sp;
 	w->len = span;
@@ -881,10 +888,14 @@ static __always_inline void remember_walk(struct unwind *u, __u64 pc, __u64 bp,
 {
 	struct walk_cache *cache = u->cache;
 	struct walk_memo *m = &u->window->memo;
+	__u64 span = u->window->words_end - u->window->start_sp;
 	int at;
 
-	if (!cache || !m->keep || !m->nwords)
+	if (!cache || !m->keep || !m->nwords || m->nwords > MEMO_WORDS)
 		return;
+	/* every word kept lies below words_end (and below STACK_WINDOW:
+	 * memo_word()); a word read but not kept may lie further */
+	m->span = span < STACK_WINDOW ? span : STACK_WINDOW;
 	m->pc = pc;
 	m->sp = u->window->start_sp;
 	m->bp = bp;
@@ -919,9 +930,10 @@ static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
 	key = remembered_stack(u.cache, u.window, ip, sp, bp);
 	if (key)
 		return key;
-	u.window->memo.keep = u.cache != NULL;
+	/* a walk from sp off a word's boundary is not kept: its words are
+	 * checked again at whole-word offsets from sp */
+	u.window->memo.keep = u.cache != NULL && !(sp & 7);
 	u.window->memo.nwords = 0;
-	u.window->memo.span = 0;
 	u.window->memo.bp_used = 0;
 	if (u.cache && u.cache->extent_hint)
 		u.window->limit = sp + u.cache->extent_hint;
