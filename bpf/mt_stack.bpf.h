@@ -190,19 +190,18 @@ struct stack_window {
 	/* where bp was restored from (0: it is the starting one), until a
 	 * rule reads it: only then does the walk depend on its value */
 	__u64 bp_slot;
+	__u64 read_word; /* stack_word()'s word */
 	__u32 nframes;
 	bool complete;
 	/* words, not bytes: a word at a variable offset of a byte array
 	 * is loaded a byte at a time (22 instructions, not 1) */
 	__u64 words[STACK_WINDOW / 8];
-	struct walk_memo memo; /* the walk under way, to be kept */
 	/* where the walk is: here too, not on the stack, so that the
 	 * verifier checks a frame's step once, whatever values they take */
 	__u64 pc, sp, bp;
 	__u64 start_sp;		 /* sp where the walk started */
 	__u64 trampoline;	 /* where uretprobes return to, or 0 */
 	struct code_mapping map; /* the mapping the last pc was in */
-	struct pc_rule rule;	 /* the current frame's */
 	/* keys the stacks table holds, direct-mapped (known_slot()): it
 	 * never forgets one, so a key found here needs no lookup there (a
 	 * hash table's lookup, ~40 ns of every walk) */
@@ -276,7 +275,9 @@ struct {
 struct unwind {
 	struct mt_stack_record *rec;
 	struct stack_window *window;
-	struct walk_cache *cache; /* NULL: none usable this walk */
+	struct walk_cache *cache;
+	struct walk_memo *memo; /* the walk under way, in the cache */
+	__u64 epoch;		/* the cache's */
 };
 
 static long read_vma(struct task_struct *task, struct vm_area_struct *vma,
@@ -359,28 +360,32 @@ __attribute__((noinline)) int find_mapping(struct code_mapping *map,
 	return kernel_mapping(map, cache, pc);
 }
 
-/* The current process's cache on this CPU, emptied when it described
+/*
+ * The current process's cache on this CPU, emptied when it described
  * another process or its mappings or the published files changed since
- * it was filled; NULL while the mappings are changing, or where the
- * kernel keeps no count of changes (before Linux 6.14). */
+ * it was filled.  While the mappings are changing (or where the kernel
+ * keeps no count of changes, before Linux 6.14) it serves this walk
+ * alone: it describes no address space then (mm_id 0; context ids start
+ * at 1), so the next walk empties it.  A walk always has a cache: the
+ * frame's step tests for none nowhere.
+ */
 static __always_inline struct walk_cache *
 current_walk_cache(struct mm_struct *mm)
 {
-	__u32 seq, files = files_published, at;
+	__u32 seq = 1, files = files_published, at;
 	struct walk_cache *cache;
 	__u64 mm_id;
 
-	if (!bpf_core_field_exists(mm->mm_lock_seq))
-		return NULL;
-	seq = mm->mm_lock_seq.sequence;
-	if (seq & 1)
-		return NULL;
+	if (bpf_core_field_exists(mm->mm_lock_seq))
+		seq = mm->mm_lock_seq.sequence;
 	mm_id = mm->context.ctx_id;
 	at = (mm_id * 0x9e3779b97f4a7c15ull) >> 62; /* WALK_CACHES: 4 */
 	cache = bpf_map_lookup_elem(&walk_caches, &at);
 	if (!cache)
 		return NULL;
-	if (cache->mm_id != mm_id || cache->seq != seq ||
+	if (seq & 1)
+		mm_id = 0;
+	if (!mm_id || cache->mm_id != mm_id || cache->seq != seq ||
 	    cache->files != files) {
 		for (int i = 0; i < MAPPING_CACHE_SLOTS; i++)
 			cache->slot[i].end = 0;
@@ -463,26 +468,28 @@ __attribute__((noinline)) int cfi_row_index(const struct code_mapping *map,
 }
 
 /*
- * *rule becomes what the walk needs of pc (frame always; row MT_CFA_NONE
- * when it has none), found through *map (the mapping the last pc was in,
- * changed to pc's) and the rows, and is kept in the cache's table when a
- * row was found.  Global, like find_mapping: the walk's fast path, the
- * table's hit, stays free of calls.
+ * What the walk needs of pc (frame always; row MT_CFA_NONE when it has
+ * none), found through *map (the mapping the last pc was in, changed to
+ * pc's) and the rows, becomes pc's entry of the cache's table.  Global,
+ * like find_mapping: the walk's fast path, the table's hit, stays free of
+ * calls.
  */
-__attribute__((noinline)) int find_rule(struct pc_rule *rule,
-					struct code_mapping *map,
+__attribute__((noinline)) int find_rule(struct code_mapping *map,
 					struct walk_cache *cache, __u64 pc)
 {
 	struct mt_cfi_row *row;
+	struct pc_rule *rule;
 	__u64 elf_addr;
 	int at;
 
-	if (!rule || !map)
+	if (!map || !cache)
 		return 0;
 	if (pc < map->start || pc >= map->end)
 		find_mapping(map, cache, pc);
+	rule = &cache->rule[pc_rule_slot(pc)];
 	elf_addr = pc + map->to_elf;
 	rule->pc = pc;
+	rule->epoch = cache->epoch;
 	rule->frame = map->id ? MT_FRAME(map->id, elf_addr) : MT_FRAME(0, pc);
 	rule->row.cfa_rule = MT_CFA_NONE;
 	if (!map->id || !map->nrows)
@@ -490,30 +497,22 @@ __attribute__((noinline)) int find_rule(struct pc_rule *rule,
 	/* a return address: the call before it is what the rows describe */
 	at = cfi_row_index(map, elf_addr - 1);
 	row = at < 0 ? NULL : bpf_map_lookup_elem(&cfi_rows, &at);
-	if (!row)
-		return 0;
-	rule->row = *row;
-	if (cache) {
-		rule->epoch = cache->epoch;
-		cache->rule[pc_rule_slot(pc)] = *rule;
-	}
+	if (row)
+		rule->row = *row;
 	return 0;
 }
 
-/* u->window->rule becomes pc's: from the walk cache's table, else found. */
-static __always_inline void pc_rule(struct unwind *u)
+/* pc's rule, in the walk cache's table: kept there, else found; NULL if
+ * not even found. */
+static __always_inline const struct pc_rule *pc_rule(struct unwind *u, __u64 pc)
 {
 	struct walk_cache *cache = u->cache;
-	struct pc_rule *kept;
+	struct pc_rule *rule = &cache->rule[pc_rule_slot(pc)];
 
-	if (cache) {
-		kept = &cache->rule[pc_rule_slot(u->window->pc)];
-		if (kept->pc == u->window->pc && kept->epoch == cache->epoch) {
-			u->window->rule = *kept;
-			return;
-		}
-	}
-	find_rule(&u->window->rule, &u->window->map, cache, u->window->pc);
+	if (rule->pc == pc && rule->epoch == u->epoch)
+		return rule;
+	find_rule(&u->window->map, cache, pc);
+	return rule->pc == pc ? rule : NULL;
 }
 
 /* Keep word, read at addr, with the walk.  The walk cannot be kept when a
@@ -523,7 +522,7 @@ static __always_inline void pc_rule(struct unwind *u)
  * meanwhile, so that a frame's step tests nothing else. */
 static __always_inline void memo_word(struct unwind *u, __u64 addr, __u64 word)
 {
-	struct walk_memo *m = &u->window->memo;
+	struct walk_memo *m = u->memo;
 	__u64 off = addr - u->window->start_sp;
 	__u32 n = m->nwords;
 
@@ -536,25 +535,26 @@ static __always_inline void memo_word(struct unwind *u, __u64 addr, __u64 word)
 
 /* Where the caller's frame starts (its CFA), by the row's rule; 0 when the
  * walk ends here. */
-static __always_inline __u64 frame_cfa(struct unwind *u)
+static __always_inline __u64 frame_cfa(struct unwind *u,
+				       const struct mt_cfi_row *row)
 {
-	const struct mt_cfi_row *row = &u->window->rule.row;
+	struct stack_window *w = u->window;
 
 	switch (row->cfa_rule) {
 	case MT_CFA_RSP:
-		return u->window->sp + row->cfa_offset;
+		return w->sp + row->cfa_offset;
 	case MT_CFA_RBP:
-		if (!u->window->bp_slot)
-			u->window->memo.bp_used = 1;
+		if (!w->bp_slot)
+			u->memo->bp_used = 1;
 		else
-			memo_word(u, u->window->bp_slot, u->window->bp);
-		u->window->bp_slot = 0;
-		return u->window->bp + row->cfa_offset;
+			memo_word(u, w->bp_slot, w->bp);
+		w->bp_slot = 0;
+		return w->bp + row->cfa_offset;
 	case MT_CFA_PLT:
-		return u->window->sp + row->cfa_offset +
-		       ((u->window->pc & 15) >= row->plt_threshold ? 8 : 0);
+		return w->sp + row->cfa_offset +
+		       ((w->pc & 15) >= row->plt_threshold ? 8 : 0);
 	case MT_CFA_END:
-		u->window->complete = true;
+		w->complete = true;
 		return 0;
 	}
 	return 0;
@@ -683,29 +683,31 @@ static __always_inline __u64 window_word(const struct stack_window *w, __u64 at)
 }
 
 /* The user word at addr, through w's window, of a walk that started at
- * sp (0 when read).  Global, like find_mapping. */
+ * sp, into w->read_word (0 when read).  Global, like find_mapping. */
 __attribute__((noinline)) int stack_word(struct stack_window *w,
 					 struct walk_cache *cache, __u64 sp,
-					 __u64 addr, __u64 *word)
+					 __u64 addr)
 {
 	__u64 at;
 
-	if (!w || !word)
+	if (!w)
 		return -1;
 	at = addr - w->base;
 	if (!in_window(w, at) && (fill_window(w, cache, sp, addr) ||
 				  !in_window(w, at = addr - w->base))) {
 		/* not in the window, not even on its own: the walk ends */
-		if (bpf_probe_read_user(word, sizeof(*word), (void *)addr)) {
-			w->memo.keep = 0;
+		if (bpf_probe_read_user(&w->read_word, sizeof(w->read_word),
+					(void *)addr))
 			return -1;
-		}
 	} else {
-		*word = window_word(w, at);
+		w->read_word = window_word(w, at);
 	}
 	return 0;
 }
 
+/* The user word at addr (0 when read: an unreadable word ends the walk,
+ * which cannot be kept then).  The word is returned through a pointer
+ * only by the slow path, so that the fast one keeps it in a register. */
 static __always_inline long read_stack_word(struct unwind *u, __u64 addr,
 					    __u64 *word)
 {
@@ -718,7 +720,12 @@ static __always_inline long read_stack_word(struct unwind *u, __u64 addr,
 		*word = window_word(w, at);
 		return 0;
 	}
-	return stack_word(u->window, u->cache, u->window->start_sp, addr, word);
+	if (stack_word(w, u->cache, w->start_sp, addr)) {
+		u->memo->keep = 0;
+		return -1;
+	}
+	*word = w->read_word;
+	return 0;
 }
 
 /*
@@ -733,33 +740,36 @@ static __always_inline long read_stack_word(struct unwind *u, __u64 addr,
 static __always_inline int unwind_frame(struct unwind *u, __u32 i)
 {
 	struct stack_window *w = u->window;
-	struct mt_stack_record *rec = u->rec;
-	__u64 frame, cfa, ra = 0, bp;
+	const struct pc_rule *rule;
+	__u64 frame, cfa, ra, bp;
 
-	pc_rule(u);
-	frame = w->rule.frame;
+	rule = pc_rule(u, w->pc);
+	if (!rule)
+		return 1;
+	frame = rule->frame;
+	barrier_var(i); /* the test on the index used, not on a copy */
 	if (i >= MT_STACK_DEPTH_MAX)
 		return 1;
-	rec->frames[i] = frame;
+	u->rec->frames[i] = frame;
 	w->nframes = i + 1;
 	w->hash = (w->hash ^ frame) * 0x100000001b3ull; /* FNV-1a */
-	cfa = frame_cfa(u);
-	if (!cfa)
-		return 1;
-	if (read_stack_word(u, cfa - 8, &ra))
+	cfa = frame_cfa(u, &rule->row);
+	if (!cfa || read_stack_word(u, cfa - 8, &ra))
 		return 1;
 	memo_word(u, cfa - 8, ra);
-	if (ra && ra == w->trampoline) {
-		ra = hijacked_return(cfa - 8);
-		w->memo.keep = 0; /* not the stack's word */
-	}
 	if (!ra)
 		return 1;
-	if (w->rule.row.rbp_rule == MT_RBP_SAVED) {
-		if (read_stack_word(u, cfa + w->rule.row.rbp_offset, &bp))
+	if (ra == w->trampoline) {
+		ra = hijacked_return(cfa - 8);
+		u->memo->keep = 0; /* not the stack's word */
+		if (!ra)
+			return 1;
+	}
+	if (rule->row.rbp_rule == MT_RBP_SAVED) {
+		if (read_stack_word(u, cfa + rule->row.rbp_offset, &bp))
 			return 1;
 		w->bp = bp;
-		w->bp_slot = cfa + w->rule.row.rbp_offset;
+		w->bp_slot = cfa + rule->row.rbp_offset;
 	}
 	w->sp = cfa;
 	w->pc = ra;
@@ -840,24 +850,20 @@ static long check_memo_word(__u32 i, void *ctx)
 }
 
 /*
- * The key of the stack a remembered walk from (pc, sp, bp) found, if
+ * The key of the stack the remembered walk at (one from sp) found, if
  * every word it read still holds what it read; else 0.  The words are
  * read again as one window, which a walk that follows reads through.
  * Global, like find_mapping.
  */
 __attribute__((noinline)) __u64 remembered_stack(struct walk_cache *cache,
 						 struct stack_window *w,
-						 __u64 pc, __u64 sp, __u64 bp)
+						 __u32 at, __u64 sp)
 {
 	struct memo_check check = {};
 	struct walk_memo *m;
 	__u32 span;
-	int at;
 
 	if (!cache || !w)
-		return 0;
-	at = memo_index(cache, pc, sp, bp);
-	if (at < 0)
 		return 0;
 	m = &cache->walk[at & (MEMO_WALKS - 1)];
 	span = m->span;
@@ -872,26 +878,16 @@ __attribute__((noinline)) __u64 remembered_stack(struct walk_cache *cache,
 	return check.differs ? 0 : m->key;
 }
 
-/* *to = *from: 85 loads and stores, a global function so that the
- * verifier checks them once, not once for each slot memo_index() gave. */
-__attribute__((noinline)) int copy_memo(struct walk_memo *to,
-					const struct walk_memo *from)
-{
-	if (to && from)
-		*to = *from;
-	return 0;
-}
-
-/* Keep the walk just made, whose stack the table holds under key. */
+/* Keep the walk just made, whose stack the table holds under key: it was
+ * written in its place among the remembered ones as it went, all but
+ * where it started and what it found. */
 static __always_inline void remember_walk(struct unwind *u, __u64 pc, __u64 bp,
 					  __u64 key)
 {
-	struct walk_cache *cache = u->cache;
-	struct walk_memo *m = &u->window->memo;
+	struct walk_memo *m = u->memo;
 	__u64 span = u->window->words_end - u->window->start_sp;
-	int at;
 
-	if (!cache || !m->keep || !m->nwords || m->nwords > MEMO_WORDS)
+	if (!m->keep || !m->nwords || m->nwords > MEMO_WORDS)
 		return;
 	/* every word kept lies below words_end (and below STACK_WINDOW:
 	 * memo_word()); a word read but not kept may lie further */
@@ -900,11 +896,38 @@ static __always_inline void remember_walk(struct unwind *u, __u64 pc, __u64 bp,
 	m->sp = u->window->start_sp;
 	m->bp = bp;
 	m->key = key;
-	at =
-	    memo_index(cache, pc, u->window->start_sp, bp); /* one gone stale */
-	if (at < 0)
+}
+
+/*
+ * The remembered walk a walk from (pc, sp, bp) is written to: one from
+ * there whose words changed, else the oldest; no walk to match while it
+ * is made (key 0).  Its stack's key, when one from there still holds.
+ */
+static __always_inline __u64 start_memo(struct unwind *u, __u64 pc, __u64 sp,
+					__u64 bp)
+{
+	struct walk_cache *cache = u->cache;
+	struct walk_memo *m;
+	int at = memo_index(cache, pc, sp, bp);
+	__u64 key;
+
+	if (at >= 0) {
+		key = remembered_stack(cache, u->window, at, sp);
+		if (key)
+			return key;
+	} else {
 		at = cache->next_walk++;
-	copy_memo(&cache->walk[at & (MEMO_WALKS - 1)], m);
+	}
+	m = &cache->walk[at & (MEMO_WALKS - 1)];
+	m->key = 0;
+	/* a walk from sp off a word's boundary is not kept: its words are
+	 * checked again at whole-word offsets from sp; nor one in a cache
+	 * that serves one walk */
+	m->keep = cache->mm_id && !(sp & 7);
+	m->nwords = 0;
+	m->bp_used = 0;
+	u->memo = m;
+	return 0;
 }
 
 /* The walk of capture_stack(), on this CPU's scratch space. */
@@ -918,7 +941,8 @@ static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
 
 	rec = stack_scratch_record();
 	u.window = bpf_map_lookup_elem(&stack_windows, &zero);
-	if (!rec || !u.window)
+	u.cache = current_walk_cache(mm);
+	if (!rec || !u.window || !u.cache)
 		return 0;
 	u.window->len = 0; /* the stack changed since the last walk */
 	u.window->nframes = 0;
@@ -926,18 +950,13 @@ static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
 	u.window->bp_slot = 0;
 	u.window->limit = 0;
 	u.window->words_end = 0;
-	u.cache = current_walk_cache(mm);
-	key = remembered_stack(u.cache, u.window, ip, sp, bp);
-	if (key)
+	key = start_memo(&u, ip, sp, bp);
+	if (key || !u.memo)
 		return key;
-	/* a walk from sp off a word's boundary is not kept: its words are
-	 * checked again at whole-word offsets from sp */
-	u.window->memo.keep = u.cache != NULL && !(sp & 7);
-	u.window->memo.nwords = 0;
-	u.window->memo.bp_used = 0;
-	if (u.cache && u.cache->extent_hint)
+	if (u.cache->extent_hint)
 		u.window->limit = sp + u.cache->extent_hint;
 	u.rec = rec;
+	u.epoch = u.cache->epoch;
 	u.window->pc = ip;
 	u.window->sp = u.window->start_sp = sp;
 	u.window->bp = bp;
@@ -946,9 +965,9 @@ static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
 	bpf_loop(stack_depth, unwind_step, &u, 0);
 	if (u.window->nframes == 0)
 		return 0;
-	if (u.cache) /* how far the next walk's windows read */
-		u.cache->extent_hint =
-		    extent_hint(u.window->words_end - u.window->start_sp);
+	/* how far the next walk's windows read */
+	u.cache->extent_hint =
+	    extent_hint(u.window->words_end - u.window->start_sp);
 	key = u.window->hash ? u.window->hash : 1;
 	known = &u.window->known[known_slot(key)];
 	if (*known != key && !bpf_map_lookup_elem(&stacks, &key)) {
