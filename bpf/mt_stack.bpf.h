@@ -259,6 +259,7 @@ struct walk_cache {
 	__u64 stack_start, stack_end; /* a thread's stack; end 0: unknown */
 	__u64 epoch;	   /* bumped at each emptying (so >= 1 once in use) */
 	__u64 extent_hint; /* how far above sp the next walk's windows go */
+	__u64 words_top;   /* where the last walk's highest word ended */
 	struct code_mapping slot[MAPPING_CACHE_SLOTS];
 	struct walk_memo walk[MEMO_WALKS];
 	struct pc_rule rule[PC_RULES];
@@ -670,6 +671,27 @@ static __always_inline __u64 extent_hint(__u64 extent)
 /* Whether w's window holds the word at offset at (a word's boundary: an
  * address off one is read on its own).  The window's length is a
  * multiple of 8, at most STACK_WINDOW. */
+/*
+ * Where a walk from sp on the cache's process may stop reading (0: no
+ * bound).  On the stack the last walk went through (a thread's own:
+ * main and what called it stay where they are), where that walk's
+ * highest word ended: a fresh stack mostly differs from the last below
+ * its outer frames, which lie there, and each cache line not read is a
+ * miss saved (a 2.3 KiB window read ~100 ns slower when its lines were
+ * not in the cache than when they were).  Else by the last walk's
+ * extent.
+ */
+static __always_inline __u64 window_limit(const struct walk_cache *cache,
+					  __u64 sp)
+{
+	__u64 top = cache->words_top;
+
+	if (top > sp && top - sp <= STACK_WINDOW && sp >= cache->stack_start &&
+	    top <= cache->stack_end)
+		return top;
+	return cache->extent_hint ? sp + cache->extent_hint : 0;
+}
+
 static __always_inline bool in_window(const struct stack_window *w, __u64 at)
 {
 	return at < w->len && !(at & 7);
@@ -953,8 +975,7 @@ static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
 	key = start_memo(&u, ip, sp, bp);
 	if (key || !u.memo)
 		return key;
-	if (u.cache->extent_hint)
-		u.window->limit = sp + u.cache->extent_hint;
+	u.window->limit = window_limit(u.cache, sp);
 	u.rec = rec;
 	u.epoch = u.cache->epoch;
 	u.window->pc = ip;
@@ -968,6 +989,7 @@ static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
 	/* how far the next walk's windows read */
 	u.cache->extent_hint =
 	    extent_hint(u.window->words_end - u.window->start_sp);
+	u.cache->words_top = u.window->words_end;
 	key = u.window->hash ? u.window->hash : 1;
 	known = &u.window->known[known_slot(key)];
 	if (*known != key && !bpf_map_lookup_elem(&stacks, &key)) {
