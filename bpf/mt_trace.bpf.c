@@ -484,75 +484,110 @@ int alloc_enter(struct pt_regs *ctx)
 	return 0;
 }
 
-static __always_inline void emit_alloc(__u16 kind, __u64 pid_tgid, __u64 ret,
-				       __u64 size, __u64 align, __u64 stack)
+/*
+ * What an allocator call's return records, worked out per function first
+ * and then made by one record site: each site inlines the ring's reserve,
+ * fill and submit and the throttle's call, and a site per function made
+ * alloc_session three times the size, its verification (a fixed cost of
+ * every start) with it.
+ */
+struct call_event {
+	__u64 addr, size, old_addr, old_size;
+	__u16 kind;	/* 0: the call made nothing to record */
+	bool unstacked; /* recorded without the call's stack */
+};
+
+static __always_inline void returned_block(struct call_event *ev, __u16 kind,
+					   __u64 ret, __u64 size, __u64 align)
 {
-	if (ret)
-		emit_stacked(kind, pid_tgid, ret, size, 0, align, stack);
+	if (!ret)
+		return;
+	ev->kind = kind;
+	ev->addr = ret;
+	ev->size = size;
+	ev->old_size = align;
 }
 
-static __always_inline void emit_realloc(__u64 pid_tgid, __u64 ret, __u64 old,
-					 __u64 size, __u64 stack)
+static __always_inline void returned_realloc(struct call_event *ev, __u64 ret,
+					     __u64 old, __u64 size)
 {
-	if (ret)
-		emit_stacked(MT_EV_REALLOC, pid_tgid, ret, size, old, 0, stack);
-	else if (size == 0 && old)
+	if (ret) {
+		ev->kind = MT_EV_REALLOC;
+		ev->addr = ret;
+		ev->size = size;
+		ev->old_addr = old;
+	} else if (size == 0 && old) {
 		/* realloc(p, 0) freed p and returned NULL */
-		emit(MT_EV_FREE, pid_tgid, old, 0, 0, 0);
+		ev->kind = MT_EV_FREE;
+		ev->addr = old;
+		ev->unstacked = true;
+	}
 }
 
-static __always_inline void emit_return(struct call_state *st, __u64 pid_tgid,
-					__u64 ret, __u64 stack)
+static __always_inline void
+call_returned(struct call_event *ev, const struct call_state *st, __u64 ret)
 {
 	__u64 a0 = st->arg0, a1 = st->arg1, a2 = st->arg2, addr = 0;
 
 	switch (st->fn) {
 	case MT_FN_MALLOC:
-		emit_alloc(MT_EV_MALLOC, pid_tgid, ret, a0, 0, stack);
+		returned_block(ev, MT_EV_MALLOC, ret, a0, 0);
 		break;
 	case MT_FN_MALLOC_N:
-		emit_alloc(MT_EV_MALLOC, pid_tgid, ret, a0 * a1, 0, stack);
+		returned_block(ev, MT_EV_MALLOC, ret, a0 * a1, 0);
 		break;
 	case MT_FN_CALLOC:
-		emit_alloc(MT_EV_CALLOC, pid_tgid, ret, a0 * a1, 0, stack);
-		break;
 	case MT_FN_CALLOC_ALIGNED:
-		emit_alloc(MT_EV_CALLOC, pid_tgid, ret, a0 * a1, 0, stack);
+		returned_block(ev, MT_EV_CALLOC, ret, a0 * a1, 0);
 		break;
 	case MT_FN_REALLOC:
 	case MT_FN_REALLOC_ALIGNED:
-		emit_realloc(pid_tgid, ret, a0, a1, stack);
+		returned_realloc(ev, ret, a0, a1);
 		break;
 	case MT_FN_REALLOCARRAY:
-		emit_realloc(pid_tgid, ret, a0, a1 * a2, stack);
+		returned_realloc(ev, ret, a0, a1 * a2);
 		break;
 	case MT_FN_MEMALIGN:
-		emit_alloc(MT_EV_ALIGNED_ALLOC, pid_tgid, ret, a1, a0, stack);
+		returned_block(ev, MT_EV_ALIGNED_ALLOC, ret, a1, a0);
 		break;
 	case MT_FN_ALIGNED_SIZE_FIRST:
-		emit_alloc(MT_EV_ALIGNED_ALLOC, pid_tgid, ret, a0, a1, stack);
+		returned_block(ev, MT_EV_ALIGNED_ALLOC, ret, a0, a1);
 		break;
 	case MT_FN_VALLOC:
-		emit_alloc(MT_EV_ALIGNED_ALLOC, pid_tgid, ret, a0, page_size,
-			   stack);
+		returned_block(ev, MT_EV_ALIGNED_ALLOC, ret, a0, page_size);
 		break;
 	case MT_FN_POSIX_MEMALIGN:
 		if (ret != 0)
 			break; /* an error number: nothing allocated */
 		if (bpf_probe_read_user(&addr, sizeof(addr), (void *)a0) == 0)
-			emit_alloc(MT_EV_ALIGNED_ALLOC, pid_tgid, addr, a2, a1,
-				   stack);
+			returned_block(ev, MT_EV_ALIGNED_ALLOC, addr, a2, a1);
 		break;
 	case MT_FN_XALLOCX:
 		/* in place or not at all: the block keeps its address */
-		if (a0 && ret >= a1)
-			emit_stacked(MT_EV_REALLOC, pid_tgid, a0, a1, a0, 0,
-				     stack);
+		if (a0 && ret >= a1) {
+			ev->kind = MT_EV_REALLOC;
+			ev->addr = a0;
+			ev->size = a1;
+			ev->old_addr = a0;
+		}
 		break;
 	}
 }
 
-static __always_inline void return_call(struct pt_regs *ctx)
+static __always_inline void emit_return(struct call_state *st, __u64 pid_tgid,
+					__u64 ret, __u64 stack)
+{
+	struct call_event ev = {};
+
+	call_returned(&ev, st, ret);
+	if (ev.kind)
+		emit_stacked(ev.kind, pid_tgid, ev.addr, ev.size, ev.old_addr,
+			     ev.old_size, ev.unstacked ? 0 : stack);
+}
+
+/* with_stacks: a constant of each program, so that a program made without
+ * them holds no call to the stack walk (see session_stacks) */
+static __always_inline void return_call(struct pt_regs *ctx, bool with_stacks)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct call_state *st = call_state(false);
@@ -563,13 +598,13 @@ static __always_inline void return_call(struct pt_regs *ctx)
 	st->active = 0;
 	if (allocs_enabled)
 		emit_return(st, pid_tgid, PT_REGS_RC(ctx),
-			    call_stack(ctx, pid_tgid));
+			    with_stacks ? call_stack(ctx, pid_tgid) : 0);
 }
 
 SEC("uretprobe")
 int alloc_return(struct pt_regs *ctx)
 {
-	return_call(ctx);
+	return_call(ctx, false);
 	return 0;
 }
 
@@ -582,14 +617,40 @@ int alloc_return(struct pt_regs *ctx)
  * caller's return address.  (bpf_session_is_return() says the same, but a
  * kfunc would make libbpf load the kernel's whole BTF.)
  */
-SEC("uprobe")
-int alloc_session(struct pt_regs *ctx)
+static __always_inline int session_call(struct pt_regs *ctx, bool with_stacks)
 {
 	if (PT_REGS_IP(ctx) != bpf_get_func_ip(ctx)) {
-		return_call(ctx);
+		return_call(ctx, with_stacks);
 		return 0;
 	}
 	return enter_call(ctx) ? 0 : 1; /* 1: no return probe this time */
+}
+
+SEC("uprobe")
+int alloc_session(struct pt_regs *ctx)
+{
+	return session_call(ctx, false);
+}
+
+/*
+ * The programs that record call stacks come twice, without the stack walk
+ * and with it (--stacks), and mt-trace loads one of each pair: the walk is
+ * ~1,600 instructions the kernel would examine at every start (its checks
+ * of the whole program run before the dead branches are cut), ~0.5 ms a
+ * program, for sessions that never take a stack.  Kernel names are 15
+ * characters at most.
+ */
+SEC("uprobe")
+int session_stacks(struct pt_regs *ctx)
+{
+	return session_call(ctx, true);
+}
+
+SEC("uretprobe")
+int return_stacks(struct pt_regs *ctx)
+{
+	return_call(ctx, true);
+	return 0;
 }
 
 /* ---- code mapped by traced processes ------------------------------------ */
@@ -789,8 +850,8 @@ static __always_inline void emit_brk(__u64 pid_tgid, __u64 old_brk,
 		     old_brk, 0, stack);
 }
 
-SEC("raw_tp/sys_exit")
-int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+static __always_inline int sys_exit(struct pt_regs *regs, long ret,
+				    bool with_stacks)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	long id = BPF_CORE_READ(regs, orig_ax);
@@ -807,7 +868,7 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	if (!st)
 		return 0;
 	if (!syscall_failed(ret) && (id != NR_BRK || ret != st->sys_arg0))
-		stack = syscall_stack(regs, pid_tgid);
+		stack = with_stacks ? syscall_stack(regs, pid_tgid) : 0;
 	switch (id) {
 	case NR_MMAP:
 		if (syscall_failed(ret))
@@ -825,7 +886,7 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		    !(st->sys_arg2 & MAP_ANONYMOUS_)) {
 			new_code(fd_file(st->sys_arg3), pid_tgid, ret,
 				 page_align(st->sys_arg0), false);
-			if (stacks_enabled)
+			if (with_stacks && stacks_enabled)
 				emit_code_map(pid_tgid, ret);
 		}
 		break;
@@ -845,6 +906,19 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		break;
 	}
 	return 0;
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+{
+	return sys_exit(regs, ret, false);
+}
+
+/* on_sys_exit with --stacks (see session_stacks) */
+SEC("raw_tp/sys_exit")
+int BPF_PROG(sys_exit_stacks, struct pt_regs *regs, long ret)
+{
+	return sys_exit(regs, ret, true);
 }
 
 /* ---- resident memory ---------------------------------------------------- */

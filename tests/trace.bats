@@ -147,6 +147,43 @@ session_progs() {
 	assert_success
 }
 
+# session_sizes [MT-TRACE OPTIONS]: "NAME INSNS" of each program a session
+# of a command waiting on $T/hold loaded, as the kernel keeps it
+session_sizes() {
+	local tracer progs
+	mkfifo "$T/hold"
+	mt-trace "$@" -o "$T/sizes.raw" -- sh -c 'read -r _ <"$0"' "$T/hold" &
+	tracer=$!
+	progs=$(session_progs "$tracer") || return 1
+	# shellcheck disable=SC2086
+	"$PY" "$BATS_TEST_DIRNAME/lib/mt_links.py" sizes $progs
+	echo >"$T/hold"
+	wait "$tracer"
+	rm -f "$T/hold"
+}
+
+@test "the kernel verifies the stack walk only with --stacks, and alloc_session in one record site" {
+	require_bpf
+	command -v bpftool >/dev/null || skip "bpftool not installed"
+	# every program is verified at every start: what --stacks alone
+	# needs comes in programs of their own
+	run session_sizes
+	assert_success
+	echo "$output"
+	assert_line --regexp '^on_sys_exit [0-9]+$'
+	refute_output --partial _stacks
+	# the allocator programs: one record site per program, not one per
+	# function (alloc_session was 1,224 instructions with one each)
+	echo "$output" | awk '$1 ~ /^alloc_/ && $2 >= 700 { bad = 1 }
+		$1 ~ /^alloc_/ { n++ } END { exit bad || !n }'
+	run session_sizes --stacks
+	assert_success
+	echo "$output"
+	assert_line --regexp '^sys_exit_stacks [0-9]+$'
+	assert_line --regexp '^(session|return)_stacks [0-9]+$'
+	refute_line --regexp '^(on_sys_exit|alloc_session|alloc_return) '
+}
+
 @test "each way of attaching the probes (session, uprobe_multi, classic) gives the same exact events" {
 	require_bpf
 	for mode in session multi classic; do

@@ -41,6 +41,7 @@
 #include "mt_grow.h"
 #include "mt_probe.h"
 #include "mt_trace.skel.h"
+#include "tracer_code.h"
 #include "tracer_fast.h"
 
 void mt_fast_links_init(struct mt_fast_links *l, int verbose)
@@ -55,9 +56,7 @@ void mt_fast_links_use_bpf(struct mt_fast_links *l, struct mt_trace *skel,
 			   enum mt_probe_mode mode)
 {
 	l->mode = mode;
-	l->enter = mode == MT_PROBES_SESSION ? skel->progs.alloc_session
-					     : skel->progs.alloc_enter;
-	l->ret = skel->progs.alloc_return;
+	mt_code_alloc_programs(skel, mode, &l->enter, &l->ret);
 	l->pid_links_fd = bpf_map__fd(skel->maps.pid_links);
 }
 

@@ -253,24 +253,38 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt,
 }
 
 /* Load only the allocator programs the probe mode attaches, each with the
- * attach type it needs (the kernel checks it at load). */
+ * attach type it needs (the kernel checks it at load), and of the programs
+ * that come with and without the stack walk, the one --stacks asks for. */
 static void choose_alloc_programs(struct mt_trace *skel,
-				  enum mt_probe_mode mode, bool track)
+				  enum mt_probe_mode mode, bool track,
+				  bool stacks)
 {
-	struct bpf_program *session = skel->progs.alloc_session;
+	struct bpf_program *session[2] = {skel->progs.alloc_session,
+					  skel->progs.session_stacks};
+	struct bpf_program *ret[2] = {skel->progs.alloc_return,
+				      skel->progs.return_stacks};
 	struct bpf_program *enter = skel->progs.alloc_enter;
-	struct bpf_program *ret = skel->progs.alloc_return;
 
-	bpf_program__set_autoload(session, track && mode == MT_PROBES_SESSION);
+	bpf_program__set_autoload(skel->progs.on_sys_exit, !stacks);
+	bpf_program__set_autoload(skel->progs.sys_exit_stacks, stacks);
+	for (int s = 0; s < 2; s++) {
+		bool wanted = track && s == (int)stacks;
+
+		bpf_program__set_autoload(session[s],
+					  wanted && mode == MT_PROBES_SESSION);
+		bpf_program__set_autoload(ret[s],
+					  wanted && mode != MT_PROBES_SESSION);
+		if (mode != MT_PROBES_CLASSIC) {
+			bpf_program__set_expected_attach_type(
+			    session[s], mt_probe_attach_type(mode));
+			bpf_program__set_expected_attach_type(
+			    ret[s], mt_probe_attach_type(mode));
+		}
+	}
 	bpf_program__set_autoload(enter, track && mode != MT_PROBES_SESSION);
-	bpf_program__set_autoload(ret, track && mode != MT_PROBES_SESSION);
-	if (mode == MT_PROBES_CLASSIC)
-		return; /* the uprobe programs' default attach type */
-	bpf_program__set_expected_attach_type(session,
-					      mt_probe_attach_type(mode));
-	bpf_program__set_expected_attach_type(enter,
-					      mt_probe_attach_type(mode));
-	bpf_program__set_expected_attach_type(ret, mt_probe_attach_type(mode));
+	if (mode != MT_PROBES_CLASSIC) /* else the uprobes' default type */
+		bpf_program__set_expected_attach_type(
+		    enter, mt_probe_attach_type(mode));
 }
 
 /* /proc/sys/kernel/pid_max, or 0 */
@@ -352,7 +366,7 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 		bpf_program__set_autoload(skel->progs.on_rss_owner, false);
 		bpf_program__set_autoload(skel->progs.on_rss_size, false);
 	}
-	choose_alloc_programs(skel, mode, o->track_allocators);
+	choose_alloc_programs(skel, mode, o->track_allocators, o->stacks);
 	t->probe_mode = mode;
 	mt_tracer_stacks_configure(t, skel);
 	mt_backpressure_configure(t, skel);

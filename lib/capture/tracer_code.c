@@ -384,15 +384,32 @@ int mt_code_scan(struct mt_code *c, char *const *paths, size_t n, pid_t pid)
 	return rc;
 }
 
+static struct bpf_program *loaded_of(struct bpf_program *plain,
+				     struct bpf_program *with_stacks)
+{
+	return bpf_program__autoload(with_stacks) ? with_stacks : plain;
+}
+
+void mt_code_alloc_programs(struct mt_trace *skel, enum mt_probe_mode mode,
+			    struct bpf_program **enter,
+			    struct bpf_program **ret)
+{
+	*enter = mode == MT_PROBES_SESSION
+		     ? loaded_of(skel->progs.alloc_session,
+				 skel->progs.session_stacks)
+		     : skel->progs.alloc_enter;
+	*ret = loaded_of(skel->progs.alloc_return, skel->progs.return_stacks);
+}
+
 void mt_code_use_bpf(struct mt_code *c, struct mt_trace *skel,
 		     enum mt_probe_mode mode, const struct mt_code_host *host,
 		     int verbose)
 {
+	struct bpf_program *enter, *ret;
+
+	mt_code_alloc_programs(skel, mode, &enter, &ret);
 	mt_attach_destroy(&c->attach);
-	mt_attach_init(&c->attach, mode,
-		       mode == MT_PROBES_SESSION ? skel->progs.alloc_session
-						 : skel->progs.alloc_enter,
-		       skel->progs.alloc_return, verbose);
+	mt_attach_init(&c->attach, mode, enter, ret, verbose);
 	c->code_files_fd = bpf_map__fd(skel->maps.code_files);
 	c->resumed_fd = bpf_map__fd(skel->maps.resumed);
 	c->host = *host;

@@ -91,6 +91,13 @@ struct mt_code {
  * mt_code_use_bpf() and try again. */
 #define MT_CODE_NO_SUCH_LINKS (-EOPNOTSUPP)
 
+/* The allocator programs loaded for mode: the entry's (the session's, in
+ * a session), and the return's.  Those that record stacks come with and
+ * without the stack walk, and one of each pair is loaded (mt_trace.bpf.c). */
+void mt_code_alloc_programs(struct mt_trace *skel, enum mt_probe_mode mode,
+			    struct bpf_program **enter,
+			    struct bpf_program **ret);
+
 /* Start (or, after loading the programs again, restart) with the loaded
  * object skel, whose allocator programs are for mode.  c starts zeroed;
  * what was inspected is kept across restarts. */

@@ -11,6 +11,8 @@ what its own session loaded.  The kernel (not mt) is the outside truth:
                              programs, how many of them are still loaded
   mt_links.py runs ID...     "NAME RUN_CNT" of each of these programs (with
                              kernel.bpf_stats_enabled=1)
+  mt_links.py sizes ID...    "NAME INSNS" of each of these programs: its
+                             instructions as the kernel keeps them
 """
 import json
 import os
@@ -18,6 +20,7 @@ import subprocess
 import sys
 
 MT_PROGS = {"alloc_session", "alloc_enter", "alloc_return", "on_sys_enter", "on_sys_exit",
+            "session_stacks", "return_stacks", "sys_exit_stacks",
             "on_fork", "on_exec", "on_exit", "on_rss_owner", "on_rss_size"}
 
 
@@ -63,6 +66,12 @@ def main(argv):
         for p in bpftool("prog", "show"):
             if p["id"] in ids:
                 print(p.get("name", "?"), p.get("run_cnt", -1))
+        return 0
+    if len(argv) >= 2 and argv[0] == "sizes":
+        ids = {int(a) for a in argv[1:]}
+        for p in bpftool("prog", "show"):
+            if p["id"] in ids:
+                print(p.get("name", "?"), p.get("bytes_xlated", 0) // 8)
         return 0
     print(__doc__, file=sys.stderr)
     return 2
