@@ -148,13 +148,20 @@ session_progs() {
 }
 
 # session_sizes [MT-TRACE OPTIONS]: "NAME INSNS" of each program a session
-# of a command waiting on $T/hold loaded, as the kernel keeps it
+# loaded, as the kernel keeps it, asked once its command runs (everything
+# is loaded and attached by then) and waits on $T/hold
 session_sizes() {
 	local tracer progs
 	mkfifo "$T/hold"
-	mt-trace "$@" -o "$T/sizes.raw" -- sh -c 'read -r _ <"$0"' "$T/hold" &
+	rm -f "$T/ready"
+	mt-trace "$@" -o "$T/sizes.raw" -- \
+		sh -c ': >"$1"; read -r _ <"$0"' "$T/hold" "$T/ready" &
 	tracer=$!
-	progs=$(session_progs "$tracer") || return 1
+	for _ in $(seq 200); do
+		[ -e "$T/ready" ] && break
+		sleep 0.05
+	done
+	progs=$("$PY" "$BATS_TEST_DIRNAME/lib/mt_links.py" progs "$tracer")
 	# shellcheck disable=SC2086
 	"$PY" "$BATS_TEST_DIRNAME/lib/mt_links.py" sizes $progs
 	echo >"$T/hold"
@@ -933,6 +940,27 @@ total_events() {
 		 { sum += $(NF - 1); if ($(NF - 1) < 0) bad = 1 }
 		 END { exit !(total > 0 && !bad && sum <= total) }' "$T/exit"
 	assert_success
+}
+
+@test "kmem:rss_stat's perf event is opened beside the BPF load, and RSS is recorded through it" {
+	require_bpf
+	command -v strace >/dev/null || skip "strace not installed"
+	# opening it waits for the kernel's event_mutex, which a session
+	# detaching its own holds through a grace period: not on the thread
+	# that loads the programs (LeakSanitizer cannot run under ptrace)
+	ASAN_OPTIONS=detect_leaks=0 run strace -f \
+		-e trace=perf_event_open,bpf -o "$T/strace.txt" \
+		mt-trace -o "$T/t.raw" -- true
+	assert_success
+	opener=$(awk '/perf_event_open\(\{type=PERF_TYPE_TRACEPOINT/ { print $1 }' "$T/strace.txt")
+	loader=$(awk '/BPF_PROG_LOAD.*prog_name="on_rss_size"/ { print $1 }' "$T/strace.txt")
+	echo "opened by $opener, programs loaded by $loader"
+	[ -n "$opener" ] && [ -n "$loader" ]
+	[ "$opener" != "$loader" ]
+	# the program is attached to that event: the root's RSS is there
+	run mt-encode --jsonl "$T/t.raw"
+	assert_success
+	assert_output --regexp '"type":"Rss","pid":[0-9]+,'
 }
 
 # The first uprobe registration after a quiet spell waits for an RCU grace

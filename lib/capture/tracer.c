@@ -575,6 +575,26 @@ static void exit_phase(struct tracer *t, const char *name)
 	timed_phase(t, "exit", name, t->phase_ns);
 }
 
+/* kmem:rss_stat's program on the perf event a thread opened beside the
+ * load (tracer_overlap.c); without one, the skeleton's attach opens its
+ * own, and says what failed. */
+static void attach_rss_size_early(struct tracer *t)
+{
+	struct bpf_program *prog = t->skel->progs.on_rss_size;
+	int fd = mt_tracer_overlap_rss_event(t);
+	struct bpf_link *link;
+
+	if (fd < 0)
+		return;
+	link = bpf_program__attach_perf_event(prog, fd);
+	if (!link) {
+		close(fd);
+		return;
+	}
+	t->skel->links.on_rss_size = link; /* closes fd when destroyed */
+	bpf_program__set_autoattach(prog, false);
+}
+
 static int setup_bpf(struct tracer *t)
 {
 	__u32 pid = t->child, state = MT_AWAITING_EXEC;
@@ -595,6 +615,8 @@ static int setup_bpf(struct tracer *t)
 	mt_tracer_overlap_probes_made(t);
 	startup_phase(t, "first allocators");
 	/* raw tracepoints and kmem:rss_stat: the skeleton attaches them */
+	if (t->rss)
+		attach_rss_size_early(t);
 	err = mt_trace__attach(t->skel);
 	if (err) {
 		explain_privileges("attaching tracepoints", -err);
@@ -1149,6 +1171,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	t.rss = opts->rss && ensure_tracefs(&t) == 0;
 	if (opts->rss && !t.rss)
 		fprintf(stderr, "mt-trace: warning: tracing without RSS\n");
+	mt_tracer_overlap_rss_start(&t);
 	mt_tracer_live_add(&t, t.child);
 	startup_phase(&t, "fork, tracefs");
 	if (opts->physical)

@@ -101,6 +101,8 @@ struct tracer {
 	bool preparing;
 	/* --stacks: libc's unwind rows, built beside the BPF load too */
 	struct mt_early_cfi *early_cfi;
+	/* kmem:rss_stat's perf event, opened beside the BPF load too */
+	struct mt_early_event *rss_event;
 };
 
 /* tracer_drain.c: the rings' callbacks, and their draining into batches
@@ -177,6 +179,11 @@ void mt_tracer_overlap_start(struct tracer *t);
 void mt_tracer_overlap_prepared(struct tracer *t);
 void mt_tracer_overlap_probes_made(struct tracer *t);
 void mt_tracer_overlap_end(struct tracer *t);
+/* kmem:rss_stat's perf event (RSS: tracefs is there by now), opened by a
+ * thread; its fd once it is (the caller's to close), or -1 if it could
+ * not be. */
+void mt_tracer_overlap_rss_start(struct tracer *t);
+int mt_tracer_overlap_rss_event(struct tracer *t);
 /* The unwind table of a file with this build-id, when one was built
  * beside the BPF load (libc's): waits for it, moves it to *table; false
  * otherwise. */

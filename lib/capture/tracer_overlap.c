@@ -3,14 +3,17 @@
  * tracer_overlap.c - start-up work done by threads while the BPF side
  * loads (the private copies have theirs in tracer_confine.c): the first
  * uprobe registration's grace period (uprobe_warm.c), libc's probe plan,
- * whose branch scan is remembered for the attach (elf.c), and with
- * --stacks libc's unwind rows (cfi.c).
+ * whose branch scan is remembered for the attach (elf.c), with --stacks
+ * libc's unwind rows (cfi.c), and kmem:rss_stat's perf event.
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <linux/perf_event.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "mt_attach.h"
@@ -88,6 +91,95 @@ static void start_building_cfi(struct tracer *t)
 		return;
 	}
 	t->early_cfi = e;
+}
+
+/*
+ * kmem:rss_stat's perf event.  Opening it takes the kernel's event_mutex,
+ * which whoever closes the last perf event of a tracepoint holds through
+ * an RCU grace period: the detacher of the session before (bench/run's
+ * back-to-back `true` rows) or any other session's.  Waited for at the
+ * attach, that was 20-80 ms of a start-up of ~25 now and then (sched_switch
+ * stacks: perf_trace_init -> mutex_lock, load 2-4); a thread opens it
+ * while the BPF side loads, and the program is attached to it after.
+ */
+struct mt_early_event {
+	pthread_t thread;
+	int fd; /* -1: not opened */
+};
+
+/* The id of tracefs event group/name, or -1. */
+static long tracepoint_id(const char *group, const char *name)
+{
+	static const char *const roots[] = {"/sys/kernel/tracing",
+					    "/sys/kernel/debug/tracing"};
+	char path[256];
+	long id = -1;
+
+	for (size_t i = 0; id < 0 && i < sizeof(roots) / sizeof(roots[0]);
+	     i++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/events/%s/%s/id", roots[i],
+			 group, name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (fscanf(f, "%ld", &id) != 1)
+			id = -1;
+		fclose(f);
+	}
+	return id;
+}
+
+/* The same event as libbpf's attach opens: every process, CPU 0. */
+static void *open_rss_event(void *arg)
+{
+	struct mt_early_event *e = arg;
+	struct perf_event_attr attr = {
+	    .type = PERF_TYPE_TRACEPOINT,
+	    .size = sizeof(attr),
+	};
+	long id = tracepoint_id("kmem", "rss_stat");
+
+	if (id < 0)
+		return NULL;
+	attr.config = (__u64)id;
+	e->fd = (int)syscall(SYS_perf_event_open, &attr, -1, 0, -1,
+			     PERF_FLAG_FD_CLOEXEC);
+	if (e->fd < 0)
+		e->fd = -1;
+	return NULL;
+}
+
+void mt_tracer_overlap_rss_start(struct tracer *t)
+{
+	struct mt_early_event *e;
+
+	if (!t->rss)
+		return;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return;
+	e->fd = -1;
+	if (pthread_create(&e->thread, NULL, open_rss_event, e) != 0) {
+		free(e);
+		return;
+	}
+	t->rss_event = e;
+}
+
+int mt_tracer_overlap_rss_event(struct tracer *t)
+{
+	struct mt_early_event *e = t->rss_event;
+	int fd;
+
+	if (!e)
+		return -1;
+	pthread_join(e->thread, NULL);
+	fd = e->fd;
+	free(e);
+	t->rss_event = NULL;
+	return fd;
 }
 
 void mt_tracer_overlap_start(struct tracer *t)
@@ -170,4 +262,10 @@ void mt_tracer_overlap_end(struct tracer *t)
 	mt_uprobe_warm_stop(&t->warm); /* a failed start: still warming */
 	mt_tracer_overlap_prepared(t);
 	early_cfi_free(early_cfi_done(t));
+	if (t->rss_event) { /* a failed start: not attached */
+		int fd = mt_tracer_overlap_rss_event(t);
+
+		if (fd >= 0)
+			close(fd);
+	}
 }
