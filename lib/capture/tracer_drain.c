@@ -272,6 +272,7 @@ static int code_map_event(struct tracer *t, const struct mt_event *e)
 
 int mt_tracer_drain(struct tracer *t, bool final)
 {
+	t->writing_last = final; /* tracer_batch.c: why */
 	if (mt_tracer_collect(t, final))
 		return -1;
 	/* stopped processes wait for this: before anything else */

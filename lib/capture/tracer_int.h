@@ -73,6 +73,7 @@ struct tracer {
 	/* the thread that writes full batches (tracer_batch.c), or NULL */
 	struct mt_batch_writer *writer;
 	bool writer_failed; /* it could not start: the drain writes */
+	bool writing_last;  /* the last drain: it writes, after the writer */
 	uint64_t seq;
 	uint64_t lost_reported;
 	uint64_t events_written;
