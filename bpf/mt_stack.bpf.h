@@ -798,24 +798,13 @@ static __always_inline int unwind_frame(struct unwind *u, __u32 i)
 	return 0;
 }
 
-/*
- * bpf_loop callback: FRAMES_A_STEP frames from frame i * FRAMES_A_STEP
- * on.  More than one: a call's return costs a mispredicted branch here
- * (the kernel's return thunk, against speculative return stack
- * overflow), which a frame alone does not.
- */
-#define FRAMES_A_STEP 2
-
+/* bpf_loop callback: frame i. */
 static long unwind_step(__u32 i, void *ctx)
 {
 	struct unwind *u = ctx;
-	__u32 first = i * FRAMES_A_STEP;
 
 	/* 0 or 1, as the verifier wants a callback's result */
-	for (int k = 0; k < FRAMES_A_STEP; k++)
-		if (first + k >= stack_depth || unwind_frame(u, first + k))
-			return 1;
-	return 0;
+	return unwind_frame(u, i);
 }
 
 static __always_inline struct mt_stack_record *stack_scratch_record(void)
@@ -994,8 +983,7 @@ static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
 	u.window->bp = bp;
 	u.window->trampoline = mm->uprobes_state.xol_area->vaddr;
 	u.window->hash = 0xcbf29ce484222325ull;
-	bpf_loop((stack_depth + FRAMES_A_STEP - 1) / FRAMES_A_STEP, unwind_step,
-		 &u, 0);
+	bpf_loop(stack_depth, unwind_step, &u, 0);
 	if (u.window->nframes == 0)
 		return 0;
 	/* how far the next walk's windows read */
