@@ -65,6 +65,8 @@ def fixture_info(path):
 
 
 def secs(s):
+    if s < 0:
+        return "-" + secs(-s)
     if s < 1e-3:
         return "%.0f us" % (s * 1e6)
     if s < 1:
@@ -149,7 +151,7 @@ class Table:
             rss = own["vm_hwm_kb"] * 1024
             trace = load(self.results, row["trace"])
             print(fmt % (label, variant, secs(base), secs(traced),
-                         "%.2fx" % (traced / base), "+" + secs(traced - base),
+                         "%.2fx" % (traced / base), ("+" if traced >= base else "") + secs(traced - base),
                          secs(trace["run_ns"] / 1e9)
                          if trace["run_ns"] >= 0 else "?",
                          secs(own["cpu_ms"] / 1e3),
