@@ -669,9 +669,6 @@ static __always_inline __u64 extent_hint(__u64 extent)
 				  : 0;
 }
 
-/* Whether w's window holds the word at offset at (a word's boundary: an
- * address off one is read on its own).  The window's length is a
- * multiple of 8, at most STACK_WINDOW. */
 /*
  * Where a walk from sp on the cache's process may stop reading (0: no
  * bound).  On the stack the last walk went through (a thread's own:
@@ -693,6 +690,9 @@ static __always_inline __u64 window_limit(const struct walk_cache *cache,
 	return cache->extent_hint ? sp + cache->extent_hint : 0;
 }
 
+/* Whether w's window holds the word at offset at (a word's boundary: an
+ * address off one is read on its own).  The window's length is a
+ * multiple of 8, at most STACK_WINDOW. */
 static __always_inline bool in_window(const struct stack_window *w, __u64 at)
 {
 	return at < w->len && !(at & 7);
