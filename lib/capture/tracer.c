@@ -16,13 +16,11 @@
 #include <poll.h>
 #include <pthread.h>
 #include <pwd.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
@@ -130,107 +128,6 @@ static int spawn_child(struct tracer *t)
 	t->pidfd = syscall(SYS_pidfd_open, t->child, 0);
 	if (t->pidfd < 0) {
 		fprintf(stderr, "mt-trace: pidfd_open: %s\n", strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
-/* ---- privileges and tracefs --------------------------------------------- */
-
-static uint64_t effective_caps(void)
-{
-	char line[256];
-	uint64_t caps = 0;
-	FILE *f = fopen("/proc/self/status", "re");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "CapEff: %lx", &caps) == 1)
-			break;
-	fclose(f);
-	return caps;
-}
-
-/* The capabilities loading and attaching need that this process lacks, as
- * " CAP_BPF CAP_PERFMON", or "". */
-static void missing_caps(char *missing, size_t len)
-{
-	enum { CAP_SYS_ADMIN_ = 21, CAP_PERFMON_ = 38, CAP_BPF_ = 39 };
-	uint64_t caps = effective_caps();
-	bool admin = caps & (1ull << CAP_SYS_ADMIN_);
-
-	snprintf(missing, len, "%s%s",
-		 !admin && !(caps & (1ull << CAP_BPF_)) ? " CAP_BPF" : "",
-		 !admin && !(caps & (1ull << CAP_PERFMON_)) ? " CAP_PERFMON"
-							    : "");
-}
-
-static void say_missing(const char *missing)
-{
-	fprintf(stderr,
-		"mt-trace: missing capability:%s (run as root, or grant it: "
-		"setcap cap_bpf,cap_perfmon,cap_sys_admin+ep mt-trace)\n",
-		missing);
-}
-
-bool mt_tracer_has_privileges(void)
-{
-	char missing[64];
-
-	missing_caps(missing, sizeof(missing));
-	if (missing[0])
-		say_missing(missing);
-	return !missing[0];
-}
-
-/* Say exactly which capability is missing, when one is. */
-static void explain_privileges(const char *what, int err)
-{
-	char missing[64];
-
-	missing_caps(missing, sizeof(missing));
-	fprintf(stderr, "mt-trace: %s: %s%s\n", what, strerror(err),
-		mt_tracer_verbose ? "" : " (-v shows libbpf's messages)");
-	if (missing[0])
-		say_missing(missing);
-}
-
-static bool tracefs_ready(void)
-{
-	return access("/sys/kernel/tracing/events/syscalls", F_OK) == 0 ||
-	       access("/sys/kernel/debug/tracing/events/syscalls", F_OK) == 0;
-}
-
-/*
- * Classic tracepoints (kmem:rss_stat, the only source of exact RSS sizes)
- * need tracefs.  When it is not mounted, mount it in a mount namespace of
- * mt-trace's: nothing changes for the rest of the machine, and the mount
- * goes away with the namespace.  That is the tree's namespace when the
- * probes are confined (mt_tracer_confine_begin(): the private copies are being
- * bound in it by another thread at this moment, so mt-trace must stay in
- * it to see them; the tree then sees tracefs too, which only root can
- * read), else one of mt-trace's own: the child, forked before, stays in
- * the host's.
- */
-static int ensure_tracefs(const struct tracer *t)
-{
-	if (tracefs_ready())
-		return 0;
-	if ((!t->confine.entered &&
-	     (unshare(CLONE_NEWNS) ||
-	      mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))) ||
-	    mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL)) {
-		int e = errno;
-
-		fprintf(stderr,
-			"mt-trace: tracefs is not mounted and mounting it "
-			"failed: %s\n",
-			strerror(e));
-		if (e == EPERM)
-			fprintf(stderr, "mt-trace: missing capability: "
-					"CAP_SYS_ADMIN (or mount tracefs at "
-					"/sys/kernel/tracing first)\n");
 		return -1;
 	}
 	return 0;
@@ -345,7 +242,8 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 			why);
 	skel = mt_trace__open_opts(&open_opts);
 	if (!skel) {
-		explain_privileges("opening the BPF object", errno);
+		mt_tracer_explain_privileges("opening the BPF object", errno,
+					     mt_tracer_verbose > 0);
 		if (btf_fd >= 0)
 			close(btf_fd);
 		return -1;
@@ -382,7 +280,9 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 					"mt-trace: no uprobe sessions (%s)\n",
 					strerror(-err));
 		} else {
-			explain_privileges("loading the BPF programs", -err);
+			mt_tracer_explain_privileges("loading the BPF programs",
+						     -err,
+						     mt_tracer_verbose > 0);
 		}
 		mt_trace__destroy(skel);
 		return -1;
@@ -619,7 +519,8 @@ static int setup_bpf(struct tracer *t)
 		attach_rss_size_early(t);
 	err = mt_trace__attach(t->skel);
 	if (err) {
-		explain_privileges("attaching tracepoints", -err);
+		mt_tracer_explain_privileges("attaching tracepoints", -err,
+					     mt_tracer_verbose > 0);
 		return -1;
 	}
 	startup_phase(t, "tracepoints");
@@ -1168,7 +1069,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	mt_tracer_confine_copies_start(&t);
 	mt_tracer_overlap_start(&t);
 	/* RSS needs the classic kmem:rss_stat tracepoint, so tracefs */
-	t.rss = opts->rss && ensure_tracefs(&t) == 0;
+	t.rss = opts->rss && mt_tracer_ensure_tracefs(&t) == 0;
 	if (opts->rss && !t.rss)
 		fprintf(stderr, "mt-trace: warning: tracing without RSS\n");
 	mt_tracer_overlap_rss_start(&t);

@@ -106,6 +106,16 @@ struct tracer {
 	struct mt_early_event *rss_event;
 };
 
+/* tracer_privileges.c: capabilities and tracefs */
+/* Say what failed (err: an errno) and exactly which capability is
+ * missing, when one is; verbose: libbpf's messages were shown (-v). */
+void mt_tracer_explain_privileges(const char *what, int err, bool verbose);
+/* tracefs mounted (classic tracepoints need it), in a mount namespace of
+ * mt-trace's when it was not: 0, or -1 said on stderr. */
+int mt_tracer_ensure_tracefs(const struct tracer *t);
+/* The id of tracefs event group/name, or -1. */
+long mt_tracer_tracepoint_id(const char *group, const char *name);
+
 /* tracer_drain.c: the rings' callbacks, and their draining into batches
  * (final: the last drain, which writes everything it holds) */
 int mt_tracer_on_event(void *ctx, void *data, size_t size);

@@ -6,7 +6,6 @@
  * whose branch scan is remembered for the attach (elf.c), with --stacks
  * libc's unwind rows (cfi.c), and kmem:rss_stat's perf event.
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
@@ -107,30 +106,6 @@ struct mt_early_event {
 	int fd; /* -1: not opened */
 };
 
-/* The id of tracefs event group/name, or -1. */
-static long tracepoint_id(const char *group, const char *name)
-{
-	static const char *const roots[] = {"/sys/kernel/tracing",
-					    "/sys/kernel/debug/tracing"};
-	char path[256];
-	long id = -1;
-
-	for (size_t i = 0; id < 0 && i < sizeof(roots) / sizeof(roots[0]);
-	     i++) {
-		FILE *f;
-
-		snprintf(path, sizeof(path), "%s/events/%s/%s/id", roots[i],
-			 group, name);
-		f = fopen(path, "re");
-		if (!f)
-			continue;
-		if (fscanf(f, "%ld", &id) != 1)
-			id = -1;
-		fclose(f);
-	}
-	return id;
-}
-
 /* The same event as libbpf's attach opens: every process, CPU 0. */
 static void *open_rss_event(void *arg)
 {
@@ -139,7 +114,7 @@ static void *open_rss_event(void *arg)
 	    .type = PERF_TYPE_TRACEPOINT,
 	    .size = sizeof(attr),
 	};
-	long id = tracepoint_id("kmem", "rss_stat");
+	long id = mt_tracer_tracepoint_id("kmem", "rss_stat");
 
 	if (id < 0)
 		return NULL;
