@@ -106,6 +106,8 @@ class Table:
             meta["nproc"], meta["cpu"], meta["kernel"],
             ", QUICK MODE (smoke run: few runs, small inputs)"
             if meta["quick"] else ""))
+        if meta.get("only"):
+            print("PARTIAL RUN: only the groups %s (BENCH_ONLY)" % meta["only"])
         print("times are hyperfine medians; CMD ran: the traced command's "
               "own run (exec to exit, from the trace)")
         print("in one traced run: the rest of \"traced\" is mt-trace's "
