@@ -135,6 +135,8 @@ class Table:
         return busy
 
     def tracer(self):
+        if not self.of_kind("trace"):
+            return  # a partial run without them (BENCH_ONLY)
         fmt = "%-26s %-25s %9s %9s %8s %9s %9s %8s %9s %10s %6s"
         print(fmt % ("mt-trace on", "variant", "untraced", "traced",
                      "ratio", "added", "CMD ran", "mt CPU", "RSS", "events",

@@ -234,3 +234,20 @@ print(300e6 <= s["run_ns"] < 3e9, s["run_ns"] <= s["first_to_last_ns"],
 	run "$TOP/bench/warm" "$T/missing"
 	assert_failure
 }
+
+@test "BENCH_ONLY: an unknown group is refused by name, before anything runs" {
+	run env BENCH_QUICK=1 BENCH_ONLY="true nosuch" OUTPUT="$MT_BUILD" \
+		"$TOP/bench/run"
+	assert_failure
+	assert_output --partial "BENCH_ONLY: no group 'nosuch'"
+	refute_output --partial "bench: mt-trace on"
+}
+
+@test "BENCH_ONLY: a partial run says so, and runs only its groups" {
+	run env BENCH_QUICK=1 BENCH_ONLY="sizes" OUTPUT="$MT_BUILD" \
+		"$TOP/bench/run"
+	assert_success
+	assert_line "PARTIAL RUN: only the groups sizes (BENCH_ONLY)"
+	refute_output --partial "bench: mt-trace on"
+	refute_output --partial "storm"
+}
