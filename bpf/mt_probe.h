@@ -75,6 +75,23 @@ enum mt_traced_state {
 			       * mt-trace's own address space is recorded */
 };
 
+/*
+ * A value of the `traced` table: the process's state and the stops the
+ * BPF side made of it, each a timestamp (0: none).  Only the BPF side
+ * writes a stop, in place, into the entry fork or mt-trace made (mt-trace
+ * writes an entry once, before its process runs); the stops mt-trace has
+ * undone are in tables of its own (`resumed`, `unthrottled`), so that no
+ * write can hide another's.  One table rather than one per kind of stop:
+ * each 32,768-slot table cost ~1-2 ms of every start (its bucket array).
+ */
+struct mt_traced {
+	__u32 state; /* enum mt_traced_state */
+	__u32 unused;
+	__u64 stopped;		/* the NEW_CODE record of its latest stop */
+	__u64 throttled;	/* its latest backpressure stop */
+	__u64 stopped_by_other; /* a stop signal from another after it */
+};
+
 /* Files whose code the BPF side has seen mapped, keyed by device and
  * inode (the kernel's dev_t: major << 20 | minor); the inode's generation
  * is in the value (struct mt_code_seen). */

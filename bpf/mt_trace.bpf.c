@@ -68,8 +68,8 @@ const volatile __u64 fast_memfd_ino = 0;
  * what it would make next.  The marks are set by mt-trace (0: never); the
  * switch goes off once mt-trace stops reading, so that it never leaves a
  * process stopped.  Every stop bumps `throttles`, which mt-trace reads
- * through the mapped .bss: the `throttled` table is looked at only when
- * it moved.
+ * through the mapped .bss: the stops on record in `traced` are looked
+ * at only when it moved.
  */
 const volatile __u64 events_high_water = 0;
 const volatile __u64 lifecycle_high_water = 0;
@@ -101,7 +101,7 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct mt_traced);
 } traced SEC(".maps");
 
 /* Files whose mapped code mt-trace has inspected or is inspecting (not
@@ -114,8 +114,8 @@ struct {
 	__type(value, struct mt_code_seen);
 } code_files SEC(".maps");
 
-/* A table of processes (tgid) -> a timestamp: the stops' bookkeeping
- * below, each table with one writer. */
+/* A table of processes (tgid) -> a timestamp: the stops mt-trace undid,
+ * written by mt-trace alone (the BPF side's are in `traced`'s values). */
 #define TGID_TIMES(name)                                                       \
 	struct {                                                               \
 		__uint(type, BPF_MAP_TYPE_HASH);                               \
@@ -125,28 +125,18 @@ struct {
 		__type(value, __u64);                                          \
 	} name SEC(".maps")
 
-/* Processes stopped for new code: tgid -> the timestamp of the NEW_CODE
- * record of its latest stop, written before the stop, removed at exit.
- * With `resumed` it tells mt-trace's watchdog (lib/capture/watchdog.c) who
- * is still waiting, should mt-trace die. */
-TGID_TIMES(stopped);
-
-/* Written by mt-trace alone: tgid -> the timestamp of the latest stop it
- * has undone (two maps, each with one writer: no update can hide
- * another's). */
+/* A stop for new code is on record in its process's `traced` entry
+ * (struct mt_traced: stopped), written before the stop, gone at exit;
+ * `resumed` holds the latest such stop mt-trace has undone.  Together
+ * they tell mt-trace's watchdog (lib/capture/watchdog.c) who is still
+ * waiting, should mt-trace die. */
 TGID_TIMES(resumed);
 
-/* Processes stopped by backpressure: tgid -> when, written after the
- * stop; `unthrottled` (mt-trace's) holds the stop it undid last, the same
- * pair of one-writer tables as stopped/resumed, watched by the watchdog
- * the same way. */
-TGID_TIMES(throttled);
-
+/* Backpressure's stops (mt_traced: throttled, written after the stop,
+ * and stopped_by_other, a stop someone else made after it, which mt-trace
+ * leaves in place): `unthrottled` holds the stop mt-trace undid last, the
+ * same pair as stopped/resumed, watched by the watchdog the same way. */
 TGID_TIMES(unthrottled);
-
-/* Throttled processes someone else stopped too (^Z, kill -STOP): tgid ->
- * when; mt-trace leaves a stop made after its own in place. */
-TGID_TIMES(stopped_by_other);
 
 /* --fast: processes with links of their own: tgid -> the serial number
  * in those links' cookies (MT_COOKIE_LINK).  Written by mt-trace alone,
@@ -215,15 +205,21 @@ static __always_inline void count_lost(__u32 reason)
 		*n += 1;
 }
 
+/* The traced process tgid's entry; NULL when its events are not
+ * recorded. */
+static __always_inline struct mt_traced *traced_entry(__u32 tgid)
+{
+	struct mt_traced *entry = bpf_map_lookup_elem(&traced, &tgid);
+
+	return entry && entry->state == MT_TRACED ? entry : NULL;
+}
+
 static __always_inline bool is_traced(__u32 tgid)
 {
-	__u32 *state = bpf_map_lookup_elem(&traced, &tgid);
-
-	return state && *state == MT_TRACED;
+	return traced_entry(tgid) != NULL;
 }
 
 #define SIGSTOP_ 19
-#define SIGCONT_ 18
 #define SIGTSTP_ 20
 #define SIGTTIN_ 21
 #define SIGTTOU_ 22
@@ -233,28 +229,25 @@ static __always_inline bool is_traced(__u32 tgid)
  * has drained the rings.  Stop first, then put the stop on record: mt-trace
  * continues only recorded stops, so its SIGCONT always comes after the
  * SIGSTOP (a SIGCONT cancels a stop still pending; one sent before would
- * leave the process stopped for good).  A stop that cannot be recorded is
- * undone at once.  Threads of the process on other CPUs stop with it (a
- * group stop); the few records they make meanwhile fit above the mark.
- * A global function, so the verifier checks it once per program rather
- * than at each of the ring reservations it is inlined into: that halved
+ * leave the process stopped for good).  Threads of the process on other CPUs
+ * stop with it (a group stop); the few records they make meanwhile fit above
+ * the mark. A global function, so the verifier checks it once per program
+ * rather than at each of the ring reservations it is inlined into: that halved
  * the time the kernel takes to load the programs (BPF_PROG_LOAD 22 ->
  * 11 ms a session, strace -T), a fixed cost of every mt-trace run.
  */
 __noinline int mt_throttle(void)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	__u64 when;
+	struct mt_traced *entry;
 
-	if (!backpressure || !is_traced(tgid))
+	if (!backpressure)
+		return 0;
+	entry = traced_entry(bpf_get_current_pid_tgid() >> 32);
+	if (!entry)
 		return 0;
 	if (bpf_send_signal(SIGSTOP_))
 		return 0; /* an exiting task: no stop */
-	when = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&throttled, &tgid, &when, BPF_ANY)) {
-		bpf_send_signal(SIGCONT_);
-		return 0;
-	}
+	entry->throttled = bpf_ktime_get_ns();
 	__sync_fetch_and_add(&throttles, 1);
 	return 1;
 }
@@ -668,15 +661,15 @@ int return_stacks(struct pt_regs *ctx)
 /*
  * Stop the current process (tgid) and tell mt-trace with record e.  Stop
  * first, then tell: mt-trace's SIGCONT must come after the SIGSTOP, or the
- * process would stop for good; and only a stop on record in `stopped`,
- * which the watchdog can undo.
+ * process would stop for good; and only a stop on record in its `traced`
+ * entry, which the watchdog can undo.
  */
 static __always_inline void stop_and_tell(struct mt_event *e, __u32 tgid)
 {
-	__u64 when = e->timestamp;
+	struct mt_traced *entry = stop_for_new_code ? traced_entry(tgid) : NULL;
 
-	if (stop_for_new_code &&
-	    bpf_map_update_elem(&stopped, &tgid, &when, BPF_ANY) == 0) {
+	if (entry) {
+		entry->stopped = e->timestamp;
 		e->flags |= MT_NEW_CODE_STOPPED;
 		bpf_send_signal(SIGSTOP_);
 	}
@@ -1036,7 +1029,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
 	__u32 parent_tgid = BPF_CORE_READ(parent, tgid);
 	__u32 child_tgid = BPF_CORE_READ(child, tgid);
-	__u32 traced_state = MT_TRACED;
+	struct mt_traced traced_state = {.state = MT_TRACED};
 	struct mt_event *e;
 
 	if (BPF_CORE_READ(child, pid) != child_tgid)
@@ -1210,14 +1203,15 @@ SEC("raw_tp/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
 	     struct linux_binprm *bprm)
 {
-	__u32 tgid = BPF_CORE_READ(task, tgid), *state;
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	struct mt_traced *entry;
 	struct exec_record *r;
 	long len;
 
-	state = bpf_map_lookup_elem(&traced, &tgid);
-	if (!state)
+	entry = bpf_map_lookup_elem(&traced, &tgid);
+	if (!entry)
 		return 0;
-	*state = MT_TRACED; /* the root's life starts here */
+	entry->state = MT_TRACED; /* the root's life starts here */
 	r = (struct exec_record *)reserve_lifecycle(sizeof(*r));
 	if (!r)
 		return 0;
@@ -1245,8 +1239,8 @@ SEC("raw_tp/signal_generate")
 int BPF_PROG(on_signal_generate, int sig, struct kernel_siginfo *info,
 	     struct task_struct *task, int group, int result)
 {
+	struct mt_traced *entry;
 	__u32 tgid;
-	__u64 now;
 
 	if (sig != SIGSTOP_ && sig != SIGTSTP_ && sig != SIGTTIN_ &&
 	    sig != SIGTTOU_)
@@ -1254,11 +1248,11 @@ int BPF_PROG(on_signal_generate, int sig, struct kernel_siginfo *info,
 	if (result != 0 && result != 1) /* delivered, or already pending */
 		return 0;
 	tgid = BPF_CORE_READ(task, tgid);
-	if (tgid == bpf_get_current_pid_tgid() >> 32 ||
-	    !bpf_map_lookup_elem(&throttled, &tgid))
+	if (tgid == bpf_get_current_pid_tgid() >> 32)
 		return 0;
-	now = bpf_ktime_get_ns();
-	bpf_map_update_elem(&stopped_by_other, &tgid, &now, BPF_ANY);
+	entry = bpf_map_lookup_elem(&traced, &tgid);
+	if (entry && entry->throttled)
+		entry->stopped_by_other = bpf_ktime_get_ns();
 	return 0;
 }
 
@@ -1284,11 +1278,8 @@ int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
 		e->aux = status;
 		bpf_ringbuf_submit(e, 0);
 	}
-	bpf_map_delete_elem(&traced, &tgid);
-	bpf_map_delete_elem(&stopped, &tgid); /* no stop to undo any more */
-	bpf_map_delete_elem(&throttled, &tgid);
-	bpf_map_delete_elem(&stopped_by_other, &tgid);
-	if (fast_links) /* killed before it ever ran */
+	bpf_map_delete_elem(&traced, &tgid); /* and its stops: none to undo */
+	if (fast_links)			     /* killed before it ever ran */
 		bpf_map_delete_elem(&fork_stops, &tgid);
 	return 0;
 }

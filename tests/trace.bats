@@ -191,6 +191,31 @@ session_sizes() {
 	refute_line --regexp '^(on_sys_exit|alloc_session|alloc_return) '
 }
 
+@test "a session makes three hash tables keyed by process, not six: each ~1-2 ms of every start" {
+	require_bpf
+	local tracer big
+	mkfifo "$T/hold"
+	mt-trace -o "$T/t.raw" -- sh -c ': >"$1"; read -r _ <"$0"' \
+		"$T/hold" "$T/ready" &
+	tracer=$!
+	for _ in $(seq 200); do
+		[ -e "$T/ready" ] && break
+		sleep 0.05
+	done
+	# the kernel's own view (fdinfo of the maps mt-trace holds): hash
+	# tables (map_type 1) of 1,024 slots or more, whose bucket arrays
+	# the kernel builds when they are made: traced, resumed and
+	# unthrottled (pid_max slots each), code_files
+	big=$(cat /proc/"$tracer"/fdinfo/* 2>/dev/null | awk '
+		/^map_type:/ { type = $2 }
+		/^max_entries:/ { if (type == 1 && $2 >= 1024) n++ }
+		END { print n + 0 }')
+	echo >"$T/hold"
+	wait "$tracer"
+	echo "hash tables of 1,024 slots or more: $big"
+	[ "$big" -eq 4 ]
+}
+
 @test "each way of attaching the probes (session, uprobe_multi, classic) gives the same exact events" {
 	require_bpf
 	for mode in session multi classic; do

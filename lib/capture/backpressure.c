@@ -5,7 +5,8 @@
  *
  * Rather than drop what a full ring cannot hold, the BPF side stops a
  * traced process whose record finds a ring past its high-water mark (half
- * of it) and notes the stop in its `throttled` table (mt_trace.bpf.c).
+ * of it) and notes the stop in the process's `traced` entry
+ * (struct mt_traced: throttled).
  * Here, once a drain has emptied the rings (the low-water mark: what the
  * consumer found is all read), every stop noted and not yet undone gets a
  * SIGCONT, then its note in `unthrottled`, in that order: should mt-trace
@@ -13,8 +14,8 @@
  * once more, which is harmless; never not at all.  A process also stopped
  * for new code it mapped waits for that inspection to end first
  * (tracer_code.c continues it; this stop is undone at the drain after).
- * A process someone else stopped meanwhile (^Z, kill -STOP: the BPF side's
- * `stopped_by_other`) stays stopped: a SIGCONT would undo that stop too.
+ * A process someone else stopped meanwhile (^Z, kill -STOP: the entry's
+ * stopped_by_other) stays stopped: a SIGCONT would undo that stop too.
  * Whoever stopped it continues it.
  */
 #include <signal.h>
@@ -37,51 +38,47 @@ void mt_backpressure_configure(struct tracer *t, struct mt_trace *skel)
 	bpf_program__set_autoload(skel->progs.on_signal_generate, on);
 }
 
-/* Did another process stop pid after the stop made at `stop`? */
-static bool stopped_by_other(struct mt_trace *skel, __u32 pid, __u64 stop)
+/* Is pid's latest stop for new code (in its entry) still waiting for its
+ * inspection? */
+static bool waits_for_code(struct mt_trace *skel, __u32 pid,
+			   const struct mt_traced *entry)
 {
-	__u64 when;
+	__u64 done;
 
-	return bpf_map_lookup_elem(bpf_map__fd(skel->maps.stopped_by_other),
-				   &pid, &when) == 0 &&
-	       when >= stop;
-}
-
-/* Is pid's latest stop for new code still waiting for its inspection? */
-static bool waits_for_code(struct mt_trace *skel, __u32 pid)
-{
-	__u64 stop, done;
-
-	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.stopped), &pid, &stop))
+	if (!entry->stopped)
 		return false;
 	return bpf_map_lookup_elem(bpf_map__fd(skel->maps.resumed), &pid,
 				   &done) != 0 ||
-	       done != stop;
+	       done != entry->stopped;
 }
 
-/* Continue every stop in `throttled` not undone yet; false when one had
- * to wait (for a code inspection). */
+/* Continue every backpressure stop in `traced` not undone yet; false when
+ * one had to wait (for a code inspection). */
 static bool continue_throttled(struct mt_trace *skel)
 {
-	int throttled_fd = bpf_map__fd(skel->maps.throttled);
+	int traced_fd = bpf_map__fd(skel->maps.traced);
 	int unthrottled_fd = bpf_map__fd(skel->maps.unthrottled);
 	__u32 key, next, *prev = NULL;
+	struct mt_traced entry;
 	__u64 stop, done;
 	bool all = true;
 
-	while (bpf_map_get_next_key(throttled_fd, prev, &next) == 0) {
+	while (bpf_map_get_next_key(traced_fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
-		if (bpf_map_lookup_elem(throttled_fd, &key, &stop))
+		if (bpf_map_lookup_elem(traced_fd, &key, &entry))
 			continue; /* it exited meanwhile */
-		if (bpf_map_lookup_elem(unthrottled_fd, &key, &done) == 0 &&
-		    done == stop)
+		stop = entry.throttled;
+		if (!stop ||
+		    (bpf_map_lookup_elem(unthrottled_fd, &key, &done) == 0 &&
+		     done == stop))
 			continue;
-		if (waits_for_code(skel, key)) {
+		if (waits_for_code(skel, key, &entry)) {
 			all = false;
 			continue;
 		}
-		if (!stopped_by_other(skel, key, stop))
+		/* another's stop after ours: a SIGCONT would undo it too */
+		if (entry.stopped_by_other < stop)
 			kill(key, SIGCONT);
 		bpf_map_update_elem(unthrottled_fd, &key, &stop, BPF_ANY);
 	}

@@ -210,10 +210,8 @@ static void size_process_tables(struct mt_trace *skel, bool fast)
 	unsigned long pid_max = read_pid_max();
 	__u32 slots = bpf_map__max_entries(skel->maps.traced);
 	struct bpf_map *tables[] = {
-	    skel->maps.traced,	    skel->maps.stopped,
-	    skel->maps.resumed,	    skel->maps.throttled,
-	    skel->maps.unthrottled, skel->maps.stopped_by_other,
-	    skel->maps.pid_links,   skel->maps.fork_stops,
+	    skel->maps.traced,	  skel->maps.resumed,	 skel->maps.unthrottled,
+	    skel->maps.pid_links, skel->maps.fork_stops,
 	};
 
 	if (pid_max >= 1024 && pid_max < slots)
@@ -497,7 +495,8 @@ static void attach_rss_size_early(struct tracer *t)
 
 static int setup_bpf(struct tracer *t)
 {
-	__u32 pid = t->child, state = MT_AWAITING_EXEC;
+	__u32 pid = t->child;
+	struct mt_traced entry = {.state = MT_AWAITING_EXEC};
 	int err;
 
 	libbpf_set_print(libbpf_print);
@@ -524,7 +523,7 @@ static int setup_bpf(struct tracer *t)
 		return -1;
 	}
 	startup_phase(t, "tracepoints");
-	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.traced), &pid, &state,
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.traced), &pid, &entry,
 				BPF_ANY)) {
 		fprintf(stderr, "mt-trace: traced table: %s\n",
 			strerror(errno));
@@ -962,9 +961,8 @@ static void start_watchdog(struct tracer *t)
 
 	if (!code_stops && !t->backpressure)
 		return;
-	t->watchdog = mt_watchdog_start(bpf_map__fd(t->skel->maps.stopped),
+	t->watchdog = mt_watchdog_start(bpf_map__fd(t->skel->maps.traced),
 					bpf_map__fd(t->skel->maps.resumed),
-					bpf_map__fd(t->skel->maps.throttled),
 					bpf_map__fd(t->skel->maps.unthrottled));
 }
 

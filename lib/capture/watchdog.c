@@ -6,16 +6,17 @@
  * inspected the file and sent SIGCONT (tracer_code.c).  Should mt-trace die
  * in between (SIGKILL, the OOM killer, a crash), nobody would send it: the
  * process would stay stopped for good, reparented to init; so would one
- * stopped by backpressure until mt-trace drained a ring (backpressure.c),
- * whose stops are kept in a second pair of tables, throttled and
- * unthrottled, written the same way.  So mt-trace
- * forks this watchdog once the BPF side is loaded.  It keeps four maps and
+ * stopped by backpressure until mt-trace drained a ring (backpressure.c).
+ * So mt-trace forks this watchdog once the BPF side is loaded.  It keeps
+ * three maps and
  * a pidfd of mt-trace, nothing else (no link, so mt-trace's death detaches
  * every probe; not the trace's output, so its reader sees the end; its own
  * session, so no signal meant for the command's terminal reaches it), and
- * sleeps until mt-trace ends.  Then every process in `stopped` whose stop
- * is not the one `resumed` records (the BPF side writes the first before
- * each stop, mt-trace the second after each SIGCONT) gets a SIGCONT.
+ * sleeps until mt-trace ends.  Then every process in `traced` whose stop
+ * for new code is not the one `resumed` records (the BPF side writes the
+ * first before each stop, mt-trace the second after each SIGCONT), or
+ * whose backpressure stop is not the one `unthrottled` records, gets a
+ * SIGCONT.
  * mt-trace ending normally has continued everyone itself (and its
  * background detacher whoever a last BPF program stopped): it kills its
  * watchdog on the way out, so nothing outlives it.
@@ -40,6 +41,7 @@
 
 #include <bpf/bpf.h>
 
+#include "mt_probe.h"
 #include "mt_watchdog.h"
 
 /* Long enough for any BPF program running when mt-trace's links closed
@@ -62,34 +64,54 @@ static bool undone_before(const struct undone *u, __u32 pid, __u64 stop)
 	return false;
 }
 
-/* Continue every process stopped and not resumed; the number continued. */
-static int resume_stopped(int stopped_fd, int resumed_fd, struct undone *u)
+/* Is pid's stop made at `stop` (0: none) still to be undone? */
+static bool still_stopped(__u32 pid, __u64 stop, int done_fd,
+			  const struct undone *u)
 {
-	__u32 key, next;
-	__u32 *prev = NULL;
-	__u64 stop, done;
-	int n = 0;
+	__u64 done;
 
-	while (bpf_map_get_next_key(stopped_fd, prev, &next) == 0) {
-		key = next;
-		prev = &key;
-		if (bpf_map_lookup_elem(stopped_fd, &key, &stop))
-			continue; /* it exited meanwhile */
-		if ((bpf_map_lookup_elem(resumed_fd, &key, &done) == 0 &&
-		     done == stop) ||
-		    undone_before(u, key, stop))
-			continue;
-		if (kill(key, SIGCONT) == 0)
-			n++;
-		if (u->n < 64) {
-			u->pid[u->n] = key;
-			u->stop[u->n++] = stop;
-		}
+	if (!stop)
+		return false;
+	if (bpf_map_lookup_elem(done_fd, &pid, &done) == 0 && done == stop)
+		return false;
+	return !undone_before(u, pid, stop);
+}
+
+static int resume(__u32 pid, __u64 stop, struct undone *u)
+{
+	int n = kill(pid, SIGCONT) == 0;
+
+	if (u->n < 64) {
+		u->pid[u->n] = pid;
+		u->stop[u->n++] = stop;
 	}
 	return n;
 }
 
-#define NKEEP 5
+/* Continue every process stopped and not resumed, for new code
+ * (fds[1]: resumed) or by backpressure (fds[2]: unthrottled); the number
+ * of continues. */
+static int resume_all(const int fds[3], struct undone *u)
+{
+	__u32 key, next;
+	__u32 *prev = NULL;
+	struct mt_traced entry;
+	int n = 0;
+
+	while (bpf_map_get_next_key(fds[0], prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fds[0], &key, &entry))
+			continue; /* it exited meanwhile */
+		if (still_stopped(key, entry.stopped, fds[1], u))
+			n += resume(key, entry.stopped, u);
+		if (still_stopped(key, entry.throttled, fds[2], u))
+			n += resume(key, entry.throttled, u);
+	}
+	return n;
+}
+
+#define NKEEP 4
 
 /* Close every descriptor but keep[0..NKEEP-1] (sorted here). */
 static void keep_only(int keep[NKEEP])
@@ -114,18 +136,11 @@ static void keep_only(int keep[NKEEP])
 	close_range(lo, ~0u, 0);
 }
 
-/* Both kinds of stops: for new code, for backpressure. */
-static int resume_all(const int fds[4], struct undone *u)
-{
-	return resume_stopped(fds[0], fds[1], u) +
-	       resume_stopped(fds[2], fds[3], u);
-}
-
-static _Noreturn void watch(pid_t tracer, const int fds[4])
+static _Noreturn void watch(pid_t tracer, const int fds[3])
 {
 	int pidfd = syscall(SYS_pidfd_open, tracer, 0);
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	int keep[NKEEP] = {fds[0], fds[1], fds[2], fds[3], pidfd};
+	int keep[NKEEP] = {fds[0], fds[1], fds[2], pidfd};
 	struct pollfd p = {.fd = pidfd, .events = POLLIN};
 	struct timespec grace = {0, GRACE_MS * 1000000L};
 	struct undone undone = {.n = 0};
@@ -157,11 +172,9 @@ static _Noreturn void watch(pid_t tracer, const int fds[4])
 	_exit(0);
 }
 
-int mt_watchdog_start(int stopped_fd, int resumed_fd, int throttled_fd,
-		      int unthrottled_fd)
+int mt_watchdog_start(int traced_fd, int resumed_fd, int unthrottled_fd)
 {
-	const int fds[4] = {stopped_fd, resumed_fd, throttled_fd,
-			    unthrottled_fd};
+	const int fds[3] = {traced_fd, resumed_fd, unthrottled_fd};
 	pid_t tracer = getpid(), pid = fork();
 
 	if (pid < 0) {
