@@ -216,6 +216,78 @@ print(len(allocs) > 0, all(allocs))' >"$T/with"
 	done
 }
 
+# in_causal_order: the trace of realloc_mmapped in time order is the
+# allocator's calls and glibc's own system calls in the order they
+# happened (a Malloc or Realloc is stamped after the call returns, so after
+# its mmap or mremap; a Free before the block is given back, so before its
+# munmap), each of the fixture's calls inside its begin and end marks (the
+# fixture's own clock_gettime): the recorder's times are on the BPF
+# events' time line, whichever clock stamped them.
+in_causal_order() {
+	"$PY" - "$T/out.msgpack" "$MT_FIXTURE_LOG" "$CHECK" <<'PYEOF'
+import json, subprocess, sys
+art, log, check = sys.argv[1:]
+marks = {}
+for line in open(log):
+    rec = json.loads(line)
+    if "mark" in rec:
+        marks[rec["mark"]] = rec["t"]
+        pid = rec["pid"]
+out = subprocess.run([sys.executable, check, "dump", art, "--pid", str(pid),
+                      "--type", "Malloc,Realloc,Free,Mmap,Munmap,Mremap"],
+                     capture_output=True, text=True, check=True).stdout
+evs = [json.loads(l) for l in out.splitlines()]
+evs = [e for e in evs if e["timestamp"] >= marks["begin"]]
+kinds = [e["type"] for e in evs]
+want = ["Mmap", "Malloc", "Mremap", "Realloc", "Mremap", "Realloc", "Free",
+        "Munmap", "Malloc", "Mmap", "Realloc", "Free", "Munmap"]
+times = [e["timestamp"] for e in evs]
+alloc = [e["timestamp"] for e in evs if e["type"] in ("Malloc", "Realloc", "Free")]
+ok = kinds == want and times == sorted(times) and \
+    all(marks["begin"] <= t <= marks["end"] for t in alloc)
+if not ok:
+    print("got   ", kinds, "\nwanted", want, "\ntimes ", times, "\nmarks ", marks)
+sys.exit(0 if ok else 1)
+PYEOF
+}
+
+@test "--fast: the recorders' clock (TSC or clock_gettime, -v says which and why; MT_FAST_CLOCK=gettime forces clock_gettime): both place the calls in order with glibc's system calls and inside the fixture's own times" {
+	MT_FAST_CLOCK=auto trace_ok -v --fast -- "$MT_FIXTURES/realloc_mmapped"
+	grep -E "times from (the TSC|clock_gettime) \(.+\)" "$T/trace.err"
+	check_log
+	in_causal_order
+	rm -f "$MT_FIXTURE_LOG"
+	MT_FAST_CLOCK=gettime trace_ok -v --fast -- \
+		"$MT_FIXTURES/realloc_mmapped"
+	grep -q "times from clock_gettime (MT_FAST_CLOCK=gettime)" \
+		"$T/trace.err"
+	check_log
+	in_causal_order
+}
+
+@test "--fast: the TSC on a kvm-clock machine only with constant_tsc, nonstop_tsc and the vDSO's clock_gettime (-v: why)" {
+	local cs
+	cs=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)
+	[ "$cs" = kvm-clock ] || skip "clocksource $cs, not kvm-clock"
+	MT_FAST_CLOCK=auto trace_ok -v --fast -- true
+	if grep -qw constant_tsc /proc/cpuinfo &&
+		grep -qw nonstop_tsc /proc/cpuinfo &&
+		"$MT_BUILD/unit/test_fast_clock" | grep -q "MONOTONIC served"; then
+		grep -q "times from the TSC (kvm-clock over a stable TSC" \
+			"$T/trace.err"
+	else
+		grep -q "times from clock_gettime (kvm-clock, but" "$T/trace.err"
+	fi
+}
+
+@test "--fast: MT_FAST_CLOCK neither auto nor gettime: a message, 125, nothing run" {
+	MT_FAST_CLOCK=tsc run mt-trace --fast -- touch "$BATS_TEST_TMPDIR/ran"
+	[ "$status" = 125 ]
+	assert_output --partial "MT_FAST_CLOCK: 'tsc' is neither auto nor gettime"
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+	MT_FAST_CLOCK=auto trace_ok --fast -- true
+}
+
 @test "--fast: no recorder to preload (MT_PRELOAD names none): a message, 125, nothing run" {
 	MT_PRELOAD=/nonexistent/libmt-preload.so \
 		run mt-trace --fast -- touch "$BATS_TEST_TMPDIR/ran"

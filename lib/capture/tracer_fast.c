@@ -11,8 +11,9 @@
  * counter between its updates, so each drain takes a calibration point
  * (counter, monotonic) and the records between two points are placed by
  * interpolation.  That is what the BPF events carry (bpf_ktime_get_ns), so
- * both merge by time.  Only when the kernel's clocksource is the TSC
- * (synchronised across CPUs); otherwise the recorders call clock_gettime.
+ * both merge by time.  Only when the TSC is synchronised across CPUs and
+ * CLOCK_MONOTONIC linear in it (fast_clock.c says when); otherwise the
+ * recorders call clock_gettime.
  *
  * Here: the shared memory's start, the time line, the processes with and
  * without the recorder, the recorders' unwind rows.  Reading the rings at
@@ -32,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fast_clock.h"
 #include "mt_event.h"
 #include "mt_fast.h"
 #include "mt_grow.h"
@@ -78,27 +80,6 @@ static inline uint64_t read_tsc(void)
 	return ((uint64_t)hi << 32) | lo;
 #else
 	return 0;
-#endif
-}
-
-/* The TSC is what CLOCK_MONOTONIC counts in (so synchronised and
- * constant): the kernel's clocksource is tsc. */
-static bool clocksource_is_tsc(void)
-{
-#if defined(__x86_64__)
-	char cs[32] = "";
-	FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/"
-			"current_clocksource",
-			"re");
-
-	if (f) {
-		if (!fgets(cs, sizeof(cs), f))
-			cs[0] = '\0';
-		fclose(f);
-	}
-	return strncmp(cs, "tsc", 3) == 0 && (cs[3] == '\n' || !cs[3]);
-#else
-	return false;
 #endif
 }
 
@@ -238,7 +219,6 @@ static int make_shared(struct mt_fast *f, unsigned stack_depth)
 	f->hdr->ring_records = f->ring_records;
 	f->hdr->rings_offset = rings_at;
 	f->hdr->data_offset = data_at;
-	f->hdr->clock = f->tsc ? MT_FAST_CLOCK_TSC : MT_FAST_CLOCK_MONOTONIC;
 	f->hdr->enabled = 1;
 	f->hdr->page_size = page;
 	f->hdr->pids_offset = pids_at;
@@ -275,6 +255,23 @@ static int ring_size(struct mt_fast *f)
 	return 0;
 }
 
+/* The TSC or clock_gettime for the records (fast_clock.c: the rule),
+ * once its facts are in: in the header before any recorder reads it (the
+ * command runs after mt_fast_configure), with a first calibration point. */
+static void decide_clock(struct mt_fast *f)
+{
+	if (f->clock_why)
+		return; /* decided */
+	mt_fast_clock_facts_finish(&f->clock);
+	f->tsc = mt_fast_clock_tsc(&f->clock, &f->clock_why);
+	f->hdr->clock = f->tsc ? MT_FAST_CLOCK_TSC : MT_FAST_CLOCK_MONOTONIC;
+	if (f->tsc)
+		f->prev = f->cur = calibrate();
+	if (f->verbose)
+		fprintf(stderr, "mt-trace: --fast: times from %s (%s)\n",
+			f->tsc ? "the TSC" : "clock_gettime", f->clock_why);
+}
+
 struct mt_fast *mt_fast_start(int verbose, unsigned stack_depth)
 {
 	struct mt_fast *f = calloc(1, sizeof(*f));
@@ -302,21 +299,24 @@ struct mt_fast *mt_fast_start(int verbose, unsigned stack_depth)
 		mt_fast_free(f);
 		return NULL;
 	}
-	f->tsc = clocksource_is_tsc();
 	if (make_shared(f, stack_depth)) {
 		fprintf(stderr, "mt-trace: --fast: shared memory: %s\n",
 			strerror(errno));
 		mt_fast_free(f);
 		return NULL;
 	}
-	if (f->tsc)
-		f->prev = f->cur = calibrate();
 	if (verbose)
 		fprintf(stderr,
-			"mt-trace: --fast: %s, %u rings of %u records, times "
-			"from %s\n",
-			f->preload, NRINGS, (unsigned)f->ring_records,
-			f->tsc ? "the TSC" : "clock_gettime");
+			"mt-trace: --fast: %s, %u rings of %u records\n",
+			f->preload, NRINGS, (unsigned)f->ring_records);
+	/* the vDSO check, when the rule needs it, runs beside the fork and
+	 * the BPF object's opening (mt_fast_configure waits for it) */
+	if (mt_fast_clock_facts(&f->clock)) {
+		mt_fast_free(f);
+		return NULL;
+	}
+	if (!f->clock.vdso_checking)
+		decide_clock(f);
 	return f;
 }
 
@@ -349,10 +349,11 @@ void mt_fast_child_env(const struct mt_fast *f)
 	}
 }
 
-void mt_fast_configure(const struct mt_fast *f, struct mt_trace *skel)
+void mt_fast_configure(struct mt_fast *f, struct mt_trace *skel)
 {
 	struct stat st = {0};
 
+	decide_clock(f);
 	fstat(f->memfd, &st);
 	skel->rodata->fast_links = true;
 	/* too long a path (over 255 bytes): every exec stops */
@@ -816,6 +817,7 @@ void mt_fast_free(struct mt_fast *f)
 {
 	if (!f)
 		return;
+	mt_fast_clock_facts_finish(&f->clock); /* its thread, if it runs */
 	if (f->hdr) {
 		if (f->verbose)
 			fprintf(stderr,

@@ -43,8 +43,9 @@ void mt_fast_stacks_reset(struct mt_fast *f);
 void mt_fast_child_env(const struct mt_fast *f);
 
 /* Before the BPF side loads: what an exec'd program that will load the
- * recorder finds (its exec then need not stop, bpf/mt_trace.bpf.c). */
-void mt_fast_configure(const struct mt_fast *f, struct mt_trace *skel);
+ * recorder finds (its exec then need not stop, bpf/mt_trace.bpf.c); and
+ * the recorders' clock, decided (the command runs after this). */
+void mt_fast_configure(struct mt_fast *f, struct mt_trace *skel);
 
 /* The eventfd the recorders write when a ring is half full. */
 int mt_fast_wake_fd(const struct mt_fast *f);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "fast_clock.h"
 #include "mt_fast.h"
 
 struct mt_cfi_row;
@@ -42,10 +43,13 @@ struct mt_fast {
 	char preload[PATH_MAX];
 	dev_t preload_dev;
 	ino_t preload_ino;
-	uint64_t ring_records; /* a power of two */
-	bool tsc;
-	struct calib prev, cur; /* the last two calibration points */
-	double ns_per_tick;	/* the line's slope through them */
+	uint64_t ring_records;		  /* a power of two */
+	struct mt_fast_clock_facts clock; /* what decides tsc */
+	const char *clock_why;		  /* why (fast_clock.c); NULL: not
+					     decided yet */
+	bool tsc;			  /* records stamped by the TSC */
+	struct calib prev, cur;		  /* the last two calibration points */
+	double ns_per_tick;		  /* the line's slope through them */
 	/* processes that exited since the last drain */
 	pid_t *exited;
 	size_t nexited, cap_exited;
