@@ -313,12 +313,14 @@ void mt_tracer_writer_end(struct tracer *t)
 
 int mt_tracer_append(struct tracer *t, const struct mt_event *slots, size_t n)
 {
-	struct mt_event *records =
-	    (struct mt_event *)(t->batch + sizeof(struct mt_raw_batch));
+	struct mt_event *records;
 
 	if (t->batch_records + n > BATCH_MAX_RECORDS &&
 	    mt_tracer_write_batch(t))
 		return -1;
+	/* after the write: it hands t->batch to the writer and takes
+	 * another buffer */
+	records = (struct mt_event *)(t->batch + sizeof(struct mt_raw_batch));
 	memcpy(&records[t->batch_records], slots, n * MT_EVENT_SIZE);
 	t->batch_records += n;
 	if (slots[0].timestamp > t->last_record_ns)
