@@ -90,6 +90,7 @@ struct mt_traced {
 	__u64 stopped;		/* the NEW_CODE record of its latest stop */
 	__u64 throttled;	/* its latest backpressure stop */
 	__u64 stopped_by_other; /* a stop signal from another after it */
+	__u64 brk; /* its break as last seen (fork, exec, brk), 0: unknown */
 };
 
 /* Files whose code the BPF side has seen mapped, keyed by device and

@@ -186,8 +186,6 @@ struct call_state {
 	 * program's (C++ delete calls free) */
 	__u64 freed_ptr;
 	__u64 freed_sp;
-	/* syscall in flight (enter -> exit) */
-	__u64 sys_arg0, sys_arg1, sys_arg2, sys_arg3;
 };
 
 struct {
@@ -778,11 +776,16 @@ static __always_inline bool syscall_failed(long ret)
 }
 
 /*
- * The syscalls are hooked with raw_tp/sys_enter and sys_exit rather than the
- * per-syscall tracepoints: those need tracefs and, worse, each costs ~40 ms
- * to detach, serialised in the kernel (8 of them made `mt-trace -- true`
- * take 0.35 s).  The price is a BPF call on every syscall while tracing; the
- * syscall number is tested first so that is all most syscalls pay.
+ * The syscalls are hooked with raw_tp/sys_exit rather than the per-syscall
+ * tracepoints: those need tracefs and, worse, each costs ~40 ms to detach,
+ * serialised in the kernel (8 of them made `mt-trace -- true` take 0.35 s).
+ * The price is a BPF call on every syscall while tracing; the syscall
+ * number is tested first so that is all most syscalls pay.  No sys_enter:
+ * on x86-64 a syscall's arguments are still in the registers the entry
+ * saved (pt_regs) when it returns, and the one thing the entry had to
+ * read, brk's old break, is kept in the process's `traced` entry (each
+ * tracepoint attached cost ~1 ms of every start here, its text pokes and
+ * their IPIs, and sys_enter ran on every syscall of the machine).
  */
 #define NR_MMAP	  9
 #define NR_MUNMAP 11
@@ -795,40 +798,9 @@ static __always_inline bool is_memory_syscall(long id)
 	       id == NR_MREMAP;
 }
 
-SEC("raw_tp/sys_enter")
-int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
+static __always_inline __u64 current_brk(void)
 {
-	struct call_state *st;
-
-	if (!is_memory_syscall(id) || !syscalls_enabled ||
-	    !is_traced(bpf_get_current_pid_tgid() >> 32))
-		return 0;
-	st = call_state(true);
-	if (!st)
-		return 0;
-	switch (id) {
-	case NR_MMAP:
-		st->sys_arg0 = BPF_CORE_READ(regs, si);	 /* length */
-		st->sys_arg1 = BPF_CORE_READ(regs, dx);	 /* prot */
-		st->sys_arg2 = BPF_CORE_READ(regs, r10); /* flags */
-		st->sys_arg3 = BPF_CORE_READ(regs, r8);	 /* fd */
-		break;
-	case NR_MUNMAP:
-		st->sys_arg0 = BPF_CORE_READ(regs, di); /* address */
-		st->sys_arg1 = BPF_CORE_READ(regs, si); /* length */
-		break;
-	case NR_MREMAP:
-		st->sys_arg0 = BPF_CORE_READ(regs, di); /* old address */
-		st->sys_arg1 = BPF_CORE_READ(regs, si); /* old length */
-		st->sys_arg2 = BPF_CORE_READ(regs, dx); /* new length */
-		break;
-	case NR_BRK:
-		/* the break before the call, to tell growth from failure */
-		st->sys_arg0 =
-		    BPF_CORE_READ(bpf_get_current_task_btf(), mm, brk);
-		break;
-	}
-	return 0;
+	return BPF_CORE_READ(bpf_get_current_task_btf(), mm, brk);
 }
 
 static __always_inline void emit_brk(__u64 pid_tgid, __u64 old_brk,
@@ -843,59 +815,78 @@ static __always_inline void emit_brk(__u64 pid_tgid, __u64 old_brk,
 		     old_brk, 0, stack);
 }
 
+/* A brk of a traced process returned: the break it had before is the one
+ * the last brk left (or exec or fork set), the one now goes in its place
+ * (an exchange: two threads' brks, each taking what the other left, still
+ * add up to the break's whole change); also while syscalls are not
+ * recorded, so that the first event after --start-disabled starts from
+ * the right break.  0: not a traced process. */
+static __always_inline __u64 brk_before(__u32 tgid)
+{
+	struct mt_traced *entry = traced_entry(tgid);
+
+	if (!entry)
+		return 0;
+	return __sync_lock_test_and_set(&entry->brk, current_brk());
+}
+
 static __always_inline int sys_exit(struct pt_regs *regs, long ret,
 				    bool with_stacks)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	long id = BPF_CORE_READ(regs, orig_ax);
-	struct call_state *st;
+	__u64 stack = 0, old_brk = 0, length, flags, prot;
 	struct mt_event *e;
-	__u64 stack = 0;
 
 	if (fast_links && ret == 0)
 		stop_forked_child(pid_tgid, id);
-	if (!is_memory_syscall(id) || !syscalls_enabled ||
-	    !is_traced(pid_tgid >> 32))
+	if (!is_memory_syscall(id))
 		return 0;
-	st = call_state(false);
-	if (!st)
+	if (id == NR_BRK && !(old_brk = brk_before(pid_tgid >> 32)))
 		return 0;
-	if (!syscall_failed(ret) && (id != NR_BRK || ret != st->sys_arg0))
+	if (!syscalls_enabled || (id != NR_BRK && !is_traced(pid_tgid >> 32)))
+		return 0;
+	if (!syscall_failed(ret) && (id != NR_BRK || ret != old_brk))
 		stack = with_stacks ? syscall_stack(regs, pid_tgid) : 0;
 	switch (id) {
 	case NR_MMAP:
 		if (syscall_failed(ret))
 			break;
+		length = page_align(BPF_CORE_READ(regs, si));
+		prot = BPF_CORE_READ(regs, dx);
+		flags = BPF_CORE_READ(regs, r10);
 		e = reserve_stacked(stack);
 		if (!e)
 			break;
 		fill_event(e, MT_EV_MMAP, pid_tgid);
 		e->addr = ret;
-		e->size = page_align(st->sys_arg0);
-		e->flags = st->sys_arg1;
-		e->aux = st->sys_arg2;
+		e->size = length;
+		e->flags = prot;
+		e->aux = flags;
 		submit_event(e);
-		if ((st->sys_arg1 & PROT_EXEC_) &&
-		    !(st->sys_arg2 & MAP_ANONYMOUS_)) {
-			new_code(fd_file(st->sys_arg3), pid_tgid, ret,
-				 page_align(st->sys_arg0), false);
+		if ((prot & PROT_EXEC_) && !(flags & MAP_ANONYMOUS_)) {
+			new_code(fd_file(BPF_CORE_READ(regs, r8)), pid_tgid,
+				 ret, length, false);
 			if (with_stacks && stacks_enabled)
 				emit_code_map(pid_tgid, ret);
 		}
 		break;
 	case NR_MUNMAP:
 		if (ret == 0)
-			emit_stacked(MT_EV_MUNMAP, pid_tgid, st->sys_arg0,
-				     page_align(st->sys_arg1), 0, 0, stack);
+			emit_stacked(
+			    MT_EV_MUNMAP, pid_tgid, BPF_CORE_READ(regs, di),
+			    page_align(BPF_CORE_READ(regs, si)), 0, 0, stack);
 		break;
 	case NR_MREMAP:
 		if (!syscall_failed(ret))
 			emit_stacked(MT_EV_MREMAP, pid_tgid, ret,
-				     page_align(st->sys_arg2), st->sys_arg0,
-				     page_align(st->sys_arg1), stack);
+				     page_align(BPF_CORE_READ(regs, dx)),
+				     BPF_CORE_READ(regs, di),
+				     page_align(BPF_CORE_READ(regs, si)),
+				     stack);
 		break;
 	case NR_BRK:
-		emit_brk(pid_tgid, st->sys_arg0, ret, stack);
+		emit_brk(pid_tgid, old_brk, ret, stack);
 		break;
 	}
 	return 0;
@@ -1036,6 +1027,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		return 0; /* a new thread, not a new process */
 	if (!is_traced(parent_tgid))
 		return 0;
+	traced_state.brk = BPF_CORE_READ(child, mm, brk); /* its parent's */
 	if (bpf_map_update_elem(&traced, &child_tgid, &traced_state, BPF_ANY)) {
 		count_lost(MT_LOST_PID_TABLE);
 		return 0;
@@ -1212,6 +1204,7 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
 	if (!entry)
 		return 0;
 	entry->state = MT_TRACED; /* the root's life starts here */
+	entry->brk = BPF_CORE_READ(task, mm, brk); /* the new program's */
 	r = (struct exec_record *)reserve_lifecycle(sizeof(*r));
 	if (!r)
 		return 0;

@@ -179,6 +179,8 @@ session_sizes() {
 	echo "$output"
 	assert_line --regexp '^on_sys_exit [0-9]+$'
 	refute_output --partial _stacks
+	# the syscalls' arguments are read at their exit: no sys_enter
+	refute_line --regexp '^on_sys_enter '
 	# the allocator programs: one record site per program, not one per
 	# function (alloc_session was 1,224 instructions with one each)
 	echo "$output" | awk '$1 ~ /^alloc_/ && $2 >= 700 { bad = 1 }
