@@ -232,6 +232,7 @@ print(off)' "$T/run.raw" "$T/bad.raw")
 }
 
 @test "mt-encode: constant memory (2M events in a few MiB)" {
+	skip_asan_rss_without_zero_page "$MT_BIN/mt-encode"
 	"$GEN" --events 2000000 --seed 19 -o "$T/big.raw"
 	/usr/bin/time -f "%M" -o "$T/rss" mt-encode "$T/big.raw" > /dev/null
 	rss_kib=$(cat "$T/rss")
@@ -703,6 +704,7 @@ open(sys.argv[2], "wb").write(d)' "$T/art.zst" "$T/badart.zst"
 }
 
 @test "a large compressed input is read in bounded memory" {
+	skip_asan_rss_without_zero_page "$READ"
 	"$GEN" --events 2000000 --seed 46 -o "$T/big.raw"
 	mt-encode -o "$T/big.zst" "$T/big.raw"
 	rm "$T/big.raw"
