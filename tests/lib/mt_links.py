@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 
-MT_PROGS = {"alloc_session", "alloc_enter", "alloc_return", "on_sys_enter", "on_sys_exit",
+MT_PROGS = {"alloc_session", "alloc_enter", "alloc_return", "on_sys_exit",
             "session_stacks", "return_stacks", "sys_exit_stacks",
             "on_fork", "on_exec", "on_exit", "on_rss_owner", "on_rss_size"}
 
