@@ -24,6 +24,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "mt_stops.h"
 #include "mt_trace.skel.h"
 #include "tracer_int.h"
 
@@ -43,13 +44,8 @@ void mt_backpressure_configure(struct tracer *t, struct mt_trace *skel)
 static bool waits_for_code(struct mt_trace *skel, __u32 pid,
 			   const struct mt_traced *entry)
 {
-	__u64 done;
-
-	if (!entry->stopped)
-		return false;
-	return bpf_map_lookup_elem(bpf_map__fd(skel->maps.resumed), &pid,
-				   &done) != 0 ||
-	       done != entry->stopped;
+	return !mt_stop_undone(bpf_map__fd(skel->maps.resumed), pid,
+			       entry->stopped);
 }
 
 /* Continue every backpressure stop in `traced` not undone yet; false when
@@ -60,7 +56,7 @@ static bool continue_throttled(struct mt_trace *skel)
 	int unthrottled_fd = bpf_map__fd(skel->maps.unthrottled);
 	__u32 key, next, *prev = NULL;
 	struct mt_traced entry;
-	__u64 stop, done;
+	__u64 stop;
 	bool all = true;
 
 	while (bpf_map_get_next_key(traced_fd, prev, &next) == 0) {
@@ -69,9 +65,7 @@ static bool continue_throttled(struct mt_trace *skel)
 		if (bpf_map_lookup_elem(traced_fd, &key, &entry))
 			continue; /* it exited meanwhile */
 		stop = entry.throttled;
-		if (!stop ||
-		    (bpf_map_lookup_elem(unthrottled_fd, &key, &done) == 0 &&
-		     done == stop))
+		if (mt_stop_undone(unthrottled_fd, key, stop))
 			continue;
 		if (waits_for_code(skel, key, &entry)) {
 			all = false;

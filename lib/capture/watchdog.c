@@ -42,6 +42,7 @@
 #include <bpf/bpf.h>
 
 #include "mt_probe.h"
+#include "mt_stops.h"
 #include "mt_watchdog.h"
 
 /* Long enough for any BPF program running when mt-trace's links closed
@@ -68,13 +69,8 @@ static bool undone_before(const struct undone *u, __u32 pid, __u64 stop)
 static bool still_stopped(__u32 pid, __u64 stop, int done_fd,
 			  const struct undone *u)
 {
-	__u64 done;
-
-	if (!stop)
-		return false;
-	if (bpf_map_lookup_elem(done_fd, &pid, &done) == 0 && done == stop)
-		return false;
-	return !undone_before(u, pid, stop);
+	return !mt_stop_undone(done_fd, pid, stop) &&
+	       !undone_before(u, pid, stop);
 }
 
 static int resume(__u32 pid, __u64 stop, struct undone *u)
