@@ -18,8 +18,9 @@
 
 static char dir[] = "/tmp/mt-test-elf-XXXXXX";
 
-/* Assemble body (AT&T) into a shared object; the function is `free`. */
-static const char *build(const char *name, const char *body)
+/* Assemble body (AT&T) into a shared object; the function is `free`,
+ * and `after` the code after its end. */
+static const char *build(const char *name, const char *body, const char *after)
 {
 	static char so[256];
 	char src[256], cmd[768];
@@ -32,18 +33,18 @@ static const char *build(const char *name, const char *body)
 		return NULL;
 	fprintf(f,
 		"\t.text\n\t.globl free\n\t.type free,@function\n"
-		"free:\n%s\n\t.size free, .-free\n"
+		"free:\n%s\n\t.size free, .-free\n%s"
 		"\t.section .note.GNU-stack,\"\",@progbits\n",
-		body);
+		body, after);
 	fclose(f);
 	snprintf(cmd, sizeof(cmd), "cc -shared -nostdlib -o %s %s", so, src);
 	return system(cmd) == 0 ? so : NULL;
 }
 
-static long skip_of(const char *name, const char *body)
+static long skip_of_after(const char *name, const char *body, const char *after)
 {
 	struct mt_elf_func fn = {.name = "free"};
-	const char *so = build(name, body);
+	const char *so = build(name, body, after);
 	char err[256];
 
 	if (!so || mt_elf_find_funcs(so, &fn, 1, err, sizeof(err)) != 1) {
@@ -51,6 +52,11 @@ static long skip_of(const char *name, const char *body)
 		return -1;
 	}
 	return (long)mt_probe_skip_null(so, fn.offset, fn.size);
+}
+
+static long skip_of(const char *name, const char *body)
+{
+	return skip_of_after(name, body, "");
 }
 
 /* glibc's shape: test; je to the ret; push %rbp (emulated) after. */
@@ -220,6 +226,54 @@ static void check_refused(void)
 	CHECK_INT(fn.offset, 0);
 }
 
+/*
+ * Branches from outside free, far away (rel32: call, jmp, jcc), to the
+ * instruction past its test: refused wherever they sit.  The branch scan
+ * reads the code 16 bytes at a time in 64 KiB chunks, so each kind is put
+ * at 16 successive offsets (every place in a 16-byte block, code after it
+ * so that it is not in the scan's last bytes, read one at a time), and
+ * around the end of the first chunk (free is at the start of the code
+ * segment, so that end is 64 KiB on).
+ */
+static void check_far_branches(void)
+{
+	static const char *const kinds[] = {"call", "jmp", "jne"};
+	/* PLAIN with a label (9) past the test: a local label, so that the
+	 * assembler resolves the branch (a call to free+5 would go through
+	 * the PLT) */
+	static const char *const past = "\ttest %rdi,%rdi\n\tje 1f\n"
+					"9:\tpush %rbp\n\tmov %rdi,%rax\n"
+					"\tpop %rbp\n1:\tret\n";
+	char name[64], after[256];
+
+	for (size_t k = 0; k < 3; k++) {
+		for (int pad = 300; pad < 316; pad++) {
+			snprintf(name, sizeof(name), "far_%s_%d", kinds[k],
+				 pad);
+			snprintf(after, sizeof(after),
+				 "\t.skip %d, 0x90\n\t.globl other\n"
+				 "other:\n\t%s 9b\n\t.skip 64, 0x90\n",
+				 pad, kinds[k]);
+			CHECK_INT(skip_of_after(name, past, after), 0);
+		}
+		for (int back = 0; back <= 8; back++) {
+			snprintf(name, sizeof(name), "chunk_%s_%d", kinds[k],
+				 back);
+			snprintf(after, sizeof(after),
+				 "\t.skip 65536 - 11 - %d, 0x90\n"
+				 "\t.globl other\nother:\n\t%s 9b\n"
+				 "\t.skip 64, 0x90\n",
+				 back, kinds[k]);
+			CHECK_INT(skip_of_after(name, past, after), 0);
+		}
+	}
+	/* a far branch elsewhere (free's start) is no reason to refuse */
+	CHECK_INT(skip_of_after("far_elsewhere", PLAIN,
+				"\t.skip 300, 0x90\n\t.globl other\n"
+				"other:\n\tjmp free\n"),
+		  5);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -264,6 +318,7 @@ int main(void)
 	CHECK_INT(skip_of("rsi", "\ttest %rsi,%rsi\n\tje 1f\n\tpush %rbp\n"
 				 "\tpop %rbp\n1:\tret\n"),
 		  0);
+	check_far_branches();
 	check_refused();
 	check_big_symtab();
 	/* the C library this machine runs: glibc's free is the real case */
