@@ -993,6 +993,31 @@ total_events() {
 	assert_output --regexp '"type":"Rss","pid":[0-9]+,'
 }
 
+# The kernel builds a hash table's buckets and a ring's pages when the map
+# is made: the largest are made by a thread while the command is forked
+# (tracer_maps.c), and the load takes them instead of making its own.
+@test "the largest maps are made beside the fork, once, and the load uses them" {
+	require_bpf
+	command -v strace >/dev/null || skip "strace not installed"
+	ASAN_OPTIONS=detect_leaks=0 run strace -f -e trace=bpf \
+		-o "$T/strace.txt" mt-trace -o "$T/t.raw" -- true
+	assert_success
+	loader=$(awk '/BPF_PROG_LOAD.*prog_name="on_exit"/ { print $1 }' "$T/strace.txt")
+	[ -n "$loader" ]
+	for map in traced resumed unthrottled code_files events lifecycle; do
+		makers=$(awk -v name="map_name=\"$map\"" \
+			'/BPF_MAP_CREATE/ && index($0, name) { print $1 }' \
+			"$T/strace.txt")
+		echo "$map: made by" $makers "; programs loaded by $loader"
+		[ "$(echo $makers | wc -w)" -eq 1 ] && [ "$makers" != "$loader" ]
+	done
+	# and they work: the command's exec and exit are in the trace
+	run mt-encode --jsonl "$T/t.raw"
+	assert_success
+	assert_output --regexp '"type":"Exec"'
+	assert_output --regexp '"type":"Exit"'
+}
+
 # The first uprobe registration after a quiet spell waits for an RCU grace
 # period (5-15 ms); a thread takes that wait beside the BPF load with probes
 # on a file nobody maps (uprobe_warm.c).  The kernels here have uprobe_multi

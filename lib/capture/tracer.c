@@ -184,20 +184,6 @@ static void choose_alloc_programs(struct mt_trace *skel,
 		    enter, mt_probe_attach_type(mode));
 }
 
-/* /proc/sys/kernel/pid_max, or 0 */
-static unsigned long read_pid_max(void)
-{
-	FILE *f = fopen("/proc/sys/kernel/pid_max", "re");
-	unsigned long n = 0;
-
-	if (f) {
-		if (fscanf(f, "%lu", &n) != 1)
-			n = 0;
-		fclose(f);
-	}
-	return n;
-}
-
 /*
  * The tables keyed by process (thread-group id) are hash tables whose
  * buckets the kernel allocates when they are made, 16 bytes a slot: 0.85 ms
@@ -207,15 +193,13 @@ static unsigned long read_pid_max(void)
  */
 static void size_process_tables(struct mt_trace *skel, bool fast)
 {
-	unsigned long pid_max = read_pid_max();
-	__u32 slots = bpf_map__max_entries(skel->maps.traced);
+	__u32 slots =
+	    mt_tracer_process_slots(bpf_map__max_entries(skel->maps.traced));
 	struct bpf_map *tables[] = {
 	    skel->maps.traced,	  skel->maps.resumed,	 skel->maps.unthrottled,
 	    skel->maps.pid_links, skel->maps.fork_stops,
 	};
 
-	if (pid_max >= 1024 && pid_max < slots)
-		slots = pid_max;
 	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
 		bpf_map__set_max_entries(tables[i], slots);
 	if (!fast) {
@@ -266,6 +250,7 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 	t->probe_mode = mode;
 	mt_tracer_stacks_configure(t, skel);
 	mt_backpressure_configure(t, skel);
+	mt_tracer_maps_use(t, skel);
 	err = mt_trace__load(skel);
 	if (btf_fd >= 0)
 		close(btf_fd);
@@ -529,6 +514,7 @@ static int setup_bpf(struct tracer *t)
 			strerror(errno));
 		return -1;
 	}
+	mt_tracer_maps_end(t); /* the skeleton holds its own */
 	return 0;
 }
 
@@ -982,6 +968,7 @@ static void cleanup(struct tracer *t)
 {
 	mt_tracer_confine_copies_finish(t, true);
 	mt_tracer_overlap_end(t);
+	mt_tracer_maps_end(t);
 	if (t->has_control)
 		mt_control_close(&t->control);
 	if (t->sample_fd >= 0)
@@ -1060,6 +1047,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	}
 	startup_phase(&t, "--fast rings");
 	mt_tracer_confine_begin(&t);
+	mt_tracer_maps_start(&t);
 	if (!t.batch || sfd < 0 || spawn_child(&t)) {
 		fprintf(stderr, "mt-trace: cannot start the command\n");
 		return MT_EXIT_TRACER_FAILED;

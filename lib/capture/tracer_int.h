@@ -104,6 +104,8 @@ struct tracer {
 	struct mt_early_cfi *early_cfi;
 	/* kmem:rss_stat's perf event, opened beside the BPF load too */
 	struct mt_early_event *rss_event;
+	/* the largest maps, made by a thread before the load */
+	struct mt_premade_maps *premade;
 };
 
 /* tracer_privileges.c: capabilities and tracefs */
@@ -182,6 +184,17 @@ void mt_backpressure_exited(struct tracer *t, pid_t pid);
 void mt_tracer_confine_begin(struct tracer *t);
 void mt_tracer_confine_copies_start(struct tracer *t);
 void mt_tracer_confine_copies_finish(struct tracer *t, bool quiet);
+
+/* tracer_maps.c: the largest maps made by a thread while the command is
+ * forked (start: after the namespace is entered), used by the load when
+ * they are what the object asks for (use: before mt_trace__load), given
+ * up once the BPF side is set up (end). */
+void mt_tracer_maps_start(struct tracer *t);
+void mt_tracer_maps_use(struct tracer *t, struct mt_trace *skel);
+void mt_tracer_maps_end(struct tracer *t);
+/* Slots for a table keyed by process: max, or pid_max when fewer (there
+ * cannot be more processes). */
+__u32 mt_tracer_process_slots(__u32 max);
 
 /* The rest done beside the BPF load (tracer_overlap.c): start it after the
  * fork; wait for libc's plan before attaching; stop the warming once the
