@@ -265,6 +265,32 @@ Free"
 	assert_output "$JEMALLOC_ALLOCX"
 }
 
+# The command's program is inspected before it runs (tracer_code.c), so
+# its exec does not stop; its allocator must be probed all the same.
+@test "jemalloc static, its program inspected before the command runs: no stop, every call" {
+	require_bpf
+	trace_ok -v -- "$ALLOC/jemalloc_static"
+	check_log
+	assert_file_contains "$T/trace.err" \
+		"^mt-trace: 0 stops for new code (inspected before the command ran: 1 program, "
+	listed jemalloc "$ALLOC/jemalloc_static"
+	run window 1
+	assert_output "$JEMALLOC_ALLOCX"
+}
+
+# A library with an allocator in it is never inspected on a guess: it
+# stops when ld.so maps it, and its calls are traced as ever.
+@test "jemalloc shared: the library with the allocator stops for its inspection, every call" {
+	require_bpf
+	trace_ok -v -- "$ALLOC/jemalloc_api"
+	check_log
+	run grep -o "^mt-trace: [0-9]* stops for new code" "$T/trace.err"
+	assert_success
+	[ "$(awk '{print $2}' <<<"$output")" -ge 1 ]
+	assert_file_contains "$T/trace.err" "(inspected before the command ran: 1 program, "
+	listed jemalloc "$(where malloc)"
+}
+
 @test "jemalloc static, stripped of debug info (.symtab kept): every call" {
 	require_bpf
 	run readelf -S -W "$ALLOC/jemalloc_static_nodebug"

@@ -466,6 +466,34 @@ session_sizes() {
 	assert_output '"Exec"'
 }
 
+# The program and the libraries ld.so loads for it are inspected before
+# the command runs (tracer_code.c): neither the exec nor those mappings
+# stop.  -v counts the stops for new code made.
+@test "the program, found through PATH, and its libraries are inspected before it runs: no stop for new code" {
+	require_bpf
+	# ls needs libraries besides libc (libselinux, libpcre2 on Debian):
+	# each stopped it as ld.so mapped it, as its exec did
+	libs=$(ldd "$(command -v ls)" | grep -c '=> /')
+	[ "$libs" -ge 2 ]
+	trace_ok -v -- ls /
+	assert_file_contains "$T/trace.err" \
+		"^mt-trace: 0 stops for new code (inspected before the command ran: 1 program, $((libs - 1)) libraries)$"
+	# the Exec is still the root's first event of its own
+	root=$(meta '.header.root_pid')
+	run jq_events "[.[] | select(.pid == $root and .type != \"Rss\" and .type != \"Allocator\")][0].type"
+	assert_output '"Exec"'
+}
+
+@test "a script is left to its exec's stop: its interpreter is what runs" {
+	require_bpf
+	printf '#!/bin/sh\nexit 0\n' >"$T/script"
+	chmod +x "$T/script"
+	trace_ok -v -- "$T/script"
+	run grep -o "^mt-trace: [0-9]* stops for new code (inspected before the command ran: 0 program, 0 libraries)" "$T/trace.err"
+	assert_success
+	[ "$(awk '{print $2}' <<<"$output")" -ge 1 ]
+}
+
 @test "RSS of the root starts from the new program's, not mt-trace's forked copy" {
 	require_bpf
 	trace_ok -- "$MT_FIXTURES/malloc_free"

@@ -433,6 +433,16 @@ static int probe_first_allocators(struct tracer *t)
 	return scan_extra(t);
 }
 
+/* The command's program and its libraries, so that neither its exec nor
+ * their mappings stop; not for a command run as another user, for whom
+ * execvp(3) searches with rights not ours. */
+static void inspect_program(struct tracer *t)
+{
+	if (mt_tracer_follows_code(t->opts) &&
+	    (!t->opts->user || !t->opts->user->is_sudo))
+		mt_code_inspect_program(&t->code, t->opts->argv[0], t->child);
+}
+
 /* -vv: where the start-up time went, one phase at a time (bench/run's
  * "true" row is this whole sequence plus the exit). */
 static void timed_phase(struct tracer *t, const char *stage, const char *name,
@@ -498,6 +508,8 @@ static int setup_bpf(struct tracer *t)
 		return -1;
 	mt_tracer_overlap_probes_made(t);
 	startup_phase(t, "first allocators");
+	inspect_program(t);
+	startup_phase(t, "program inspected");
 	/* raw tracepoints and kmem:rss_stat: the skeleton attaches them */
 	if (t->rss)
 		attach_rss_size_early(t);

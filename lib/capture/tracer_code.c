@@ -24,6 +24,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -31,8 +32,10 @@
 
 #include "mt_allocators.h"
 #include "mt_attach.h"
+#include "mt_clock.h"
 #include "mt_elf.h"
 #include "mt_grow.h"
+#include "mt_program.h"
 #include "mt_trace.skel.h"
 #include "tracer_code.h"
 
@@ -148,8 +151,28 @@ static void add_donor(struct mt_code *c, const char *path)
 	c->donors[c->ndonors++] = d;
 }
 
-/* Who asked for a file to be inspected. */
-enum inspection { MAPPED_BY_PROCESS, NAMED_BY_USER };
+/* Who asked for a file to be inspected: a guess (a library the program
+ * will need) is inspected only if that is all there is to it, no
+ * allocator in it: a wrong guess then costs its stop, nothing else. */
+enum inspection { MAPPED_BY_PROCESS, NAMED_BY_USER, GUESSED };
+
+/* Whether the file at via holds no allocator function (none of its own,
+ * none through a --scan copy, not one the preload records). */
+static bool allocator_free(struct mt_code *c, int fd, const char *via)
+{
+	struct mt_attach_plan plan;
+	enum mt_alloc_family family;
+	char err[8];
+	int n;
+
+	if (c->ndonors ||
+	    (c->host.covered && c->host.covered(c->host.ctx, fd, &family)))
+		return false;
+	n = mt_attach_plan(&c->attach, via, via, &plan, err, sizeof(err));
+	if (n > 0)
+		mt_attach_plan_free(&plan);
+	return n == 0;
+}
 
 /*
  * Attach the allocator probes of the open file fd (named path in
@@ -171,6 +194,11 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
 	id = file_id(fd, &st, seen);
 	if (inspected(c, &id))
 		return 0;
+	/* the path of the open file works in any mount namespace */
+	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
+	if (why == GUESSED && c->host.probe_allocators &&
+	    !allocator_free(c, fd, via))
+		return 0;
 	if (!c->host.probe_allocators) { /* for its call stacks only */
 		c->host.code_file_found(c->host.ctx, fd, path, pid, &id.key);
 		mark_inspected(c, &id);
@@ -189,8 +217,6 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
 		c->host.allocator_found(c->host.ctx, pid, path, family);
 		return 0;
 	}
-	/* the path of the open file works in any mount namespace */
-	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
 	n = mt_attach_file(&c->attach, via, &family, err, sizeof(err));
 	if (n == 0 && c->ndonors)
 		n = attach_with_donor(c, via, &family, err, sizeof(err));
@@ -205,7 +231,7 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
 	/* a process may map any file executable (a JIT's, data): one that
 	 * is not ELF has no allocator in it, nothing to warn about unless the
 	 * user named it */
-	if (n == -ENOEXEC && why == MAPPED_BY_PROCESS)
+	if (n == -ENOEXEC && why != NAMED_BY_USER)
 		n = 0;
 	if (n < 0) {
 		fprintf(stderr,
@@ -299,6 +325,12 @@ static void resume(struct mt_code *c, const struct mt_event *e)
 		return;
 	kill(e->pid, SIGCONT);
 	bpf_map_update_elem(c->resumed_fd, &pid, &stop, BPF_ANY);
+	c->stops++;
+	if (c->verbose > 1) /* the stop's time: the BPF side's clock */
+		fprintf(stderr,
+			"mt-trace: pid %u continued, stopped %.2f ms for new "
+			"code\n",
+			e->pid, (mt_clock_ns(CLOCK_MONOTONIC) - stop) / 1e6);
 }
 
 void mt_code_exited(struct mt_code *c, pid_t pid)
@@ -384,6 +416,156 @@ int mt_code_scan(struct mt_code *c, char *const *paths, size_t n, pid_t pid)
 	return rc;
 }
 
+/* path as the kernel names a file it maps (/proc/PID/exe, maps):
+ * through every symbolic link, from the root */
+static void canonical(const char *path, char *out)
+{
+	if (!realpath(path, out))
+		snprintf(out, PATH_MAX, "%s", path);
+}
+
+/*
+ * The dynamic loader the kernel maps with a program: described for the
+ * call stacks, as mt_tracer_stacks_at_exec() would at the exec's stop
+ * (no process maps it with mmap, so it is never inspected).
+ */
+static void describe_loader(struct mt_code *c, const char *interp, pid_t pid)
+{
+	char path[PATH_MAX];
+	struct mt_code_key key;
+	struct stat st;
+	int fd = open(interp, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0) {
+		key.dev = kernel_dev(st.st_dev);
+		key.ino = st.st_ino;
+		canonical(interp, path);
+		c->host.code_file_found(c->host.ctx, fd, path, pid, &key);
+	}
+	close(fd);
+}
+
+/* The directory of path (absolute), for $ORIGIN. */
+static void origin_of(const char *path, char *out)
+{
+	const char *slash = strrchr(path, '/');
+
+	snprintf(out, PATH_MAX, "%.*s", slash ? (int)(slash - path) : 0, path);
+}
+
+/* Libraries ld.so will load for a program, found and inspected at most. */
+#define GUESSES_MAX 64
+
+struct guesses {
+	char *paths[GUESSES_MAX]; /* canonical; [0] the program */
+	size_t n;
+	char loader[PATH_MAX]; /* canonical: mapped by the kernel, not ld.so */
+	struct mt_program_elf exe;
+	char exe_origin[PATH_MAX];
+};
+
+static void guess_add(struct guesses *g, const char *path)
+{
+	if (strcmp(path, g->loader) == 0) /* libc needs it: loaded */
+		return;
+	for (size_t i = 0; i < g->n; i++)
+		if (strcmp(g->paths[i], path) == 0)
+			return;
+	if (g->n < GUESSES_MAX && (g->paths[g->n] = strdup(path)))
+		g->n++;
+}
+
+/* The libraries obj (the file g->paths[i], read as elf) needs, where
+ * ld.so will find them, added to g. */
+static void guess_needed(struct guesses *g, size_t i,
+			 const struct mt_program_elf *elf)
+{
+	const char *ld_path = getenv("LD_LIBRARY_PATH");
+	char origin[PATH_MAX], found[PATH_MAX], path[PATH_MAX];
+
+	origin_of(g->paths[i], origin);
+	for (size_t k = 0; k < elf->nneeded; k++) {
+		const char *name = mt_program_string(elf, elf->needed[k]);
+
+		if (mt_program_find_library(name, elf, origin, &g->exe,
+					    g->exe_origin, ld_path, found,
+					    sizeof(found)) == 0) {
+			canonical(found, path);
+			guess_add(g, path);
+		}
+	}
+}
+
+/*
+ * The libraries of the program at g->paths[0] (read as g->exe), as ld.so
+ * will load them, breadth first: each found is inspected if it holds no
+ * allocator (GUESSED), so that its mmap does not stop either.
+ */
+static void inspect_libraries(struct mt_code *c, struct guesses *g, pid_t pid)
+{
+	guess_needed(g, 0, &g->exe);
+	for (size_t i = 1; i < g->n; i++) {
+		struct mt_program_elf elf;
+		int fd = open(g->paths[i], O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0)
+			continue;
+		if (mt_program_read(fd, &elf) == 0) {
+			size_t before = c->ninspected;
+
+			inspect_file(c, fd, g->paths[i], pid, GUESSED, NULL);
+			c->libraries_inspected += c->ninspected > before;
+			guess_needed(g, i, &elf);
+		}
+		mt_program_free(&elf);
+		close(fd);
+	}
+}
+
+int mt_code_inspect_program(struct mt_code *c, const char *file, pid_t pid)
+{
+	struct guesses g = {0};
+	char found[PATH_MAX], path[PATH_MAX];
+	int fd, rc;
+
+	if (mt_program_resolve(file, getenv("PATH"), found, sizeof(found)))
+		return 0;
+	fd = open(found, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	if (mt_program_read(fd, &g.exe)) {
+		/* a script: its interpreter runs, and stops */
+		mt_program_free(&g.exe);
+		close(fd);
+		return 0;
+	}
+	canonical(found, path);
+	rc = inspect_file(c, fd, path, pid, MAPPED_BY_PROCESS, NULL);
+	close(fd);
+	if (rc == 0) {
+		if (g.exe.interp[0]) {
+			describe_loader(c, g.exe.interp, pid);
+			canonical(g.exe.interp, g.loader);
+		}
+		c->programs_inspected++;
+		g.paths[g.n++] = strdup(path);
+		origin_of(path, g.exe_origin);
+		if (g.paths[0])
+			inspect_libraries(c, &g, pid);
+		if (c->verbose > 1)
+			fprintf(stderr,
+				"mt-trace: %s inspected before its exec, and "
+				"%zu libraries found for it\n",
+				path, g.n ? g.n - 1 : 0);
+	}
+	for (size_t i = 0; i < g.n; i++)
+		free(g.paths[i]);
+	mt_program_free(&g.exe);
+	return rc;
+}
+
 static struct bpf_program *loaded_of(struct bpf_program *plain,
 				     struct bpf_program *with_stacks)
 {
@@ -434,6 +616,12 @@ int mt_code_probe_first(struct mt_code *c, const char *path, pid_t pid)
 
 void mt_code_free(struct mt_code *c)
 {
+	if (c->verbose)
+		fprintf(stderr,
+			"mt-trace: %zu stops for new code (inspected before "
+			"the command ran: %zu program, %zu libraries)\n",
+			c->stops, c->programs_inspected,
+			c->libraries_inspected);
 	mt_attach_destroy(&c->attach);
 	for (size_t i = 0; i < c->ndonors; i++)
 		free(c->donors[i].path);

@@ -84,6 +84,9 @@ struct mt_code {
 	 * the resumed table go after it */
 	pid_t *exited;
 	size_t nexited, cap_exited;
+	/* -v: the stops undone; the program and libraries inspected before
+	 * the command ran (mt_code_inspect_program) */
+	size_t stops, programs_inspected, libraries_inspected;
 };
 
 /* The kernel has no links of the probe mode (uprobe sessions before 6.10,
@@ -112,6 +115,20 @@ int mt_code_probe_first(struct mt_code *c, const char *path, pid_t pid);
 /* Probe paths (--scan, MT_SCAN) for pid; their build IDs serve stripped
  * copies later.  0, or -1 when one could not be opened (message printed). */
 int mt_code_scan(struct mt_code *c, char *const *paths, size_t n, pid_t pid);
+
+/*
+ * Inspect the program the command (argv[0] file) will run, found as
+ * execvp(3) finds it, before the command is released: its exec then does
+ * not stop.  The loader the kernel maps with it is described for the
+ * call stacks too, and the libraries ld.so will load for it, found as
+ * ld.so finds them, are inspected when they hold no allocator (the
+ * trace is then what their stops would have made), so their mmaps do
+ * not stop either.  A script, a program of another machine, a file that
+ * cannot be found: nothing done, the exec stops for it.  A wrong guess
+ * costs that stop only: the BPF side knows files by identity.  0, or
+ * MT_CODE_NO_SUCH_LINKS (see mt_code_probe_first).
+ */
+int mt_code_inspect_program(struct mt_code *c, const char *file, pid_t pid);
 
 /* A NEW_CODE record from the lifecycle ring: inspected at the next
  * mt_code_inspect_queued(), its process waiting till then. */
