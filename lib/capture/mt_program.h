@@ -66,12 +66,10 @@ const char *mt_program_string(const struct mt_program_elf *elf, long off);
  * it).  The first regular file of this machine's ELF class there: 0 with
  * its path in out, or -1.
  */
-int mt_program_find_library(const char *name,
-			    const struct mt_program_elf *obj,
+int mt_program_find_library(const char *name, const struct mt_program_elf *obj,
 			    const char *origin,
 			    const struct mt_program_elf *exe,
-			    const char *exe_origin,
-			    const char *ld_library_path, char *out,
-			    size_t outlen);
+			    const char *exe_origin, const char *ld_library_path,
+			    char *out, size_t outlen);
 
 #endif /* MT_PROGRAM_H */

@@ -72,8 +72,8 @@ static bool read_at(int fd, void *buf, size_t len, off_t off)
 }
 
 /* The file offset of virtual address vaddr: in which PT_LOAD it lies. */
-static bool vaddr_offset(const Elf64_Phdr *loads, size_t nloads,
-			 uint64_t vaddr, uint64_t *off)
+static bool vaddr_offset(const Elf64_Phdr *loads, size_t nloads, uint64_t vaddr,
+			 uint64_t *off)
 {
 	for (size_t i = 0; i < nloads; i++)
 		if (vaddr >= loads[i].p_vaddr &&
@@ -248,8 +248,9 @@ static bool search_in(const char *list, const char *origin, const char *name,
 			*unsure = true;
 			break;
 		}
-		if (dlen && (size_t)snprintf(out, outlen, "%s/%s", dir, name) <
-				outlen &&
+		if (dlen &&
+		    (size_t)snprintf(out, outlen, "%s/%s", dir, name) <
+			outlen &&
 		    loadable(out))
 			return true;
 		if (*end == '\0')
@@ -268,13 +269,11 @@ static const char SYSTEM_DIRS[] =
 #endif
     "/lib64:/usr/lib64:/lib:/usr/lib";
 
-int mt_program_find_library(const char *name,
-			    const struct mt_program_elf *obj,
+int mt_program_find_library(const char *name, const struct mt_program_elf *obj,
 			    const char *origin,
 			    const struct mt_program_elf *exe,
-			    const char *exe_origin,
-			    const char *ld_library_path, char *out,
-			    size_t outlen)
+			    const char *exe_origin, const char *ld_library_path,
+			    char *out, size_t outlen)
 {
 	bool unsure = false;
 
@@ -294,5 +293,5 @@ int mt_program_find_library(const char *name,
 	if (unsure || obj->nodeflib)
 		return -1;
 	return search_in(SYSTEM_DIRS, NULL, name, out, outlen, &unsure) ? 0
-									 : -1;
+									: -1;
 }

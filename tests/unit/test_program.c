@@ -175,8 +175,8 @@ static void headers(void)
 	fd = open("/proc/self/exe", O_RDONLY);
 	CHECK(pread(fd, &other, sizeof(other), 0) == sizeof(other));
 	close(fd);
-	other.e_machine = other.e_machine == EM_AARCH64 ? EM_X86_64
-							: EM_AARCH64;
+	other.e_machine =
+	    other.e_machine == EM_AARCH64 ? EM_X86_64 : EM_AARCH64;
 	make_file("other", "", 0755);
 	snprintf(script, sizeof(script), "%s/other", dir);
 	fd = open(script, O_RDWR);
