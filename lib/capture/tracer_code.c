@@ -156,17 +156,17 @@ static void add_donor(struct mt_code *c, const char *path)
  * allocator in it: a wrong guess then costs its stop, nothing else. */
 enum inspection { MAPPED_BY_PROCESS, NAMED_BY_USER, GUESSED };
 
-/* Whether the file at via holds no allocator function (none of its own,
- * none through a --scan copy, not one the preload records). */
-static bool allocator_free(struct mt_code *c, int fd, const char *via)
+/* Whether the file at via holds no allocator function, of its own or
+ * through a --scan copy.  (Those --fast's preload records, libc and
+ * libstdc++, have theirs: host.covered is not asked, whose answer
+ * registers the file for links.) */
+static bool allocator_free(struct mt_code *c, const char *via)
 {
 	struct mt_attach_plan plan;
-	enum mt_alloc_family family;
 	char err[8];
 	int n;
 
-	if (c->ndonors ||
-	    (c->host.covered && c->host.covered(c->host.ctx, fd, &family)))
+	if (c->ndonors)
 		return false;
 	n = mt_attach_plan(&c->attach, via, via, &plan, err, sizeof(err));
 	if (n > 0)
@@ -197,7 +197,7 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
 	/* the path of the open file works in any mount namespace */
 	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
 	if (why == GUESSED && c->host.probe_allocators &&
-	    !allocator_free(c, fd, via))
+	    !allocator_free(c, via))
 		return 0;
 	if (!c->host.probe_allocators) { /* for its call stacks only */
 		c->host.code_file_found(c->host.ctx, fd, path, pid, &id.key);
