@@ -272,7 +272,7 @@ Free"
 	trace_ok -v -- "$ALLOC/jemalloc_static"
 	check_log
 	assert_file_contains "$T/trace.err" \
-		"^mt-trace: 0 stops for new code (inspected before the command ran: 1 program, "
+		"^mt-trace: stops for new code: 0; inspected ahead, programs: 1, "
 	listed jemalloc "$ALLOC/jemalloc_static"
 	run window 1
 	assert_output "$JEMALLOC_ALLOCX"
@@ -284,10 +284,9 @@ Free"
 	require_bpf
 	trace_ok -v -- "$ALLOC/jemalloc_api"
 	check_log
-	run grep -o "^mt-trace: [0-9]* stops for new code" "$T/trace.err"
+	run grep -o "^mt-trace: stops for new code: [0-9]*; inspected ahead, programs: 1, " "$T/trace.err"
 	assert_success
-	[ "$(awk '{print $2}' <<<"$output")" -ge 1 ]
-	assert_file_contains "$T/trace.err" "(inspected before the command ran: 1 program, "
+	[ "$(awk '{print $6}' <<<"$output" | tr -d ';')" -ge 1 ]
 	listed jemalloc "$(where malloc)"
 }
 

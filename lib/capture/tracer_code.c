@@ -262,6 +262,173 @@ static int inspect_path(struct mt_code *c, const char *path, pid_t pid)
 	return 0;
 }
 
+/* path as the kernel names a file it maps (/proc/PID/exe, maps):
+ * through every symbolic link, from the root */
+static void canonical(const char *path, char *out)
+{
+	if (!realpath(path, out))
+		snprintf(out, PATH_MAX, "%s", path);
+}
+
+/*
+ * The dynamic loader the kernel maps with a program: described for the
+ * call stacks, as mt_tracer_stacks_at_exec() would at the exec's stop
+ * (no process maps it with mmap, so it is never inspected).
+ */
+static void describe_loader(struct mt_code *c, const char *interp, pid_t pid)
+{
+	char path[PATH_MAX];
+	struct mt_code_key key;
+	struct stat st;
+	int fd = open(interp, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0) {
+		key.dev = kernel_dev(st.st_dev);
+		key.ino = st.st_ino;
+		canonical(interp, path);
+		c->host.code_file_found(c->host.ctx, fd, path, pid, &key);
+	}
+	close(fd);
+}
+
+/* The directory of path (absolute), for $ORIGIN. */
+static void origin_of(const char *path, char *out)
+{
+	const char *slash = strrchr(path, '/');
+
+	snprintf(out, PATH_MAX, "%.*s", slash ? (int)(slash - path) : 0, path);
+}
+
+/* Libraries ld.so will load for a program, found and inspected at most. */
+#define GUESSES_MAX 64
+
+struct guesses {
+	char *paths[GUESSES_MAX]; /* canonical; [0] the program */
+	size_t n;
+	char loader[PATH_MAX]; /* canonical: mapped by the kernel, not ld.so */
+	struct mt_program_elf exe;
+	char exe_origin[PATH_MAX];
+};
+
+static void guess_add(struct guesses *g, const char *path)
+{
+	if (strcmp(path, g->loader) == 0) /* libc needs it: loaded */
+		return;
+	for (size_t i = 0; i < g->n; i++)
+		if (strcmp(g->paths[i], path) == 0)
+			return;
+	if (g->n < GUESSES_MAX && (g->paths[g->n] = strdup(path)))
+		g->n++;
+}
+
+/* The libraries obj (the file g->paths[i], read as elf) needs, where
+ * ld.so will find them, added to g. */
+static void guess_needed(struct guesses *g, size_t i,
+			 const struct mt_program_elf *elf)
+{
+	const char *ld_path = getenv("LD_LIBRARY_PATH");
+	char origin[PATH_MAX], found[PATH_MAX], path[PATH_MAX];
+
+	origin_of(g->paths[i], origin);
+	for (size_t k = 0; k < elf->nneeded; k++) {
+		const char *name = mt_program_string(elf, elf->needed[k]);
+
+		if (mt_program_find_library(name, elf, origin, &g->exe,
+					    g->exe_origin, ld_path, found,
+					    sizeof(found)) == 0) {
+			canonical(found, path);
+			guess_add(g, path);
+		}
+	}
+}
+
+static void guesses_free(struct guesses *g)
+{
+	for (size_t i = 0; i < g->n; i++)
+		free(g->paths[i]);
+	mt_program_free(&g->exe);
+}
+
+/*
+ * The libraries ld.so will load for the program open as fd (its
+ * canonical path), breadth first, found as ld.so finds them: each is
+ * inspected if it holds no allocator (GUESSED), so that its mapping does
+ * not stop.  The loader is not among them: the kernel mapped it.  How
+ * many were found.
+ */
+static size_t inspect_libraries(struct mt_code *c, int fd, const char *path,
+				pid_t pid)
+{
+	struct guesses g = {0};
+	size_t found;
+
+	if (mt_program_read(fd, &g.exe) || !(g.paths[0] = strdup(path))) {
+		guesses_free(&g);
+		return 0;
+	}
+	g.n = 1;
+	if (g.exe.interp[0])
+		canonical(g.exe.interp, g.loader);
+	origin_of(path, g.exe_origin);
+	guess_needed(&g, 0, &g.exe);
+	for (size_t i = 1; i < g.n; i++) {
+		struct mt_program_elf elf;
+		int lib = open(g.paths[i], O_RDONLY | O_CLOEXEC);
+
+		if (lib < 0)
+			continue;
+		if (mt_program_read(lib, &elf) == 0) {
+			size_t before = c->ninspected;
+
+			inspect_file(c, lib, g.paths[i], pid, GUESSED, NULL);
+			c->libraries_inspected += c->ninspected > before;
+			guess_needed(&g, i, &elf);
+		}
+		mt_program_free(&elf);
+		close(lib);
+	}
+	found = g.n - 1;
+	guesses_free(&g);
+	return found;
+}
+
+int mt_code_inspect_program(struct mt_code *c, const char *file, pid_t pid)
+{
+	struct mt_program_elf elf;
+	char found[PATH_MAX], path[PATH_MAX];
+	size_t libraries;
+	int fd, rc;
+
+	if (mt_program_resolve(file, getenv("PATH"), found, sizeof(found)))
+		return 0;
+	fd = open(found, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	rc = mt_program_read(fd, &elf);
+	mt_program_free(&elf);
+	if (rc) { /* a script: its interpreter runs, and stops */
+		close(fd);
+		return 0;
+	}
+	canonical(found, path);
+	rc = inspect_file(c, fd, path, pid, MAPPED_BY_PROCESS, NULL);
+	if (rc == 0) {
+		if (elf.interp[0])
+			describe_loader(c, elf.interp, pid);
+		c->programs_inspected++;
+		libraries = inspect_libraries(c, fd, path, pid);
+		if (c->verbose > 1)
+			fprintf(stderr,
+				"mt-trace: %s inspected before its exec, and "
+				"%zu libraries found for it\n",
+				path, libraries);
+	}
+	close(fd);
+	return rc;
+}
+
 /* Where pid maps addr: the mapping's bounds and file name, from maps. */
 static int find_mapping(pid_t pid, uint64_t addr, char *range, size_t rlen,
 			char *path, size_t plen)
@@ -378,6 +545,9 @@ void mt_code_inspect_queued(struct mt_code *c)
 			if (fd >= 0) {
 				inspect_file(c, fd, path, e.pid,
 					     MAPPED_BY_PROCESS, &id);
+				/* an exec: its libraries, while it waits */
+				if (e.addr == 0)
+					inspect_libraries(c, fd, path, e.pid);
 				close(fd);
 				if (e.addr == 0) /* an exec: its loader too */
 					c->host.exec_inspected(c->host.ctx,
@@ -413,156 +583,6 @@ int mt_code_scan(struct mt_code *c, char *const *paths, size_t n, pid_t pid)
 
 	for (size_t i = 0; i < n; i++)
 		rc |= inspect_path(c, paths[i], pid);
-	return rc;
-}
-
-/* path as the kernel names a file it maps (/proc/PID/exe, maps):
- * through every symbolic link, from the root */
-static void canonical(const char *path, char *out)
-{
-	if (!realpath(path, out))
-		snprintf(out, PATH_MAX, "%s", path);
-}
-
-/*
- * The dynamic loader the kernel maps with a program: described for the
- * call stacks, as mt_tracer_stacks_at_exec() would at the exec's stop
- * (no process maps it with mmap, so it is never inspected).
- */
-static void describe_loader(struct mt_code *c, const char *interp, pid_t pid)
-{
-	char path[PATH_MAX];
-	struct mt_code_key key;
-	struct stat st;
-	int fd = open(interp, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return;
-	if (fstat(fd, &st) == 0) {
-		key.dev = kernel_dev(st.st_dev);
-		key.ino = st.st_ino;
-		canonical(interp, path);
-		c->host.code_file_found(c->host.ctx, fd, path, pid, &key);
-	}
-	close(fd);
-}
-
-/* The directory of path (absolute), for $ORIGIN. */
-static void origin_of(const char *path, char *out)
-{
-	const char *slash = strrchr(path, '/');
-
-	snprintf(out, PATH_MAX, "%.*s", slash ? (int)(slash - path) : 0, path);
-}
-
-/* Libraries ld.so will load for a program, found and inspected at most. */
-#define GUESSES_MAX 64
-
-struct guesses {
-	char *paths[GUESSES_MAX]; /* canonical; [0] the program */
-	size_t n;
-	char loader[PATH_MAX]; /* canonical: mapped by the kernel, not ld.so */
-	struct mt_program_elf exe;
-	char exe_origin[PATH_MAX];
-};
-
-static void guess_add(struct guesses *g, const char *path)
-{
-	if (strcmp(path, g->loader) == 0) /* libc needs it: loaded */
-		return;
-	for (size_t i = 0; i < g->n; i++)
-		if (strcmp(g->paths[i], path) == 0)
-			return;
-	if (g->n < GUESSES_MAX && (g->paths[g->n] = strdup(path)))
-		g->n++;
-}
-
-/* The libraries obj (the file g->paths[i], read as elf) needs, where
- * ld.so will find them, added to g. */
-static void guess_needed(struct guesses *g, size_t i,
-			 const struct mt_program_elf *elf)
-{
-	const char *ld_path = getenv("LD_LIBRARY_PATH");
-	char origin[PATH_MAX], found[PATH_MAX], path[PATH_MAX];
-
-	origin_of(g->paths[i], origin);
-	for (size_t k = 0; k < elf->nneeded; k++) {
-		const char *name = mt_program_string(elf, elf->needed[k]);
-
-		if (mt_program_find_library(name, elf, origin, &g->exe,
-					    g->exe_origin, ld_path, found,
-					    sizeof(found)) == 0) {
-			canonical(found, path);
-			guess_add(g, path);
-		}
-	}
-}
-
-/*
- * The libraries of the program at g->paths[0] (read as g->exe), as ld.so
- * will load them, breadth first: each found is inspected if it holds no
- * allocator (GUESSED), so that its mmap does not stop either.
- */
-static void inspect_libraries(struct mt_code *c, struct guesses *g, pid_t pid)
-{
-	guess_needed(g, 0, &g->exe);
-	for (size_t i = 1; i < g->n; i++) {
-		struct mt_program_elf elf;
-		int fd = open(g->paths[i], O_RDONLY | O_CLOEXEC);
-
-		if (fd < 0)
-			continue;
-		if (mt_program_read(fd, &elf) == 0) {
-			size_t before = c->ninspected;
-
-			inspect_file(c, fd, g->paths[i], pid, GUESSED, NULL);
-			c->libraries_inspected += c->ninspected > before;
-			guess_needed(g, i, &elf);
-		}
-		mt_program_free(&elf);
-		close(fd);
-	}
-}
-
-int mt_code_inspect_program(struct mt_code *c, const char *file, pid_t pid)
-{
-	struct guesses g = {0};
-	char found[PATH_MAX], path[PATH_MAX];
-	int fd, rc;
-
-	if (mt_program_resolve(file, getenv("PATH"), found, sizeof(found)))
-		return 0;
-	fd = open(found, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	if (mt_program_read(fd, &g.exe)) {
-		/* a script: its interpreter runs, and stops */
-		mt_program_free(&g.exe);
-		close(fd);
-		return 0;
-	}
-	canonical(found, path);
-	rc = inspect_file(c, fd, path, pid, MAPPED_BY_PROCESS, NULL);
-	close(fd);
-	if (rc == 0) {
-		if (g.exe.interp[0]) {
-			describe_loader(c, g.exe.interp, pid);
-			canonical(g.exe.interp, g.loader);
-		}
-		c->programs_inspected++;
-		g.paths[g.n++] = strdup(path);
-		origin_of(path, g.exe_origin);
-		if (g.paths[0])
-			inspect_libraries(c, &g, pid);
-		if (c->verbose > 1)
-			fprintf(stderr,
-				"mt-trace: %s inspected before its exec, and "
-				"%zu libraries found for it\n",
-				path, g.n ? g.n - 1 : 0);
-	}
-	for (size_t i = 0; i < g.n; i++)
-		free(g.paths[i]);
-	mt_program_free(&g.exe);
 	return rc;
 }
 
@@ -618,8 +638,8 @@ void mt_code_free(struct mt_code *c)
 {
 	if (c->verbose)
 		fprintf(stderr,
-			"mt-trace: %zu stops for new code (inspected before "
-			"the command ran: %zu program, %zu libraries)\n",
+			"mt-trace: stops for new code: %zu; inspected ahead, "
+			"programs: %zu, libraries: %zu\n",
 			c->stops, c->programs_inspected,
 			c->libraries_inspected);
 	mt_attach_destroy(&c->attach);

@@ -84,8 +84,9 @@ struct mt_code {
 	 * the resumed table go after it */
 	pid_t *exited;
 	size_t nexited, cap_exited;
-	/* -v: the stops undone; the program and libraries inspected before
-	 * the command ran (mt_code_inspect_program) */
+	/* -v: the stops undone; the programs inspected before their exec
+	 * (the command's), the libraries before their mapping (the
+	 * program's, at its start or at its exec's stop) */
 	size_t stops, programs_inspected, libraries_inspected;
 };
 
@@ -138,7 +139,9 @@ void mt_code_queue(struct mt_code *c, const struct mt_event *e);
 void mt_code_exited(struct mt_code *c, pid_t pid);
 
 /* Inspect every queued file, attach its allocators' probes, and let the
- * processes that wait for it continue. */
+ * processes that wait for it continue.  A program stopped at its exec
+ * has its libraries inspected as mt_code_inspect_program() does, so
+ * that their mappings need not stop it again. */
 void mt_code_inspect_queued(struct mt_code *c);
 
 /* Let the waiting processes continue without inspecting anything (the
