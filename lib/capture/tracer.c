@@ -433,14 +433,16 @@ static int probe_first_allocators(struct tracer *t)
 	return scan_extra(t);
 }
 
-/* The command's program and its libraries, so that neither its exec nor
- * their mappings stop; not for a command run as another user, for whom
- * execvp(3) searches with rights not ours. */
+/* The command's program and its libraries, found beside the BPF load:
+ * inspected now, so that neither its exec nor their mappings stop. */
 static void inspect_program(struct tracer *t)
 {
-	if (mt_tracer_follows_code(t->opts) &&
-	    (!t->opts->user || !t->opts->user->is_sudo))
-		mt_code_inspect_program(&t->code, t->opts->argv[0], t->child);
+	struct mt_code_program p;
+
+	if (!mt_tracer_overlap_program(t, &p))
+		return;
+	mt_code_inspect_program(&t->code, &p, t->child);
+	mt_code_program_free(&p);
 }
 
 /* -vv: where the start-up time went, one phase at a time (bench/run's

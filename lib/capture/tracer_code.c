@@ -151,28 +151,11 @@ static void add_donor(struct mt_code *c, const char *path)
 	c->donors[c->ndonors++] = d;
 }
 
-/* Who asked for a file to be inspected: a guess (a library the program
- * will need) is inspected only if that is all there is to it, no
- * allocator in it: a wrong guess then costs its stop, nothing else. */
-enum inspection { MAPPED_BY_PROCESS, NAMED_BY_USER, GUESSED };
-
-/* Whether the file at via holds no allocator function, of its own or
- * through a --scan copy.  (Those --fast's preload records, libc and
- * libstdc++, have theirs: host.covered is not asked, whose answer
- * registers the file for links.) */
-static bool allocator_free(struct mt_code *c, const char *via)
-{
-	struct mt_attach_plan plan;
-	char err[8];
-	int n;
-
-	if (c->ndonors)
-		return false;
-	n = mt_attach_plan(&c->attach, via, via, &plan, err, sizeof(err));
-	if (n > 0)
-		mt_attach_plan_free(&plan);
-	return n == 0;
-}
+/* Who asked for a file to be inspected.  ALLOCATOR_FREE: a file found
+ * before any process maps it (a library the program will need), whose
+ * symbols were found to hold no allocator: inspected as it would be at
+ * its stop, without reading them again. */
+enum inspection { MAPPED_BY_PROCESS, NAMED_BY_USER, ALLOCATOR_FREE };
 
 /*
  * Attach the allocator probes of the open file fd (named path in
@@ -194,12 +177,8 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
 	id = file_id(fd, &st, seen);
 	if (inspected(c, &id))
 		return 0;
-	/* the path of the open file works in any mount namespace */
-	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
-	if (why == GUESSED && c->host.probe_allocators &&
-	    !allocator_free(c, via))
-		return 0;
-	if (!c->host.probe_allocators) { /* for its call stacks only */
+	/* for its call stacks only */
+	if (!c->host.probe_allocators || why == ALLOCATOR_FREE) {
 		c->host.code_file_found(c->host.ctx, fd, path, pid, &id.key);
 		mark_inspected(c, &id);
 		return 0;
@@ -217,6 +196,8 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
 		c->host.allocator_found(c->host.ctx, pid, path, family);
 		return 0;
 	}
+	/* the path of the open file works in any mount namespace */
+	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
 	n = mt_attach_file(&c->attach, via, &family, err, sizeof(err));
 	if (n == 0 && c->ndonors)
 		n = attach_with_donor(c, via, &family, err, sizeof(err));
@@ -231,7 +212,7 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
 	/* a process may map any file executable (a JIT's, data): one that
 	 * is not ELF has no allocator in it, nothing to warn about unless the
 	 * user named it */
-	if (n == -ENOEXEC && why != NAMED_BY_USER)
+	if (n == -ENOEXEC && why == MAPPED_BY_PROCESS)
 		n = 0;
 	if (n < 0) {
 		fprintf(stderr,
@@ -262,35 +243,37 @@ static int inspect_path(struct mt_code *c, const char *path, pid_t pid)
 	return 0;
 }
 
-/* path as the kernel names a file it maps (/proc/PID/exe, maps):
- * through every symbolic link, from the root */
-static void canonical(const char *path, char *out)
+/* The kernel's name for the open file fd, as /proc/PID/maps and
+ * /proc/PID/exe give it: what a stop would have read. */
+static bool kernel_name(int fd, char *out, size_t len)
 {
-	if (!realpath(path, out))
-		snprintf(out, PATH_MAX, "%s", path);
+	char via[64];
+	ssize_t n;
+
+	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
+	n = readlink(via, out, len - 1);
+	if (n <= 0)
+		return false;
+	out[n] = '\0';
+	return true;
 }
 
-/*
- * The dynamic loader the kernel maps with a program: described for the
- * call stacks, as mt_tracer_stacks_at_exec() would at the exec's stop
- * (no process maps it with mmap, so it is never inspected).
- */
-static void describe_loader(struct mt_code *c, const char *interp, pid_t pid)
+/* Whether the symbols of the open file fd name no allocator function
+ * (mt_attach_plan's answer: 0 probes, no error).  Nothing of struct
+ * mt_code is used: a thread may ask. */
+static bool symbols_allocator_free(int fd)
 {
-	char path[PATH_MAX];
-	struct mt_code_key key;
-	struct stat st;
-	int fd = open(interp, O_RDONLY | O_CLOEXEC);
+	struct mt_attach quiet;
+	struct mt_attach_plan plan;
+	char via[64], err[8];
+	int n;
 
-	if (fd < 0)
-		return;
-	if (fstat(fd, &st) == 0) {
-		key.dev = kernel_dev(st.st_dev);
-		key.ino = st.st_ino;
-		canonical(interp, path);
-		c->host.code_file_found(c->host.ctx, fd, path, pid, &key);
-	}
-	close(fd);
+	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
+	mt_attach_init(&quiet, MT_PROBES_SESSION, NULL, NULL, 0);
+	n = mt_attach_plan(&quiet, via, via, &plan, err, sizeof(err));
+	if (n > 0)
+		mt_attach_plan_free(&plan);
+	return n == 0;
 }
 
 /* The directory of path (absolute), for $ORIGIN. */
@@ -301,132 +284,252 @@ static void origin_of(const char *path, char *out)
 	snprintf(out, PATH_MAX, "%.*s", slash ? (int)(slash - path) : 0, path);
 }
 
-/* Libraries ld.so will load for a program, found and inspected at most. */
-#define GUESSES_MAX 64
+/* Files found for one program, at most. */
+#define PROGRAM_FILES_MAX 64
 
-struct guesses {
-	char *paths[GUESSES_MAX]; /* canonical; [0] the program */
-	size_t n;
-	char loader[PATH_MAX]; /* canonical: mapped by the kernel, not ld.so */
+/* The search for a program's files: what it found, the program's ELF
+ * headers, and the files already known (their symbols are not read). */
+struct finding {
+	struct mt_code_program *p;
 	struct mt_program_elf exe;
 	char exe_origin[PATH_MAX];
+	struct stat loader;
+	bool (*known)(void *ctx, const struct stat *st);
+	void *ctx;
 };
 
-static void guess_add(struct guesses *g, const char *path)
+static bool same_inode(const struct stat *a, const struct stat *b)
 {
-	if (strcmp(path, g->loader) == 0) /* libc needs it: loaded */
-		return;
-	for (size_t i = 0; i < g->n; i++)
-		if (strcmp(g->paths[i], path) == 0)
-			return;
-	if (g->n < GUESSES_MAX && (g->paths[g->n] = strdup(path)))
-		g->n++;
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
 }
 
-/* The libraries obj (the file g->paths[i], read as elf) needs, where
- * ld.so will find them, added to g. */
-static void guess_needed(struct guesses *g, size_t i,
-			 const struct mt_program_elf *elf)
+/* Take the open file fd into what was found (else it is closed): not
+ * the loader, once each, its symbols read unless known. */
+static void take_file(struct finding *f, int fd)
+{
+	struct mt_code_program *p = f->p;
+	struct mt_code_guess g = {.fd = fd};
+	char name[PATH_MAX];
+
+	if (fstat(fd, &g.st) || p->n == PROGRAM_FILES_MAX ||
+	    same_inode(&g.st, &f->loader) ||
+	    !kernel_name(fd, name, sizeof(name)))
+		goto drop;
+	for (size_t i = 0; i < p->n; i++)
+		if (same_inode(&p->files[i].st, &g.st))
+			goto drop;
+	if (!(g.path = strdup(name)))
+		goto drop;
+	g.allocator_free = !(f->known && f->known(f->ctx, &g.st)) &&
+			   symbols_allocator_free(fd);
+	p->files[p->n++] = g;
+	return;
+drop:
+	close(fd);
+}
+
+/* The libraries file i of what was found (read as elf) needs, where
+ * ld.so will find them. */
+static void find_needed(struct finding *f, size_t i,
+			const struct mt_program_elf *elf)
 {
 	const char *ld_path = getenv("LD_LIBRARY_PATH");
-	char origin[PATH_MAX], found[PATH_MAX], path[PATH_MAX];
+	char origin[PATH_MAX], found[PATH_MAX];
 
-	origin_of(g->paths[i], origin);
+	origin_of(f->p->files[i].path, origin);
 	for (size_t k = 0; k < elf->nneeded; k++) {
 		const char *name = mt_program_string(elf, elf->needed[k]);
+		int fd;
 
-		if (mt_program_find_library(name, elf, origin, &g->exe,
-					    g->exe_origin, ld_path, found,
-					    sizeof(found)) == 0) {
-			canonical(found, path);
-			guess_add(g, path);
-		}
+		if (mt_program_find_library(name, elf, origin, &f->exe,
+					    f->exe_origin, ld_path, found,
+					    sizeof(found)) == 0 &&
+		    (fd = open(found, O_RDONLY | O_CLOEXEC)) >= 0)
+			take_file(f, fd);
 	}
 }
 
-static void guesses_free(struct guesses *g)
+/* From the program (f->p->files[0], read as f->exe): its loader, then
+ * the libraries ld.so will load, breadth first. */
+static void find_from_program(struct finding *f)
 {
-	for (size_t i = 0; i < g->n; i++)
-		free(g->paths[i]);
-	mt_program_free(&g->exe);
+	struct mt_code_program *p = f->p;
+	int fd;
+
+	if (f->exe.interp[0] &&
+	    (fd = open(f->exe.interp, O_RDONLY | O_CLOEXEC)) >= 0) {
+		if (fstat(fd, &f->loader) == 0 &&
+		    kernel_name(fd, p->loader, sizeof(p->loader)))
+			p->loader_fd = fd;
+		else
+			close(fd);
+	}
+	origin_of(p->files[0].path, f->exe_origin);
+	find_needed(f, 0, &f->exe);
+	for (size_t i = 1; i < p->n; i++) {
+		struct mt_program_elf elf;
+
+		if (mt_program_read(p->files[i].fd, &elf) == 0)
+			find_needed(f, i, &elf);
+		mt_program_free(&elf);
+	}
+}
+
+/* Start with the program open as fd (taken), its ELF headers read:
+ * false if it is not one the kernel runs itself. */
+static bool find_start(struct finding *f, struct mt_code_program *p, int fd,
+		       bool (*known)(void *ctx, const struct stat *st),
+		       void *ctx)
+{
+	memset(f, 0, sizeof(*f));
+	memset(p, 0, sizeof(*p));
+	f->p = p;
+	f->known = known;
+	f->ctx = ctx;
+	f->loader.st_ino = (ino_t)-1; /* none yet */
+	p->loader_fd = -1;
+	p->files = calloc(PROGRAM_FILES_MAX, sizeof(*p->files));
+	if (!p->files || mt_program_read(fd, &f->exe)) {
+		close(fd);
+		return false;
+	}
+	take_file(f, fd);
+	return p->n == 1;
+}
+
+/* The files of mt-trace's C library are known: probed first. */
+static bool is_libc(void *ctx, const struct stat *st)
+{
+	return same_inode(ctx, st);
+}
+
+void mt_code_find_program(struct mt_code_program *p, const char *file,
+			  const char *libc)
+{
+	struct finding f;
+	struct stat libc_st = {.st_ino = (ino_t)-1};
+	char found[PATH_MAX];
+	int fd = -1;
+
+	if (libc && libc[0])
+		stat(libc, &libc_st);
+	if (mt_program_resolve(file, getenv("PATH"), found, sizeof(found)) == 0)
+		fd = open(found, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		memset(p, 0, sizeof(*p));
+		p->loader_fd = -1;
+		return;
+	}
+	/* not an ELF program of this machine (a script): its interpreter
+	 * runs, and stops */
+	if (find_start(&f, p, fd, is_libc, &libc_st))
+		find_from_program(&f);
+	mt_program_free(&f.exe);
+}
+
+void mt_code_program_free(struct mt_code_program *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		close(p->files[i].fd);
+		free(p->files[i].path);
+	}
+	free(p->files);
+	if (p->loader_fd >= 0)
+		close(p->loader_fd);
+	memset(p, 0, sizeof(*p));
+	p->loader_fd = -1;
 }
 
 /*
- * The libraries ld.so will load for the program open as fd (its
- * canonical path), breadth first, found as ld.so finds them: each is
- * inspected if it holds no allocator (GUESSED), so that its mapping does
- * not stop.  The loader is not among them: the kernel mapped it.  How
- * many were found.
+ * The libraries found, before their process maps them: each whose symbols
+ * hold no allocator is inspected as at its stop (a wrong guess is another
+ * file to the BPF side, and costs that stop).  With --scan's copies
+ * about, a stripped library may have an allocator after all: none is.
  */
-static size_t inspect_libraries(struct mt_code *c, int fd, const char *path,
-				pid_t pid)
+static void inspect_found_libraries(struct mt_code *c,
+				    const struct mt_code_program *p, pid_t pid)
 {
-	struct guesses g = {0};
-	size_t found;
+	if (c->ndonors)
+		return;
+	for (size_t i = 1; i < p->n; i++) {
+		const struct mt_code_guess *g = &p->files[i];
+		size_t before = c->ninspected;
 
-	if (mt_program_read(fd, &g.exe) || !(g.paths[0] = strdup(path))) {
-		guesses_free(&g);
-		return 0;
-	}
-	g.n = 1;
-	if (g.exe.interp[0])
-		canonical(g.exe.interp, g.loader);
-	origin_of(path, g.exe_origin);
-	guess_needed(&g, 0, &g.exe);
-	for (size_t i = 1; i < g.n; i++) {
-		struct mt_program_elf elf;
-		int lib = open(g.paths[i], O_RDONLY | O_CLOEXEC);
-
-		if (lib < 0)
+		if (!g->allocator_free)
 			continue;
-		if (mt_program_read(lib, &elf) == 0) {
-			size_t before = c->ninspected;
-
-			inspect_file(c, lib, g.paths[i], pid, GUESSED, NULL);
-			c->libraries_inspected += c->ninspected > before;
-			guess_needed(&g, i, &elf);
-		}
-		mt_program_free(&elf);
-		close(lib);
+		inspect_file(c, g->fd, g->path, pid, ALLOCATOR_FREE, NULL);
+		c->libraries_inspected += c->ninspected > before;
 	}
-	found = g.n - 1;
-	guesses_free(&g);
-	return found;
 }
 
-int mt_code_inspect_program(struct mt_code *c, const char *file, pid_t pid)
+/* The kernel maps the loader with the program, no mmap call does: it
+ * is described for the call stacks, as mt_tracer_stacks_at_exec() would
+ * at the exec's stop, and never inspected for allocators. */
+static void describe_loader(struct mt_code *c, const struct mt_code_program *p,
+			    pid_t pid)
 {
-	struct mt_program_elf elf;
-	char found[PATH_MAX], path[PATH_MAX];
-	size_t libraries;
-	int fd, rc;
+	struct stat st;
+	struct mt_code_key key;
 
-	if (mt_program_resolve(file, getenv("PATH"), found, sizeof(found)))
+	if (p->loader_fd < 0 || fstat(p->loader_fd, &st))
+		return;
+	key.dev = kernel_dev(st.st_dev);
+	key.ino = st.st_ino;
+	c->host.code_file_found(c->host.ctx, p->loader_fd, p->loader, pid,
+				&key);
+}
+
+int mt_code_inspect_program(struct mt_code *c, const struct mt_code_program *p,
+			    pid_t pid)
+{
+	const struct mt_code_guess *g = p->n ? &p->files[0] : NULL;
+	size_t before = c->libraries_inspected;
+	int rc;
+
+	if (!g)
 		return 0;
-	fd = open(found, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	rc = mt_program_read(fd, &elf);
-	mt_program_free(&elf);
-	if (rc) { /* a script: its interpreter runs, and stops */
-		close(fd);
-		return 0;
+	rc = inspect_file(c, g->fd, g->path, pid,
+			  g->allocator_free && !c->ndonors ? ALLOCATOR_FREE
+							   : MAPPED_BY_PROCESS,
+			  NULL);
+	if (rc)
+		return rc;
+	c->programs_inspected++;
+	describe_loader(c, p, pid);
+	inspect_found_libraries(c, p, pid);
+	if (c->verbose > 1)
+		fprintf(stderr,
+			"mt-trace: %s inspected before its exec, and %zu "
+			"libraries of the %zu found for it\n",
+			g->path, c->libraries_inspected - before, p->n - 1);
+	return 0;
+}
+
+static bool is_inspected(void *ctx, const struct stat *st)
+{
+	struct mt_code_id id = {
+	    .key = {.dev = kernel_dev(st->st_dev), .ino = st->st_ino}};
+
+	return find_inode(ctx, &id) != NULL;
+}
+
+/* A program stopped at its exec, open as fd (path): the libraries it
+ * needs, inspected while it waits (their mappings then need not stop
+ * it). */
+static void inspect_libraries_at_exec(struct mt_code *c, int fd, pid_t pid)
+{
+	struct mt_code_program p;
+	struct finding f;
+	int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+
+	if (own < 0)
+		return;
+	if (find_start(&f, &p, own, is_inspected, c)) {
+		find_from_program(&f);
+		inspect_found_libraries(c, &p, pid);
 	}
-	canonical(found, path);
-	rc = inspect_file(c, fd, path, pid, MAPPED_BY_PROCESS, NULL);
-	if (rc == 0) {
-		if (elf.interp[0])
-			describe_loader(c, elf.interp, pid);
-		c->programs_inspected++;
-		libraries = inspect_libraries(c, fd, path, pid);
-		if (c->verbose > 1)
-			fprintf(stderr,
-				"mt-trace: %s inspected before its exec, and "
-				"%zu libraries found for it\n",
-				path, libraries);
-	}
-	close(fd);
-	return rc;
+	mt_program_free(&f.exe);
+	mt_code_program_free(&p);
 }
 
 /* Where pid maps addr: the mapping's bounds and file name, from maps. */
@@ -547,7 +650,7 @@ void mt_code_inspect_queued(struct mt_code *c)
 					     MAPPED_BY_PROCESS, &id);
 				/* an exec: its libraries, while it waits */
 				if (e.addr == 0)
-					inspect_libraries(c, fd, path, e.pid);
+					inspect_libraries_at_exec(c, fd, e.pid);
 				close(fd);
 				if (e.addr == 0) /* an exec: its loader too */
 					c->host.exec_inspected(c->host.ctx,

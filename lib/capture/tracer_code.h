@@ -11,7 +11,9 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "mt_allocators.h"
@@ -117,19 +119,46 @@ int mt_code_probe_first(struct mt_code *c, const char *path, pid_t pid);
  * copies later.  0, or -1 when one could not be opened (message printed). */
 int mt_code_scan(struct mt_code *c, char *const *paths, size_t n, pid_t pid);
 
+/* A file a program will map, found before it does. */
+struct mt_code_guess {
+	int fd;
+	char *path;	     /* the kernel's name for it */
+	struct stat st;	     /* its identity */
+	bool allocator_free; /* its symbols name no allocator function */
+};
+
+/* The program a command will run and the libraries ld.so will load for
+ * it (files[0]: the program; n == 0: none found), and its loader. */
+struct mt_code_program {
+	struct mt_code_guess *files;
+	size_t n;
+	int loader_fd; /* -1: none */
+	char loader[PATH_MAX];
+};
+
 /*
- * Inspect the program the command (argv[0] file) will run, found as
- * execvp(3) finds it, before the command is released: its exec then does
- * not stop.  The loader the kernel maps with it is described for the
- * call stacks too, and the libraries ld.so will load for it, found as
- * ld.so finds them, are inspected when they hold no allocator (the
- * trace is then what their stops would have made), so their mmaps do
- * not stop either.  A script, a program of another machine, a file that
- * cannot be found: nothing done, the exec stops for it.  A wrong guess
- * costs that stop only: the BPF side knows files by identity.  0, or
+ * Find the program the command (argv[0] file) will run, as execvp(3)
+ * finds it, and the libraries ld.so will load for it, as ld.so finds them
+ * (mt_program.h); read their symbols for allocators, but not libc's
+ * (mt-trace's C library: probed first).  A script, a program of another
+ * machine, a file that cannot be found: nothing.  Nothing of struct
+ * mt_code is touched: a thread finds them beside the BPF load.
+ */
+void mt_code_find_program(struct mt_code_program *p, const char *file,
+			  const char *libc);
+
+/*
+ * Inspect what mt_code_find_program() found, before the command runs: the
+ * program, so that its exec does not stop; its loader described for the
+ * call stacks; each library without an allocator, so that its mapping
+ * does not stop either (one with an allocator is left to its stop).  The
+ * trace is what the stops would have made.  A wrong guess costs its stop
+ * only: the BPF side knows files by identity.  0, or
  * MT_CODE_NO_SUCH_LINKS (see mt_code_probe_first).
  */
-int mt_code_inspect_program(struct mt_code *c, const char *file, pid_t pid);
+int mt_code_inspect_program(struct mt_code *c, const struct mt_code_program *p,
+			    pid_t pid);
+void mt_code_program_free(struct mt_code_program *p);
 
 /* A NEW_CODE record from the lifecycle ring: inspected at the next
  * mt_code_inspect_queued(), its process waiting till then. */

@@ -106,6 +106,8 @@ struct tracer {
 	struct mt_early_event *rss_event;
 	/* the largest maps, made by a thread before the load */
 	struct mt_premade_maps *premade;
+	/* the command's program and libraries, found beside it too */
+	struct mt_early_program *early_program;
 };
 
 /* tracer_privileges.c: capabilities and tracefs */
@@ -208,6 +210,10 @@ void mt_tracer_overlap_end(struct tracer *t);
  * not be. */
 void mt_tracer_overlap_rss_start(struct tracer *t);
 int mt_tracer_overlap_rss_event(struct tracer *t);
+/* The command's program and libraries, found beside the BPF load
+ * (mt_code_find_program): waits for them, moves them to *p (the caller's
+ * to free); false if none were looked for. */
+bool mt_tracer_overlap_program(struct tracer *t, struct mt_code_program *p);
 /* The unwind table of a file with this build-id, when one was built
  * beside the BPF load (libc's): waits for it, moves it to *table; false
  * otherwise. */
