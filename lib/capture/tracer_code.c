@@ -11,6 +11,14 @@
  * library, libstdc++'s operator new), their probes are attached, and the
  * process continues.  It cannot call an allocator before that allocator is
  * traced.
+ *
+ * Most of those stops are avoided by knowing the files first: the
+ * command's program, found as execvp(3) will find it, and the libraries
+ * ld.so will load for it are found beside the BPF load and inspected
+ * before the command is released; a program exec'd later stops, and its
+ * libraries are found while it waits.  Only what holds no allocator is
+ * inspected on such a guess, and the BPF side knows files by identity:
+ * a wrong guess costs the stop it meant to save, nothing else.
  */
 #include <errno.h>
 #include <fcntl.h>
