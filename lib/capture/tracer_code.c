@@ -266,22 +266,23 @@ static bool kernel_name(int fd, char *out, size_t len)
 	return true;
 }
 
-/* Whether the symbols of the open file fd name no allocator function
- * (mt_attach_plan's answer: 0 probes, no error).  Nothing of struct
- * mt_code is used: a thread may ask. */
+/*
+ * Whether the symbols of the open file fd name no allocator function: the
+ * symbol lookup alone (mt_attach_plan's first step, whose 0 is its 0),
+ * not the plan, whose checks of free()'s code share a buffer: a thread
+ * asks this beside the attach of libc.
+ */
 static bool symbols_allocator_free(int fd)
 {
-	struct mt_attach quiet;
-	struct mt_attach_plan plan;
+	size_t nfuncs;
+	const struct mt_alloc_func *table = mt_alloc_funcs(&nfuncs);
+	struct mt_elf_func funcs[nfuncs];
 	char via[64], err[8];
-	int n;
 
 	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
-	mt_attach_init(&quiet, MT_PROBES_SESSION, NULL, NULL, 0);
-	n = mt_attach_plan(&quiet, via, via, &plan, err, sizeof(err));
-	if (n > 0)
-		mt_attach_plan_free(&plan);
-	return n == 0;
+	for (size_t i = 0; i < nfuncs; i++)
+		funcs[i].name = table[i].name;
+	return mt_elf_find_funcs(via, funcs, nfuncs, err, sizeof(err)) == 0;
 }
 
 /* The directory of path (absolute), for $ORIGIN. */
