@@ -329,8 +329,8 @@ static void take_file(struct finding *f, int fd)
 			goto drop;
 	if (!(g.path = strdup(name)))
 		goto drop;
-	g.allocator_free = !(f->known && f->known(f->ctx, &g.st)) &&
-			   symbols_allocator_free(fd);
+	g.known = f->known && f->known(f->ctx, &g.st);
+	g.allocator_free = !g.known && symbols_allocator_free(fd);
 	p->files[p->n++] = g;
 	return;
 drop:
@@ -375,9 +375,13 @@ static void find_from_program(struct finding *f)
 	}
 	origin_of(p->files[0].path, f->exe_origin);
 	find_needed(f, 0, &f->exe);
+	/* not through a file known already: its own were looked for when
+	 * it was inspected (libc: ld.so alone) */
 	for (size_t i = 1; i < p->n; i++) {
 		struct mt_program_elf elf;
 
+		if (p->files[i].known)
+			continue;
 		if (mt_program_read(p->files[i].fd, &elf) == 0)
 			find_needed(f, i, &elf);
 		mt_program_free(&elf);
@@ -522,10 +526,10 @@ static bool is_inspected(void *ctx, const struct stat *st)
 	return find_inode(ctx, &id) != NULL;
 }
 
-/* A program stopped at its exec, open as fd (path): the libraries it
- * needs, inspected while it waits (their mappings then need not stop
- * it). */
-static void inspect_libraries_at_exec(struct mt_code *c, int fd, pid_t pid)
+/* A process stopped for the program it exec'd or a library it mapped
+ * (dlopen), open as fd: the libraries that needs, inspected while the
+ * process waits (their mappings then need not stop it again). */
+static void inspect_libraries_of(struct mt_code *c, int fd, pid_t pid)
 {
 	struct mt_code_program p;
 	struct finding f;
@@ -657,9 +661,8 @@ void mt_code_inspect_queued(struct mt_code *c)
 			if (fd >= 0) {
 				inspect_file(c, fd, path, e.pid,
 					     MAPPED_BY_PROCESS, &id);
-				/* an exec: its libraries, while it waits */
-				if (e.addr == 0)
-					inspect_libraries_at_exec(c, fd, e.pid);
+				/* the libraries it needs, while it waits */
+				inspect_libraries_of(c, fd, e.pid);
 				close(fd);
 				if (e.addr == 0) /* an exec: its loader too */
 					c->host.exec_inspected(c->host.ctx,

@@ -124,6 +124,7 @@ struct mt_code_guess {
 	int fd;
 	char *path;	     /* the kernel's name for it */
 	struct stat st;	     /* its identity */
+	bool known;	     /* inspected already (not read again) */
 	bool allocator_free; /* its symbols name no allocator function */
 };
 
@@ -168,9 +169,10 @@ void mt_code_queue(struct mt_code *c, const struct mt_event *e);
 void mt_code_exited(struct mt_code *c, pid_t pid);
 
 /* Inspect every queued file, attach its allocators' probes, and let the
- * processes that wait for it continue.  A program stopped at its exec
- * has its libraries inspected as mt_code_inspect_program() does, so
- * that their mappings need not stop it again. */
+ * processes that wait for it continue.  The libraries a file needs (a
+ * program's at its exec, a dlopen'ed library's) are inspected as
+ * mt_code_inspect_program() does, so that their mappings need not stop
+ * the process again. */
 void mt_code_inspect_queued(struct mt_code *c);
 
 /* Let the waiting processes continue without inspecting anything (the
