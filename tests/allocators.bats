@@ -550,6 +550,28 @@ Free"
 
 # ---- libraries loaded later, programs exec'd later -----------------------
 
+# A library loaded with dlopen stops for its inspection (its allocator);
+# the libraries it needs (libm, libgcc_s: its own, not the program's) are
+# inspected while it waits, and their mappings do not stop it again.
+@test "dlopen: the library with an allocator stops once; the libraries it needs are inspected at that stop" {
+	require_bpf
+	run readelf -d "$ALLOC/dlopen_alloc"
+	assert_output --partial "[libc.so.6]"
+	refute_output --partial "[libm.so.6]"
+	run readelf -d "$ALLOC/libmyalloc.so"
+	assert_output --partial "[libm.so.6]"
+	assert_output --partial "[libgcc_s.so.1]"
+	export GLIBC_TUNABLES=$DLOPEN_TUNABLES
+	trace_ok -v -- "$ALLOC/dlopen_alloc" main
+	check_log
+	# under --fast (MT_FAST=1) the preloaded recorder stops once more
+	stops=1
+	[ "${MT_FAST:-}" != 1 ] || stops=2
+	run grep -o "^mt-trace: stops for new code: $stops; inspected ahead, programs: 1, libraries: [0-9]*$" "$T/trace.err"
+	assert_success
+	[ "${output##* }" -ge 2 ]
+}
+
 # check_dlopen MODE: 100 mallocx then 100 dallocx through libmyalloc.so,
 # right after the loading thread's dlopen.
 check_dlopen() {
