@@ -287,6 +287,7 @@ static int make_rings(struct tracer *t)
 		fprintf(stderr, "mt-trace: ring buffer: %s\n", strerror(errno));
 		return -1;
 	}
+	mt_backpressure_watch_rings(t);
 	return 0;
 }
 
@@ -1002,6 +1003,7 @@ static void cleanup(struct tracer *t)
 	mt_code_free(&t->code);
 	mt_tracer_stacks_free(t);
 	stop_watchdog(t);
+	mt_backpressure_unwatch_rings(t);
 	ring_buffer__free(t->rings);
 	mt_trace__destroy(t->skel);
 	free(t->ev);
@@ -1121,6 +1123,13 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 			"mt-trace: %llu RSS updates not attributable (new or "
 			"dying address spaces) dropped\n",
 			(unsigned long long)rss_dropped);
+	if (opts->verbose && t.backpressure)
+		fprintf(
+		    stderr,
+		    "mt-trace: %llu backpressure stops, %llu held on for a "
+		    "record still being written\n",
+		    (unsigned long long)(t.skel ? t.skel->bss->throttles : 0),
+		    (unsigned long long)t.releases_held);
 	if (end.lost)
 		fprintf(stderr,
 			"mt-trace: %llu events lost (ring buffer "

@@ -90,6 +90,11 @@ struct tracer {
 	 * when its table was last found all continued */
 	bool backpressure;
 	uint64_t throttles_released;
+	/* each ring's consumer and producer positions (lifecycle, events),
+	 * mapped read-only, and the fill below which its stops are undone */
+	void *ring_pos[2];
+	uint64_t ring_low_water[2];
+	uint64_t releases_held; /* -v: undoing them waited for the rings */
 	/* --fast: the preloaded recorders' rings (tracer_fast.c), or NULL */
 	struct mt_fast *fast;
 	/* --fast: links of their own for processes without the recorder */
@@ -177,6 +182,10 @@ void mt_backpressure_configure(struct tracer *t, struct mt_trace *skel);
 /* continue the processes stopped for a full ring, once it is drained;
  * all: look at the table even when no new stop was counted */
 void mt_backpressure_release(struct tracer *t, bool all);
+/* after the load: map the rings' positions (again after a reload); and
+ * let them go */
+void mt_backpressure_watch_rings(struct tracer *t);
+void mt_backpressure_unwatch_rings(struct tracer *t);
 /* an exit record was read: the process's note goes */
 void mt_backpressure_exited(struct tracer *t, pid_t pid);
 
