@@ -126,12 +126,14 @@ session_progs() {
 	read -r child_ticks <&4
 	exec 4<&-
 	progs=$(session_progs "$tracer")
-	# the allocator entry program (alloc_session, or alloc_enter where
-	# the kernel has no uprobe sessions); its links are global, so it also
-	# runs for whatever else the machine allocates meanwhile
+	# the allocator entry program (alloc_session, session_stacks under
+	# --stacks, or alloc_enter where the kernel has no uprobe sessions);
+	# its links are global, so it also runs for whatever else the machine
+	# allocates meanwhile
 	# shellcheck disable=SC2086
 	runs=$("$PY" "$BATS_TEST_DIRNAME/lib/mt_links.py" runs $progs |
-		awk '$1 == "alloc_session" || $1 == "alloc_enter" { print $2 }')
+		awk '$1 == "alloc_session" || $1 == "session_stacks" ||
+			$1 == "alloc_enter" { print $2 }')
 	echo >"$T/hold"
 	wait "$tracer"
 	sysctl -qw kernel.bpf_stats_enabled="$old"
@@ -174,7 +176,7 @@ session_sizes() {
 	command -v bpftool >/dev/null || skip "bpftool not installed"
 	# every program is verified at every start: what --stacks alone
 	# needs comes in programs of their own
-	run session_sizes
+	run session_sizes --no-stacks
 	assert_success
 	echo "$output"
 	assert_line --regexp '^on_sys_exit [0-9]+$'
@@ -197,8 +199,10 @@ session_sizes() {
 	require_bpf
 	local tracer big
 	mkfifo "$T/hold"
-	mt-trace -o "$T/t.raw" -- sh -c ': >"$1"; read -r _ <"$0"' \
-		"$T/hold" "$T/ready" &
+	# (--no-stacks: --stacks, MT_STACKS=1, adds its own two, stacks and
+	# stack_files)
+	mt-trace --no-stacks -o "$T/t.raw" -- \
+		sh -c ': >"$1"; read -r _ <"$0"' "$T/hold" "$T/ready" &
 	tracer=$!
 	for _ in $(seq 200); do
 		[ -e "$T/ready" ] && break

@@ -593,6 +593,11 @@ static void init(void)
 		pthread_atfork(NULL, NULL, after_fork_in_child);
 		register_process();
 		stacks_start(shm);
+		/* the thread that loads the recorder, the program's main
+		 * thread, gets its walk state now, before the program runs:
+		 * its mapping is then no event amid the program's own */
+		if (h->stack_depth && h->stacks_offset)
+			thread_stacks(&self);
 		record_c = defined_in((void *)next.malloc, "libc.so");
 		record_cxx =
 		    record_c && defined_in(next_cxx[CXX_NEW], "libstdc++.so");

@@ -58,7 +58,8 @@ def prog_name(prog_id):
 
 
 def alloc_runs(pid):
-    """{prog_id: (name, run_cnt)} of the alloc_* programs pid holds."""
+    """{prog_id: (name, run_cnt)} of the allocator programs pid holds
+    (alloc_*, or session_stacks and return_stacks under --stacks)."""
     progs = {}
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
@@ -71,7 +72,8 @@ def alloc_runs(pid):
         if not prog_id or prog_id in progs:
             continue
         name = prog_name(prog_id)
-        if name.startswith("alloc_"):
+        if name.startswith("alloc_") or name in ("session_stacks",
+                                                  "return_stacks"):
             progs[prog_id] = (name, int(info.get("run_cnt", "0")), fd)
     return progs
 
@@ -80,7 +82,7 @@ def runs(pid, cmd):
     stats = enable_stats()
     before = alloc_runs(pid)
     if not before:
-        sys.exit(f"pid {pid} holds no alloc_* BPF program")
+        sys.exit(f"pid {pid} holds no allocator BPF program")
     status = subprocess.run(cmd).returncode
     total = 0
     for prog_id, (name, count, fd) in before.items():
