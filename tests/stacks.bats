@@ -487,7 +487,10 @@ print("\n".join(sorted(out)))'
 		run "$PY" "$CHECK" windows "$T/out.msgpack" "$MT_FIXTURE_LOG"
 		echo "$fixture: calls, without a stack: $output"
 		read -r calls without <<<"$output"
-		[ "$calls" -ge 2 ]
+		# at least the fixture's own allocation (malloc_free's window
+		# holds its Malloc alone: the recorder set the heap up before
+		# the program ran, so no brk, and maps nothing of its own there)
+		[ "$calls" -ge 1 ]
 		[ "$without" = 0 ]
 	done
 }
