@@ -164,6 +164,7 @@ static void headers(void)
 	CHECK(realpath(elf.interp, loader) != NULL);
 	CHECK(realpath(mapped, real) != NULL);
 	CHECK_STR(loader, real);
+	mt_program_free(&elf);
 
 	snprintf(script, sizeof(script), "%s/ok/prog", dir);
 	fd = open(script, O_RDONLY);
