@@ -213,6 +213,12 @@ def windows(path, log):
     print(calls, without)
 
 
+def logged_calls(log):
+    """How many of the fixture's logged events are stack-taking calls."""
+    with open(log) as f:
+        print(sum(json.loads(line).get("type") in CALLS for line in f))
+
+
 def gdb_chain():
     for line in sys.stdin:
         m = re.match(r"#(\d+)\s+(?:0x[0-9a-f]+ in )?(\S+) \(", line)
@@ -230,6 +236,8 @@ def main():
         leaf_file(sys.argv[2], int(sys.argv[3]))
     elif cmd == "leaf-files":
         leaf_files(sys.argv[2], int(sys.argv[3]))
+    elif cmd == "logged-calls":
+        logged_calls(sys.argv[2])
     elif cmd == "depth":
         depth(sys.argv[2], int(sys.argv[3]))
     elif cmd == "complete":
