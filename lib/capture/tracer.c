@@ -151,37 +151,32 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt,
 
 /* Load only the allocator programs the probe mode attaches, each with the
  * attach type it needs (the kernel checks it at load), and of the programs
- * that come with and without the stack walk, the one --stacks asks for. */
+ * that come with and without the stack walk, the one --stacks asks for
+ * (mt_code_alloc_programs_for says which). */
 static void choose_alloc_programs(struct mt_trace *skel,
 				  enum mt_probe_mode mode, bool track,
 				  bool stacks)
 {
-	struct bpf_program *session[2] = {skel->progs.alloc_session,
-					  skel->progs.session_stacks};
-	struct bpf_program *ret[2] = {skel->progs.alloc_return,
-				      skel->progs.return_stacks};
-	struct bpf_program *enter = skel->progs.alloc_enter;
+	struct bpf_program *all[] = {
+	    skel->progs.alloc_enter,	skel->progs.alloc_session,
+	    skel->progs.session_stacks, skel->progs.alloc_return,
+	    skel->progs.return_stacks,
+	};
+	struct bpf_program *enter, *ret;
 
+	mt_code_alloc_programs_for(skel, mode, stacks, &enter, &ret);
 	bpf_program__set_autoload(skel->progs.on_sys_exit, !stacks);
 	bpf_program__set_autoload(skel->progs.sys_exit_stacks, stacks);
-	for (int s = 0; s < 2; s++) {
-		bool wanted = track && s == (int)stacks;
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+		bool used = all[i] == enter ||
+			    (all[i] == ret && mode != MT_PROBES_SESSION);
 
-		bpf_program__set_autoload(session[s],
-					  wanted && mode == MT_PROBES_SESSION);
-		bpf_program__set_autoload(ret[s],
-					  wanted && mode != MT_PROBES_SESSION);
-		if (mode != MT_PROBES_CLASSIC) {
+		bpf_program__set_autoload(all[i], track && used);
+		/* classic uprobes keep the default attach type */
+		if (mode != MT_PROBES_CLASSIC)
 			bpf_program__set_expected_attach_type(
-			    session[s], mt_probe_attach_type(mode));
-			bpf_program__set_expected_attach_type(
-			    ret[s], mt_probe_attach_type(mode));
-		}
+			    all[i], mt_probe_attach_type(mode));
 	}
-	bpf_program__set_autoload(enter, track && mode != MT_PROBES_SESSION);
-	if (mode != MT_PROBES_CLASSIC) /* else the uprobes' default type */
-		bpf_program__set_expected_attach_type(
-		    enter, mt_probe_attach_type(mode));
 }
 
 /*

@@ -701,21 +701,27 @@ int mt_code_scan(struct mt_code *c, char *const *paths, size_t n, pid_t pid)
 	return rc;
 }
 
-static struct bpf_program *loaded_of(struct bpf_program *plain,
-				     struct bpf_program *with_stacks)
+void mt_code_alloc_programs_for(struct mt_trace *skel, enum mt_probe_mode mode,
+				bool stacks, struct bpf_program **enter,
+				struct bpf_program **ret)
 {
-	return bpf_program__autoload(with_stacks) ? with_stacks : plain;
+	if (mode != MT_PROBES_SESSION)
+		*enter = skel->progs.alloc_enter;
+	else if (stacks)
+		*enter = skel->progs.session_stacks;
+	else
+		*enter = skel->progs.alloc_session;
+	*ret = stacks ? skel->progs.return_stacks : skel->progs.alloc_return;
 }
 
+/* sys_exit's program, loaded in every mode, says which kind was loaded */
 void mt_code_alloc_programs(struct mt_trace *skel, enum mt_probe_mode mode,
 			    struct bpf_program **enter,
 			    struct bpf_program **ret)
 {
-	*enter = mode == MT_PROBES_SESSION
-		     ? loaded_of(skel->progs.alloc_session,
-				 skel->progs.session_stacks)
-		     : skel->progs.alloc_enter;
-	*ret = loaded_of(skel->progs.alloc_return, skel->progs.return_stacks);
+	mt_code_alloc_programs_for(
+	    skel, mode, bpf_program__autoload(skel->progs.sys_exit_stacks),
+	    enter, ret);
 }
 
 void mt_code_use_bpf(struct mt_code *c, struct mt_trace *skel,

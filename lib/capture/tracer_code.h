@@ -104,6 +104,12 @@ void mt_code_alloc_programs(struct mt_trace *skel, enum mt_probe_mode mode,
 			    struct bpf_program **enter,
 			    struct bpf_program **ret);
 
+/* The same before the load: the pair for mode, with or without stacks
+ * (the return's program is unused in a session). */
+void mt_code_alloc_programs_for(struct mt_trace *skel, enum mt_probe_mode mode,
+				bool stacks, struct bpf_program **enter,
+				struct bpf_program **ret);
+
 /* Start (or, after loading the programs again, restart) with the loaded
  * object skel, whose allocator programs are for mode.  c starts zeroed;
  * what was inspected is kept across restarts. */
