@@ -44,6 +44,22 @@ enum mt_probe_fn {
 #define MT_COOKIE_LINK(c)   ((__u32)((c) >> 32))
 #define MT_COOKIE(fn, link) ((__u64)(fn) | ((__u64)(link) << 32))
 
+/*
+ * The BPF side's tables' sizes.  A hash table's bucket array is allocated
+ * and initialised when the table is made and freed when it goes, 16 bytes
+ * a slot, whatever it holds: a 32,768-slot table cost ~0.4 ms to make and
+ * ~0.3 to free, and every session made four (three process tables and
+ * code_files).  The process tables (traced, resumed, unthrottled; --fast's
+ * pid_links and fork_stops) hold one entry per live process of the tree:
+ * a fork beyond MT_PROCESS_SLOTS processes alive at once is not followed
+ * and counted lost (MT_LOST_PID_TABLE).  code_files holds one entry per
+ * code file the tree maps: beyond MT_CODE_FILE_SLOTS a file's mappings
+ * stop its process each time, as a new file's first one does (slower, no
+ * loss).  man/mt-trace.1 LIMITS.
+ */
+#define MT_PROCESS_SLOTS   8192
+#define MT_CODE_FILE_SLOTS 4096
+
 /* Indexes of the per-CPU lost-event counters. */
 enum mt_lost_reason {
 	MT_LOST_EVENTS_RING = 0, /* events ring buffer full */

@@ -95,11 +95,11 @@ struct {
 
 /* Processes (thread-group ids) being traced.  Not preallocated: making
  * 65,536 entries up front took 1.7 ms of every start, for a tree that
- * usually has a handful. */
+ * usually has a handful (and its size: mt_probe.h, MT_PROCESS_SLOTS). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 65536);
+	__uint(max_entries, MT_PROCESS_SLOTS);
 	__type(key, __u32);
 	__type(value, struct mt_traced);
 } traced SEC(".maps");
@@ -109,7 +109,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 16384);
+	__uint(max_entries, MT_CODE_FILE_SLOTS);
 	__type(key, struct mt_code_key);
 	__type(value, struct mt_code_seen);
 } code_files SEC(".maps");
@@ -120,7 +120,7 @@ struct {
 	struct {                                                               \
 		__uint(type, BPF_MAP_TYPE_HASH);                               \
 		__uint(map_flags, BPF_F_NO_PREALLOC);                          \
-		__uint(max_entries, 65536);                                    \
+		__uint(max_entries, MT_PROCESS_SLOTS);                         \
 		__type(key, __u32);                                            \
 		__type(value, __u64);                                          \
 	} name SEC(".maps")
@@ -144,7 +144,7 @@ TGID_TIMES(unthrottled);
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 65536);
+	__uint(max_entries, MT_PROCESS_SLOTS);
 	__type(key, __u32);
 	__type(value, __u32);
 } pid_links SEC(".maps");
@@ -154,7 +154,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 65536);
+	__uint(max_entries, MT_PROCESS_SLOTS);
 	__type(key, __u32);
 	__type(value, __u32);
 } fork_stops SEC(".maps");

@@ -197,7 +197,7 @@ session_sizes() {
 
 @test "a session makes three hash tables keyed by process, not six: each ~1-2 ms of every start" {
 	require_bpf
-	local tracer big
+	local tracer big sizes pid_max slots
 	mkfifo "$T/hold"
 	# (--no-stacks: --stacks, MT_STACKS=1, adds its own two, stacks and
 	# stack_files)
@@ -211,15 +211,25 @@ session_sizes() {
 	# the kernel's own view (fdinfo of the maps mt-trace holds): hash
 	# tables (map_type 1) of 1,024 slots or more, whose bucket arrays
 	# the kernel builds when they are made: traced, resumed and
-	# unthrottled (pid_max slots each), code_files
+	# unthrottled (MT_PROCESS_SLOTS each), code_files
 	big=$(cat /proc/"$tracer"/fdinfo/* 2>/dev/null | awk '
 		/^map_type:/ { type = $2 }
 		/^max_entries:/ { if (type == 1 && $2 >= 1024) n++ }
 		END { print n + 0 }')
+	# and their sizes (man/mt-trace.1 LIMITS): the three process tables
+	# 8,192 slots (pid_max when lower), code_files 4,096
+	sizes=$(cat /proc/"$tracer"/fdinfo/* 2>/dev/null | awk '
+		/^map_type:/ { type = $2 }
+		/^max_entries:/ { if (type == 1 && $2 >= 1024) print $2 }' |
+		sort -n | tr '\n' ' ')
 	echo >"$T/hold"
 	wait "$tracer"
-	echo "hash tables of 1,024 slots or more: $big"
+	echo "hash tables of 1,024 slots or more: $big: $sizes"
 	[ "$big" -eq 4 ]
+	pid_max=$(cat /proc/sys/kernel/pid_max)
+	slots=$((pid_max < 8192 ? pid_max : 8192))
+	[ "$sizes" = "$(printf '%s\n' 4096 "$slots" "$slots" "$slots" |
+		sort -n | tr '\n' ' ')" ]
 }
 
 @test "each way of attaching the probes (session, uprobe_multi, classic) gives the same exact events" {

@@ -182,9 +182,10 @@ static void choose_alloc_programs(struct mt_trace *skel,
 /*
  * The tables keyed by process (thread-group id) are hash tables whose
  * buckets the kernel allocates when they are made, 16 bytes a slot: 0.85 ms
- * of every start for each 65,536-slot table here.  No table can hold more
- * processes than there are process ids (pid_max: 32,768 on Debian's kernel
- * without systemd's raise), and --fast's two tables serve --fast alone.
+ * of every start for each 65,536-slot table here.  They hold
+ * MT_PROCESS_SLOTS live processes (mt_probe.h), fewer where pid_max is
+ * lower (no table can hold more processes than there are process ids),
+ * and --fast's two tables serve --fast alone.
  */
 static void size_process_tables(struct mt_trace *skel, bool fast)
 {

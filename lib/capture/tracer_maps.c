@@ -7,9 +7,10 @@
  *
  * The kernel allocates and initialises a hash table's buckets when it is
  * made, 16 bytes a slot, and a ring's pages: the three process tables
- * (pid_max slots, 32,768 here), code_files (16,384) and the two rings
+ * (then pid_max slots, 32,768 here), code_files (16,384) and the two rings
  * (1 MiB each) took 0.26-0.5 ms each, 2.1 of the load's 3.0 ms of
- * BPF_MAP_CREATE (strace -T, medians of six `mt-trace -- true`).  A map
+ * BPF_MAP_CREATE (strace -T, medians of six `mt-trace -- true`).  (The
+ * tables are smaller since: mt_probe.h, MT_PROCESS_SLOTS.)  A map
  * made here is used only when it is exactly the one the object asks for
  * (type, key and value sizes, slots, flags); otherwise libbpf makes its
  * own, as it always did.  They carry no BTF: none holds a field the
@@ -28,10 +29,8 @@
 
 /* The sizes mt_trace.bpf.c gives (a difference costs only the head
  * start: see maps_match()): the process tables before pid_max bounds
- * them, code_files, the lifecycle ring. */
-#define PROCESS_TABLE_SLOTS 65536
-#define CODE_FILES_SLOTS    16384
-#define LIFECYCLE_BYTES	    (1u << 20)
+ * them, code_files (mt_probe.h), the lifecycle ring. */
+#define LIFECYCLE_BYTES (1u << 20)
 
 struct premade_map {
 	const char *name;
@@ -108,7 +107,7 @@ void mt_tracer_maps_start(struct tracer *t)
 
 	if (!p)
 		return;
-	slots = mt_tracer_process_slots(PROCESS_TABLE_SLOTS);
+	slots = mt_tracer_process_slots(MT_PROCESS_SLOTS);
 	premade_add(p, "traced", BPF_MAP_TYPE_HASH, sizeof(__u32),
 		    sizeof(struct mt_traced), slots, BPF_F_NO_PREALLOC);
 	premade_add(p, "resumed", BPF_MAP_TYPE_HASH, sizeof(__u32),
@@ -117,7 +116,7 @@ void mt_tracer_maps_start(struct tracer *t)
 		    sizeof(__u64), slots, BPF_F_NO_PREALLOC);
 	premade_add(p, "code_files", BPF_MAP_TYPE_HASH,
 		    sizeof(struct mt_code_key), sizeof(struct mt_code_seen),
-		    CODE_FILES_SLOTS, BPF_F_NO_PREALLOC);
+		    MT_CODE_FILE_SLOTS, BPF_F_NO_PREALLOC);
 	premade_add(p, "events", BPF_MAP_TYPE_RINGBUF, 0, 0,
 		    t->opts->ring_bytes, 0);
 	premade_add(p, "lifecycle", BPF_MAP_TYPE_RINGBUF, 0, 0, LIFECYCLE_BYTES,
