@@ -25,10 +25,15 @@
 #define MT_CONFINE_MAX_FILES 16
 
 struct mt_confine {
-	bool entered;	      /* in a mount namespace of its own */
-	bool confined;	      /* paths[0] is a private copy for the tree */
-	size_t ncopies;	      /* files bound over by private copies */
-	size_t copy_bytes;    /* their size: the memory the tree keeps */
+	bool entered;	     /* in a mount namespace of its own */
+	bool confined;	     /* paths[0] is a private copy for the tree */
+	size_t ncopies;	     /* files bound over by private copies */
+	size_t nreused;	     /* of which kept from an earlier session */
+	size_t copy_bytes;   /* their size: the memory the tree keeps */
+	bool cache_ready;    /* copies may be kept for later sessions */
+	int slot_fd;	     /* the cache slot held (locked), if bound */
+	char (*bound)[4096]; /* where its copies are bound; NULL: none */
+	size_t nbound;
 	char why[4096 + 160]; /* not confined: what failed */
 };
 
@@ -50,6 +55,16 @@ struct mt_confine {
 int mt_confine_enter(struct mt_confine *c);
 int mt_confine_copy(struct mt_confine *c, const char *const *paths, size_t n,
 		    int verbose);
+
+/*
+ * The copies come from a cache kept for later sessions where it can be
+ * (confine.c: a ramfs on /run/mt-trace, one slot a session).  A session
+ * holds its slot while c (a copy of it in a forked process included)
+ * holds slot_fd.  mt_confine_release(), once the probes are gone, unbinds
+ * the copies in this namespace and releases the slot for reuse; without
+ * it the slot is emptied before its next use.
+ */
+void mt_confine_release(struct mt_confine *c);
 
 /* The allocator libraries besides the C library that most programs load
  * (libstdc++ for operator new; jemalloc, tcmalloc, mimalloc), as paths in

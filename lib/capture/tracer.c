@@ -914,6 +914,7 @@ static _Noreturn void background_detach(struct tracer *t, int parent_alive)
 	while (read(parent_alive, &byte, 1) < 0 && errno == EINTR)
 		;
 	detach_all(t);
+	mt_confine_release(&t->confine); /* the probes are gone */
 	release_stopped(t);
 	_exit(0);
 }
@@ -991,8 +992,10 @@ static void cleanup(struct tracer *t)
 	}
 	if (t->fast) /* before the detacher forks: it would hold them */
 		mt_fast_links_free(&t->links);
-	if (!detach_in_background(t))
+	if (!detach_in_background(t)) {
 		detach_all(t);
+		mt_confine_release(&t->confine);
+	}
 	exit_phase(t, "detach");
 	release_stopped(t);
 	free(t->live);

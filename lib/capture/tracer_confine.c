@@ -140,9 +140,10 @@ void mt_tracer_confine_copies_finish(struct tracer *t, bool quiet)
 	} else if (!quiet && t->opts->verbose) {
 		fprintf(stderr,
 			"mt-trace: allocator probes confined to the tree: %zu "
-			"private copies, %zu KiB, in %.2f ms\n",
-			t->confine.ncopies, t->confine.copy_bytes >> 10,
-			job->ns / 1e6);
+			"private copies (%zu kept from an earlier session), "
+			"%zu KiB, in %.2f ms\n",
+			t->confine.ncopies, t->confine.nreused,
+			t->confine.copy_bytes >> 10, job->ns / 1e6);
 	}
 	free(job);
 }
