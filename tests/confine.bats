@@ -273,3 +273,93 @@ foreign_probes_note() {
 	[ "$(jq_events "[.[] | select(.pid == $pid and .type == \"Malloc\" and .size == 4321)] | length")" = 1 ]
 	[ "$(jq_events "[.[] | select(.pid == $pid and .type == \"Free\")] | length")" -ge 1 ]
 }
+
+# libc_inode PID: the inode of the libc.so.6 that PID maps
+libc_inode() {
+	awk '/libc\.so\.6$/ { print $5; exit }' "/proc/$1/maps"
+}
+
+# kept N ERR: "K N" from ERR's "N private copies (K kept ... slot S)"
+copies_kept() {
+	sed -n 's/.* \([0-9]*\) private copies (\([0-9]*\) kept from an earlier session, slot \([0-9]*\)).*/\1 \2 \3/p' "$1"
+}
+
+@test "kept copies (/run/mt-trace): a later session binds the copy an earlier one kept; its tree maps it, not the host's libc, with the probe at malloc" {
+	mt-trace --wait-detach -o "$T/first.raw" -- true
+	start_session -v
+	cat "$T/session.err"
+	read -r n kept slot <<<"$(copies_kept "$T/session.err")"
+	echo "copies $n, kept $kept, slot $slot"
+	[ "$kept" -ge 1 ]
+	host=$(stat -L -c '%i' "$HOST_LIBC")
+	tree=$(libc_inode "$tree_pid")
+	[ -n "$tree" ] && [ "$tree" != "$host" ]
+	run "$PY" "$HITS" code "$tree_pid" malloc
+	assert_success
+	[ "$(echo "$output" | jq -r '.mem[0:2]')" = cc ]
+	end_session
+	# and the trace is whole: the sleeper's own start-up is there
+	run mt-encode "$T/s.raw"
+	assert_success
+}
+
+@test "kept copies: two sessions at once hold different slots and map different copies, neither the host's libc" {
+	start_session -v
+	outside="$tree_pid $session" # the first: teardown ends it
+	first_tree=$tree_pid
+	mv "$T/session.err" "$T/first.err"
+	start_session -v
+	host=$(stat -L -c '%i' "$HOST_LIBC")
+	a=$(libc_inode "$first_tree")
+	b=$(libc_inode "$tree_pid")
+	echo "first $a, second $b, host $host"
+	[ -n "$a" ] && [ -n "$b" ]
+	[ "$a" != "$b" ] && [ "$a" != "$host" ] && [ "$b" != "$host" ]
+	read -r _ _ slot_a <<<"$(copies_kept "$T/first.err")"
+	read -r _ _ slot_b <<<"$(copies_kept "$T/session.err")"
+	echo "slots $slot_a $slot_b"
+	[ -n "$slot_a" ] && [ -n "$slot_b" ] && [ "$slot_a" != "$slot_b" ]
+	end_session
+}
+
+@test "kept copies: a copy that a process of an earlier tree still maps is not bound again: the next session's tree maps a new copy" {
+	# the tree leaves a sleeper running, mapping the first session's copy
+	MT_FIXTURE_LOG="$T/left.log" mt-trace -v --wait-detach -o "$T/first.raw" -- \
+		sh -c '"$0" 60 >/dev/null 2>&1 </dev/null & exit 0' \
+		"$MT_FIXTURES/sleeper" 2>"$T/first.err"
+	wait_ready "$T/left.log"
+	left=$(jq -r 'select(.info == "ready") | .pid' "$T/left.log")
+	outside=$left
+	start_session -v
+	host=$(stat -L -c '%i' "$HOST_LIBC")
+	old=$(libc_inode "$left")
+	new=$(libc_inode "$tree_pid")
+	echo "left running: $old, the new tree: $new, host $host"
+	[ -n "$old" ] && [ -n "$new" ]
+	[ "$old" != "$host" ] && [ "$new" != "$host" ] && [ "$new" != "$old" ]
+	# in the same slot (the first free one: the first session released
+	# it), libc was copied again, not kept
+	read -r _ _ slot_a <<<"$(copies_kept "$T/first.err")"
+	read -r n kept slot_b <<<"$(copies_kept "$T/session.err")"
+	echo "slots $slot_a $slot_b, copies $n, kept $kept"
+	if [ "$slot_a" = "$slot_b" ]; then
+		[ "$kept" -lt "$n" ]
+	fi
+	end_session
+}
+
+@test "kept copies are named after their original: a changed file (touch) is copied again" {
+	cp "$HOST_LIBC" "$T/libc.so.6"
+	for round in 1 2 3; do
+		[ $round = 3 ] && touch -d '2001-01-01' "$T/libc.so.6"
+		run mt-trace -v --wait-detach --libc "$T/libc.so.6" \
+			-o "$T/r$round.raw" -- true
+		assert_success
+		echo "$output" | grep 'private copies' >"$T/r$round.err"
+		cat "$T/r$round.err"
+	done
+	read -r n kept _ <<<"$(copies_kept "$T/r2.err")"
+	[ "$n" = 1 ] && [ "$kept" = 1 ]
+	read -r n kept _ <<<"$(copies_kept "$T/r3.err")"
+	[ "$n" = 1 ] && [ "$kept" = 0 ]
+}

@@ -355,8 +355,8 @@ static void sweep(int dir, char (*keep)[CACHE_NAME_SIZE], size_t n)
 }
 
 /* A free slot, locked (its descriptor), emptied unless its last session
- * released it; -1 when every slot is taken. */
-static int claim_slot(void)
+ * released it, its number in *slot; -1 when every slot is taken. */
+static int claim_slot(int *slot)
 {
 	for (int i = 0; i < CACHE_SLOTS; i++) {
 		char path[64];
@@ -375,6 +375,7 @@ static int claim_slot(void)
 		}
 		if (unlinkat(fd, CACHE_RELEASED, 0))
 			sweep(fd, NULL, 0);
+		*slot = i;
 		return fd;
 	}
 	return -1;
@@ -444,7 +445,7 @@ static int copy_from_cache(struct mt_confine *c, const struct source *src,
 			   size_t n, int verbose)
 {
 	char names[MT_CONFINE_MAX_FILES][CACHE_NAME_SIZE];
-	struct place p = {.fd = claim_slot(), .dir = ""};
+	struct place p = {.fd = claim_slot(&c->slot), .dir = ""};
 	bool made, any_made = false;
 	int err;
 
@@ -465,6 +466,7 @@ static int copy_from_cache(struct mt_confine *c, const struct source *src,
 		free(c->bound);
 		c->bound = NULL;
 		c->ncopies = c->nreused = c->copy_bytes = 0;
+		c->slot = -1;
 		close(p.fd);
 		return err;
 	}
@@ -519,6 +521,7 @@ int mt_confine_enter(struct mt_confine *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->slot_fd = -1;
+	c->slot = -1;
 	/* in the host's namespace, where it stays */
 	c->cache_ready = cache_root_ready();
 	/* from here on a failure leaves mt-trace (and the command it forks

@@ -29,6 +29,7 @@ struct mt_confine {
 	bool confined;	     /* paths[0] is a private copy for the tree */
 	size_t ncopies;	     /* files bound over by private copies */
 	size_t nreused;	     /* of which kept from an earlier session */
+	int slot;	     /* the cache slot they are in, or -1 */
 	size_t copy_bytes;   /* their size: the memory the tree keeps */
 	bool cache_ready;    /* copies may be kept for later sessions */
 	int slot_fd;	     /* the cache slot held (locked), if bound */

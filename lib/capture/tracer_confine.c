@@ -138,12 +138,17 @@ void mt_tracer_confine_copies_finish(struct tracer *t, bool quiet)
 	if (!quiet && job->err) {
 		say_not_confined(t, job->list[0]);
 	} else if (!quiet && t->opts->verbose) {
+		char slot[64] = "";
+
+		if (t->confine.slot >= 0)
+			snprintf(slot, sizeof(slot),
+				 " (%zu kept from an earlier session, slot %d)",
+				 t->confine.nreused, t->confine.slot);
 		fprintf(stderr,
 			"mt-trace: allocator probes confined to the tree: %zu "
-			"private copies (%zu kept from an earlier session), "
-			"%zu KiB, in %.2f ms\n",
-			t->confine.ncopies, t->confine.nreused,
-			t->confine.copy_bytes >> 10, job->ns / 1e6);
+			"private copies%s, %zu KiB, in %.2f ms\n",
+			t->confine.ncopies, slot, t->confine.copy_bytes >> 10,
+			job->ns / 1e6);
 	}
 	free(job);
 }
