@@ -803,16 +803,27 @@ static __always_inline __u64 current_brk(void)
 	return BPF_CORE_READ(bpf_get_current_task_btf(), mm, brk);
 }
 
-static __always_inline void emit_brk(__u64 pid_tgid, __u64 old_brk,
-				     __u64 new_brk, __u64 stack)
+/* What a memory syscall's return records (kind 0: nothing): worked out
+ * per syscall, then made by one record site in sys_exit(), which inlines
+ * the ring's reserve (and the stack's) once rather than once a syscall:
+ * a fixed cost of every start, in verified instructions (as for the
+ * allocator calls' struct call_event). */
+struct syscall_event {
+	__u64 addr, size, old_addr, old_size, flags, aux;
+	__u16 kind;
+};
+
+static __always_inline void brk_event(struct syscall_event *ev, __u64 old_brk,
+				      __u64 new_brk)
 {
 	/* brk returns the old break when it fails, so an unchanged break is
 	 * a query or a failure: no event */
 	if (new_brk == old_brk || old_brk == 0)
 		return;
-	emit_stacked(MT_EV_BRK, pid_tgid, new_brk,
-		     new_brk > old_brk ? new_brk - old_brk : old_brk - new_brk,
-		     old_brk, 0, stack);
+	ev->kind = MT_EV_BRK;
+	ev->addr = new_brk;
+	ev->size = new_brk > old_brk ? new_brk - old_brk : old_brk - new_brk;
+	ev->old_addr = old_brk;
 }
 
 /* A brk of a traced process returned: the break it had before is the one
@@ -835,7 +846,8 @@ static __always_inline int sys_exit(struct pt_regs *regs, long ret,
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	long id = BPF_CORE_READ(regs, orig_ax);
-	__u64 stack = 0, old_brk = 0, length, flags, prot;
+	struct syscall_event ev = {};
+	__u64 stack, old_brk = 0;
 	struct mt_event *e;
 
 	if (fast_links && ret == 0)
@@ -846,48 +858,56 @@ static __always_inline int sys_exit(struct pt_regs *regs, long ret,
 		return 0;
 	if (!syscalls_enabled || (id != NR_BRK && !is_traced(pid_tgid >> 32)))
 		return 0;
-	if (!syscall_failed(ret) && (id != NR_BRK || ret != old_brk))
-		stack = with_stacks ? syscall_stack(regs, pid_tgid) : 0;
 	switch (id) {
 	case NR_MMAP:
 		if (syscall_failed(ret))
 			break;
-		length = page_align(BPF_CORE_READ(regs, si));
-		prot = BPF_CORE_READ(regs, dx);
-		flags = BPF_CORE_READ(regs, r10);
-		e = reserve_stacked(stack);
-		if (!e)
-			break;
-		fill_event(e, MT_EV_MMAP, pid_tgid);
-		e->addr = ret;
-		e->size = length;
-		e->flags = prot;
-		e->aux = flags;
-		submit_event(e);
-		if ((prot & PROT_EXEC_) && !(flags & MAP_ANONYMOUS_)) {
-			new_code(fd_file(BPF_CORE_READ(regs, r8)), pid_tgid,
-				 ret, length, false);
-			if (with_stacks && stacks_enabled)
-				emit_code_map(pid_tgid, ret);
-		}
+		ev.kind = MT_EV_MMAP;
+		ev.addr = ret;
+		ev.size = page_align(BPF_CORE_READ(regs, si));
+		ev.flags = BPF_CORE_READ(regs, dx); /* prot */
+		ev.aux = BPF_CORE_READ(regs, r10);  /* flags */
 		break;
 	case NR_MUNMAP:
-		if (ret == 0)
-			emit_stacked(
-			    MT_EV_MUNMAP, pid_tgid, BPF_CORE_READ(regs, di),
-			    page_align(BPF_CORE_READ(regs, si)), 0, 0, stack);
+		if (ret != 0)
+			break;
+		ev.kind = MT_EV_MUNMAP;
+		ev.addr = BPF_CORE_READ(regs, di);
+		ev.size = page_align(BPF_CORE_READ(regs, si));
 		break;
 	case NR_MREMAP:
-		if (!syscall_failed(ret))
-			emit_stacked(MT_EV_MREMAP, pid_tgid, ret,
-				     page_align(BPF_CORE_READ(regs, dx)),
-				     BPF_CORE_READ(regs, di),
-				     page_align(BPF_CORE_READ(regs, si)),
-				     stack);
+		if (syscall_failed(ret))
+			break;
+		ev.kind = MT_EV_MREMAP;
+		ev.addr = ret;
+		ev.size = page_align(BPF_CORE_READ(regs, dx));
+		ev.old_addr = BPF_CORE_READ(regs, di);
+		ev.old_size = page_align(BPF_CORE_READ(regs, si));
 		break;
 	case NR_BRK:
-		emit_brk(pid_tgid, old_brk, ret, stack);
+		brk_event(&ev, old_brk, ret);
 		break;
+	}
+	if (!ev.kind)
+		return 0;
+	stack = with_stacks ? syscall_stack(regs, pid_tgid) : 0;
+	e = reserve_stacked(stack);
+	if (e) {
+		fill_event(e, ev.kind, pid_tgid);
+		e->addr = ev.addr;
+		e->size = ev.size;
+		e->old_addr = ev.old_addr;
+		e->old_size = ev.old_size;
+		e->flags = ev.flags;
+		e->aux = ev.aux;
+		submit_event(e);
+	}
+	if (ev.kind == MT_EV_MMAP && (ev.flags & PROT_EXEC_) &&
+	    !(ev.aux & MAP_ANONYMOUS_)) {
+		new_code(fd_file(BPF_CORE_READ(regs, r8)), pid_tgid, ev.addr,
+			 ev.size, false);
+		if (with_stacks && stacks_enabled)
+			emit_code_map(pid_tgid, ev.addr);
 	}
 	return 0;
 }
