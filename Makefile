@@ -30,7 +30,7 @@ LIB_INCLUDES := $(addprefix -Ilib/,$(LIB_DIRS))
 LIB_HDRS := $(wildcard $(addsuffix /*.h,$(addprefix lib/,$(LIB_DIRS))))
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-missing-field-initializers \
 	  -I$(OUTPUT) $(LIB_INCLUDES) -Ibpf -D_GNU_SOURCE
-LDLIBS_COMMON := -lmsgpackc -ljansson -lzstd -lm
+LDLIBS_COMMON := -lmsgpackc -ljansson -lzstd -lz -lm
 LDLIBS_BPF := -lbpf -ldw -lelf -lz -lpthread -lZydis
 # libdw: offline symbolization (lib/analysis/symbolize.c), in what links
 # the analysis stage

@@ -26,6 +26,7 @@
 
 #include "mt_input.h"
 #include "mt_zstd.h"
+#include "rawpack.h"
 
 /* DROP_STEP is a size_t: it masks 64-bit offsets, and a 32-bit mask cut
  * the offsets of inputs over 4 GiB (their pages were never let go). */
@@ -41,6 +42,8 @@
 /* the page sizes a stream header may give (a power of two between) */
 #define MT_PAGE_SIZE_MIN 4096u
 #define MT_PAGE_SIZE_MAX (1u << 30)
+/* a packed raw batch: slots unpacked at a time (7 KiB, stays in cache) */
+#define PK_CHUNK 128u
 /* bytes the fast layer may read past a map's start (input_fast.c) */
 #define FAST_SLACK 8192u
 
@@ -76,6 +79,16 @@ struct mt_input {
 	uint64_t pending_lost; /* LOST record still to yield */
 	uint64_t last_ts;
 	uint64_t stacks_seen; /* STACK records (ids count from 1) */
+	/* a packed batch: its body stays in the buffer, at start, until the
+	 * batch is read (no fill until then); its slots are unpacked
+	 * PK_CHUNK at a time into pk_slots */
+	bool packed;
+	uint32_t pk_bytes;
+	uint32_t pk_ready; /* unpacked slots not taken yet, from pk_next */
+	const struct mt_event *pk_next;
+	struct mt_rawunpack pk;
+	struct mt_event pk_slots[PK_CHUNK];
+	uint32_t pk_offs[PK_CHUNK]; /* their records' offsets in the body */
 	/* records raw_plain_next may take without a check but their kind's
 	 * (raw_next sets it after every record it reads) */
 	uint32_t raw_plain_left;
@@ -168,13 +181,31 @@ int raw_next(struct mt_input *in, struct mt_record *rec);
 
 _Static_assert(MT_EV_KIND_MAX <= 32, "raw_plain_kinds has a bit per kind");
 
-/* A raw record's fixed part, at cur(in), taken into rec: nothing of its
- * own after it yet (no string, no stack). */
+/* Where the next record of the batch is: the buffer (a fixed batch) or
+ * the unpacked slots (a packed one: at least one must be ready). */
+static inline const unsigned char *raw_slot_at(const struct mt_input *in)
+{
+	return in->packed ? (const unsigned char *)in->pk_next : cur(in);
+}
+
+/* The slot at raw_slot_at taken. */
+static inline void raw_slot_taken(struct mt_input *in)
+{
+	if (in->packed) {
+		in->pk_next++;
+		in->pk_ready--;
+	} else {
+		consume(in, in->event_size);
+	}
+	in->batch_left--;
+}
+
+/* A raw record's fixed part, at raw_slot_at, taken into rec: nothing of
+ * its own after it yet (no string, no stack). */
 static inline void raw_take_record(struct mt_input *in, struct mt_record *rec)
 {
-	memcpy(&rec->ev, cur(in), sizeof(rec->ev));
-	consume(in, in->event_size);
-	in->batch_left--;
+	memcpy(&rec->ev, raw_slot_at(in), sizeof(rec->ev));
+	raw_slot_taken(in);
 	rec->str = NULL;
 	rec->str_len = 0;
 	rec->stack = 0;
@@ -185,17 +216,18 @@ static inline void raw_take_record(struct mt_input *in, struct mt_record *rec)
 /*
  * The raw stream's common case, in mt_input_next without a call: a record
  * of a kind that stands alone (no payload after it, no StackRef before it)
- * in a batch and a buffer that hold it, as raw_next would read it.  false:
- * raw_next must (a payload, a StackRef, a batch boundary, a refill, or an
- * error before).
+ * in a batch and a buffer (or unpacked chunk) that hold it, as raw_next
+ * would read it.  false: raw_next must (a payload, a StackRef, a batch
+ * boundary, a refill, an unpacking, or an error before).
  */
 static inline bool raw_plain_next(struct mt_input *in, struct mt_record *rec)
 {
-	const unsigned char *p = cur(in);
+	const unsigned char *p;
 	uint16_t kind;
 
 	if (!in->raw_plain_left)
 		return false;
+	p = raw_slot_at(in);
 	memcpy(&kind, p + offsetof(struct mt_event, kind), sizeof(kind));
 	if (kind >= 32 || !(in->raw_plain_kinds >> kind & 1))
 		return false;

@@ -2,9 +2,10 @@
 /*
  * input_raw.c - mt-trace's raw stream (mt_raw.h) read record by record:
  * the stream header and its strings, batches checked against their
- * sequence and sizes, EXEC/MARKER payload slots, and the trailer checked
- * against what the batches held.  A stream without its trailer is an
- * error, never a clean end.
+ * sequence and sizes (a packed batch also against its CRC, before any of
+ * its records is handed out), EXEC/MARKER payload slots, and the trailer
+ * checked against what the batches held.  A stream without its trailer
+ * is an error, never a clean end.
  */
 #include <inttypes.h>
 #include <stddef.h>
@@ -74,10 +75,10 @@ static bool known_clock(uint32_t id)
  */
 static int raw_header_check(struct mt_input *in, const struct mt_raw_header *h)
 {
-	if (h->version != MT_RAW_VERSION)
+	if (h->version < 1 || h->version > MT_RAW_VERSION)
 		return input_fail(in, HDR_AT(version),
 				  "stream header: unsupported version %" PRIu32
-				  " (this reader knows %d)",
+				  " (this reader knows 1 to %d)",
 				  h->version, MT_RAW_VERSION);
 	if (h->header_size > MAX_HEADER ||
 	    (uint64_t)h->header_size < sizeof(*h) + (uint64_t)h->strings_size)
@@ -243,12 +244,129 @@ static int raw_no_trailer(struct mt_input *in)
 			  in->seq);
 }
 
+static int raw_body_truncated(struct mt_input *in);
+
+/* A packed batch's header (at cur(in), buffered) checked, its body
+ * buffered and checked against its CRC: 1, or -1 (the error set). */
+static int raw_packed_batch(struct mt_input *in, const struct mt_raw_batch *b)
+{
+	uint64_t off = offset_now(in);
+	uint32_t crc;
+
+	if (in->meta.version < 2)
+		return input_fail(
+		    in, off,
+		    "batch %" PRIu64 ": a packed batch in a version %" PRIu32
+		    " stream (packed batches came with version 2)",
+		    b->seq, in->meta.version);
+	if (in->event_size != MT_EVENT_SIZE)
+		return input_fail(in, off,
+				  "batch %" PRIu64
+				  ": a packed batch in a stream of %" PRIu32
+				  "-byte records (packed slots are %d bytes)",
+				  b->seq, in->event_size, MT_EVENT_SIZE);
+	if (b->bytes > MT_RAW_PACKED_MAX ||
+	    b->bytes > mt_rawpack_bound(b->count) || (b->count && !b->bytes))
+		return input_fail(in, off,
+				  "batch %" PRIu64 ": packed body of %" PRIu32
+				  " bytes for %" PRIu32
+				  " records (expected 1 to %zu bytes a record, "
+				  "at most %u in all)",
+				  b->seq, b->bytes, b->count,
+				  (size_t)MT_RAWPACK_SLOT_MAX,
+				  MT_RAW_PACKED_MAX);
+	if (!fill(in, sizeof(*b) + b->bytes)) {
+		if (in->state < 0)
+			return -1;
+		return input_fail(in, off + sizeof(*b),
+				  "batch %" PRIu64
+				  ": packed body truncated: expected %" PRIu32
+				  " bytes, got %zu",
+				  b->seq, b->bytes, avail(in) - sizeof(*b));
+	}
+	crc = mt_raw_packed_check(b, cur(in) + sizeof(*b));
+	if (crc != b->check)
+		return input_fail(in, off,
+				  "batch %" PRIu64 ": packed batch corrupt: "
+				  "expected CRC-32 0x%08" PRIx32
+				  " (its header), its bytes give 0x%08" PRIx32,
+				  b->seq, b->check, crc);
+	consume(in, sizeof(*b));
+	in->packed = true;
+	in->pk_bytes = b->bytes;
+	in->pk_ready = 0;
+	mt_rawunpack_init(&in->pk, cur(in), b->bytes, b->count);
+	return 1;
+}
+
+/* The packed batch just read let go of: its body consumed. */
+static void raw_packed_done(struct mt_input *in)
+{
+	if (!in->packed)
+		return;
+	consume(in, in->pk_bytes);
+	in->packed = false;
+	in->pk_ready = 0;
+}
+
+/* The next chunk of a packed batch unpacked: true, or false with the
+ * error set. */
+static bool raw_unpack(struct mt_input *in)
+{
+	int n = mt_rawunpack(&in->pk, in->pk_slots, in->pk_offs, PK_CHUNK);
+
+	if (n > 0) {
+		in->pk_next = in->pk_slots;
+		in->pk_ready = n;
+		return true;
+	}
+	/* 0: none left, though the batch's count says one is due (they
+	 * agree; said rather than trusted) */
+	if (n == 0)
+		input_fail(in, in->body_off + in->pk_bytes,
+			   "batch %" PRIu64 ": expected a packed record, "
+			   "not the body's end",
+			   in->seq);
+	else
+		input_fail(in, in->body_off + in->pk.err_at,
+			   "batch %" PRIu64 ": packed record %" PRIu32
+			   ": expected %s",
+			   in->seq, in->pk.err_slot, in->pk.err);
+	return false;
+}
+
+/* The next slot of the batch buffered or unpacked, at raw_slot_at: true,
+ * or false with the error set (a body cut short, a packed record that
+ * does not unpack). */
+static bool raw_slot_ready(struct mt_input *in)
+{
+	if (in->packed)
+		return in->pk_ready || raw_unpack(in);
+	if (fill(in, in->event_size))
+		return true;
+	raw_body_truncated(in);
+	return false;
+}
+
+/* The file offset of the next record (a packed batch's: of its bytes). */
+static uint64_t raw_slot_offset(const struct mt_input *in)
+{
+	if (!in->packed)
+		return offset_now(in);
+	if (!in->pk_ready)
+		return in->body_off + (in->pk.p - in->pk.start);
+	return in->body_off + in->pk_offs[in->pk_next - in->pk_slots];
+}
+
 /* Reads the next batch header, or the trailer (returns 0 then). */
 static int raw_batch(struct mt_input *in)
 {
 	struct mt_raw_batch b;
-	uint64_t off = offset_now(in);
+	uint64_t off;
 	uint32_t magic;
+
+	raw_packed_done(in);
+	off = offset_now(in);
 
 	if (!fill(in, sizeof(magic))) {
 		if (in->state < 0)
@@ -259,7 +377,8 @@ static int raw_batch(struct mt_input *in)
 	magic = avail(in) >= 4 ? get_u32(cur(in)) : 0;
 	if (magic == MT_TRAILER_MAGIC)
 		return raw_trailer(in);
-	if (avail(in) >= 4 && magic != MT_BATCH_MAGIC)
+	if (avail(in) >= 4 && magic != MT_BATCH_MAGIC &&
+	    magic != MT_BATCH_PACKED_MAGIC)
 		return input_fail(
 		    in, off, "batch header: bad magic 0x%08" PRIx32, magic);
 	if (!fill(in, sizeof(b))) {
@@ -282,12 +401,17 @@ static int raw_batch(struct mt_input *in)
 				  "batch seq gap: expected %" PRIu64
 				  ", got %" PRIu64,
 				  in->batches_seen, b.seq);
-	if ((uint64_t)b.count * in->event_size != b.bytes)
+	if (b.magic == MT_BATCH_PACKED_MAGIC) {
+		if (raw_packed_batch(in, &b) < 0)
+			return -1;
+	} else if ((uint64_t)b.count * in->event_size != b.bytes) {
 		return input_fail(in, off,
 				  "batch %" PRIu64 ": bytes %" PRIu32
 				  " != count %" PRIu32 " * event_size %" PRIu32,
 				  b.seq, b.bytes, b.count, in->event_size);
-	consume(in, sizeof(b));
+	} else {
+		consume(in, sizeof(b));
+	}
 	in->seq = b.seq;
 	in->batches_seen++;
 	in->batch_count = b.count;
@@ -339,11 +463,10 @@ static int raw_payload(struct mt_input *in, struct mt_record *rec,
 
 		if (part > MT_DATA_PER_RECORD)
 			part = MT_DATA_PER_RECORD;
-		if (!fill(in, in->event_size))
-			return raw_body_truncated(in);
-		memcpy(in->str + i * MT_DATA_PER_RECORD, cur(in), part);
-		consume(in, in->event_size);
-		in->batch_left--;
+		if (!raw_slot_ready(in))
+			return -1;
+		memcpy(in->str + i * MT_DATA_PER_RECORD, raw_slot_at(in), part);
+		raw_slot_taken(in);
 	}
 	in->str[len] = '\0';
 	rec->str = in->str;
@@ -418,8 +541,8 @@ static int raw_code_file(struct mt_input *in, struct mt_record *rec,
 static int raw_record(struct mt_input *in, struct mt_record *rec,
 		      uint64_t rec_off)
 {
-	if (!fill(in, in->event_size))
-		return raw_body_truncated(in);
+	if (!raw_slot_ready(in))
+		return -1;
 	raw_take_record(in, rec);
 	switch (rec->ev.kind) {
 	case MT_EV_EXEC:
@@ -472,7 +595,9 @@ static int raw_stack_ref(struct mt_input *in, struct mt_record *rec,
 				  "batch %" PRIu64 ": record %" PRIu32
 				  ": StackRef ends its batch",
 				  in->seq, index);
-	ret = raw_record(in, rec, offset_now(in));
+	if (!raw_slot_ready(in))
+		return -1;
+	ret = raw_record(in, rec, raw_slot_offset(in));
 	if (ret != 1)
 		return ret;
 	if (!takes_a_stack(rec->ev.kind) || rec->ev.tid != tid)
@@ -497,8 +622,11 @@ static int raw_next_record(struct mt_input *in, struct mt_record *rec)
 	}
 	if (in->pending_lost) {
 		/* the first event of the batch dates the loss, if any */
-		if (in->batch_left && fill(in, sizeof(uint64_t)))
-			memcpy(&in->last_ts, cur(in), sizeof(uint64_t));
+		if (in->packed && in->batch_left && !raw_slot_ready(in))
+			return -1;
+		if (in->packed ? in->batch_left > 0
+			       : in->batch_left && fill(in, sizeof(uint64_t)))
+			memcpy(&in->last_ts, raw_slot_at(in), sizeof(uint64_t));
 		memset(rec, 0, sizeof(*rec));
 		rec->ev.kind = MT_EV_LOST;
 		rec->ev.timestamp = in->last_ts;
@@ -506,7 +634,9 @@ static int raw_next_record(struct mt_input *in, struct mt_record *rec)
 		in->pending_lost = 0;
 		return 1;
 	}
-	rec_off = offset_now(in);
+	if (!raw_slot_ready(in))
+		return -1;
+	rec_off = raw_slot_offset(in);
 	ret = raw_record(in, rec, rec_off);
 	if (ret == 1 && rec->ev.kind == MT_EV_STACK_REF)
 		return raw_stack_ref(in, rec, rec_off);
@@ -522,6 +652,10 @@ static void raw_plain_window(struct mt_input *in)
 
 	if (in->state || in->pending_lost) {
 		in->raw_plain_left = 0;
+		return;
+	}
+	if (in->packed) { /* the unpacked slots are all of the batch's */
+		in->raw_plain_left = in->pk_ready;
 		return;
 	}
 	if (in->mapped)

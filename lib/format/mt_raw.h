@@ -8,10 +8,16 @@
  *                   NUL-terminated strings: host name, then argc argv
  *                   strings; the header is zero padded to a multiple of 8
  *                   (header_size counts everything).
- *   batch *         struct mt_raw_batch, then count records of event_size
- *                   bytes each (bytes == count * event_size).  seq counts
- *                   batches from 0; lost is the number of events the kernel
- *                   side could not deliver since the previous batch.
+ *   batch *         struct mt_raw_batch, then its records, in one of two
+ *                   encodings the batch's magic names.  MT_BATCH_MAGIC
+ *                   (fixed): count records of event_size bytes each (bytes
+ *                   == count * event_size).  MT_BATCH_PACKED_MAGIC
+ *                   (packed, version 2 on, event_size 56 only): the same
+ *                   count slots packed into bytes bytes (rawpack.h), with
+ *                   check the CRC-32 (zlib's) of the batch header, check
+ *                   taken as 0, and the body.  Either way seq counts
+ *                   batches from 0; lost is the number of events the
+ *                   kernel side could not deliver since the previous batch.
  *   trailer         struct mt_raw_trailer.  A stream that ends without it is
  *                   truncated, whatever else it holds.
  */
@@ -27,8 +33,12 @@
 
 #define MT_RAW_MAGIC "\x89MTRAW\r\n" /* 8 bytes, no NUL */
 #define MT_RAW_MAGIC_LEN 8
-#define MT_RAW_VERSION 1
-#define MT_BATCH_MAGIC 0x3142544du   /* "MTB1" */
+#define MT_RAW_VERSION 2 /* 1: fixed batches only; 2: packed ones too */
+#define MT_BATCH_MAGIC 0x3142544du	  /* "MTB1" */
+#define MT_BATCH_PACKED_MAGIC 0x3242544du /* "MTB2" */
+/* The largest packed batch body a reader takes (a writer writes a batch
+ * that would pack larger as fixed records). */
+#define MT_RAW_PACKED_MAX (64u << 20)
 #define MT_TRAILER_MAGIC 0x3145544du /* "MTE1" */
 
 /* mt_raw_header.flags / mt_meta.flags */
@@ -66,10 +76,10 @@ struct mt_raw_header {
 };
 
 struct mt_raw_batch {
-	uint32_t magic; /* MT_BATCH_MAGIC */
+	uint32_t magic; /* MT_BATCH_MAGIC or MT_BATCH_PACKED_MAGIC */
 	uint32_t count; /* records that follow */
-	uint32_t bytes; /* count * event_size */
-	uint32_t reserved;
+	uint32_t bytes; /* fixed: count * event_size; packed: the body's */
+	uint32_t check; /* fixed: 0; packed: CRC-32 of header and body */
 	uint64_t seq;
 	uint64_t lost;
 };
@@ -116,6 +126,16 @@ void mt_meta_free(struct mt_meta *meta);
 int mt_raw_write_header(int fd, const struct mt_meta *meta);
 int mt_raw_write_batch(int fd, uint64_t seq, uint64_t lost,
 		       const void *records, uint32_t count);
+/* The same batch packed (fixed if it would pack over MT_RAW_PACKED_MAX).
+ * *scratch (*scratch_size bytes, may be NULL and 0) is the buffer it packs
+ * into, grown as needed: the caller keeps it for the next batches and
+ * frees it. */
+int mt_raw_write_packed_batch(int fd, uint64_t seq, uint64_t lost,
+			      const void *records, uint32_t count,
+			      void **scratch, size_t *scratch_size);
+/* What a packed batch's check must be: b's header (check taken as 0) and
+ * its b->bytes of body. */
+uint32_t mt_raw_packed_check(const struct mt_raw_batch *b, const void *body);
 int mt_raw_write_trailer(int fd, const struct mt_meta *meta);
 
 #endif /* MT_RAW_H */

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * raw.c - the raw stream writer (mt-trace's output) and mt_meta_free.
- * The reader is in input.c, behind mt_input.h.
+ * The reader is in input_raw.c, behind mt_input.h; the packed batches'
+ * record codec in rawpack.c.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "mt_raw.h"
+#include "rawpack.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the raw stream is little-endian and written as the host stores it"
@@ -130,6 +133,48 @@ int mt_raw_write_batch(int fd, uint64_t seq, uint64_t lost, const void *records,
 	if (bytes > UINT32_MAX)
 		return -E2BIG;
 	return write_all_iov(fd, iov, count ? 2 : 1);
+}
+
+/* The CRC-32 of a packed batch: its header with check 0, then its body. */
+uint32_t mt_raw_packed_check(const struct mt_raw_batch *b, const void *body)
+{
+	struct mt_raw_batch h = *b;
+	uLong crc;
+
+	h.check = 0;
+	crc = crc32(0, (const Bytef *)&h, sizeof(h));
+	return crc32(crc, body, b->bytes);
+}
+
+int mt_raw_write_packed_batch(int fd, uint64_t seq, uint64_t lost,
+			      const void *records, uint32_t count,
+			      void **scratch, size_t *scratch_size)
+{
+	size_t need = sizeof(struct mt_raw_batch) + mt_rawpack_bound(count);
+	struct mt_raw_batch *b;
+	size_t bytes;
+
+	if (*scratch_size < need) {
+		void *grown = realloc(*scratch, need);
+
+		if (!grown)
+			return -ENOMEM;
+		*scratch = grown;
+		*scratch_size = need;
+	}
+	b = *scratch;
+	bytes = mt_rawpack(records, count, (unsigned char *)(b + 1));
+	if (bytes > MT_RAW_PACKED_MAX)
+		return mt_raw_write_batch(fd, seq, lost, records, count);
+	*b = (struct mt_raw_batch){
+	    .magic = MT_BATCH_PACKED_MAGIC,
+	    .count = count,
+	    .bytes = bytes,
+	    .seq = seq,
+	    .lost = lost,
+	};
+	b->check = mt_raw_packed_check(b, b + 1);
+	return write_all(fd, b, sizeof(*b) + bytes);
 }
 
 int mt_raw_write_trailer(int fd, const struct mt_meta *meta)

@@ -822,7 +822,8 @@ static void test_raw_header(void)
 	for (size_t i = 0; i < sizeof(good_pages) / sizeof(*good_pages); i++)
 		raw_header_case(RAW_AT(page_size), good_pages[i],
 				RAW_WIDTH(page_size), NULL, 0);
-	RAW_BAD(version, 2);
+	RAW_BAD(version, 0);
+	RAW_BAD(version, MT_RAW_VERSION + 1);
 	RAW_BAD(header_size, 8);	 /* less than the header itself */
 	RAW_BAD(header_size, 64u << 20); /* more than any header */
 	RAW_BAD(event_size, 0);

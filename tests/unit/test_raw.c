@@ -161,7 +161,7 @@ static void test_round_trip(void)
 		return;
 	CHECK_INT(mt_input_format(in), MT_FMT_RAW);
 	m = mt_input_meta(in);
-	CHECK_INT(m->version, 1);
+	CHECK_INT(m->version, MT_RAW_VERSION);
 	CHECK_INT(m->page_size, 4096);
 	CHECK_INT(m->root_pid, 42);
 	CHECK_INT(m->flags, MT_HDR_ALLOCATORS | MT_HDR_RSS);
@@ -269,10 +269,17 @@ static void test_corruptions(void)
 	free(s.p);
 
 	good_stream(&s);
-	put_u32(&s, 8, 2);
+	put_u32(&s, 8, 3);
 	expect_error(&s, s.len,
-		     "t: byte 8: stream header: unsupported version 2 (this "
-		     "reader knows 1)");
+		     "t: byte 8: stream header: unsupported version 3 (this "
+		     "reader knows 1 to 2)");
+	free(s.p);
+
+	good_stream(&s);
+	put_u32(&s, 8, 0);
+	expect_error(&s, s.len,
+		     "t: byte 8: stream header: unsupported version 0 (this "
+		     "reader knows 1 to 2)");
 	free(s.p);
 
 	good_stream(&s);

@@ -1,0 +1,380 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rawpack.c - the packed encoding of a raw batch's records (rawpack.h):
+ * mt-trace's writer thread packs each batch (a few ns a record), readers
+ * unpack it a chunk at a time.
+ */
+#include <string.h>
+
+#include "rawpack.h"
+
+enum {
+	H_KIND = 0x1f, /* kind code; H_KIND itself: a kind varint follows */
+	H_ADDR = 0x20,
+	H_SIZE = 0x40,
+	H_EXT = 0x80,
+	X_PID = 0x01,
+	X_TID = 0x02,
+	X_FLAGS = 0x04,
+	X_AUX = 0x08,
+	X_OLD_ADDR = 0x10,
+	X_OLD_SIZE = 0x20,
+	X_KNOWN = 0x3f,
+};
+
+enum { PAY_ZERO_PAD = 0, PAY_WHOLE = 1 };
+
+static inline uint64_t zigzag(uint64_t delta)
+{
+	return delta << 1 ^ (uint64_t)((int64_t)delta >> 63);
+}
+
+static inline uint64_t unzigzag(uint64_t z)
+{
+	return z >> 1 ^ -(z & 1);
+}
+
+static inline unsigned char *put_varint(unsigned char *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (unsigned char)v | 0x80;
+		v >>= 7;
+	}
+	*p++ = (unsigned char)v;
+	return p;
+}
+
+/* How many payload slots follow the record ev, the slot at index i of
+ * count: 0 when its kind has none or they would not fit in the batch
+ * (the slots after it are then records, as a reader takes them). */
+static inline uint32_t payload_slots(const struct mt_event *ev, uint32_t i,
+				     uint32_t count)
+{
+	uint32_t slots;
+
+	if (!ev->aux || !mt_rawpack_has_payload(ev->kind))
+		return 0;
+	slots = ev->aux / MT_EVENT_SIZE + (ev->aux % MT_EVENT_SIZE != 0);
+	return slots <= count - i - 1 ? slots : 0;
+}
+
+static bool zero_bytes(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+static unsigned char *put_payload(unsigned char *p, const struct mt_event *s,
+				  uint32_t slots, uint32_t len)
+{
+	const unsigned char *bytes = (const unsigned char *)s;
+	size_t whole = (size_t)slots * MT_EVENT_SIZE;
+
+	if (zero_bytes(bytes + len, whole - len)) {
+		*p++ = PAY_ZERO_PAD;
+		memcpy(p, bytes, len);
+		return p + len;
+	}
+	*p++ = PAY_WHOLE;
+	memcpy(p, bytes, whole);
+	return p + whole;
+}
+
+size_t mt_rawpack(const struct mt_event *slots, uint32_t count,
+		  unsigned char *out)
+{
+	unsigned char *p = out;
+	uint64_t ts = 0, addr = 0;
+	uint32_t pid = 0, tid = 0;
+
+	for (uint32_t i = 0; i < count; i++) {
+		const struct mt_event *ev = &slots[i];
+		unsigned h = ev->kind < H_KIND ? ev->kind : H_KIND;
+		unsigned x = 0;
+		uint32_t pay;
+
+		h |= (ev->addr ? H_ADDR : 0) | (ev->size ? H_SIZE : 0);
+		x |=
+		    (ev->pid != pid ? X_PID : 0) | (ev->tid != tid ? X_TID : 0);
+		x |= (ev->flags ? X_FLAGS : 0) | (ev->aux ? X_AUX : 0);
+		x |= (ev->old_addr ? X_OLD_ADDR : 0) |
+		     (ev->old_size ? X_OLD_SIZE : 0);
+		if (x) {
+			*p++ = h | H_EXT;
+			*p++ = x;
+		} else {
+			*p++ = h;
+		}
+		if ((h & H_KIND) == H_KIND)
+			p = put_varint(p, ev->kind);
+		p = put_varint(p, zigzag(ev->timestamp - ts));
+		ts = ev->timestamp;
+		if (x) {
+			if (x & X_PID)
+				p = put_varint(p, ev->pid);
+			if (x & X_TID)
+				p = put_varint(
+				    p, zigzag((uint64_t)ev->tid - ev->pid));
+			pid = ev->pid;
+			tid = ev->tid;
+			if (x & X_FLAGS)
+				p = put_varint(p, ev->flags);
+			if (x & X_AUX)
+				p = put_varint(p, ev->aux);
+		}
+		if (h & H_ADDR) {
+			p = put_varint(p, zigzag(ev->addr - addr));
+			addr = ev->addr;
+		}
+		if (h & H_SIZE)
+			p = put_varint(p, ev->size);
+		if (x & X_OLD_ADDR)
+			p = put_varint(p, zigzag(ev->old_addr - ev->addr));
+		if (x & X_OLD_SIZE)
+			p = put_varint(p, ev->old_size);
+		pay = payload_slots(ev, i, count);
+		if (pay) {
+			p = put_payload(p, ev + 1, pay, ev->aux);
+			i += pay;
+		}
+	}
+	return p - out;
+}
+
+void mt_rawunpack_init(struct mt_rawunpack *u, const void *body, size_t bytes,
+		       uint32_t count)
+{
+	memset(u, 0, sizeof(*u));
+	u->start = u->p = body;
+	u->end = u->start + bytes;
+	u->count = u->left = count;
+}
+
+/* A varint at *pp of at most 64 bits; false if it runs past end or
+ * beyond 64 bits. */
+static inline bool get_varint(const unsigned char **pp,
+			      const unsigned char *end, uint64_t *v)
+{
+	const unsigned char *p = *pp;
+	uint64_t r = 0;
+
+	for (unsigned shift = 0; p < end; shift += 7) {
+		unsigned char b = *p++;
+
+		if (shift == 63 && b > 1)
+			return false;
+		r |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*pp = p;
+			*v = r;
+			return true;
+		}
+		if (shift == 63)
+			return false;
+	}
+	return false;
+}
+
+static int failed(struct mt_rawunpack *u, const unsigned char *rec,
+		  const char *what)
+{
+	u->err = what;
+	u->err_at = rec - u->start;
+	u->err_slot = u->count - u->left;
+	return -1;
+}
+
+/* A 64-bit field, or one of at most max: returns -1 (the error set)
+ * otherwise. */
+#define GET64(var, what)                                                       \
+	do {                                                                   \
+		if (!get_varint(&p, end, &(var)))                              \
+			return failed(u, rec, what ": a varint in the body");  \
+	} while (0)
+#define GET(var, max, what)                                                    \
+	do {                                                                   \
+		uint64_t v_;                                                   \
+		GET64(v_, what);                                               \
+		if (v_ > (max))                                                \
+			return failed(u, rec, what " at most " #max);          \
+		var = v_;                                                      \
+	} while (0)
+
+/* One record at u->p into ev; 0 or -1. */
+static int unpack_record(struct mt_rawunpack *u, struct mt_event *ev)
+{
+	const unsigned char *p = u->p, *rec = p, *end = u->end;
+	unsigned h, x = 0;
+	uint64_t d;
+
+	if (p >= end)
+		return failed(u, rec,
+			      "a record, "
+			      "not the "
+			      "body's end");
+	h = *p++;
+	if (h & H_EXT) {
+		if (p >= end)
+			return failed(u, rec,
+				      "a "
+				      "seco"
+				      "nd "
+				      "head"
+				      "er "
+				      "byte"
+				      ", "
+				      "not "
+				      "the "
+				      "body"
+				      "'s "
+				      "en"
+				      "d");
+		x = *p++;
+		if (x & ~X_KNOWN)
+			return failed(u, rec,
+				      "bits"
+				      " 6 "
+				      "and "
+				      "7 "
+				      "of "
+				      "the "
+				      "seco"
+				      "nd "
+				      "head"
+				      "er "
+				      "byte"
+				      " cle"
+				      "ar");
+	}
+	ev->kind = h & H_KIND;
+	if (ev->kind == H_KIND)
+		GET(ev->kind, UINT16_MAX, "kind");
+	GET64(d, "timestamp");
+	u->ts += unzigzag(d);
+	ev->timestamp = u->ts;
+	if (x & X_PID)
+		GET(u->pid, UINT32_MAX, "pid");
+	if (x & X_TID) {
+		GET64(d, "tid");
+		d = u->pid + unzigzag(d);
+		if (d > UINT32_MAX)
+			return failed(u, rec,
+				      "tid "
+				      "at "
+				      "most"
+				      " UIN"
+				      "T32_"
+				      "MA"
+				      "X");
+		u->tid = d;
+	}
+	ev->pid = u->pid;
+	ev->tid = u->tid;
+	ev->flags = 0;
+	ev->aux = 0;
+	if (x & X_FLAGS)
+		GET(ev->flags, UINT16_MAX, "flags");
+	if (x & X_AUX)
+		GET(ev->aux, UINT32_MAX, "aux");
+	ev->addr = 0;
+	if (h & H_ADDR) {
+		GET64(d, "addr");
+		u->addr += unzigzag(d);
+		ev->addr = u->addr;
+	}
+	ev->size = 0;
+	if (h & H_SIZE)
+		GET64(d, "size");
+	ev->size = d;
+	ev->old_addr = 0;
+	if (x & X_OLD_ADDR) {
+		GET64(d, "old_addr");
+		ev->old_addr = ev->addr + unzigzag(d);
+	}
+	ev->old_size = 0;
+	if (x & X_OLD_SIZE)
+		GET64(d, "old_size");
+	ev->old_size = d;
+	u->p = p;
+	return 0;
+}
+
+/* The payload after the record ev (just
+ * unpacked, not counted yet): its mode
+ * byte and bytes taken, to be handed out
+ * slot by slot. */
+static int unpack_payload_start(struct mt_rawunpack *u,
+				const struct mt_event *ev, uint32_t rec_at)
+{
+	uint32_t slots = payload_slots(ev, u->count - u->left, u->count);
+	const unsigned char *rec = u->start + rec_at;
+	size_t bytes;
+
+	if (!slots)
+		return 0;
+	if (u->p >= u->end)
+		return failed(u, rec,
+			      "a payload mode "
+			      "byte, not the "
+			      "body's "
+			      "end");
+	if (*u->p > PAY_WHOLE)
+		return failed(u, rec,
+			      "a payload mode byte "
+			      "of 0 or 1");
+	bytes = *u->p == PAY_WHOLE ? (size_t)slots * MT_EVENT_SIZE : ev->aux;
+	u->p++;
+	if ((size_t)(u->end - u->p) < bytes)
+		return failed(u, rec,
+			      "the payload's bytes "
+			      "within the body");
+	u->pay = u->p;
+	u->pay_bytes = bytes;
+	u->pay_slots = slots;
+	u->p += bytes;
+	return 0;
+}
+
+static void unpack_payload_slot(struct mt_rawunpack *u, struct mt_event *slot)
+{
+	uint32_t n =
+	    u->pay_bytes < MT_EVENT_SIZE ? u->pay_bytes : MT_EVENT_SIZE;
+
+	memcpy(slot, u->pay, n);
+	memset((unsigned char *)slot + n, 0, MT_EVENT_SIZE - n);
+	u->pay += n;
+	u->pay_bytes -= n;
+	u->pay_slots--;
+	u->left--;
+}
+
+int mt_rawunpack(struct mt_rawunpack *u, struct mt_event *out, uint32_t *offs,
+		 uint32_t max)
+{
+	uint32_t n = 0, rec_at = u->p - u->start;
+
+	while (n < max && u->left) {
+		if (u->pay_slots) {
+			if (offs)
+				offs[n] = rec_at;
+			unpack_payload_slot(u, &out[n++]);
+			continue;
+		}
+		rec_at = u->p - u->start;
+		if (unpack_record(u, &out[n]) ||
+		    unpack_payload_start(u, &out[n], rec_at))
+			return -1;
+		u->left--;
+		if (offs)
+			offs[n] = rec_at;
+		n++;
+	}
+	if (!u->left && !u->pay_slots && u->p != u->end)
+		return failed(u, u->p,
+			      "the body to end "
+			      "after the last "
+			      "record");
+	return n;
+}
