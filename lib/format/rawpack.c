@@ -285,18 +285,20 @@ static int unpack_record(struct mt_rawunpack *u, struct mt_event *ev)
 		ev->addr = u->addr;
 	}
 	ev->size = 0;
-	if (h & H_SIZE)
+	if (h & H_SIZE) {
 		GET64(d, "size");
-	ev->size = d;
+		ev->size = d;
+	}
 	ev->old_addr = 0;
 	if (x & X_OLD_ADDR) {
 		GET64(d, "old_addr");
 		ev->old_addr = ev->addr + unzigzag(d);
 	}
 	ev->old_size = 0;
-	if (x & X_OLD_SIZE)
+	if (x & X_OLD_SIZE) {
 		GET64(d, "old_size");
-	ev->old_size = d;
+		ev->old_size = d;
+	}
 	u->p = p;
 	return 0;
 }
