@@ -10,14 +10,18 @@ them with what python3-msgpack (or json) decodes from mt-encode's output.
   rawcheck.py check-partial RAW ARTIFACT ERROR_SUBSTRING
       RAW is cut or corrupt: ARTIFACT must hold the maps of the records
       before the damage, then a Trailer with complete false and the error.
-  rawcheck.py write OUT
+  rawcheck.py write OUT [--packed]
       writes a hand-made raw stream (exec paths across slots, a lost-only
-      batch, exit statuses) and prints its expected maps as JSON.
+      batch, exit statuses); --packed: version 2, its batches packed here
+      (man/mt-format.5, "Packed batches").
+  rawcheck.py dump RAW
+      prints each record the raw stream holds, as JSON (slots unpacked).
 Exit 0 when all agree; otherwise prints the first difference, exit 1.
 """
 import json
 import struct
 import sys
+import zlib
 
 import msgpack
 
@@ -25,6 +29,7 @@ from mtzstd import open_plain
 
 MAGIC = b"\x89MTRAW\r\n"
 BATCH_MAGIC = 0x3142544D
+PACKED_MAGIC = 0x3242544D  # "MTB2": a packed batch (version 2 on)
 TRAILER_MAGIC = 0x3145544D
 HEADER = struct.Struct("<8sIIIIIIII QQ II".replace(" ", ""))
 BATCH = struct.Struct("<IIII QQ".replace(" ", ""))
@@ -45,6 +50,153 @@ class Cut(Exception):
     """The raw stream ends or breaks here; records before it are good."""
 
 
+PAYLOAD_KINDS = (EXEC, MARKER, ALLOCATOR, STACK, CODE_FILE)
+FIELDS = ("timestamp", "pid", "tid", "kind", "flags", "aux", "addr", "size",
+          "old_addr", "old_size")
+M64 = (1 << 64) - 1
+
+
+def varint(body, pos):
+    v, shift = 0, 0
+    while True:
+        if pos >= len(body) or shift > 63:
+            raise Cut("packed varint")
+        b = body[pos]
+        pos += 1
+        v |= (b & 0x7F) << shift
+        if not b & 0x80:
+            if v > M64:
+                raise Cut("packed varint")
+            return v, pos
+        shift += 7
+
+
+def unzigzag(z):
+    return (z >> 1) ^ (-(z & 1) & M64)
+
+
+def unpack(body, count):
+    """A packed batch body -> its count slots as 56-byte records."""
+    out, pos, ts, pid, tid, addr, i = [], 0, 0, 0, 0, 0, 0
+    while i < count:
+        if pos >= len(body):
+            raise Cut("packed record")
+        h = body[pos]
+        pos += 1
+        x = 0
+        if h & 0x80:
+            x = body[pos]
+            pos += 1
+        kind = h & 0x1F
+        if kind == 0x1F:
+            kind, pos = varint(body, pos)
+        d, pos = varint(body, pos)
+        ts = (ts + unzigzag(d)) & M64
+        if x & 1:
+            pid, pos = varint(body, pos)
+        if x & 2:
+            d, pos = varint(body, pos)
+            tid = (pid + unzigzag(d)) & M64
+        r = dict.fromkeys(FIELDS, 0)
+        r.update(timestamp=ts, pid=pid, tid=tid, kind=kind)
+        if x & 4:
+            r["flags"], pos = varint(body, pos)
+        if x & 8:
+            r["aux"], pos = varint(body, pos)
+        if h & 0x20:
+            d, pos = varint(body, pos)
+            addr = (addr + unzigzag(d)) & M64
+            r["addr"] = addr
+        if h & 0x40:
+            r["size"], pos = varint(body, pos)
+        if x & 0x10:
+            d, pos = varint(body, pos)
+            r["old_addr"] = (r["addr"] + unzigzag(d)) & M64
+        if x & 0x20:
+            r["old_size"], pos = varint(body, pos)
+        out.append(EVENT.pack(*(r[k] for k in FIELDS)))
+        i += 1
+        n = (r["aux"] + 55) // 56
+        if kind in PAYLOAD_KINDS and r["aux"] and n <= count - i:
+            mode = body[pos]
+            pos += 1
+            size = n * 56 if mode == 1 else r["aux"]
+            pay = body[pos:pos + size].ljust(n * 56, b"\0")
+            pos += size
+            out += [pay[k * 56:(k + 1) * 56] for k in range(n)]
+            i += n
+    if pos != len(body):
+        raise Cut("packed body")
+    return b"".join(out)
+
+
+def zigzag(v):
+    v &= M64
+    return ((v << 1) ^ (M64 if v >> 63 else 0)) & M64
+
+
+def put_varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def pack(slots):
+    """56-byte records (payload slots after theirs) -> a packed body."""
+    out, ts, pid, tid, addr, i = bytearray(), 0, 0, 0, 0, 0
+    count = len(slots) // 56
+    while i < count:
+        r = dict(zip(FIELDS, EVENT.unpack_from(slots, i * 56)))
+        x = ((r["pid"] != pid) | (r["tid"] != tid) << 1
+             | bool(r["flags"]) << 2 | bool(r["aux"]) << 3
+             | bool(r["old_addr"]) << 4 | bool(r["old_size"]) << 5)
+        h = (min(r["kind"], 0x1F) | bool(r["addr"]) << 5
+             | bool(r["size"]) << 6 | bool(x) << 7)
+        out.append(h)
+        if x:
+            out.append(x)
+        if h & 0x1F == 0x1F:
+            out += put_varint(r["kind"])
+        out += put_varint(zigzag(r["timestamp"] - ts))
+        ts = r["timestamp"]
+        if x & 1:
+            out += put_varint(r["pid"])
+        if x & 2:
+            out += put_varint(zigzag(r["tid"] - r["pid"]))
+        pid, tid = r["pid"], r["tid"]
+        for bit, key in ((4, "flags"), (8, "aux")):
+            if x & bit:
+                out += put_varint(r[key])
+        if r["addr"]:
+            out += put_varint(zigzag(r["addr"] - addr))
+            addr = r["addr"]
+        if r["size"]:
+            out += put_varint(r["size"])
+        if r["old_addr"]:
+            out += put_varint(zigzag(r["old_addr"] - r["addr"]))
+        if r["old_size"]:
+            out += put_varint(r["old_size"])
+        i += 1
+        n = (r["aux"] + 55) // 56
+        if r["kind"] in PAYLOAD_KINDS and r["aux"] and n <= count - i:
+            pay = slots[i * 56:(i + n) * 56]
+            if any(pay[r["aux"]:]):
+                out += b"\1" + pay
+            else:
+                out += b"\0" + pay[:r["aux"]]
+            i += n
+    return bytes(out)
+
+
+def packed_batch(count, body, seq, lost):
+    head = BATCH.pack(PACKED_MAGIC, count, len(body), 0, seq, lost)
+    crc = zlib.crc32(head + body)
+    return BATCH.pack(PACKED_MAGIC, count, len(body), crc, seq, lost) + body
+
+
 def parse_raw(data):
     """-> (header dict, [record dict], trailer dict or None, error or None)"""
     if len(data) < HEADER.size:
@@ -52,7 +204,7 @@ def parse_raw(data):
     (magic, version, header_size, event_size, page_size, clock_id, root_pid,
      flags, argc, start_mono, start_real, strings_size, _) = \
         HEADER.unpack_from(data, 0)
-    assert magic == MAGIC and version == 1
+    assert magic == MAGIC and version in (1, 2)
     strings = data[HEADER.size:HEADER.size + strings_size].split(b"\0")
     header = {"type": "Header", "format": "mt", "version": 1,
               "command": [s.decode() for s in strings[1:1 + argc]],
@@ -77,12 +229,26 @@ def parse_raw(data):
                            "end_monotonic": t[4], "events": t[5],
                            "lost": t[6], "batches": t[7]}
                 return header, records, trailer, None
-            if magic != BATCH_MAGIC or off + BATCH.size > len(data):
+            if magic not in (BATCH_MAGIC, PACKED_MAGIC) or \
+                    off + BATCH.size > len(data):
                 raise Cut("batch header")
-            _, count, nbytes, _, bseq, lost = BATCH.unpack_from(data, off)
-            assert bseq == seq and nbytes == count * event_size
+            _, count, nbytes, check, bseq, lost = BATCH.unpack_from(data,
+                                                                    off)
+            assert bseq == seq
+            head = data[off:off + BATCH.size]
             off += BATCH.size
             body = data[off:off + nbytes]
+            if magic == PACKED_MAGIC:
+                assert version >= 2 and event_size == 56
+                if len(body) < nbytes:
+                    raise Cut("packed body")
+                if zlib.crc32(head[:12] + b"\0" * 4 + head[16:] + body) \
+                        != check:
+                    raise Cut("packed batch CRC")
+                off += nbytes
+                body, nbytes = unpack(body, count), 0
+            else:
+                assert nbytes == count * event_size
             if lost:
                 ts = EVENT.unpack_from(body, 0)[0] if len(body) >= 8 \
                     else last_ts
@@ -247,12 +413,12 @@ def payload(b):
     return slots
 
 
-def write(out):
+def write(out, packed=False):
     """A raw stream written by hand, independent of lib/raw.c."""
     strings = b"hand\0/bin/prog\0arg 1\0"
     size = (HEADER.size + len(strings) + 7) // 8 * 8
-    head = HEADER.pack(MAGIC, 1, size, 56, 4096, 1, 10, 0x3, 2, 5000,
-                       1700000000123456789, len(strings), 0)
+    head = HEADER.pack(MAGIC, 2 if packed else 1, size, 56, 4096, 1, 10,
+                       0x3, 2, 5000, 1700000000123456789, len(strings), 0)
     data = (head + strings).ljust(size, b"\0")
     path = "/usr/lib/very/long/path/that/spans/two/slots/of/56/bytes/x".encode()
     odd = b"/tmp/\xff\xfe"
@@ -265,11 +431,16 @@ def write(out):
           + event(12, 106, aux=3 << 8)
           + event(ALLOCATOR, 107, flags=3, aux=len(path)) + payload(path))
     n0 = len(b0) // 56
-    data += BATCH.pack(BATCH_MAGIC, n0, len(b0), 0, 0, 0) + b0
-    data += BATCH.pack(BATCH_MAGIC, 0, 0, 0, 1, 4)  # lost only
     b2 = event(12, 200, pid=12, aux=9) + event(5, 201, addr=64, size=512,
                                                old_size=64)
-    data += BATCH.pack(BATCH_MAGIC, 2, len(b2), 0, 2, 2) + b2
+    if packed:
+        data += packed_batch(n0, pack(b0), 0, 0)
+        data += packed_batch(0, b"", 1, 4)  # lost only
+        data += packed_batch(2, pack(b2), 2, 2)
+    else:
+        data += BATCH.pack(BATCH_MAGIC, n0, len(b0), 0, 0, 0) + b0
+        data += BATCH.pack(BATCH_MAGIC, 0, 0, 0, 1, 4)  # lost only
+        data += BATCH.pack(BATCH_MAGIC, 2, len(b2), 0, 2, 2) + b2
     data += TRAILER.pack(TRAILER_MAGIC, 2, 15, 0, 300, n0 + 2, 6, 3)
     with open(out, "wb") as f:
         f.write(data)
@@ -282,7 +453,15 @@ def main(argv):
     elif argv[1] == "check-partial":
         check(argv[2], argv[3], "--jsonl" in argv, None, partial=argv[4])
     elif argv[1] == "write":
-        write(argv[2])
+        write(argv[2], "--packed" in argv)
+    elif argv[1] == "dump":
+        with open(argv[2], "rb") as f:
+            header, records, trailer, cut = parse_raw(f.read())
+        for r in records:
+            print(json.dumps({k: (v.decode("latin-1") if isinstance(v, bytes)
+                                  else v) for k, v in r.items()}))
+        if cut:
+            sys.exit(f"cut: {cut}")
     else:
         sys.exit(__doc__)
 
