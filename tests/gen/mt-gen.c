@@ -9,6 +9,9 @@
  * object per line with the raw fields ({"kind":1,"pid":...}), so tests have
  * a truth that does not come from the reader under test.
  *
+ * --packed writes the batches packed, as mt-trace does (mt_raw.h); else
+ * they are fixed records.
+ *
  * --event-size N (more than MT_EVENT_SIZE, into a file) pads every record
  * to N bytes, as the header's event_size allows; the padding is left a
  * hole, so a stream of many GiB (tests of inputs over 4 GiB) is made in
@@ -53,6 +56,9 @@ struct gen {
 	uint32_t batch;	     /* slots per batch */
 	uint32_t event_size; /* bytes per record in the stream */
 	bool truncate;	     /* leave the trailer out */
+	bool packed;	     /* packed batches */
+	void *pack;	     /* their buffer */
+	size_t pack_size;
 	int fd;
 	FILE *expect;
 	uint64_t ts;
@@ -119,6 +125,11 @@ static void flush_batch(struct gen *g)
 {
 	if (g->event_size > MT_EVENT_SIZE)
 		write_padded_batch(g);
+	else if (g->packed)
+		check(mt_raw_write_packed_batch(g->fd, g->seq, g->batch_lost,
+						g->slots, g->nslots, &g->pack,
+						&g->pack_size),
+		      "write batch");
 	else
 		check(mt_raw_write_batch(g->fd, g->seq, g->batch_lost, g->slots,
 					 g->nslots),
@@ -468,7 +479,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: mt-gen [--events N] [--seed S] [--batch N] [--lost N]\n"
 		"              [--truncate] [--expect FILE] [--event-size N] "
-		"[-o FILE]\n");
+		"[--packed]\n"
+		"              [-o FILE]\n");
 }
 
 static uint64_t number(const char *s)
@@ -494,6 +506,7 @@ static void parse_args(int argc, char **argv, struct gen *g, uint64_t *seed)
 	    {"expect", required_argument, NULL, 'e'},
 	    {"output", required_argument, NULL, 'o'},
 	    {"event-size", required_argument, NULL, 'E'},
+	    {"packed", no_argument, NULL, 'P'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
@@ -518,6 +531,9 @@ static void parse_args(int argc, char **argv, struct gen *g, uint64_t *seed)
 			break;
 		case 't':
 			g->truncate = true;
+			break;
+		case 'P':
+			g->packed = true;
 			break;
 		case 'E':
 			g->event_size = number(optarg);
@@ -557,6 +573,9 @@ int main(int argc, char **argv)
 	uint64_t seed = 1;
 
 	parse_args(argc, argv, &g, &seed);
+	if (g.packed && g.event_size != MT_EVENT_SIZE)
+		errx(2, "--packed: batches of %d-byte records only",
+		     MT_EVENT_SIZE);
 	g.rng = seed * 0x9e3779b97f4a7c15ull + 1;
 	g.lost_left = g.lost;
 	g.slots = calloc(g.batch, sizeof(*g.slots));
