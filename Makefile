@@ -330,9 +330,10 @@ $(OUTPUT)/bench/trace-span: bench/trace-span.c $(LIBMT) | $(OUTPUT)/bench
 	$(call msg,CCLD,$@)
 	$(Q)$(CC) $(CFLAGS) $< $(LIBMT) $(LDLIBS_COMMON) -o $@
 
+# packed batches, as mt-trace writes them (mt_raw.h)
 $(OUTPUT)/bench/trace-%.raw: $(OUTPUT)/tests/mt-gen | $(OUTPUT)/bench
 	$(call msg,GEN,$@)
-	$(Q)$(OUTPUT)/tests/mt-gen --events $* --seed 1 -o $@
+	$(Q)$(OUTPUT)/tests/mt-gen --events $* --seed 1 --packed -o $@
 
 $(OUTPUT)/bench/trace-%.msgpack: $(OUTPUT)/bench/trace-%.raw \
 		$(OUTPUT)/bin/mt-encode
