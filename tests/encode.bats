@@ -195,6 +195,120 @@ print(off)' "$T/run.raw" "$T/bad.raw")
 		"byte $second: batch header: bad magic"
 }
 
+# Packed batches (mt-format(5), "Packed batches"): what mt-trace writes.
+@test "packed batches (mt-gen --packed): mt-gen's records, a fraction of the bytes, the same artifact as fixed" {
+	"$GEN" --events 30000 --seed 31 --lost 40 --batch 997 \
+		--expect "$T/expect.jsonl" -o "$T/fixed.raw"
+	"$GEN" --events 30000 --seed 31 --lost 40 --batch 997 --packed \
+		-o "$T/packed.raw"
+	fixed=$(stat -c %s "$T/fixed.raw")
+	packed=$(stat -c %s "$T/packed.raw")
+	echo "fixed $fixed packed $packed"
+	[ $((packed * 3)) -lt "$fixed" ]
+	"$READ" --dump "$T/packed.raw" > "$T/file.dump"
+	diff -q "$T/expect.jsonl" "$T/file.dump"
+	cat "$T/packed.raw" | "$READ" --dump > "$T/pipe.dump"
+	diff -q "$T/expect.jsonl" "$T/pipe.dump"
+	mt-encode -u -o "$T/fixed.msgpack" "$T/fixed.raw"
+	mt-encode -u -o "$T/packed.msgpack" "$T/packed.raw"
+	cmp "$T/fixed.msgpack" "$T/packed.msgpack"
+	run "$PY" "$CHECK" check "$T/packed.raw" "$T/packed.msgpack" \
+		--expect "$T/expect.jsonl"
+	assert_success
+	assert_output ""
+}
+
+@test "packed batches: python's packer (rawcheck.py) and lib's reader agree, and the other way round" {
+	"$PY" "$CHECK" write "$T/hand.raw"
+	"$PY" "$CHECK" write "$T/handp.raw" --packed
+	[ "$(stat -c %s "$T/handp.raw")" -lt "$(stat -c %s "$T/hand.raw")" ]
+	mt-encode -u -o "$T/hand.msgpack" "$T/hand.raw"
+	mt-encode -u -o "$T/handp.msgpack" "$T/handp.raw"
+	cmp "$T/hand.msgpack" "$T/handp.msgpack"
+	"$GEN" --events 5000 --seed 32 --lost 9 --batch 200 --packed \
+		-o "$T/gen.raw"
+	mt-encode -o "$T/gen.msgpack" "$T/gen.raw"
+	run "$PY" "$CHECK" check "$T/gen.raw" "$T/gen.msgpack"
+	assert_success
+	assert_output ""
+}
+
+@test "packed batches cut short: exit 2, the offset, only whole batches' records" {
+	"$GEN" --events 2000 --seed 33 --batch 100 --packed -o "$T/run.raw"
+	size=$(stat -c %s "$T/run.raw")
+	read -r body bytes < <("$PY" -c '
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+hsize = struct.unpack_from("<I", d, 12)[0]
+print(hsize + 32, struct.unpack_from("<I", d, hsize + 8)[0])' "$T/run.raw")
+	for cut in $((body - 10)) $((body + 1)) $((body + bytes - 1)) \
+		$((size / 2)) $((size - 49)) $((size - 1)); do
+		head -c "$cut" "$T/run.raw" > "$T/cut.raw"
+		run --separate-stderr mt-encode "$T/cut.raw" -o "$T/cut.msgpack"
+		assert_failure 2
+		[[ "$stderr" =~ ^mt-encode:\ $T/cut.raw:\ byte\ [0-9]+:\ .*truncated ]] ||
+			{ echo "cut $cut: $stderr"; false; }
+		"$PY" "$CHECK" check-partial "$T/cut.raw" "$T/cut.msgpack" \
+			"truncated"
+	done
+	head -c $((body + 5)) "$T/run.raw" > "$T/cut.raw"
+	run --separate-stderr mt-encode "$T/cut.raw" -o "$T/cut.msgpack"
+	[ "$stderr" = "mt-encode: $T/cut.raw: byte $body: batch 0: packed body truncated: expected $bytes bytes, got 5" ]
+}
+
+@test "packed batches: a changed byte is the batch's CRC error, never other records" {
+	"$GEN" --events 3000 --seed 34 --batch 100 --packed -o "$T/run.raw"
+	# flip a bit in the middle of the third batch's body (found with
+	# struct); every batch before it is whole
+	read -r third <<<"$("$PY" -c '
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+off = struct.unpack_from("<I", d, 12)[0]
+for _ in range(2):
+    off += 32 + struct.unpack_from("<I", d, off + 8)[0]
+d[off + 32 + struct.unpack_from("<I", d, off + 8)[0] // 2] ^= 4
+open(sys.argv[2], "wb").write(d)
+print(off)' "$T/run.raw" "$T/bad.raw")"
+	run --separate-stderr mt-encode "$T/bad.raw" -o "$T/bad.msgpack"
+	assert_failure 2
+	[[ "$stderr" == "mt-encode: $T/bad.raw: byte $third: batch 2: packed batch corrupt: expected CRC-32 0x"*", its bytes give 0x"* ]] ||
+		{ echo "$stderr"; false; }
+	"$PY" "$CHECK" check-partial "$T/bad.raw" "$T/bad.msgpack" \
+		"byte $third: batch 2: packed batch corrupt"
+}
+
+# mt-trace writes packed batches: a test that fails if it wrote 56-byte
+# records again, and python's reader (none of lib/) agreeing with mt-encode
+# on real traces, --fast's and the BPF side's.
+@test "mt-trace writes packed batches: --fast allocheavy under 14 bytes an event; python's reader agrees with mt-encode" {
+	require_bpf
+	mt-trace --fast -o "$T/ah.raw" -- "$MT_FIXTURES/allocheavy" 200000 \
+		> /dev/null
+	run "$READ" "$T/ah.raw"
+	assert_success
+	events=$(sed -n 's/^format raw, \([0-9]*\) records.*/\1/p' <<<"$output")
+	size=$(stat -c %s "$T/ah.raw")
+	echo "$events events in $size bytes"
+	[ "$events" -ge 400256 ]
+	[ "$size" -lt $((events * 14)) ]
+	run "$PY" -c '
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+off, kinds = struct.unpack_from("<I", d, 12)[0], set()
+while struct.unpack_from("<I", d, off)[0] != 0x3145544D:
+    kinds.add(d[off:off + 4])
+    off += 32 + struct.unpack_from("<I", d, off + 8)[0]
+print(struct.unpack_from("<I", d, 8)[0], sorted(kinds))' "$T/ah.raw"
+	assert_output "2 [b'MTB2']"
+	mt-encode -u -o "$T/ah.msgpack" "$T/ah.raw"
+	run "$PY" "$CHECK" check "$T/ah.raw" "$T/ah.msgpack"
+	assert_success
+	mt-trace -o "$T/ls.raw" -- ls -la /usr/lib > /dev/null
+	mt-encode -o "$T/ls.msgpack" "$T/ls.raw"
+	run "$PY" "$CHECK" check "$T/ls.raw" "$T/ls.msgpack"
+	assert_success
+}
+
 @test "mt-encode: input that is not a raw stream -> exit 2" {
 	"$GEN" --events 10 -o "$T/run.raw"
 	mt-encode "$T/run.raw" > "$T/run.msgpack"
