@@ -96,6 +96,25 @@ size_t mt_rawpack(const struct mt_event *slots, uint32_t count,
 		uint32_t pay;
 
 		h |= (ev->addr ? H_ADDR : 0) | (ev->size ? H_SIZE : 0);
+		/* nearly every record: the thread of the one before, a kind
+		 * under 31, nothing but a time, an address and a size; on its
+		 * own path (allocheavy's: 117 -> 103 instructions a record and
+		 * a third of the mispredicted branches, callgrind and
+		 * cachegrind --branch-sim) */
+		if (((ev->pid ^ pid) | (ev->tid ^ tid) | ev->flags | ev->aux |
+		     ev->old_addr | ev->old_size) == 0 &&
+		    ev->kind < H_KIND) {
+			*p++ = h;
+			p = put_varint(p, zigzag(ev->timestamp - ts));
+			ts = ev->timestamp;
+			if (ev->addr) {
+				p = put_varint(p, zigzag(ev->addr - addr));
+				addr = ev->addr;
+			}
+			if (ev->size)
+				p = put_varint(p, ev->size);
+			continue;
+		}
 		x |=
 		    (ev->pid != pid ? X_PID : 0) | (ev->tid != tid ? X_TID : 0);
 		x |= (ev->flags ? X_FLAGS : 0) | (ev->aux ? X_AUX : 0);
@@ -202,6 +221,33 @@ static int failed(struct mt_rawunpack *u, const unsigned char *rec,
 		var = v_;                                                      \
 	} while (0)
 
+/* The fields the second header byte names, at p (after the time). */
+static int unpack_rare(struct mt_rawunpack *u, struct mt_event *ev,
+		       const unsigned char *rec, const unsigned char **pp,
+		       unsigned x)
+{
+	const unsigned char *p = *pp, *end = u->end;
+	uint64_t d;
+
+	if (x & X_PID)
+		GET(u->pid, UINT32_MAX, "pid");
+	if (x & X_TID) {
+		GET64(d, "tid");
+		d = u->pid + unzigzag(d);
+		if (d > UINT32_MAX)
+			return failed(u, rec, "tid at most UINT32_MAX");
+		u->tid = d;
+	}
+	ev->pid = u->pid;
+	ev->tid = u->tid;
+	if (x & X_FLAGS)
+		GET(ev->flags, UINT16_MAX, "flags");
+	if (x & X_AUX)
+		GET(ev->aux, UINT32_MAX, "aux");
+	*pp = p;
+	return 0;
+}
+
 /* One record at u->p into ev; 0 or -1. */
 static int unpack_record(struct mt_rawunpack *u, struct mt_event *ev)
 {
@@ -210,43 +256,18 @@ static int unpack_record(struct mt_rawunpack *u, struct mt_event *ev)
 	uint64_t d;
 
 	if (p >= end)
-		return failed(u, rec,
-			      "a record, "
-			      "not the "
-			      "body's end");
+		return failed(u, rec, "a record, not the body's end");
 	h = *p++;
 	if (h & H_EXT) {
 		if (p >= end)
 			return failed(u, rec,
-				      "a "
-				      "seco"
-				      "nd "
-				      "head"
-				      "er "
-				      "byte"
-				      ", "
-				      "not "
-				      "the "
-				      "body"
-				      "'s "
-				      "en"
-				      "d");
+				      "a second header byte, not the body's "
+				      "end");
 		x = *p++;
 		if (x & ~X_KNOWN)
 			return failed(u, rec,
-				      "bits"
-				      " 6 "
-				      "and "
-				      "7 "
-				      "of "
-				      "the "
-				      "seco"
-				      "nd "
-				      "head"
-				      "er "
-				      "byte"
-				      " cle"
-				      "ar");
+				      "bits 6 and 7 of the second header byte "
+				      "clear");
 	}
 	ev->kind = h & H_KIND;
 	if (ev->kind == H_KIND)
@@ -254,30 +275,12 @@ static int unpack_record(struct mt_rawunpack *u, struct mt_event *ev)
 	GET64(d, "timestamp");
 	u->ts += unzigzag(d);
 	ev->timestamp = u->ts;
-	if (x & X_PID)
-		GET(u->pid, UINT32_MAX, "pid");
-	if (x & X_TID) {
-		GET64(d, "tid");
-		d = u->pid + unzigzag(d);
-		if (d > UINT32_MAX)
-			return failed(u, rec,
-				      "tid "
-				      "at "
-				      "most"
-				      " UIN"
-				      "T32_"
-				      "MA"
-				      "X");
-		u->tid = d;
-	}
 	ev->pid = u->pid;
 	ev->tid = u->tid;
 	ev->flags = 0;
 	ev->aux = 0;
-	if (x & X_FLAGS)
-		GET(ev->flags, UINT16_MAX, "flags");
-	if (x & X_AUX)
-		GET(ev->aux, UINT32_MAX, "aux");
+	if (x && unpack_rare(u, ev, rec, &p, x))
+		return -1;
 	ev->addr = 0;
 	if (h & H_ADDR) {
 		GET64(d, "addr");
@@ -290,11 +293,11 @@ static int unpack_record(struct mt_rawunpack *u, struct mt_event *ev)
 		ev->size = d;
 	}
 	ev->old_addr = 0;
+	ev->old_size = 0;
 	if (x & X_OLD_ADDR) {
 		GET64(d, "old_addr");
 		ev->old_addr = ev->addr + unzigzag(d);
 	}
-	ev->old_size = 0;
 	if (x & X_OLD_SIZE) {
 		GET64(d, "old_size");
 		ev->old_size = d;
