@@ -126,7 +126,8 @@ void mt_meta_free(struct mt_meta *meta);
 int mt_raw_write_header(int fd, const struct mt_meta *meta);
 int mt_raw_write_batch(int fd, uint64_t seq, uint64_t lost,
 		       const void *records, uint32_t count);
-/* The same batch packed (fixed if it would pack over MT_RAW_PACKED_MAX).
+/* The same batch packed (fixed if it would pack over MT_RAW_PACKED_MAX,
+ * or if no memory is left to pack it in).
  * *scratch (*scratch_size bytes, may be NULL and 0) is the buffer it packs
  * into, grown as needed: the caller keeps it for the next batches and
  * frees it. */

@@ -157,8 +157,9 @@ int mt_raw_write_packed_batch(int fd, uint64_t seq, uint64_t lost,
 	if (*scratch_size < need) {
 		void *grown = realloc(*scratch, need);
 
-		if (!grown)
-			return -ENOMEM;
+		if (!grown) /* the trace goes on, 56 bytes a record */
+			return mt_raw_write_batch(fd, seq, lost, records,
+						  count);
 		*scratch = grown;
 		*scratch_size = need;
 	}
