@@ -284,7 +284,7 @@ static int bind_first(struct mt_confine *c, struct place *p,
  * own keeps that namespace's binds after the session.
  */
 #define CACHE_ROOT	"/run/mt-trace"
-#define CACHE_SLOTS	8
+#define CACHE_SLOTS	4
 #define CACHE_RELEASED	".released"
 #define CACHE_NAME_SIZE 128
 #ifndef RAMFS_MAGIC
