@@ -277,14 +277,13 @@ static int unpack_record(struct mt_rawunpack *u, struct mt_event *ev)
 	h = *p++;
 	if (h & H_EXT) {
 		if (p >= end)
-			return failed(u, rec,
-				      "a second header byte, not the body's "
-				      "end");
+			return failed(
+			    u, rec, "a second header byte, not the body's end");
 		x = *p++;
 		if (x & ~X_KNOWN)
-			return failed(u, rec,
-				      "bits 6 and 7 of the second header byte "
-				      "clear");
+			return failed(
+			    u, rec,
+			    "bits 6 and 7 of the second header byte clear");
 	}
 	ev->kind = h & H_KIND;
 	if (ev->kind == H_KIND)
@@ -323,10 +322,8 @@ static int unpack_record(struct mt_rawunpack *u, struct mt_event *ev)
 	return 0;
 }
 
-/* The payload after the record ev (just
- * unpacked, not counted yet): its mode
- * byte and bytes taken, to be handed out
- * slot by slot. */
+/* The payload after the record ev (just unpacked, not counted yet): its
+ * mode byte and bytes taken, to be handed out slot by slot. */
 static int unpack_payload_start(struct mt_rawunpack *u,
 				const struct mt_event *ev, uint32_t rec_at)
 {
@@ -338,20 +335,13 @@ static int unpack_payload_start(struct mt_rawunpack *u,
 		return 0;
 	if (u->p >= u->end)
 		return failed(u, rec,
-			      "a payload mode "
-			      "byte, not the "
-			      "body's "
-			      "end");
+			      "a payload mode byte, not the body's end");
 	if (*u->p > PAY_WHOLE)
-		return failed(u, rec,
-			      "a payload mode byte "
-			      "of 0 or 1");
+		return failed(u, rec, "a payload mode byte of 0 or 1");
 	bytes = *u->p == PAY_WHOLE ? (size_t)slots * MT_EVENT_SIZE : ev->aux;
 	u->p++;
 	if ((size_t)(u->end - u->p) < bytes)
-		return failed(u, rec,
-			      "the payload's bytes "
-			      "within the body");
+		return failed(u, rec, "the payload's bytes within the body");
 	u->pay = u->p;
 	u->pay_bytes = bytes;
 	u->pay_slots = slots;
@@ -394,9 +384,6 @@ int mt_rawunpack(struct mt_rawunpack *u, struct mt_event *out, uint32_t *offs,
 		n++;
 	}
 	if (!u->left && !u->pay_slots && u->p != u->end)
-		return failed(u, u->p,
-			      "the body to end "
-			      "after the last "
-			      "record");
+		return failed(u, u->p, "the body to end after the last record");
 	return n;
 }
