@@ -13,12 +13,7 @@
 
 #include "mt_input.h"
 #include "formats_test.h"
-
-/* A stream under construction: the bytes the writers produced. */
-struct stream {
-	unsigned char *p;
-	size_t len;
-};
+#include "stream_test.h"
 
 static char *host = "box";
 static char *args[] = {"prog", "-x", "a b"};
@@ -46,26 +41,6 @@ static struct mt_meta test_meta(void)
 #define BATCH	32
 #define EV	56
 #define TRAILER 48
-
-static int memfd(void)
-{
-	int fd = memfd_create("stream", 0);
-
-	if (fd < 0)
-		abort();
-	return fd;
-}
-
-static void take(int fd, struct stream *s)
-{
-	off_t len = lseek(fd, 0, SEEK_END);
-
-	s->p = malloc(len + 1);
-	s->len = len;
-	if (pread(fd, s->p, len, 0) != len)
-		abort();
-	close(fd);
-}
 
 static struct mt_event ev_at(unsigned kind, uint64_t ts, uint64_t addr,
 			     uint64_t size)

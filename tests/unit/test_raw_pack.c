@@ -16,6 +16,7 @@
 #include "mt_input.h"
 #include "rawpack.h"
 #include "formats_test.h"
+#include "stream_test.h"
 
 #define MAXS 4096
 
@@ -187,33 +188,8 @@ static void test_codec(void)
 
 /* ---- streams --------------------------------------------------------- */
 
-struct stream {
-	unsigned char *p;
-	size_t len;
-};
-
 static char *host = "box";
 static char *args[] = {"prog"};
-
-static int memfd(void)
-{
-	int fd = memfd_create("stream", 0);
-
-	if (fd < 0)
-		abort();
-	return fd;
-}
-
-static void take(int fd, struct stream *s)
-{
-	off_t len = lseek(fd, 0, SEEK_END);
-
-	s->p = malloc(len + 1);
-	s->len = len;
-	if (pread(fd, s->p, len, 0) != len)
-		abort();
-	close(fd);
-}
 
 /* A stream of every kind a reader takes, with payloads and stacks, in
  * three batches (the second lost-only), written fixed or packed. */
