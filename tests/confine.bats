@@ -363,3 +363,25 @@ copies_kept() {
 	read -r n kept _ <<<"$(copies_kept "$T/r3.err")"
 	[ "$n" = 1 ] && [ "$kept" = 0 ]
 }
+
+@test "--no-keep-copies: the session copies afresh, takes no slot, and its tree maps none of the kept copies" {
+	# a kept copy of libc exists for this libc (an earlier session's)
+	mt-trace --wait-detach -o "$T/first.raw" -- true
+	start_session -v --no-keep-copies
+	cat "$T/session.err"
+	grep -q 'private copies' "$T/session.err"
+	# no "(K kept from an earlier session, slot S)"
+	[ -z "$(copies_kept "$T/session.err")" ]
+	host=$(stat -L -c '%i' "$HOST_LIBC")
+	tree=$(libc_inode "$tree_pid")
+	echo "tree's libc $tree, host $host"
+	[ -n "$tree" ] && [ "$tree" != "$host" ]
+	kept=$(find /run/mt-trace -xdev -type f -printf '%i\n' 2>/dev/null)
+	echo "kept copies' inodes: $(echo $kept)"
+	[ -n "$kept" ] # the control: without the option it would be one of them
+	! grep -qx "$tree" <<<"$kept"
+	run "$PY" "$HITS" code "$tree_pid" malloc
+	assert_success
+	[ "$(echo "$output" | jq -r '.mem[0:2]')" = cc ]
+	end_session
+}

@@ -36,7 +36,7 @@ static void usage(FILE *f)
 	      " [--scan FILE] [--no-stop] [--start-disabled]\n"
 	      "                [--no-backpressure] [--physical]"
 	      " [--interval DURATION] [--wait-detach]\n"
-	      "                [--global-probes]\n"
+	      "                [--global-probes] [--no-keep-copies]\n"
 	      "                [--stacks=BOOL | --no-stacks] [--stack-depth N] "
 	      "[--fast]\n"
 	      "                -- CMD [ARGS...]\n"
@@ -92,6 +92,10 @@ static void usage(FILE *f)
 	      "                            not only the tree's (for trees "
 	      "that leave mt-trace's\n"
 	      "                            mount namespace: nsenter, setns)\n"
+	      "      --no-keep-copies      neither keep the allocator files' "
+	      "private copies for\n"
+	      "                            later sessions nor use kept ones "
+	      "(/run/mt-trace)\n"
 	      "      --stacks=BOOL         record the call stack of every "
 	      "allocation, mmap,\n"
 	      "                            munmap, mremap and brk (default "
@@ -274,6 +278,7 @@ int main(int argc, char **argv)
 		OPT_NO_BACKPRESSURE,
 		OPT_WAIT_DETACH,
 		OPT_GLOBAL_PROBES,
+		OPT_NO_KEEP_COPIES,
 		OPT_STACKS,
 		OPT_NO_STACKS,
 		OPT_STACK_DEPTH,
@@ -296,6 +301,7 @@ int main(int argc, char **argv)
 	    {"no-backpressure", no_argument, NULL, OPT_NO_BACKPRESSURE},
 	    {"wait-detach", no_argument, NULL, OPT_WAIT_DETACH},
 	    {"global-probes", no_argument, NULL, OPT_GLOBAL_PROBES},
+	    {"no-keep-copies", no_argument, NULL, OPT_NO_KEEP_COPIES},
 	    {"stacks", optional_argument, NULL, OPT_STACKS},
 	    {"no-stacks", no_argument, NULL, OPT_NO_STACKS},
 	    {"stack-depth", required_argument, NULL, OPT_STACK_DEPTH},
@@ -377,6 +383,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_GLOBAL_PROBES:
 			o.global_probes = true;
+			break;
+		case OPT_NO_KEEP_COPIES:
+			o.no_keep_copies = true;
 			break;
 		case OPT_STACKS:
 			o.stacks = bool_arg("--stacks", argc, argv);

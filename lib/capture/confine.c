@@ -517,13 +517,13 @@ void mt_confine_release(struct mt_confine *c)
 	c->nbound = 0;
 }
 
-int mt_confine_enter(struct mt_confine *c)
+int mt_confine_enter(struct mt_confine *c, bool keep_copies)
 {
 	memset(c, 0, sizeof(*c));
 	c->slot_fd = -1;
 	c->slot = -1;
 	/* in the host's namespace, where it stays */
-	c->cache_ready = cache_root_ready();
+	c->cache_ready = keep_copies && cache_root_ready();
 	/* from here on a failure leaves mt-trace (and the command it forks
 	 * after) in a namespace of its own that looks like the host's:
 	 * harmless */

@@ -52,8 +52,10 @@ struct mt_confine {
  * copied, nothing is confined (-errno, why says what failed).  The others
  * are best effort.  The copies go with the namespace's last process.
  * Both need CAP_SYS_ADMIN; the copy may run in a thread of its own.
+ * keep_copies: take copies kept by earlier sessions and keep this one's
+ * (confine.c, "Copies kept for later sessions"); false: copy afresh.
  */
-int mt_confine_enter(struct mt_confine *c);
+int mt_confine_enter(struct mt_confine *c, bool keep_copies);
 int mt_confine_copy(struct mt_confine *c, const char *const *paths, size_t n,
 		    int verbose);
 

@@ -92,7 +92,7 @@ void mt_tracer_confine_begin(struct tracer *t)
 		free(job);
 		return;
 	}
-	if (mt_confine_enter(&t->confine)) {
+	if (mt_confine_enter(&t->confine, !o->no_keep_copies)) {
 		say_not_confined(t, job->list[0]);
 		free(job);
 		return;
