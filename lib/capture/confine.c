@@ -495,6 +495,16 @@ static int copy_from_cache(struct mt_confine *c, const struct source *src,
 	return 0;
 }
 
+void mt_confine_forget(struct mt_confine *c)
+{
+	if (c->slot_fd >= 0 && c->bound)
+		close(c->slot_fd);
+	c->slot_fd = -1;
+	free(c->bound);
+	c->bound = NULL;
+	c->nbound = 0;
+}
+
 void mt_confine_release(struct mt_confine *c)
 {
 	bool unbound = true;
@@ -510,11 +520,7 @@ void mt_confine_release(struct mt_confine *c)
 		if (fd >= 0)
 			close(fd);
 	}
-	close(c->slot_fd);
-	c->slot_fd = -1;
-	free(c->bound);
-	c->bound = NULL;
-	c->nbound = 0;
+	mt_confine_forget(c);
 }
 
 int mt_confine_enter(struct mt_confine *c, bool keep_copies)

@@ -69,6 +69,11 @@ int mt_confine_copy(struct mt_confine *c, const char *const *paths, size_t n,
  */
 void mt_confine_release(struct mt_confine *c);
 
+/* What c holds in this process, given up (memory, its descriptor of the
+ * slot) where a forked process releases the slot: the lock stays with
+ * that process's descriptor. */
+void mt_confine_forget(struct mt_confine *c);
+
 /* The allocator libraries besides the C library that most programs load
  * (libstdc++ for operator new; jemalloc, tcmalloc, mimalloc), as paths in
  * the C library's directory, libc first: n of them written to paths (each

@@ -995,6 +995,8 @@ static void cleanup(struct tracer *t)
 	if (!detach_in_background(t)) {
 		detach_all(t);
 		mt_confine_release(&t->confine);
+	} else {
+		mt_confine_forget(&t->confine); /* the detacher releases it */
 	}
 	exit_phase(t, "detach");
 	release_stopped(t);

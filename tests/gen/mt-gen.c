@@ -624,5 +624,6 @@ int main(int argc, char **argv)
 	if (g.expect && fclose(g.expect))
 		err(1, "expect file");
 	free(g.slots);
+	free(g.pack);
 	return 0;
 }
