@@ -621,7 +621,8 @@ check_dlopen() {
 	grandchild=$(jq -s '[.[] | select(.mark == "begin")][0].pid' "$MT_FIXTURE_LOG")
 	run "$PY" "$CHECK" dump "$T/out.msgpack" --type Fork
 	middle=$(jq -s ".[] | select(.pid == $grandchild) | .ppid" <<<"$output")
-	[ -n "$middle" ] && [ "$middle" != "$root" ]
+	[ -n "$middle" ]
+	[ "$middle" != "$root" ]
 	[ "$(jq -s ".[] | select(.pid == $middle) | .ppid" <<<"$output")" = "$root" ]
 	run "$PY" "$CHECK" dump "$T/out.msgpack" --pid "$grandchild" --type Exec
 	assert_output --partial "\"path\": \"$ALLOC/jemalloc_static\""

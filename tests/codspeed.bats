@@ -57,7 +57,8 @@ print(struct.unpack_from("<I", open(sys.argv[1], "rb").read(), 28)[0])' "$T/run.
 	[ "$(grep -c "left out" <<<"$stderr")" = 1 ]
 	for k in Rss Fork Exec Exit; do
 		n=$(count "$k")
-		[ -n "$n" ] && [ "$n" -gt 0 ]
+		[ -n "$n" ]
+		[ "$n" -gt 0 ]
 		grep -q "[ :]$(fmt "$n") $k\b" <<<"$stderr" ||
 			{ echo "no count $n for $k"; false; }
 	done

@@ -269,7 +269,8 @@ foreign_probes_note() {
 		"$shared_dir/suid_malloc_free"
 	# the setuid process: uid 65534 ran it, euid 0, its own pid
 	pid=$(jq_events -r '[.[] | select(.type == "Exec" and (.path // "" | endswith("suid_malloc_free")))][0].pid')
-	[ -n "$pid" ] && [ "$pid" != null ]
+	[ -n "$pid" ]
+	[ "$pid" != null ]
 	[ "$(jq_events "[.[] | select(.pid == $pid and .type == \"Malloc\" and .size == 4321)] | length")" = 1 ]
 	[ "$(jq_events "[.[] | select(.pid == $pid and .type == \"Free\")] | length")" -ge 1 ]
 }
@@ -293,7 +294,8 @@ copies_kept() {
 	[ "$kept" -ge 1 ]
 	host=$(stat -L -c '%i' "$HOST_LIBC")
 	tree=$(libc_inode "$tree_pid")
-	[ -n "$tree" ] && [ "$tree" != "$host" ]
+	[ -n "$tree" ]
+	[ "$tree" != "$host" ]
 	run "$PY" "$HITS" code "$tree_pid" malloc
 	assert_success
 	[ "$(echo "$output" | jq -r '.mem[0:2]')" = cc ]
@@ -313,30 +315,46 @@ copies_kept() {
 	a=$(libc_inode "$first_tree")
 	b=$(libc_inode "$tree_pid")
 	echo "first $a, second $b, host $host"
-	[ -n "$a" ] && [ -n "$b" ]
-	[ "$a" != "$b" ] && [ "$a" != "$host" ] && [ "$b" != "$host" ]
+	[ -n "$a" ]
+	[ -n "$b" ]
+	[ "$a" != "$b" ]
+	[ "$a" != "$host" ]
+	[ "$b" != "$host" ]
 	read -r _ _ slot_a <<<"$(copies_kept "$T/first.err")"
 	read -r _ _ slot_b <<<"$(copies_kept "$T/session.err")"
 	echo "slots $slot_a $slot_b"
-	[ -n "$slot_a" ] && [ -n "$slot_b" ] && [ "$slot_a" != "$slot_b" ]
+	[ -n "$slot_a" ]
+	[ -n "$slot_b" ]
+	[ "$slot_a" != "$slot_b" ]
 	end_session
 }
 
 @test "kept copies: a copy that a process of an earlier tree still maps is not bound again: the next session's tree maps a new copy" {
 	# the tree leaves a sleeper running, mapping the first session's copy
+	# (its libc is read while the copy is still bound: the session's end
+	# unbinds it, and /proc/PID/maps then names it "/")
 	MT_FIXTURE_LOG="$T/left.log" mt-trace -v --wait-detach -o "$T/first.raw" -- \
-		sh -c '"$0" 60 >/dev/null 2>&1 </dev/null & exit 0' \
-		"$MT_FIXTURES/sleeper" 2>"$T/first.err"
+		sh -c '"$0" 60 >/dev/null 2>&1 </dev/null &
+			until [ -e "$1" ]; do sleep 0.05; done' \
+		"$MT_FIXTURES/sleeper" "$T/go" 2>"$T/first.err" &
+	first=$!
 	wait_ready "$T/left.log"
 	left=$(jq -r 'select(.info == "ready") | .pid' "$T/left.log")
 	outside=$left
+	old=$(libc_inode "$left")
+	touch "$T/go"
+	wait "$first"
+	# still mapped by it, the session over
+	grep -q " $old " "/proc/$left/maps"
 	start_session -v
 	host=$(stat -L -c '%i' "$HOST_LIBC")
-	old=$(libc_inode "$left")
 	new=$(libc_inode "$tree_pid")
 	echo "left running: $old, the new tree: $new, host $host"
-	[ -n "$old" ] && [ -n "$new" ]
-	[ "$old" != "$host" ] && [ "$new" != "$host" ] && [ "$new" != "$old" ]
+	[ -n "$old" ]
+	[ -n "$new" ]
+	[ "$old" != "$host" ]
+	[ "$new" != "$host" ]
+	[ "$new" != "$old" ]
 	# in the same slot (the first free one: the first session released
 	# it), libc was copied again, not kept
 	read -r _ _ slot_a <<<"$(copies_kept "$T/first.err")"
@@ -348,20 +366,64 @@ copies_kept() {
 	end_session
 }
 
-@test "kept copies are named after their original: a changed file (touch) is copied again" {
-	cp "$HOST_LIBC" "$T/libc.so.6"
-	for round in 1 2 3; do
-		[ $round = 3 ] && touch -d '2001-01-01' "$T/libc.so.6"
-		run mt-trace -v --wait-detach --libc "$T/libc.so.6" \
-			-o "$T/r$round.raw" -- true
-		assert_success
-		echo "$output" | grep 'private copies' >"$T/r$round.err"
-		cat "$T/r$round.err"
+# kept_round N: a session probing $T/libc.so.6 (round N); "n kept slot"
+# from its -v line
+kept_round() {
+	run mt-trace -v --wait-detach --libc "$T/libc.so.6" \
+		-o "$T/r$1.raw" -- true
+	assert_success
+	echo "$output" | grep 'private copies' >"$T/r$1.err"
+	cat "$T/r$1.err" >&2
+	copies_kept "$T/r$1.err"
+}
+
+# slots_holding NAME [BUT]: the slots that hold a copy named NAME (and
+# none named BUT)
+slots_holding() {
+	local d
+	for d in /run/mt-trace/*/; do
+		[ -e "$d$1" ] || continue
+		[ -n "${2:-}" ] && [ -e "$d$2" ] && continue
+		basename "$d"
 	done
-	read -r n kept _ <<<"$(copies_kept "$T/r2.err")"
-	[ "$n" = 1 ] && [ "$kept" = 1 ]
-	read -r n kept _ <<<"$(copies_kept "$T/r3.err")"
-	[ "$n" = 1 ] && [ "$kept" = 0 ]
+}
+
+@test "kept copies are named after their original: a changed file (touch) is copied again" {
+	local name new n kept slot round=1 held
+	cp "$HOST_LIBC" "$T/libc.so.6"
+	# the copy's name (confine.c cache_name): device, inode, size, times
+	name=$(stat -c '%d %i %s %Y %y %Z %z' "$T/libc.so.6" | awk '{
+		split($6, m, "."); split($10, c, ".");
+		printf "%x-%x-%x-%d.%s-%d.%s", $1, $2, $3, $4, m[2], $8, c[2] }')
+	read -r n kept slot <<<"$(kept_round 1)"
+	[ "$n" = 1 ]
+	[ -e "/run/mt-trace/$slot/$name" ]
+	# a later session in a slot holding the copy binds it (other
+	# sessions on the machine may take that slot first: try again)
+	for round in 2 3 4 5 6 7 8 9; do
+		held=" $(slots_holding "$name" | tr '\n' ' ') "
+		read -r n kept slot <<<"$(kept_round $round)"
+		[[ "$held" == *" $slot "* ]] && break
+	done
+	echo "round $round: slot $slot (held in:$held), kept $kept"
+	[[ "$held" == *" $slot "* ]]
+	[ "$n" = 1 ]
+	[ "$kept" = 1 ]
+	# touched: a session in a slot holding the old copy copies it again
+	touch -d '2001-01-01' "$T/libc.so.6"
+	new=$(stat -c '%d %i %s %Y %y %Z %z' "$T/libc.so.6" | awk '{
+		split($6, m, "."); split($10, c, ".");
+		printf "%x-%x-%x-%d.%s-%d.%s", $1, $2, $3, $4, m[2], $8, c[2] }')
+	for round in 10 11 12 13 14 15 16 17; do
+		held=" $(slots_holding "$name" "$new" | tr '\n' ' ') "
+		read -r n kept slot <<<"$(kept_round $round)"
+		[[ "$held" == *" $slot "* ]] && break
+	done
+	echo "round $round: slot $slot (old copy in:$held), kept $kept"
+	[[ "$held" == *" $slot "* ]]
+	[ "$n" = 1 ]
+	[ "$kept" = 0 ]
+	[ -e "/run/mt-trace/$slot/$new" ]
 }
 
 @test "--no-keep-copies: the session copies afresh, takes no slot, and its tree maps none of the kept copies" {
@@ -375,7 +437,8 @@ copies_kept() {
 	host=$(stat -L -c '%i' "$HOST_LIBC")
 	tree=$(libc_inode "$tree_pid")
 	echo "tree's libc $tree, host $host"
-	[ -n "$tree" ] && [ "$tree" != "$host" ]
+	[ -n "$tree" ]
+	[ "$tree" != "$host" ]
 	kept=$(find /run/mt-trace -xdev -type f -printf '%i\n' 2>/dev/null)
 	echo "kept copies' inodes: $(echo $kept)"
 	[ -n "$kept" ] # the control: without the option it would be one of them

@@ -421,7 +421,8 @@ zstd_frames() {
 	frames=$(zstd_frames "$T/run.zst")
 	echo "frames: $frames"
 	# 20000 events of ~67 bytes in frames of 64 KiB: about 20
-	[ "$frames" -ge 15 ] && [ "$frames" -le 30 ]
+	[ "$frames" -ge 15 ]
+	[ "$frames" -le 30 ]
 	zstd -dc "$T/run.zst" | cmp - "$T/run.msgpack"
 	# and python3-msgpack reads what the zstd CLI gives back, map for map
 	run "$PY" "$CHECK" check "$T/run.raw" "$T/run.zst"

@@ -75,13 +75,15 @@ owner() {
 	echo "$output"
 	assert_failure 125
 	assert_output --partial "$S/c.ctl already exists"
-	[ -p "$S/c.ctl" ] && [ "$(owner "$S/c.ctl")" = "$NOBODY:$NOBODY" ]
+	[ -p "$S/c.ctl" ]
+	[ "$(owner "$S/c.ctl")" = "$NOBODY:$NOBODY" ]
 	# a link (dangling or not) is not followed, its target not made
 	ln -s "$S/target" "$S/link.ctl"
 	run mt-trace --control "$S/link.ctl" -o /dev/null -- true
 	assert_failure 125
 	assert_output --partial "$S/link.ctl already exists"
-	[ ! -e "$S/target" ] && [ -L "$S/link.ctl" ]
+	[ ! -e "$S/target" ]
+	[ -L "$S/link.ctl" ]
 	as_nobody ln -s "$S/nobody.fifo" "$S/nlink.ctl"
 	as_nobody mkfifo -m 666 "$S/nobody.fifo"
 	run mt-trace --control "$S/nlink.ctl" -o /dev/null -- true
@@ -98,7 +100,8 @@ owner() {
 	run cat "$S/stat.out"
 	assert_output "fifo 600 $NOBODY:$NOBODY
 fifo 600 $NOBODY:$NOBODY"
-	[ ! -e "$S/ctl" ] && [ ! -e "$S/ctl.ack" ]
+	[ ! -e "$S/ctl" ]
+	[ ! -e "$S/ctl.ack" ]
 	run jq_events -r '.[] | select(.type == "Marker") | .name'
 	assert_output from-nobody
 }

@@ -239,7 +239,9 @@ teardown() {
 		grep -A1 'call.*<malloc@plt>' | sed -n '2s/^ *\([0-9a-f]*\):.*/0x\1/p')
 	ret_table=$(objdump -d --no-show-raw-insn "$bin" | sed -n '/<main>:/,/^$/p' |
 		grep -A1 'call.*<make_table>' | sed -n '2s/^ *\([0-9a-f]*\):.*/0x\1/p')
-	[ -n "$id" ] && [ -n "$ret_malloc" ] && [ -n "$ret_table" ]
+	[ -n "$id" ]
+	[ -n "$ret_malloc" ]
+	[ -n "$ret_table" ]
 	for i in $(seq 1 40); do
 		cp "$bin" "$T/copy$i"
 		echo "CodeFile file=$i path=$T/copy$i build_id=$id"
@@ -249,7 +251,8 @@ teardown() {
 	# the frames of one file, symbolized with descriptors to spare
 	want=$(mt-report --json --top all "$T/run.msgpack" |
 		jq -c '[.sites.top[] | select(.stack == 1) | .frames | map(del(.object))] | .[0]')
-	[[ "$want" == *'"make_table"'* ]] && [[ "$want" == *'"main"'* ]]
+	[[ "$want" == *'"make_table"'* ]]
+	[[ "$want" == *'"main"'* ]]
 	run bash -c 'ulimit -n 16 && mt-report --json --top all "$1"' _ "$T/run.msgpack"
 	assert_success
 	[ "$(jq '.sites.top | length' <<<"$output")" = 40 ]

@@ -55,7 +55,8 @@ chain_artifact() {
 }
 
 @test "sites: values per stack known by construction, frames named as addr2line names them" {
-	[ -n "$RET_MALLOC" ] && [ -n "$RET_TABLE" ]
+	[ -n "$RET_MALLOC" ]
+	[ -n "$RET_TABLE" ]
 	chain_artifact
 	run mt-report --json "$T/run.msgpack"
 	assert_success

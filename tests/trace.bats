@@ -312,7 +312,8 @@ session_sizes() {
 	check_fixture fork
 	parent=$(jq -r 'select(.info == "child") | .pid' "$MT_FIXTURE_LOG")
 	child=$(log_info child)
-	[ "$child" -gt 0 ] && [ "$child" != "$parent" ]
+	[ "$child" -gt 0 ]
+	[ "$child" != "$parent" ]
 	run jq_events "[.[] | select(.type == \"Fork\") | [.pid, .ppid]]"
 	assert_output "[[$child,$parent]]"
 	# the child's Malloc(2222) is under the child's pid only
@@ -842,7 +843,8 @@ wait_ready() {
 		echo "${PIPESTATUS[0]} ${PIPESTATUS[1]}" >"$T/status"' &
 	child=$(wait_ready)
 	group=$(ps -o pgid= -p "$child" | tr -d ' ')
-	[ -n "$group" ] && [ "$group" != "$(ps -o pgid= -p $$ | tr -d ' ')" ]
+	[ -n "$group" ]
+	[ "$group" != "$(ps -o pgid= -p $$ | tr -d ' ')" ]
 	kill -INT -- "-$group"
 	for i in $(seq 100); do [ -s "$T/status" ] && break; sleep 0.1; done
 	run cat "$T/status"
@@ -876,7 +878,8 @@ wait_ready() {
 	if [ -n "$child" ] && [ -d "/proc/$child" ]; then
 		state=$(awk '/^State:/ {print $2}' "/proc/$child/status")
 		kill -KILL "$child" 2>/dev/null || true
-		[ "$state" != T ] && [ "$state" != t ]
+		[ "$state" != T ]
+		[ "$state" != t ]
 	fi
 	echo "mt-trace exited $trace_status after ${elapsed_ms} ms: $(cat "$T/trace.err")" >&3
 	[ "$trace_status" != 0 ]
@@ -1029,7 +1032,10 @@ total_events() {
 	opener=$(awk '/perf_event_open\(\{type=PERF_TYPE_TRACEPOINT/ { print $1 }' "$T/strace.txt")
 	loader=$(awk '/BPF_PROG_LOAD.*prog_name="on_rss_size"/ { print $1 }' "$T/strace.txt")
 	echo "opened by $opener, programs loaded by $loader"
-	[ -n "$opener" ] && [ -n "$loader" ]
+	echo "$output" # mt-trace's own words (a warning without RSS?)
+	grep -c perf_event_open "$T/strace.txt" || true
+	[ -n "$opener" ]
+	[ -n "$loader" ]
 	[ "$opener" != "$loader" ]
 	# the program is attached to that event: the root's RSS is there
 	run mt-encode --jsonl "$T/t.raw"
@@ -1053,7 +1059,8 @@ total_events() {
 			'/BPF_MAP_CREATE/ && index($0, name) { print $1 }' \
 			"$T/strace.txt")
 		echo "$map: made by" $makers "; programs loaded by $loader"
-		[ "$(echo $makers | wc -w)" -eq 1 ] && [ "$makers" != "$loader" ]
+		[ "$(echo $makers | wc -w)" -eq 1 ]
+		[ "$makers" != "$loader" ]
 	done
 	# and they work: the command's exec and exit are in the trace
 	run mt-encode --jsonl "$T/t.raw"
