@@ -366,6 +366,14 @@ copies_kept() {
 	end_session
 }
 
+# copy_name FILE: the name of FILE's kept copy (confine.c cache_name):
+# its device, inode, size, modification and change times
+copy_name() {
+	stat -c '%d %i %s %Y %y %Z %z' "$1" | awk '{
+		split($6, m, "."); split($10, c, ".");
+		printf "%x-%x-%x-%d.%s-%d.%s", $1, $2, $3, $4, m[2], $8, c[2] }'
+}
+
 # kept_round N: a session probing $T/libc.so.6 (round N); "n kept slot"
 # from its -v line
 kept_round() {
@@ -391,10 +399,7 @@ slots_holding() {
 @test "kept copies are named after their original: a changed file (touch) is copied again" {
 	local name new n kept slot round=1 held
 	cp "$HOST_LIBC" "$T/libc.so.6"
-	# the copy's name (confine.c cache_name): device, inode, size, times
-	name=$(stat -c '%d %i %s %Y %y %Z %z' "$T/libc.so.6" | awk '{
-		split($6, m, "."); split($10, c, ".");
-		printf "%x-%x-%x-%d.%s-%d.%s", $1, $2, $3, $4, m[2], $8, c[2] }')
+	name=$(copy_name "$T/libc.so.6")
 	read -r n kept slot <<<"$(kept_round 1)"
 	[ "$n" = 1 ]
 	[ -e "/run/mt-trace/$slot/$name" ]
@@ -411,9 +416,7 @@ slots_holding() {
 	[ "$kept" = 1 ]
 	# touched: a session in a slot holding the old copy copies it again
 	touch -d '2001-01-01' "$T/libc.so.6"
-	new=$(stat -c '%d %i %s %Y %y %Z %z' "$T/libc.so.6" | awk '{
-		split($6, m, "."); split($10, c, ".");
-		printf "%x-%x-%x-%d.%s-%d.%s", $1, $2, $3, $4, m[2], $8, c[2] }')
+	new=$(copy_name "$T/libc.so.6")
 	for round in 10 11 12 13 14 15 16 17; do
 		held=" $(slots_holding "$name" "$new" | tr '\n' ' ') "
 		read -r n kept slot <<<"$(kept_round $round)"
