@@ -1033,7 +1033,7 @@ total_events() {
 	loader=$(awk '/BPF_PROG_LOAD.*prog_name="on_rss_size"/ { print $1 }' "$T/strace.txt")
 	echo "opened by $opener, programs loaded by $loader"
 	echo "$output" # mt-trace's own words (a warning without RSS?)
-	grep -c perf_event_open "$T/strace.txt" || true
+	grep perf_event_open "$T/strace.txt" | cut -c1-160 || true
 	[ -n "$opener" ]
 	[ -n "$loader" ]
 	[ "$opener" != "$loader" ]
