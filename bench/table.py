@@ -114,6 +114,9 @@ class Table:
               "start-up and exit; RSS: mt-trace's own peak")
         print("(VmHWM at its exit, bench/peakrss) and mt CPU its own user + "
               "system time, of that same run")
+        if meta.get("bpf_stats"):
+            print("WARNING: kernel.bpf_stats_enabled was 1: every BPF program "
+                  "run also read the clock twice")
         busy = self.others_running()
         if busy:
             print("WARNING: other mt-trace sessions were running during: %s;"

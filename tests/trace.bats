@@ -14,11 +14,16 @@ setup() {
 	export MT_FIXTURE_LOG="$T/fixture.log" MT_FIXTURES
 }
 
-# a directory a test made outside $T (one every user can reach), removed
-# whether the test passed or not
+# a directory a test made outside $T (one every user can reach), removed,
+# and the kernel's BPF run statistics a test turned on, turned back off,
+# whether the test passed or not (left on, every BPF program on the machine
+# pays two clock reads a run)
 teardown() {
 	if [ -n "${shared_dir:-}" ]; then
 		rm -rf "$shared_dir"
+	fi
+	if [ -n "${old_bpf_stats:-}" ]; then
+		sysctl -qw kernel.bpf_stats_enabled="$old_bpf_stats"
 	fi
 }
 
@@ -108,7 +113,7 @@ session_progs() {
 	require_bpf
 	command -v bpftool >/dev/null || skip "bpftool not installed"
 	# the kernel's own count of program runs is the outside truth
-	old=$(sysctl -n kernel.bpf_stats_enabled)
+	old_bpf_stats=$(sysctl -n kernel.bpf_stats_enabled)
 	sysctl -qw kernel.bpf_stats_enabled=1
 	mkfifo "$T/out" "$T/hold"
 	# the command reports the fixture's system time (the kernel's
@@ -136,7 +141,6 @@ session_progs() {
 			$1 == "alloc_enter" { print $2 }')
 	echo >"$T/hold"
 	wait "$tracer"
-	sysctl -qw kernel.bpf_stats_enabled="$old"
 	[ "$line" = done ]
 	echo "200,000 free(NULL): the fixture spent $child_ticks ticks in the kernel; the program ran $runs times" >&3
 	[ "$runs" -ge 2 ]
