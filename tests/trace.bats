@@ -1026,22 +1026,49 @@ total_events() {
 @test "kmem:rss_stat's perf event is opened beside the BPF load, and RSS is recorded through it" {
 	require_bpf
 	command -v strace >/dev/null || skip "strace not installed"
+	id=$(cat /sys/kernel/tracing/events/kmem/rss_stat/id 2>/dev/null ||
+		cat /sys/kernel/debug/tracing/events/kmem/rss_stat/id)
+	[ -n "$id" ]
 	# opening it waits for the kernel's event_mutex, which a session
 	# detaching its own holds through a grace period: not on the thread
-	# that loads the programs (LeakSanitizer cannot run under ptrace)
-	ASAN_OPTIONS=detect_leaks=0 run strace -f \
-		-e trace=perf_event_open,bpf -o "$T/strace.txt" \
+	# that loads the programs (LeakSanitizer cannot run under ptrace).
+	# A file a thread (-ff): strace prints perf_event_open's attr when the
+	# call returns, so with -f a call that waits while another thread's is
+	# reported is split into "perf_event_open( <unfinished ...>" and
+	# "<... perf_event_open resumed>{type=...": the old check missed it
+	# whenever another session was detaching.
+	ASAN_OPTIONS=detect_leaks=0 run strace -ff \
+		-e trace=perf_event_open,bpf -o "$T/st" \
 		mt-trace -o "$T/t.raw" -- true
 	assert_success
-	opener=$(awk '/perf_event_open\(\{type=PERF_TYPE_TRACEPOINT/ { print $1 }' "$T/strace.txt")
-	loader=$(awk '/BPF_PROG_LOAD.*prog_name="on_rss_size"/ { print $1 }' "$T/strace.txt")
-	echo "opened by $opener, programs loaded by $loader"
 	echo "$output" # mt-trace's own words (a warning without RSS?)
-	grep perf_event_open "$T/strace.txt" | cut -c1-160 || true
-	[ -n "$opener" ]
-	[ -n "$loader" ]
+	grep -H 'perf_event_open' "$T"/st.* | cut -c1-200 || true
+	# each open of the tracepoint's event, as "thread fd"
+	opens=$(awk -v config="config=$id," '
+		/^perf_event_open\(\{type=PERF_TYPE_TRACEPOINT,/ &&
+		index($0, config) && match($0, /\) = [0-9]+$/) {
+			n = split(FILENAME, part, ".")
+			print part[n], substr($0, RSTART + 4)
+		}' "$T"/st.*)
+	# the program, as "thread fd"
+	loads=$(awk '/^bpf\(BPF_PROG_LOAD, .*prog_name="on_rss_size"/ &&
+		match($0, /\) = [0-9]+$/) {
+			n = split(FILENAME, part, ".")
+			print part[n], substr($0, RSTART + 4)
+		}' "$T"/st.*)
+	echo "opened (thread fd): $opens; loaded (thread fd): $loads"
+	# one event, opened by another thread than the loader's
+	[ "$(echo "$opens" | wc -l)" -eq 1 ]
+	[ "$(echo "$loads" | wc -l)" -eq 1 ]
+	read -r opener event_fd <<<"$opens"
+	read -r loader prog_fd <<<"$loads"
+	[ -n "$event_fd" ]
+	[ -n "$prog_fd" ]
 	[ "$opener" != "$loader" ]
-	# the program is attached to that event: the root's RSS is there
+	# the program is attached to that event
+	run grep -l "^bpf(BPF_LINK_CREATE, {link_create={prog_fd=$prog_fd, target_fd=$event_fd, attach_type=BPF_PERF_EVENT,.*) = [0-9]*$" "$T"/st.*
+	assert_success
+	# and the root's RSS is there
 	run mt-encode --jsonl "$T/t.raw"
 	assert_success
 	assert_output --regexp '"type":"Rss","pid":[0-9]+,'
