@@ -429,6 +429,87 @@ slots_holding() {
 	[ -e "/run/mt-trace/$slot/$new" ]
 }
 
+# gone PID: wait (up to 10 s) until PID is no more (not our child)
+gone() {
+	for _ in $(seq 200); do
+		[ -e "/proc/$1" ] || return 0
+		sleep 0.05
+	done
+	echo "$1 still runs" >&2
+	return 1
+}
+
+# slot_inodes SLOT: the inodes of the copies in /run/mt-trace/SLOT, one a
+# line
+slot_inodes() {
+	find "/run/mt-trace/$1" -maxdepth 1 -type f ! -name .released \
+		-printf '%i\n' | sort
+}
+
+# The next session to take a killed session's slot empties it: so the copies
+# left there are never bound again, whichever session takes the slot next
+# (ours below, or another on the machine: the slot is the first free one).
+@test "kept copies: the slot of a session killed with SIGKILL is not marked released; the next session to take it empties it and copies afresh" {
+	local n kept slot got tree round p others holders=""
+	for round in 1 2 3 4 5; do # every slot taken: try again
+		start_session -v
+		read -r n kept slot <<<"$(copies_kept "$T/session.err")"
+		[ -n "$slot" ] && break
+		end_session
+	done
+	cat "$T/session.err"
+	echo "killed session: copies $n, kept $kept, slot $slot"
+	[ -n "$slot" ]
+	slot_inodes "$slot" >"$T/killed.inodes"
+	[ "$(wc -l <"$T/killed.inodes")" -eq "$n" ]
+	# its tree maps one of them as its libc
+	grep -qx "$(libc_inode "$tree_pid")" "$T/killed.inodes"
+	# mt-trace killed mid-session (no detacher runs yet); its tree, left
+	# running, is ended too: nobody maps or holds open the copies now, and
+	# once its other processes (the watchdog) are gone, nobody holds the
+	# slot's lock
+	others=$(pgrep -P "$session" | grep -vx "$tree_pid" || true)
+	kill -KILL "$session"
+	wait "$session" 2>/dev/null || true
+	session=""
+	kill "$tree_pid"
+	for p in $tree_pid $others; do
+		gone "$p"
+	done
+	mv "$T/session.err" "$T/killed.err"
+	# sessions of ours until one takes the slot, each keeping the slot it
+	# took, unless another session took it first
+	for round in 1 2 3 4 5; do
+		if [ -e "/run/mt-trace/$slot/.released" ] ||
+			! flock -n "/run/mt-trace/$slot" true; then
+			echo "round $round: another session took slot $slot"
+			break
+		fi
+		start_session -v
+		grep 'private copies' "$T/session.err"
+		read -r n kept got <<<"$(copies_kept "$T/session.err")"
+		echo "round $round: slot ${got:-none}, copies $n, kept $kept"
+		[ "$got" = "$slot" ] && break
+		holders="$holders $tree_pid $session"
+		outside=$holders # teardown ends them
+		session=""
+	done
+	slot_inodes "$slot" >"$T/next.inodes"
+	echo "the killed session's copies: $(echo $(cat "$T/killed.inodes"))"
+	echo "slot $slot now: $(echo $(cat "$T/next.inodes"))"
+	# none of the killed session's copies is there any more
+	[ -z "$(comm -12 "$T/killed.inodes" "$T/next.inodes")" ]
+	if [ "$got" = "$slot" ]; then
+		# ours took it: its tree maps a new copy
+		[ "$n" -ge 1 ]
+		[ -s "$T/next.inodes" ]
+		tree=$(libc_inode "$tree_pid")
+		[ -n "$tree" ]
+		grep -qx "$tree" "$T/next.inodes"
+		end_session
+	fi
+}
+
 @test "--no-keep-copies: the session copies afresh, takes no slot, and its tree maps none of the kept copies" {
 	# a kept copy of libc exists for this libc (an earlier session's)
 	mt-trace --wait-detach -o "$T/first.raw" -- true
