@@ -526,7 +526,7 @@ slot_inodes() {
 	kept=$(find /run/mt-trace -xdev -type f -printf '%i\n' 2>/dev/null)
 	echo "kept copies' inodes: $(echo $kept)"
 	[ -n "$kept" ] # the control: without the option it would be one of them
-	! grep -qx "$tree" <<<"$kept"
+	refute grep -qx "$tree" <<<"$kept"
 	run "$PY" "$HITS" code "$tree_pid" malloc
 	assert_success
 	[ "$(echo "$output" | jq -r '.mem[0:2]')" = cc ]

@@ -344,7 +344,7 @@ PYEOF
 	MT_FAST=1 run bats --tap "$TOP/tests/allocators.bats"
 	echo "$output" | grep -v '^ok ' || :
 	[ "$status" = 0 ]
-	! grep -q '^not ok ' <<<"$output"
+	refute grep -q '^not ok ' <<<"$output"
 	[ "$(grep -c '^ok ' <<<"$output")" -ge 46 ]
 }
 

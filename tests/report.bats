@@ -336,7 +336,7 @@ screenshot() {
 	assert_line --index 0 "command     ./ten '<&>'"
 	# well-formed XML, nothing fetched from outside
 	"$PY" -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$T/a.svg"
-	! grep -q 'href\|<script\|url(' "$T/a.svg"
+	refute grep -q 'href\|<script\|url(' "$T/a.svg"
 	grep -q '>peak heap 10.0 MiB at 10 us<' "$T/a.svg"
 	grep -q '>memory (MiB)<' "$T/a.svg"
 	grep -q '>time since start (us)<' "$T/a.svg"
@@ -563,7 +563,7 @@ screenshot() {
 	EOF
 	mt-report --svg "$T/a.svg" "$T/a.msgpack" >/dev/null
 	grep -q '>910</text>' "$T/a.svg"
-	! grep -q '>0</text>' "$T/a.svg"
+	refute grep -q '>0</text>' "$T/a.svg"
 	grep -q '>time since start (ms)<' "$T/a.svg"
 	# a short quiet start stays: the axis begins at 0
 	mk b <<-EOF
@@ -974,7 +974,7 @@ svg_clashes() {
 	mt-report --top 2 --svg "$T/a.svg" "$T/a.msgpack" >/dev/null
 	grep -q '>203 w3: heap (peak 4.00 MiB)</text>' "$T/a.svg"
 	grep -q '>202 w2: heap (peak 3.00 MiB)</text>' "$T/a.svg"
-	! grep -q '>201 w1: heap' "$T/a.svg"
+	refute grep -q '>201 w1: heap' "$T/a.svg"
 	# the tree's heap (no mapping: no mapped line) and two processes'
 	[ "$(grep -c '<path .*stroke-width="1.0"' "$T/a.svg")" = 2 ]
 	[ "$(grep -c '<path .*stroke-width="1.5"' "$T/a.svg")" = 1 ]

@@ -831,7 +831,7 @@ wait_ready() {
 		run log_info signal
 		assert_output "$num"
 		[ "$rc" = $((40 + num)) ]
-		[ ! -d "/proc/$child" ] || ! grep -q "^State:.*[TtZ]" "/proc/$child/status"
+		[ ! -d "/proc/$child" ] || refute grep -q "^State:.*[TtZ]" "/proc/$child/status"
 		run mt-encode "$T/raw"
 		assert_success
 		mt-encode "$T/raw" >"$T/out.msgpack"
