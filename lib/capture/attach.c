@@ -27,7 +27,7 @@
 #include "mt_probe.h"
 
 #define BPF_TRACE_UPROBE_MULTI_	   MT_ATTACH_UPROBE_MULTI /* Linux 6.6 */
-#define BPF_TRACE_UPROBE_SESSION_  57 /* and Linux 6.10 */
+#define BPF_TRACE_UPROBE_SESSION_  57			  /* and Linux 6.10 */
 #define BPF_F_UPROBE_MULTI_RETURN_ 1u /* link_create.uprobe_multi.flags */
 
 /* union bpf_attr's link_create member as Linux 6.6 has it for uprobe_multi;
@@ -55,7 +55,21 @@ void mt_attach_init(struct mt_attach *a, enum mt_probe_mode mode,
 	a->mode = mode;
 	a->enter = enter;
 	a->ret = mode == MT_PROBES_SESSION ? NULL : ret;
+	a->enter_fd = a->ret_fd = -1;
 	a->verbose = verbose;
+}
+
+void mt_attach_set_prog_fds(struct mt_attach *a, int enter_fd, int ret_fd)
+{
+	a->enter_fd = enter_fd;
+	a->ret_fd = ret_fd;
+}
+
+static int prog_fd(const struct mt_attach *a, struct bpf_program *prog)
+{
+	int fd = prog == a->enter ? a->enter_fd : a->ret_fd;
+
+	return fd >= 0 ? fd : bpf_program__fd(prog);
 }
 
 void mt_attach_set_pid(struct mt_attach *a, pid_t pid)
@@ -133,7 +147,7 @@ static int attach_multi(struct mt_attach *a, struct bpf_program *prog,
 		cookies[i] = MT_COOKIE(p[i].fn, a->serial);
 	}
 	/* pid 0: every process; the BPF side finds the tree */
-	fd = mt_uprobe_multi_link(bpf_program__fd(prog),
+	fd = mt_uprobe_multi_link(prog_fd(a, prog),
 				  mt_probe_attach_type(a->mode), path, offsets,
 				  cookies, n, retprobe, a->pid);
 	if (fd < 0)

@@ -303,9 +303,7 @@ static bool root_only_dir(int fd, bool ramfs)
 	return !ramfs || (fstatfs(fd, &fs) == 0 && fs.f_type == RAMFS_MAGIC);
 }
 
-/* CACHE_ROOT, a ramfs of root's alone, mounted where it was not; false
- * where it cannot be (no /run, not root, a file of another's there). */
-static bool cache_root_ready(void)
+bool mt_confine_cache_root(void)
 {
 	int fd =
 	    open(CACHE_ROOT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -529,7 +527,7 @@ int mt_confine_enter(struct mt_confine *c, bool keep_copies)
 	c->slot_fd = -1;
 	c->slot = -1;
 	/* in the host's namespace, where it stays */
-	c->cache_ready = keep_copies && cache_root_ready();
+	c->cache_ready = keep_copies && mt_confine_cache_root();
 	/* from here on a failure leaves mt-trace (and the command it forks
 	 * after) in a namespace of its own that looks like the host's:
 	 * harmless */

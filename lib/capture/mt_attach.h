@@ -27,6 +27,8 @@ struct mt_attach {
 	struct bpf_program *enter; /* entry program, or the session program
 				      (cookie = mt_probe_fn) */
 	struct bpf_program *ret;   /* return program; NULL with a session */
+	int enter_fd, ret_fd;	   /* theirs where not libbpf's (a kept object's
+				      programs: tracer_kept.c), or -1 */
 	enum mt_probe_mode mode;
 	pid_t pid;	 /* links trap only this process; 0: every process */
 	uint32_t serial; /* in the cookies (MT_COOKIE_LINK); 0: none */
@@ -40,6 +42,9 @@ struct mt_attach {
 void mt_attach_init(struct mt_attach *a, enum mt_probe_mode mode,
 		    struct bpf_program *enter, struct bpf_program *ret,
 		    int verbose);
+/* The programs' descriptors, where libbpf did not load them (-1: it did):
+ * uprobe_multi and session links only. */
+void mt_attach_set_prog_fds(struct mt_attach *a, int enter_fd, int ret_fd);
 
 /*
  * Probes attached from now on trap only process pid (0: every process

@@ -68,6 +68,11 @@ int mt_confine_copy(struct mt_confine *c, const char *const *paths, size_t n,
  * it the slot is emptied before its next use.
  */
 void mt_confine_release(struct mt_confine *c);
+/* The cache's root (/run/mt-trace), a ramfs of root's alone, mounted
+ * where it was not (in the caller's mount namespace); false where it
+ * cannot be (no /run, not root, a file of another's there).  The BPF
+ * side kept for later sessions lives under it too (tracer_kept.c). */
+bool mt_confine_cache_root(void);
 
 /* What c holds in this process, given up (memory, its descriptor of the
  * slot) where a forked process releases the slot: the lock stays with

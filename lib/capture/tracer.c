@@ -247,9 +247,13 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 	mt_tracer_stacks_configure(t, skel);
 	mt_backpressure_configure(t, skel);
 	mt_tracer_maps_use(t, skel);
-	err = mt_trace__load(skel);
+	err = mt_tracer_kept_load(t, skel);
 	if (btf_fd >= 0)
 		close(btf_fd);
+	if (err == -EAGAIN) { /* a kept object that would not reset */
+		mt_trace__destroy(skel);
+		return load_bpf(t, mode);
+	}
 	if (err) {
 		/* a kernel without sessions refuses their attach type: the
 		 * caller tries the next mode, which says what failed */
@@ -354,6 +358,11 @@ static void exec_inspected(void *ctx, pid_t pid)
 	mt_tracer_stacks_at_exec(ctx, pid);
 }
 
+static int kept_prog_fd(void *ctx, const struct bpf_program *prog)
+{
+	return mt_tracer_prog_fd(ctx, prog);
+}
+
 static void use_bpf_for_code(struct tracer *t)
 {
 	const struct mt_code_host host = {
@@ -364,6 +373,7 @@ static void use_bpf_for_code(struct tracer *t)
 	    .probe_allocators = t->opts->track_allocators,
 	    .covered = t->fast ? covered_by_preload : NULL,
 	    .before_resume = t->fast ? fast_before_resume : NULL,
+	    .prog_fd = t->kept.reused ? kept_prog_fd : NULL,
 	};
 
 	if (t->fast)
@@ -386,6 +396,7 @@ static int fall_back(struct tracer *t)
 			mt_probe_mode_name(next));
 	mt_trace__destroy(t->skel);
 	t->skel = NULL;
+	mt_tracer_kept_unload(t);
 	if (load_bpf(t, next) || make_rings(t))
 		return -1;
 	use_bpf_for_code(t);
@@ -478,6 +489,11 @@ static void attach_rss_size_early(struct tracer *t)
 
 	if (fd < 0)
 		return;
+	if (t->kept.reused) {
+		if (mt_tracer_kept_attach_perf(t, prog, fd) == 0)
+			bpf_program__set_autoattach(prog, false);
+		return;
+	}
 	link = bpf_program__attach_perf_event(prog, fd);
 	if (!link) {
 		close(fd);
@@ -512,7 +528,8 @@ static int setup_bpf(struct tracer *t)
 	/* raw tracepoints and kmem:rss_stat: the skeleton attaches them */
 	if (t->rss)
 		attach_rss_size_early(t);
-	err = mt_trace__attach(t->skel);
+	err = t->kept.reused ? mt_tracer_kept_attach(t)
+			     : mt_trace__attach(t->skel);
 	if (err) {
 		mt_tracer_explain_privileges("attaching tracepoints", -err,
 					     mt_tracer_verbose > 0);
@@ -842,7 +859,8 @@ static void *detach_one(void *arg)
 static void detach_all(struct tracer *t)
 {
 	struct bpf_object_skeleton *s = t->skel ? t->skel->skeleton : NULL;
-	struct detach_job jobs[MT_MAX_LINKS + MT_UPROBE_WARM_MAX + 32];
+	struct detach_job
+	    jobs[MT_MAX_LINKS + MT_UPROBE_WARM_MAX + MT_KEPT_MAX_LINKS + 32];
 	size_t n = 0;
 
 	for (int i = 0; s && i < s->prog_cnt; i++)
@@ -863,6 +881,11 @@ static void detach_all(struct tracer *t)
 		if (n < sizeof(jobs) / sizeof(jobs[0]))
 			jobs[n++] =
 			    (struct detach_job){.fd = &t->warm.link_fds[i]};
+	for (size_t i = 0; i < t->kept.nlinks; i++)
+		if (n < sizeof(jobs) / sizeof(jobs[0]) &&
+		    t->kept.link_fds[i] >= 0)
+			jobs[n++] =
+			    (struct detach_job){.fd = &t->kept.link_fds[i]};
 	for (size_t i = 0; i < n; i++)
 		jobs[i].started = pthread_create(&jobs[i].thread, NULL,
 						 detach_one, &jobs[i]) == 0;
@@ -1007,6 +1030,7 @@ static void cleanup(struct tracer *t)
 	mt_backpressure_unwatch_rings(t);
 	ring_buffer__free(t->rings);
 	mt_trace__destroy(t->skel);
+	mt_tracer_kept_end(t); /* a detacher holds its own copies */
 	free(t->ev);
 	free(t->life);
 	free(t->life_slots);
@@ -1037,6 +1061,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 			   .pidfd = -1,
 			   .sample_fd = -1,
 			   .watchdog = -1,
+			   .kept = {.slot = -1, .slot_fd = -1},
 			   /* a stop is what --no-stop asks never to see */
 			   .backpressure =
 			       !opts->no_backpressure && !opts->no_stop};
@@ -1063,8 +1088,10 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		mt_fast_links_init(&t.links, opts->verbose);
 	}
 	startup_phase(&t, "--fast rings");
+	mt_tracer_kept_begin(&t); /* in the host's mount namespace */
 	mt_tracer_confine_begin(&t);
-	mt_tracer_maps_start(&t);
+	if (!mt_tracer_kept_expected(&t)) /* else its maps are kept */
+		mt_tracer_maps_start(&t);
 	if (!t.batch || sfd < 0 || spawn_child(&t)) {
 		fprintf(stderr, "mt-trace: cannot start the command\n");
 		return MT_EXIT_TRACER_FAILED;

@@ -26,10 +26,23 @@
 #include "tracer_code.h"
 
 struct ring_buffer;
+struct bpf_program;
 struct mt_trace;
 struct mt_tracer_stacks;
 struct mt_fast;
 struct mt_batch_writer;
+
+/* The BPF side kept for later sessions (tracer_kept.c). */
+enum { MT_KEPT_MAX_PROGS = 32, MT_KEPT_MAX_LINKS = 16 };
+struct mt_kept {
+	int slot;      /* the slot held, or -1 */
+	int slot_fd;   /* its directory, locked while this session runs */
+	bool expected; /* the slot keeps an object (maybe this one) */
+	bool reused;   /* the programs and maps are the kept ones */
+	int prog_fds[MT_KEPT_MAX_PROGS]; /* reused: by the object's order */
+	int link_fds[MT_KEPT_MAX_LINKS]; /* reused: the tracepoints' links */
+	size_t nlinks;
+};
 
 struct staged_life {
 	uint64_t timestamp;
@@ -109,6 +122,8 @@ struct tracer {
 	struct mt_early_cfi *early_cfi;
 	/* kmem:rss_stat's perf event, opened beside the BPF load too */
 	struct mt_early_event *rss_event;
+	/* the BPF side kept for later sessions, or an earlier one's */
+	struct mt_kept kept;
 	/* the largest maps, made by a thread before the load */
 	struct mt_premade_maps *premade;
 	/* the command's program and libraries, found beside it too */
@@ -206,6 +221,23 @@ void mt_tracer_maps_end(struct tracer *t);
 /* Slots for a table keyed by process: max, or pid_max when fewer (there
  * cannot be more processes). */
 __u32 mt_tracer_process_slots(__u32 max);
+
+/* tracer_kept.c: the BPF side kept for later sessions.  begin() takes a
+ * slot (in the host's mount namespace: before mt_tracer_confine_begin);
+ * load() loads skel as configured or makes it the kept object (-EAGAIN:
+ * skel half made the kept one, to be opened again); with a reused object
+ * mt_tracer_prog_fd() gives its programs, attach() attaches what the
+ * skeleton's attach would, attach_perf() a program to a perf event it
+ * then holds; end() closes what this process holds. */
+void mt_tracer_kept_begin(struct tracer *t);
+bool mt_tracer_kept_expected(const struct tracer *t);
+int mt_tracer_kept_load(struct tracer *t, struct mt_trace *skel);
+void mt_tracer_kept_unload(struct tracer *t);
+int mt_tracer_prog_fd(const struct tracer *t, const struct bpf_program *prog);
+int mt_tracer_kept_attach(struct tracer *t);
+int mt_tracer_kept_attach_perf(struct tracer *t, struct bpf_program *prog,
+			       int perf_fd);
+void mt_tracer_kept_end(struct tracer *t);
 
 /* The rest done beside the BPF load (tracer_overlap.c): start it after the
  * fork; wait for libc's plan before attaching; stop the warming once the

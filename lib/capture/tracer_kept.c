@@ -1,0 +1,699 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tracer_kept.c - the BPF side (programs and maps) kept for later sessions.
+ *
+ * Loading the BPF object costs every session 8-10 ms here, most of it in the
+ * kernel's verifier (bpf_prog_load) and in making maps.  A session that
+ * finds the very object it would load, kept by an earlier session, uses it
+ * instead: its programs and maps are pinned in a BPF file system of root's
+ * alone mounted on KEPT_ROOT (in the host's mount namespace, like the kept
+ * copies of confine.c: made by the first session, kept until unmounted or
+ * the machine restarts), in KEPT_SLOTS slots:
+ *  - a session holds its slot's flock(2) from before its load until its
+ *    links are gone (the background detacher inherits the descriptor), so
+ *    a slot's programs run for one session at a time;
+ *  - a slot holds one object, in a directory named after its key: a hash
+ *    of the object's bytes, of every map's shape and of the constants
+ *    (.rodata) and programs the session chose.  Another key empties the
+ *    slot, and the new object is pinned under a temporary name first, so
+ *    a key's directory is only ever whole;
+ *  - a reused object is reset to what a load would make: its hash tables
+ *    emptied, its arrays zeroed, its global data (.bss, .data) written
+ *    with this session's values, its rings' unread records (a killed
+ *    session's) skipped.  Task storage (`calls`) needs nothing: it belongs
+ *    to tasks, and a session traces only tasks it started;
+ *  - only the default kind of session is kept: --fast's constants name the
+ *    session's own rings (its key would never match), --stacks's tables
+ *    hold 40 MB, and classic uprobes attach through libbpf's program
+ *    objects, which a reused object does not load.
+ * Links are never kept: each session attaches its own tracepoints, and its
+ * detacher closes them.  --no-keep-copies neither keeps nor reuses.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <dirent.h>
+#include <linux/perf_event.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "mt_confine.h"
+#include "mt_trace.skel.h"
+#include "tracer_int.h"
+
+#define KEPT_ROOT  "/run/mt-trace/bpf"
+#define KEPT_SLOTS 4
+#ifndef BPF_FS_MAGIC
+#define BPF_FS_MAGIC 0xcafe4a11
+#endif
+
+/* ---- the slots ------------------------------------------------------------
+ */
+
+/* Is fd a directory of root's alone on a BPF file system? */
+static bool root_only_bpffs(int fd)
+{
+	struct statfs fs;
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
+	       !(st.st_mode & 077) && fstatfs(fd, &fs) == 0 &&
+	       fs.f_type == BPF_FS_MAGIC;
+}
+
+/* KEPT_ROOT's descriptor, mounted where it was not (in the host's mount
+ * namespace: mt-trace has not left it yet), or -1. */
+static int open_root(void)
+{
+	int fd;
+
+	if (!mt_confine_cache_root())
+		return -1;
+	if (mkdir(KEPT_ROOT, 0700) && errno != EEXIST)
+		return -1;
+	fd = open(KEPT_ROOT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && root_only_bpffs(fd))
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	if (mount("mt-trace-bpf", KEPT_ROOT, "bpf", MS_NOSUID | MS_NODEV,
+		  "mode=0700"))
+		return -1;
+	fd = open(KEPT_ROOT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && !root_only_bpffs(fd)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* Does directory fd hold anything? */
+static bool holds_anything(int fd)
+{
+	int dup_fd = dup(fd);
+	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	struct dirent *e;
+	bool any = false;
+
+	if (!d) {
+		if (dup_fd >= 0)
+			close(dup_fd);
+		return false;
+	}
+	while (!any && (e = readdir(d)))
+		any = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(d);
+	return any;
+}
+
+void mt_tracer_kept_begin(struct tracer *t)
+{
+	struct mt_kept *k = &t->kept;
+	const struct mt_tracer_opts *o = t->opts;
+	int root;
+
+	k->slot = k->slot_fd = -1;
+	for (size_t i = 0; i < MT_KEPT_MAX_PROGS; i++)
+		k->prog_fds[i] = -1;
+	if (o->no_keep_copies || o->fast || o->stacks || geteuid() != 0)
+		return;
+	root = open_root();
+	if (root < 0)
+		return;
+	for (int i = 0; i < KEPT_SLOTS && k->slot_fd < 0; i++) {
+		char name[16];
+		int fd;
+
+		snprintf(name, sizeof(name), "%d", i);
+		if (mkdirat(root, name, 0700) && errno != EEXIST)
+			break;
+		fd = openat(root, name,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			break;
+		if (flock(fd, LOCK_EX | LOCK_NB)) {
+			close(fd);
+			continue;
+		}
+		k->slot = i;
+		k->slot_fd = fd;
+	}
+	close(root);
+	k->expected = k->slot_fd >= 0 && holds_anything(k->slot_fd);
+}
+
+/* ---- the key --------------------------------------------------------------
+ */
+
+/* Two FNV-1a hashes of different bases: 128 bits. */
+static void hash_bytes(uint64_t h[2], const void *data, size_t n)
+{
+	const unsigned char *p = data;
+
+	for (size_t i = 0; i < n; i++) {
+		h[0] = (h[0] ^ p[i]) * 0x100000001b3ull;
+		h[1] = (h[1] ^ p[i]) * 0x100000001b3ull;
+	}
+}
+
+static void hash_u64(uint64_t h[2], uint64_t v)
+{
+	hash_bytes(h, &v, sizeof(v));
+}
+
+static void hash_str(uint64_t h[2], const char *s)
+{
+	hash_bytes(h, s, strlen(s) + 1);
+}
+
+static bool is_rodata(const struct bpf_map *map)
+{
+	const char *name = bpf_map__name(map);
+	size_t n = strlen(name);
+
+	return bpf_map__is_internal(map) && n >= 7 &&
+	       strcmp(name + n - 7, ".rodata") == 0;
+}
+
+/* What a load of skel as configured would make, as a name. */
+static void object_key(const struct mt_trace *skel, char *key, size_t size)
+{
+	uint64_t h[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
+	size_t elf_size;
+	const void *elf = mt_trace__elf_bytes(&elf_size);
+	struct bpf_map *map;
+	struct bpf_program *prog;
+
+	hash_bytes(h, elf, elf_size);
+	bpf_object__for_each_map(map, skel->obj)
+	{
+		hash_str(h, bpf_map__name(map));
+		hash_u64(h, bpf_map__type(map));
+		hash_u64(h, bpf_map__key_size(map));
+		hash_u64(h, bpf_map__value_size(map));
+		hash_u64(h, bpf_map__max_entries(map));
+		hash_u64(h, bpf_map__map_flags(map));
+		if (is_rodata(map)) {
+			size_t n;
+			const void *v = bpf_map__initial_value(map, &n);
+
+			hash_bytes(h, v, n);
+		}
+	}
+	bpf_object__for_each_program(prog, skel->obj)
+	{
+		hash_str(h, bpf_program__name(prog));
+		hash_u64(h, bpf_program__autoload(prog));
+		hash_u64(h, bpf_program__type(prog));
+		hash_u64(h, bpf_program__expected_attach_type(prog));
+	}
+	snprintf(key, size, "%016llx%016llx", (unsigned long long)h[0],
+		 (unsigned long long)h[1]);
+}
+
+/* ---- pins -----------------------------------------------------------------
+ */
+
+/* A BPF file system refuses names with dots (mt_trace.rodata). */
+static void pin_name(char kind, const char *object, char *name, size_t size)
+{
+	snprintf(name, size, "%c-%s", kind, object);
+	for (char *p = name; *p; p++)
+		if (*p == '.')
+			*p = '_';
+}
+
+static void map_pin_name(const struct bpf_map *map, char *name, size_t size)
+{
+	pin_name('m', bpf_map__name(map), name, size);
+}
+
+static void prog_pin_name(const struct bpf_program *prog, char *name,
+			  size_t size)
+{
+	pin_name('p', bpf_program__name(prog), name, size);
+}
+
+/* The pin name in directory dir, as a descriptor (/proc/self/fd: the
+ * kernel resolves it), or -errno. */
+static int get_pin(int dir, const char *name)
+{
+	char path[64 + 64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", dir, name);
+	fd = bpf_obj_get(path);
+	return fd < 0 ? -errno : fd;
+}
+
+static int put_pin(int dir, const char *name, int fd)
+{
+	char path[64 + 64];
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", dir, name);
+	return bpf_obj_pin(fd, path) ? -errno : 0;
+}
+
+/* Remove directory name in dir and the pins in it. */
+static void remove_dir(int dir, const char *name)
+{
+	int fd =
+	    openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		unlinkat(dir, name, 0);
+		return;
+	}
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+	unlinkat(dir, name, AT_REMOVEDIR);
+}
+
+/* Empty the slot: whatever object it kept is not this one. */
+static void empty_slot(int slot_fd)
+{
+	int fd = dup(slot_fd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			remove_dir(slot_fd, e->d_name);
+	closedir(d);
+}
+
+/* Pin every map and loaded program of skel in the slot, as key. */
+static int keep_object(struct mt_kept *k, const struct mt_trace *skel,
+		       const char *key)
+{
+	static const char temp[] = "pinning";
+	struct bpf_map *map;
+	struct bpf_program *prog;
+	char name[64];
+	int dir, err = 0;
+
+	empty_slot(k->slot_fd);
+	if (mkdirat(k->slot_fd, temp, 0700))
+		return -errno;
+	dir = openat(k->slot_fd, temp,
+		     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dir < 0)
+		return -errno;
+	bpf_object__for_each_map(map, skel->obj)
+	{
+		map_pin_name(map, name, sizeof(name));
+		if (!err)
+			err = put_pin(dir, name, bpf_map__fd(map));
+	}
+	bpf_object__for_each_program(prog, skel->obj)
+	{
+		if (err || !bpf_program__autoload(prog))
+			continue;
+		prog_pin_name(prog, name, sizeof(name));
+		err = put_pin(dir, name, bpf_program__fd(prog));
+	}
+	close(dir);
+	if (!err && renameat(k->slot_fd, temp, k->slot_fd, key))
+		err = -errno;
+	if (err)
+		remove_dir(k->slot_fd, temp);
+	return err;
+}
+
+/* ---- reuse ----------------------------------------------------------------
+ */
+
+/* Empty a hash table: its keys, then each deleted. */
+static int empty_table(int fd, const struct bpf_map *map)
+{
+	size_t key_size = bpf_map__key_size(map);
+	unsigned char key[key_size];
+
+	while (bpf_map_get_next_key(fd, NULL, key) == 0)
+		if (bpf_map_delete_elem(fd, key))
+			return -errno;
+	return errno == ENOENT ? 0 : -errno;
+}
+
+/* Zero every element of an array (a per-CPU one: every CPU's). */
+static int zero_array(int fd, const struct bpf_map *map, int ncpus)
+{
+	bool per_cpu = bpf_map__type(map) == BPF_MAP_TYPE_PERCPU_ARRAY;
+	size_t value_size = bpf_map__value_size(map);
+	size_t size =
+	    per_cpu ? ((value_size + 7) & ~(size_t)7) * ncpus : value_size;
+	void *zero = calloc(1, size);
+	int err = 0;
+
+	if (!zero)
+		return -ENOMEM;
+	for (__u32 i = 0; i < bpf_map__max_entries(map) && !err; i++)
+		if (bpf_map_update_elem(fd, &i, zero, BPF_ANY))
+			err = -errno;
+	free(zero);
+	return err;
+}
+
+/* Skip what a ring holds unread: its consumer position set to its
+ * producer's (the consumer page is the one user space may write). */
+static int skip_unread(int fd)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned long *consumer, *producer;
+	int err = 0;
+
+	consumer = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (consumer == MAP_FAILED)
+		return -errno;
+	producer = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, page);
+	if (producer == MAP_FAILED)
+		err = -errno;
+	else
+		__atomic_store_n(consumer,
+				 __atomic_load_n(producer, __ATOMIC_ACQUIRE),
+				 __ATOMIC_RELEASE);
+	if (producer != MAP_FAILED)
+		munmap(producer, page);
+	munmap(consumer, page);
+	return err;
+}
+
+/* The skeleton's view of global data (skel->bss, ...: libbpf's copy of the
+ * initial values until a load maps the kernel's) made the kept map's, with
+ * this session's values written into it; .rodata read-only (frozen, and
+ * equal: it is in the key). */
+static int map_global_data(struct bpf_map *map, int fd)
+{
+	size_t size;
+	/* libbpf's own buffer, where skel->bss (...) points */
+	void *image = (void *)bpf_map__initial_value(map, &size);
+	long page = sysconf(_SC_PAGESIZE);
+	size_t mapped = (size + page - 1) & ~(size_t)(page - 1);
+	bool ro = is_rodata(map);
+	void *saved = malloc(size);
+	void *p;
+
+	if (!image || !saved) {
+		free(saved);
+		return -ENOMEM;
+	}
+	memcpy(saved, image, size);
+	p = mmap(image, mapped, ro ? PROT_READ : PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_FIXED, fd, 0);
+	if (p == MAP_FAILED) {
+		free(saved);
+		return -errno;
+	}
+	if (!ro)
+		memcpy(image, saved, size);
+	free(saved);
+	return 0;
+}
+
+static int reset_map(struct bpf_map *map, int fd, int ncpus)
+{
+	switch (bpf_map__type(map)) {
+	case BPF_MAP_TYPE_HASH:
+	case BPF_MAP_TYPE_LRU_HASH:
+	case BPF_MAP_TYPE_PERCPU_HASH:
+		return empty_table(fd, map);
+	case BPF_MAP_TYPE_ARRAY:
+		if (bpf_map__is_internal(map))
+			return map_global_data(map, fd);
+		return zero_array(fd, map, ncpus);
+	case BPF_MAP_TYPE_PERCPU_ARRAY:
+		return zero_array(fd, map, ncpus);
+	case BPF_MAP_TYPE_RINGBUF:
+		return skip_unread(fd);
+	case BPF_MAP_TYPE_TASK_STORAGE:
+		return 0;
+	default:
+		return -EOPNOTSUPP; /* a kind of map this file does not know */
+	}
+}
+
+/* The kept object key in the slot, for skel: every pin opened, or -errno
+ * with nothing of skel changed. */
+static int open_kept(struct mt_kept *k, struct mt_trace *skel, const char *key,
+		     int *map_fds, size_t nmaps)
+{
+	struct bpf_map *map;
+	struct bpf_program *prog;
+	char name[64];
+	size_t m = 0, p = 0;
+	int dir = openat(k->slot_fd, key,
+			 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int err = 0;
+
+	if (dir < 0)
+		return -errno;
+	bpf_object__for_each_map(map, skel->obj)
+	{
+		map_pin_name(map, name, sizeof(name));
+		map_fds[m] = err || m >= nmaps ? -1 : get_pin(dir, name);
+		if (map_fds[m] < 0 && !err)
+			err = m >= nmaps ? -E2BIG : map_fds[m];
+		m++;
+	}
+	bpf_object__for_each_program(prog, skel->obj)
+	{
+		if (p >= MT_KEPT_MAX_PROGS) {
+			err = err ? err : -E2BIG;
+			break;
+		}
+		if (!err && bpf_program__autoload(prog)) {
+			prog_pin_name(prog, name, sizeof(name));
+			k->prog_fds[p] = get_pin(dir, name);
+			if (k->prog_fds[p] < 0)
+				err = k->prog_fds[p];
+		}
+		p++;
+	}
+	close(dir);
+	return err;
+}
+
+static void close_fds(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+}
+
+/* Make skel the kept object's: 0; -ENOENT (or another -errno from a pin)
+ * with skel unchanged: no such object kept; -EAGAIN: skel half changed,
+ * to be opened again. */
+static int reuse(struct tracer *t, struct mt_trace *skel, const char *key)
+{
+	struct mt_kept *k = &t->kept;
+	enum { MAX_MAPS = 64 };
+	int map_fds[MAX_MAPS];
+	struct bpf_map *map;
+	size_t m = 0;
+	int err;
+
+	err = open_kept(k, skel, key, map_fds, MAX_MAPS);
+	if (err) {
+		close_fds(map_fds, MAX_MAPS);
+		close_fds(k->prog_fds, MT_KEPT_MAX_PROGS);
+		return err;
+	}
+	bpf_object__for_each_map(map, skel->obj)
+	{
+		if (!err && bpf_map__reuse_fd(map, map_fds[m]))
+			err = -errno;
+		if (!err)
+			err = reset_map(map, bpf_map__fd(map), t->ncpus);
+		m++;
+	}
+	close_fds(map_fds, m); /* the object holds its own (reuse_fd dups) */
+	if (err) {
+		if (t->opts->verbose)
+			fprintf(stderr,
+				"mt-trace: the BPF side kept in slot %d: %s; "
+				"loading it anew\n",
+				k->slot, strerror(-err));
+		close_fds(k->prog_fds, MT_KEPT_MAX_PROGS);
+		empty_slot(k->slot_fd);
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+bool mt_tracer_kept_expected(const struct tracer *t)
+{
+	return t->kept.expected;
+}
+
+int mt_tracer_kept_load(struct tracer *t, struct mt_trace *skel)
+{
+	struct mt_kept *k = &t->kept;
+	char key[40];
+	int err;
+
+	k->reused = false;
+	if (k->slot_fd < 0 || t->probe_mode == MT_PROBES_CLASSIC)
+		return mt_trace__load(skel);
+	object_key(skel, key, sizeof(key));
+	err = reuse(t, skel, key);
+	if (err == 0) {
+		k->reused = true;
+		if (t->opts->verbose)
+			fprintf(stderr,
+				"mt-trace: BPF programs and maps kept by an "
+				"earlier session (slot %d)\n",
+				k->slot);
+		return 0;
+	}
+	if (err == -EAGAIN)
+		return err;
+	err = mt_trace__load(skel);
+	if (err)
+		return err;
+	err = keep_object(k, skel, key);
+	if (err && t->opts->verbose)
+		fprintf(stderr,
+			"mt-trace: keeping the BPF programs in slot %d: %s\n",
+			k->slot, strerror(-err));
+	return 0;
+}
+
+void mt_tracer_kept_unload(struct tracer *t)
+{
+	if (t->kept.reused)
+		close_fds(t->kept.prog_fds, MT_KEPT_MAX_PROGS);
+	t->kept.reused = false;
+}
+
+/* ---- programs and links ---------------------------------------------------
+ */
+
+int mt_tracer_prog_fd(const struct tracer *t, const struct bpf_program *prog)
+{
+	struct bpf_program *p;
+	size_t i = 0;
+
+	if (!t->kept.reused)
+		return bpf_program__fd(prog);
+	bpf_object__for_each_program(p, t->skel->obj)
+	{
+		if (p == prog)
+			return i < MT_KEPT_MAX_PROGS ? t->kept.prog_fds[i]
+						     : -EINVAL;
+		i++;
+	}
+	return -ENOENT;
+}
+
+static int keep_link_fd(struct mt_kept *k, int fd)
+{
+	if (fd < 0)
+		return -errno;
+	if (k->nlinks == MT_KEPT_MAX_LINKS) {
+		close(fd);
+		return -ENOSPC;
+	}
+	k->link_fds[k->nlinks++] = fd;
+	return 0;
+}
+
+int mt_tracer_kept_attach_perf(struct tracer *t, struct bpf_program *prog,
+			       int perf_fd)
+{
+	int fd = bpf_link_create(mt_tracer_prog_fd(t, prog), perf_fd,
+				 BPF_PERF_EVENT, NULL);
+
+	/* the link holds the event: its close is the detach */
+	close(perf_fd);
+	return keep_link_fd(&t->kept, fd);
+}
+
+/* A classic tracepoint's perf event, as libbpf's attach opens it. */
+static int open_tracepoint(const char *group, const char *name)
+{
+	struct perf_event_attr attr = {.size = sizeof(attr),
+				       .type = PERF_TYPE_TRACEPOINT};
+	long id = mt_tracer_tracepoint_id(group, name);
+	int fd;
+
+	if (id < 0)
+		return -ENOENT;
+	attr.config = id;
+	fd = syscall(__NR_perf_event_open, &attr, -1, 0, -1,
+		     PERF_FLAG_FD_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static int attach_one(struct tracer *t, struct bpf_program *prog)
+{
+	const char *sec = bpf_program__section_name(prog);
+	char group[64];
+	const char *slash;
+	int fd;
+
+	if (strncmp(sec, "raw_tp/", 7) == 0)
+		return keep_link_fd(&t->kept,
+				    bpf_raw_tracepoint_open(
+					sec + 7, mt_tracer_prog_fd(t, prog)));
+	if (strncmp(sec, "tracepoint/", 11) != 0)
+		return 0; /* not attached by the skeleton either */
+	slash = strchr(sec + 11, '/');
+	if (!slash || (size_t)(slash - sec - 11) >= sizeof(group))
+		return -EINVAL;
+	snprintf(group, sizeof(group), "%.*s", (int)(slash - sec - 11),
+		 sec + 11);
+	fd = open_tracepoint(group, slash + 1);
+	if (fd < 0)
+		return fd;
+	return mt_tracer_kept_attach_perf(t, prog, fd);
+}
+
+int mt_tracer_kept_attach(struct tracer *t)
+{
+	struct bpf_program *prog;
+	int err = 0;
+
+	bpf_object__for_each_program(prog, t->skel->obj)
+	{
+		if (err || !bpf_program__autoload(prog) ||
+		    !bpf_program__autoattach(prog))
+			continue;
+		err = attach_one(t, prog);
+	}
+	return err;
+}
+
+void mt_tracer_kept_end(struct tracer *t)
+{
+	struct mt_kept *k = &t->kept;
+
+	close_fds(k->link_fds, k->nlinks);
+	k->nlinks = 0;
+	mt_tracer_kept_unload(t);
+	if (k->slot_fd >= 0)
+		close(k->slot_fd); /* a detacher's copy still holds the lock */
+	k->slot_fd = -1;
+}
