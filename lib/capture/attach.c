@@ -72,6 +72,12 @@ static int prog_fd(const struct mt_attach *a, struct bpf_program *prog)
 	return fd >= 0 ? fd : bpf_program__fd(prog);
 }
 
+void mt_attach_set_keeper(struct mt_attach *a,
+			  const struct mt_link_keeper *keeper)
+{
+	a->keeper = *keeper;
+}
+
 void mt_attach_set_pid(struct mt_attach *a, pid_t pid)
 {
 	a->pid = pid;
@@ -140,18 +146,34 @@ static int attach_multi(struct mt_attach *a, struct bpf_program *prog,
 			bool retprobe)
 {
 	uint64_t offsets[n], cookies[n];
-	int fd;
+	/* pid 0: every process; the BPF side finds the tree */
+	struct mt_link_spec spec = {.path = path,
+				    .attach_type =
+					mt_probe_attach_type(a->mode),
+				    .retprobe = retprobe,
+				    .pid = a->pid,
+				    .offsets = offsets,
+				    .cookies = cookies,
+				    .n = n};
+	int fd = -1;
 
 	for (size_t i = 0; i < n; i++) {
 		offsets[i] = p[i].offset;
 		cookies[i] = MT_COOKIE(p[i].fn, a->serial);
 	}
-	/* pid 0: every process; the BPF side finds the tree */
-	fd = mt_uprobe_multi_link(prog_fd(a, prog),
-				  mt_probe_attach_type(a->mode), path, offsets,
-				  cookies, n, retprobe, a->pid);
-	if (fd < 0)
-		return fd;
+	if (a->keeper.find)
+		fd = a->keeper.find(a->keeper.ctx, &spec);
+	if (fd >= 0) {
+		a->nfound++;
+	} else {
+		fd = mt_uprobe_multi_link(prog_fd(a, prog), spec.attach_type,
+					  path, offsets, cookies, n, retprobe,
+					  a->pid);
+		if (fd < 0)
+			return fd;
+		if (a->keeper.keep)
+			a->keeper.keep(a->keeper.ctx, &spec, fd);
+	}
 	return keep_link(a, NULL, fd);
 }
 

@@ -341,6 +341,7 @@ static void sweep(int dir, char (*keep)[CACHE_NAME_SIZE], size_t n)
 			close(fd);
 		return;
 	}
+	rewinddir(d); /* the descriptor's position is shared with dir's */
 	while ((e = readdir(d))) {
 		bool kept = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
 
@@ -352,29 +353,48 @@ static void sweep(int dir, char (*keep)[CACHE_NAME_SIZE], size_t n)
 	closedir(d);
 }
 
-/* A free slot, locked (its descriptor), emptied unless its last session
- * released it, its number in *slot; -1 when every slot is taken. */
-static int claim_slot(int *slot)
+/* Slot i locked (its descriptor), emptied unless its last session
+ * released it; -1 when taken, -2 when it cannot be made. */
+static int claim_slot_at(int i)
 {
-	for (int i = 0; i < CACHE_SLOTS; i++) {
-		char path[64];
-		int fd;
+	char path[64];
+	int fd;
 
-		snprintf(path, sizeof(path), CACHE_ROOT "/%d", i);
-		if (mkdir(path, 0700) && errno != EEXIST)
-			return -1;
-		fd =
-		    open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
-			return -1;
-		if (!root_only_dir(fd, true) || flock(fd, LOCK_EX | LOCK_NB)) {
-			close(fd);
-			continue;
-		}
-		if (unlinkat(fd, CACHE_RELEASED, 0))
-			sweep(fd, NULL, 0);
-		*slot = i;
+	snprintf(path, sizeof(path), CACHE_ROOT "/%d", i);
+	if (mkdir(path, 0700) && errno != EEXIST)
+		return -2;
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -2;
+	if (!root_only_dir(fd, true) || flock(fd, LOCK_EX | LOCK_NB)) {
+		close(fd);
+		return -1;
+	}
+	if (unlinkat(fd, CACHE_RELEASED, 0))
+		sweep(fd, NULL, 0);
+	return fd;
+}
+
+/* A free slot, preferred first (the BPF side kept in the slot of that
+ * number holds links on its copies: tracer_kept.c), locked (its
+ * descriptor), its number in *slot; -1 when every slot is taken. */
+static int claim_slot(int preferred, int *slot)
+{
+	int fd = -1;
+
+	if (preferred >= 0 && preferred < CACHE_SLOTS &&
+	    (fd = claim_slot_at(preferred)) >= 0) {
+		*slot = preferred;
 		return fd;
+	}
+	for (int i = 0; i < CACHE_SLOTS && fd != -2; i++) {
+		if (i == preferred)
+			continue;
+		fd = claim_slot_at(i);
+		if (fd >= 0) {
+			*slot = i;
+			return fd;
+		}
 	}
 	return -1;
 }
@@ -443,7 +463,8 @@ static int copy_from_cache(struct mt_confine *c, const struct source *src,
 			   size_t n, int verbose)
 {
 	char names[MT_CONFINE_MAX_FILES][CACHE_NAME_SIZE];
-	struct place p = {.fd = claim_slot(&c->slot), .dir = ""};
+	struct place p = {.fd = claim_slot(c->preferred_slot, &c->slot),
+			  .dir = ""};
 	bool made, any_made = false;
 	int err;
 
@@ -525,7 +546,7 @@ int mt_confine_enter(struct mt_confine *c, bool keep_copies)
 {
 	memset(c, 0, sizeof(*c));
 	c->slot_fd = -1;
-	c->slot = -1;
+	c->slot = c->preferred_slot = -1;
 	/* in the host's namespace, where it stays */
 	c->cache_ready = keep_copies && mt_confine_cache_root();
 	/* from here on a failure leaves mt-trace (and the command it forks

@@ -13,6 +13,25 @@
 struct bpf_program;
 struct bpf_link;
 
+/* The probes of one uprobe_multi (or session) link. */
+struct mt_link_spec {
+	const char *path;
+	int attach_type;
+	bool retprobe;
+	pid_t pid;
+	const uint64_t *offsets, *cookies;
+	size_t n;
+};
+
+/* Links kept across sessions (tracer_kept.c): find() gives a link kept
+ * for spec (a descriptor the caller then holds) or -1; keep() is shown
+ * each link made, to keep it if it will. */
+struct mt_link_keeper {
+	void *ctx;
+	int (*find)(void *ctx, const struct mt_link_spec *spec);
+	void (*keep)(void *ctx, const struct mt_link_spec *spec, int fd);
+};
+
 #define MT_MAX_LINKS 256
 
 /* How allocator probes are attached, best first: each needs the
@@ -32,6 +51,8 @@ struct mt_attach {
 	enum mt_probe_mode mode;
 	pid_t pid;	 /* links trap only this process; 0: every process */
 	uint32_t serial; /* in the cookies (MT_COOKIE_LINK); 0: none */
+	struct mt_link_keeper keeper; /* none: find NULL */
+	size_t nfound;		      /* links found kept */
 	int verbose;
 	size_t nprobes;
 	size_t nlinks;
@@ -45,6 +66,11 @@ void mt_attach_init(struct mt_attach *a, enum mt_probe_mode mode,
 /* The programs' descriptors, where libbpf did not load them (-1: it did):
  * uprobe_multi and session links only. */
 void mt_attach_set_prog_fds(struct mt_attach *a, int enter_fd, int ret_fd);
+
+/* uprobe_multi and session links made from now on are offered to keeper,
+ * and asked of it first. */
+void mt_attach_set_keeper(struct mt_attach *a,
+			  const struct mt_link_keeper *keeper);
 
 /*
  * Probes attached from now on trap only process pid (0: every process

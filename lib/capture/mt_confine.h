@@ -25,14 +25,15 @@
 #define MT_CONFINE_MAX_FILES 16
 
 struct mt_confine {
-	bool entered;	     /* in a mount namespace of its own */
-	bool confined;	     /* paths[0] is a private copy for the tree */
-	size_t ncopies;	     /* files bound over by private copies */
-	size_t nreused;	     /* of which kept from an earlier session */
-	int slot;	     /* the cache slot they are in, or -1 */
-	size_t copy_bytes;   /* their size: the memory the tree keeps */
-	bool cache_ready;    /* copies may be kept for later sessions */
-	int slot_fd;	     /* the cache slot held (locked), if bound */
+	bool entered;	    /* in a mount namespace of its own */
+	bool confined;	    /* paths[0] is a private copy for the tree */
+	size_t ncopies;	    /* files bound over by private copies */
+	size_t nreused;	    /* of which kept from an earlier session */
+	int slot;	    /* the cache slot they are in, or -1 */
+	int preferred_slot; /* the slot to try first (set after enter), or -1 */
+	size_t copy_bytes;  /* their size: the memory the tree keeps */
+	bool cache_ready;   /* copies may be kept for later sessions */
+	int slot_fd;	    /* the cache slot held (locked), if bound */
 	char (*bound)[4096]; /* where its copies are bound; NULL: none */
 	size_t nbound;
 	char why[4096 + 160]; /* not confined: what failed */

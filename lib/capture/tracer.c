@@ -380,6 +380,7 @@ static void use_bpf_for_code(struct tracer *t)
 		mt_fast_links_use_bpf(&t->links, t->skel, t->probe_mode);
 	mt_code_use_bpf(&t->code, t->skel, t->probe_mode, &host,
 			t->opts->verbose);
+	mt_tracer_kept_links_use(t);
 }
 
 /* The kernel refused the links of the current mode (no uprobe sessions
@@ -522,6 +523,11 @@ static int setup_bpf(struct tracer *t)
 	if (mt_tracer_follows_code(t->opts) && probe_first_allocators(t))
 		return -1;
 	mt_tracer_overlap_probes_made(t);
+	if (t->opts->verbose && t->code.attach.nfound)
+		fprintf(stderr,
+			"mt-trace: libc's allocator probes: %zu links kept by "
+			"an earlier session\n",
+			t->code.attach.nfound);
 	startup_phase(t, "first allocators");
 	inspect_program(t);
 	startup_phase(t, "program inspected");
@@ -936,6 +942,7 @@ static _Noreturn void background_detach(struct tracer *t, int parent_alive)
 	prctl(PR_SET_NAME, "mt-trace-detach"); /* what ps(1) shows it doing */
 	while (read(parent_alive, &byte, 1) < 0 && errno == EINTR)
 		;
+	mt_tracer_kept_links_release(t);
 	detach_all(t);
 	mt_confine_release(&t->confine); /* the probes are gone */
 	release_stopped(t);
@@ -1016,6 +1023,7 @@ static void cleanup(struct tracer *t)
 	if (t->fast) /* before the detacher forks: it would hold them */
 		mt_fast_links_free(&t->links);
 	if (!detach_in_background(t)) {
+		mt_tracer_kept_links_release(t);
 		detach_all(t);
 		mt_confine_release(&t->confine);
 	} else {
@@ -1061,7 +1069,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 			   .pidfd = -1,
 			   .sample_fd = -1,
 			   .watchdog = -1,
-			   .kept = {.slot = -1, .slot_fd = -1},
+			   .kept = {.slot = -1, .slot_fd = -1, .key_dir = -1},
 			   /* a stop is what --no-stop asks never to see */
 			   .backpressure =
 			       !opts->no_backpressure && !opts->no_stop};

@@ -97,6 +97,8 @@ void mt_tracer_confine_begin(struct tracer *t)
 		free(job);
 		return;
 	}
+	/* links on copies are kept beside the BPF side (tracer_kept.c) */
+	t->confine.preferred_slot = t->kept.slot;
 	t->confining = job;
 }
 

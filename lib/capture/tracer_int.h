@@ -33,15 +33,32 @@ struct mt_fast;
 struct mt_batch_writer;
 
 /* The BPF side kept for later sessions (tracer_kept.c). */
-enum { MT_KEPT_MAX_PROGS = 32, MT_KEPT_MAX_LINKS = 16 };
+enum {
+	MT_KEPT_MAX_PROGS = 32,
+	MT_KEPT_MAX_LINKS = 16,
+	MT_KEPT_MAX_COPY_LINKS = 32,
+	MT_KEPT_PIN_NAME = 64,
+};
+/* A link on a private copy, to be kept after the session. */
+struct mt_kept_link {
+	char name[MT_KEPT_PIN_NAME]; /* its pin's */
+	ino_t ino;		     /* the copy's */
+	int fd;			     /* the session's (in its attach) */
+};
 struct mt_kept {
-	int slot;      /* the slot held, or -1 */
-	int slot_fd;   /* its directory, locked while this session runs */
-	bool expected; /* the slot keeps an object (maybe this one) */
-	bool reused;   /* the programs and maps are the kept ones */
+	int slot;	     /* the slot held, or -1 */
+	int slot_fd;	     /* its directory, locked while this session runs */
+	int key_dir;	     /* the object's directory in it, or -1 */
+	bool expected;	     /* the slot keeps an object (maybe this one) */
+	bool links_expected; /* and links on copies with it */
+	bool reused;	     /* the programs and maps are the kept ones */
+	bool keeping_links;  /* links on this session's copies are kept */
+	dev_t copies_dev;    /* the copies' file system, when keeping_links */
 	int prog_fds[MT_KEPT_MAX_PROGS]; /* reused: by the object's order */
 	int link_fds[MT_KEPT_MAX_LINKS]; /* reused: the tracepoints' links */
 	size_t nlinks;
+	struct mt_kept_link copy_links[MT_KEPT_MAX_COPY_LINKS];
+	size_t ncopy_links;
 };
 
 struct staged_life {
@@ -238,6 +255,15 @@ int mt_tracer_kept_attach(struct tracer *t);
 int mt_tracer_kept_attach_perf(struct tracer *t, struct bpf_program *prog,
 			       int perf_fd);
 void mt_tracer_kept_end(struct tracer *t);
+/* Links on the session's private copies kept beside the object, pinned
+ * between sessions only: use() offers them to the allocator probes'
+ * attach (once the copies are made), expected() says whether a kept
+ * object came with some (no uprobe is then registered: nothing to warm),
+ * release() (the detacher, before it closes the session's links) pins
+ * those on copies nobody maps. */
+void mt_tracer_kept_links_use(struct tracer *t);
+bool mt_tracer_kept_links_expected(const struct tracer *t);
+void mt_tracer_kept_links_release(struct tracer *t);
 
 /* The rest done beside the BPF load (tracer_overlap.c): start it after the
  * fork; wait for libc's plan before attaching; stop the warming once the

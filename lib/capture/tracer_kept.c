@@ -97,8 +97,8 @@ static int open_root(void)
 	return fd;
 }
 
-/* Does directory fd hold anything? */
-static bool holds_anything(int fd)
+/* Does directory fd hold anything (a name starting with prefix)? */
+static bool holds_anything(int fd, const char *prefix)
 {
 	int dup_fd = dup(fd);
 	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
@@ -110,8 +110,40 @@ static bool holds_anything(int fd)
 			close(dup_fd);
 		return false;
 	}
+	rewinddir(d); /* the descriptor's position is shared with fd's */
 	while (!any && (e = readdir(d)))
-		any = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+		any = strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		      (!prefix || !strncmp(e->d_name, prefix, strlen(prefix)));
+	closedir(d);
+	return any;
+}
+
+/* Does an object kept in slot directory fd hold links (l-...)? */
+static bool holds_links(int slot_fd)
+{
+	int dup_fd = dup(slot_fd);
+	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	struct dirent *e;
+	bool any = false;
+
+	if (!d) {
+		if (dup_fd >= 0)
+			close(dup_fd);
+		return false;
+	}
+	rewinddir(d); /* the descriptor's position is shared with fd's */
+	while (!any && (e = readdir(d))) {
+		int fd;
+
+		if (e->d_name[0] == '.')
+			continue;
+		fd = openat(slot_fd, e->d_name,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0) {
+			any = holds_anything(fd, "l-");
+			close(fd);
+		}
+	}
 	closedir(d);
 	return any;
 }
@@ -122,7 +154,7 @@ void mt_tracer_kept_begin(struct tracer *t)
 	const struct mt_tracer_opts *o = t->opts;
 	int root;
 
-	k->slot = k->slot_fd = -1;
+	k->slot = k->slot_fd = k->key_dir = -1;
 	for (size_t i = 0; i < MT_KEPT_MAX_PROGS; i++)
 		k->prog_fds[i] = -1;
 	if (o->no_keep_copies || o->fast || o->stacks || geteuid() != 0)
@@ -149,7 +181,8 @@ void mt_tracer_kept_begin(struct tracer *t)
 		k->slot_fd = fd;
 	}
 	close(root);
-	k->expected = k->slot_fd >= 0 && holds_anything(k->slot_fd);
+	k->expected = k->slot_fd >= 0 && holds_anything(k->slot_fd, NULL);
+	k->links_expected = k->expected && holds_links(k->slot_fd);
 }
 
 /* ---- the key --------------------------------------------------------------
@@ -297,6 +330,7 @@ static void empty_slot(int slot_fd)
 			close(fd);
 		return;
 	}
+	rewinddir(d); /* the descriptor's position is shared with slot_fd's */
 	while ((e = readdir(d)))
 		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
 			remove_dir(slot_fd, e->d_name);
@@ -333,12 +367,15 @@ static int keep_object(struct mt_kept *k, const struct mt_trace *skel,
 		prog_pin_name(prog, name, sizeof(name));
 		err = put_pin(dir, name, bpf_program__fd(prog));
 	}
-	close(dir);
 	if (!err && renameat(k->slot_fd, temp, k->slot_fd, key))
 		err = -errno;
-	if (err)
+	if (err) {
+		close(dir);
 		remove_dir(k->slot_fd, temp);
-	return err;
+		return err;
+	}
+	k->key_dir = dir; /* for the links on copies (renamed, the same) */
+	return 0;
 }
 
 /* ---- reuse ----------------------------------------------------------------
@@ -490,7 +527,10 @@ static int open_kept(struct mt_kept *k, struct mt_trace *skel, const char *key,
 		}
 		p++;
 	}
-	close(dir);
+	if (err)
+		close(dir);
+	else
+		k->key_dir = dir;
 	return err;
 }
 
@@ -537,6 +577,7 @@ static int reuse(struct tracer *t, struct mt_trace *skel, const char *key)
 				"loading it anew\n",
 				k->slot, strerror(-err));
 		close_fds(k->prog_fds, MT_KEPT_MAX_PROGS);
+		close_fds(&k->key_dir, 1);
 		empty_slot(k->slot_fd);
 		return -EAGAIN;
 	}
@@ -586,6 +627,9 @@ void mt_tracer_kept_unload(struct tracer *t)
 	if (t->kept.reused)
 		close_fds(t->kept.prog_fds, MT_KEPT_MAX_PROGS);
 	t->kept.reused = false;
+	if (t->kept.key_dir >= 0)
+		close_fds(&t->kept.key_dir, 1);
+	t->kept.keeping_links = false;
 }
 
 /* ---- programs and links ---------------------------------------------------
@@ -684,6 +728,217 @@ int mt_tracer_kept_attach(struct tracer *t)
 		err = attach_one(t, prog);
 	}
 	return err;
+}
+
+/* ---- links on the copies --------------------------------------------------
+ */
+
+/* A link's pin: the copy's inode and a hash of its probes. */
+static void link_pin_name(const struct mt_link_spec *spec, ino_t ino,
+			  char *name, size_t size)
+{
+	uint64_t h[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
+
+	hash_u64(h, (uint64_t)spec->attach_type);
+	hash_u64(h, spec->retprobe);
+	hash_u64(h, spec->n);
+	hash_bytes(h, spec->offsets, spec->n * sizeof(*spec->offsets));
+	hash_bytes(h, spec->cookies, spec->n * sizeof(*spec->cookies));
+	snprintf(name, size, "l-%llx-%016llx%016llx", (unsigned long long)ino,
+		 (unsigned long long)h[0], (unsigned long long)h[1]);
+}
+
+/* The name of spec's pin, if its file is one of the session's copies. */
+static bool copy_link_name(const struct mt_kept *k,
+			   const struct mt_link_spec *spec, char *name,
+			   ino_t *ino)
+{
+	struct stat st;
+
+	if (!k->keeping_links || spec->pid != 0 || stat(spec->path, &st) ||
+	    !S_ISREG(st.st_mode) || st.st_dev != k->copies_dev)
+		return false;
+	link_pin_name(spec, st.st_ino, name, MT_KEPT_PIN_NAME);
+	*ino = st.st_ino;
+	return true;
+}
+
+/* Note link fd (the session's until its end) to be pinned as name. */
+static void note_link(struct mt_kept *k, const char *name, ino_t ino, int fd)
+{
+	struct mt_kept_link *l;
+
+	if (k->ncopy_links == MT_KEPT_MAX_COPY_LINKS)
+		return;
+	l = &k->copy_links[k->ncopy_links++];
+	snprintf(l->name, sizeof(l->name), "%s", name);
+	l->ino = ino;
+	l->fd = fd;
+}
+
+/* A kept link is unpinned while a session uses it: should mt-trace die,
+ * the kernel closes its descriptors and the links go, as they always
+ * went (watchdog.c counts on it: no probe outlives mt-trace). */
+static int find_link(void *ctx, const struct mt_link_spec *spec)
+{
+	struct mt_kept *k = ctx;
+	char name[MT_KEPT_PIN_NAME];
+	ino_t ino;
+	int fd;
+
+	if (!copy_link_name(k, spec, name, &ino))
+		return -1;
+	fd = get_pin(k->key_dir, name);
+	if (fd < 0)
+		return -1;
+	unlinkat(k->key_dir, name, 0);
+	note_link(k, name, ino, fd);
+	return fd;
+}
+
+static void keep_link(void *ctx, const struct mt_link_spec *spec, int fd)
+{
+	struct mt_kept *k = ctx;
+	char name[MT_KEPT_PIN_NAME];
+	ino_t ino;
+
+	if (copy_link_name(k, spec, name, &ino))
+		note_link(k, name, ino, fd);
+}
+
+/* The inode of link pin name (l-<inode>-...), or 0. */
+static ino_t pin_inode(const char *name)
+{
+	unsigned long long ino;
+
+	return sscanf(name, "l-%llx-", &ino) == 1 ? (ino_t)ino : 0;
+}
+
+/* Is inode among inodes[0..n)? */
+static bool among(ino_t inode, const ino_t *inodes, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (inodes[i] == inode)
+			return true;
+	return false;
+}
+
+/* The regular files of directory dir (the copies in a cache slot): their
+ * inodes, those that anyone has open or mapped (a write lease refused,
+ * as confine.c tests) left out when busy_out. */
+static size_t copy_inodes(int dir, ino_t *inodes, size_t max, bool busy_out)
+{
+	int dup_fd = dup(dir);
+	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	struct dirent *e;
+	size_t n = 0;
+
+	if (!d) {
+		if (dup_fd >= 0)
+			close(dup_fd);
+		return 0;
+	}
+	rewinddir(d); /* the descriptor's position is shared with dir's */
+	while (n < max && (e = readdir(d))) {
+		int fd = openat(dir, e->d_name,
+				O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		struct stat st;
+
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		    (!busy_out || fcntl(fd, F_SETLEASE, F_WRLCK) == 0))
+			inodes[n++] = st.st_ino;
+		if (busy_out)
+			fcntl(fd, F_SETLEASE, F_UNLCK);
+		close(fd);
+	}
+	closedir(d);
+	return n;
+}
+
+/* Remove the link pins of key_dir whose inode is not among inodes (a
+ * copy since replaced): the kernel frees those links, and the copies
+ * they hold, off this path (bpf_link_put defers it to a worker). */
+static size_t drop_links_but(int key_dir, const ino_t *inodes, size_t n)
+{
+	int dup_fd = dup(key_dir);
+	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	struct dirent *e;
+	size_t dropped = 0;
+
+	if (!d) {
+		if (dup_fd >= 0)
+			close(dup_fd);
+		return 0;
+	}
+	rewinddir(d); /* the descriptor's position is shared with dir's */
+	while ((e = readdir(d))) {
+		ino_t ino = pin_inode(e->d_name);
+
+		if (ino && !among(ino, inodes, n) &&
+		    unlinkat(key_dir, e->d_name, 0) == 0)
+			dropped++;
+	}
+	closedir(d);
+	return dropped;
+}
+
+enum { MAX_COPIES = 64 };
+
+void mt_tracer_kept_links_use(struct tracer *t)
+{
+	struct mt_kept *k = &t->kept;
+	const struct mt_confine *c = &t->confine;
+	const struct mt_link_keeper keeper = {
+	    .ctx = k, .find = find_link, .keep = keep_link};
+	ino_t inodes[MAX_COPIES];
+	struct stat st;
+	size_t n, dropped;
+
+	k->ncopy_links = 0; /* a new attach (fall_back): the old one's gone */
+	/* the copies' slot must be the object's: its links run its
+	 * programs, which trace only the session holding its slot */
+	if (k->key_dir < 0 || !c->bound || c->slot < 0 || c->slot != k->slot ||
+	    fstat(c->slot_fd, &st))
+		return;
+	if (!k->keeping_links) {
+		n = copy_inodes(c->slot_fd, inodes, MAX_COPIES, false);
+		dropped = drop_links_but(k->key_dir, inodes, n);
+		if (dropped && t->opts->verbose)
+			fprintf(stderr,
+				"mt-trace: %zu kept links on copies since "
+				"replaced dropped\n",
+				dropped);
+	}
+	k->keeping_links = true;
+	k->copies_dev = st.st_dev;
+	mt_attach_set_keeper(&t->code.attach, &keeper);
+}
+
+bool mt_tracer_kept_links_expected(const struct tracer *t)
+{
+	return t->kept.links_expected;
+}
+
+void mt_tracer_kept_links_release(struct tracer *t)
+{
+	struct mt_kept *k = &t->kept;
+	ino_t idle[MAX_COPIES];
+	size_t n;
+
+	if (!k->keeping_links || t->confine.slot_fd < 0)
+		return;
+	/* a copy a process still maps (one the tree left running) keeps no
+	 * link: it would trap on every call, recorded by nobody */
+	n = copy_inodes(t->confine.slot_fd, idle, MAX_COPIES, true);
+	for (size_t i = 0; i < k->ncopy_links; i++) {
+		struct mt_kept_link *l = &k->copy_links[i];
+
+		if (among(l->ino, idle, n))
+			put_pin(k->key_dir, l->name, l->fd);
+	}
+	k->ncopy_links = 0;
 }
 
 void mt_tracer_kept_end(struct tracer *t)

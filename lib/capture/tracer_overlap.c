@@ -212,7 +212,9 @@ bool mt_tracer_overlap_program(struct tracer *t, struct mt_code_program *p)
 
 void mt_tracer_overlap_start(struct tracer *t)
 {
-	if (mt_tracer_follows_code(t->opts))
+	/* nothing to warm when the links are kept (tracer_kept.c) */
+	if (mt_tracer_follows_code(t->opts) &&
+	    !mt_tracer_kept_links_expected(t))
 		mt_uprobe_warm_start(&t->warm);
 	start_preparing(t);
 	start_building_cfi(t);
