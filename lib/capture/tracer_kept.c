@@ -318,8 +318,9 @@ static void remove_dir(int dir, const char *name)
 	unlinkat(dir, name, AT_REMOVEDIR);
 }
 
-/* Empty the slot: whatever object it kept is not this one. */
-static void empty_slot(int slot_fd)
+/* Empty the slot but for directory keep (NULL: all): whatever object it
+ * kept is not this one. */
+static void empty_slot(int slot_fd, const char *keep)
 {
 	int fd = dup(slot_fd);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -332,7 +333,8 @@ static void empty_slot(int slot_fd)
 	}
 	rewinddir(d); /* the descriptor's position is shared with slot_fd's */
 	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		    (!keep || strcmp(e->d_name, keep)))
 			remove_dir(slot_fd, e->d_name);
 	closedir(d);
 }
@@ -347,7 +349,7 @@ static int keep_object(struct mt_kept *k, const struct mt_trace *skel,
 	char name[64];
 	int dir, err = 0;
 
-	empty_slot(k->slot_fd);
+	empty_slot(k->slot_fd, NULL);
 	if (mkdirat(k->slot_fd, temp, 0700))
 		return -errno;
 	dir = openat(k->slot_fd, temp,
@@ -578,7 +580,7 @@ static int reuse(struct tracer *t, struct mt_trace *skel, const char *key)
 				k->slot, strerror(-err));
 		close_fds(k->prog_fds, MT_KEPT_MAX_PROGS);
 		close_fds(&k->key_dir, 1);
-		empty_slot(k->slot_fd);
+		empty_slot(k->slot_fd, NULL);
 		return -EAGAIN;
 	}
 	return 0;
@@ -602,6 +604,7 @@ int mt_tracer_kept_load(struct tracer *t, struct mt_trace *skel)
 	err = reuse(t, skel, key);
 	if (err == 0) {
 		k->reused = true;
+		empty_slot(k->slot_fd, key); /* another key's, a killed pinning */
 		if (t->opts->verbose)
 			fprintf(stderr,
 				"mt-trace: BPF programs and maps kept by an "
