@@ -207,21 +207,20 @@ static void size_process_tables(struct mt_trace *skel, bool fast)
 static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 {
 	const struct mt_tracer_opts *o = t->opts;
-	char btf_path[64];
-	const char *why = NULL;
-	int btf_fd = mt_core_btf_open(btf_path, sizeof(btf_path), &why);
-	LIBBPF_OPTS(bpf_object_open_opts, open_opts,
-		    .btf_custom_path = btf_fd >= 0 ? btf_path : NULL);
+	struct mt_opened_bpf opened;
 	struct mt_trace *skel;
-	int err;
+	int btf_fd, err;
 
+	if (!mt_tracer_overlap_opened(t, &opened))
+		mt_tracer_open_bpf(&opened);
+	skel = opened.skel;
+	btf_fd = opened.btf_fd;
 	if (btf_fd < 0 && o->verbose)
 		fprintf(stderr, "mt-trace: reading the kernel's BTF: %s\n",
-			why);
-	skel = mt_trace__open_opts(&open_opts);
+			opened.why);
 	if (!skel) {
-		mt_tracer_explain_privileges("opening the BPF object", errno,
-					     mt_tracer_verbose > 0);
+		mt_tracer_explain_privileges("opening the BPF object",
+					     opened.err, mt_tracer_verbose > 0);
 		if (btf_fd >= 0)
 			close(btf_fd);
 		return -1;
@@ -510,8 +509,6 @@ static int setup_bpf(struct tracer *t)
 	struct mt_traced entry = {.state = MT_AWAITING_EXEC};
 	int err;
 
-	libbpf_set_print(libbpf_print);
-	mt_tracer_verbose = t->opts->verbose;
 	t->ncpus = libbpf_num_possible_cpus();
 	if (load_best(t) || make_rings(t))
 		return -1;
@@ -1085,6 +1082,9 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	t.batch = malloc(sizeof(struct mt_raw_batch) +
 			 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
 	sfd = make_signalfd(&old);
+	libbpf_set_print(libbpf_print);
+	mt_tracer_verbose = opts->verbose;
+	mt_tracer_overlap_open_start(&t);
 	if (opts->fast && opts->track_allocators &&
 	    !(t.fast = mt_fast_start(opts->verbose,
 				     opts->stacks ? opts->stack_depth : 0))) {

@@ -145,6 +145,8 @@ struct tracer {
 	struct mt_premade_maps *premade;
 	/* the command's program and libraries, found beside it too */
 	struct mt_early_program *early_program;
+	/* the BPF object, opened by a thread from mt-trace's start */
+	struct mt_early_open *early_open;
 };
 
 /* tracer_privileges.c: capabilities and tracefs */
@@ -272,6 +274,21 @@ void mt_tracer_overlap_start(struct tracer *t);
 void mt_tracer_overlap_prepared(struct tracer *t);
 void mt_tracer_overlap_probes_made(struct tracer *t);
 void mt_tracer_overlap_end(struct tracer *t);
+/* The BPF object opened (libbpf reads its ELF and BTF: 1-3 ms here) with
+ * the built-in kernel BTF's file for the load (btf_fd, or -1 and why). */
+struct mt_opened_bpf {
+	struct mt_trace *skel; /* NULL: err */
+	int err;
+	int btf_fd;
+	char btf_path[64];
+	const char *why;
+};
+void mt_tracer_open_bpf(struct mt_opened_bpf *o);
+/* The same by a thread from mt-trace's start (open_start); opened() waits
+ * for it and moves it to *o, false when there is none (taken already). */
+void mt_tracer_overlap_open_start(struct tracer *t);
+bool mt_tracer_overlap_opened(struct tracer *t, struct mt_opened_bpf *o);
+
 /* kmem:rss_stat's perf event (RSS: tracefs is there by now), opened by a
  * thread; its fd once it is (the caller's to close), or -1 if it could
  * not be. */

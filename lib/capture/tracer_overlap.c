@@ -18,9 +18,64 @@
 
 #include "mt_attach.h"
 #include "mt_cfi.h"
+#include "mt_core_btf.h"
 #include "mt_elf.h"
 #include "mt_user.h"
+#include "mt_trace.skel.h"
 #include "tracer_int.h"
+
+void mt_tracer_open_bpf(struct mt_opened_bpf *o)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, opts);
+
+	o->why = NULL;
+	o->btf_fd = mt_core_btf_open(o->btf_path, sizeof(o->btf_path), &o->why);
+	opts.btf_custom_path = o->btf_fd >= 0 ? o->btf_path : NULL;
+	o->skel = mt_trace__open_opts(&opts);
+	o->err = o->skel ? 0 : errno;
+}
+
+/* With the BPF side kept (tracer_kept.c) nothing is loaded: opening the
+ * object is then the largest part of the "load", and needs nothing of
+ * the session's, so a thread does it from the start. */
+struct mt_early_open {
+	pthread_t thread;
+	struct mt_opened_bpf opened;
+};
+
+static void *open_bpf_thread(void *arg)
+{
+	struct mt_early_open *e = arg;
+
+	mt_tracer_open_bpf(&e->opened);
+	return NULL;
+}
+
+void mt_tracer_overlap_open_start(struct tracer *t)
+{
+	struct mt_early_open *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return;
+	if (pthread_create(&e->thread, NULL, open_bpf_thread, e) != 0) {
+		free(e);
+		return;
+	}
+	t->early_open = e;
+}
+
+bool mt_tracer_overlap_opened(struct tracer *t, struct mt_opened_bpf *o)
+{
+	struct mt_early_open *e = t->early_open;
+
+	if (!e)
+		return false;
+	pthread_join(e->thread, NULL);
+	*o = e->opened;
+	free(e);
+	t->early_open = NULL;
+	return true;
+}
 
 /* libc's unwind table, built by a thread, and the build-id of its bytes
  * (the tree maps private copies of libc: other files, the same bytes) */
@@ -290,6 +345,13 @@ void mt_tracer_overlap_probes_made(struct tracer *t)
 
 void mt_tracer_overlap_end(struct tracer *t)
 {
+	struct mt_opened_bpf opened;
+
+	if (mt_tracer_overlap_opened(t, &opened)) { /* a failed start */
+		mt_trace__destroy(opened.skel);
+		if (opened.btf_fd >= 0)
+			close(opened.btf_fd);
+	}
 	mt_uprobe_warm_stop(&t->warm); /* a failed start: still warming */
 	mt_tracer_overlap_prepared(t);
 	early_cfi_free(early_cfi_done(t));
