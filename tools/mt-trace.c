@@ -120,7 +120,8 @@ static void usage(FILE *f)
 	      "                            uprobes of its own\n"
 	      "  -v, --verbose             say what is attached; twice: "
 	      "libbpf's debug output\n"
-	      "                            and the start-up's and exit's steps timed\n"
+	      "                            and the start-up's and exit's steps "
+	      "timed\n"
 	      "  -h, --help                this text\n"
 	      "      --version             mt-trace's version\n"
 	      "\n"
@@ -328,6 +329,13 @@ int main(int argc, char **argv)
 	const char *env;
 	int c;
 
+	/* 0-2 open (on /dev/null where they were closed): a descriptor of
+	 * mt-trace's own must never be one of them, which its detacher and
+	 * the command take as standard streams */
+	for (int fd = 0; fd <= 2; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && errno == EBADF &&
+		    open("/dev/null", O_RDWR) != fd)
+			err(MT_EXIT_TRACER_FAILED, "/dev/null");
 	env = getenv("MT_TRACK_ALLOCATORS");
 	if (env && *env)
 		o.track_allocators = parse_bool(env, "MT_TRACK_ALLOCATORS");

@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/perf_event.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
@@ -54,6 +56,18 @@
 /* How often the events ring is drained when it does not wake us (its BPF
  * side wakes the consumer only at a fill level). */
 #define DRAIN_INTERVAL_MS 50
+/*
+ * The end of kmem:rss_stat's last perf event waits out an RCU tasks-trace
+ * grace period (perf_trace_event_unreg(): 58-62 ms here) holding the
+ * kernel's event_mutex, which the next session's perf_event_open() of the
+ * same tracepoint then waits for (the 8-47 ms outliers of back-to-back
+ * `mt-trace -- true`).  So the detacher turns the event off at once and
+ * closes it this long after the slots are free: a session started
+ * meanwhile holds an event of its own by then, and the close is not the
+ * last.  Off and with no program attached, the event costs the rest of
+ * the machine a call and two tests per rss_stat.
+ */
+#define RSS_EVENT_LINGER_MS 150
 
 /* libbpf's print callback has no context pointer */
 static int mt_tracer_verbose;
@@ -500,6 +514,7 @@ static void attach_rss_size_early(struct tracer *t)
 		return;
 	}
 	t->skel->links.on_rss_size = link; /* closes fd when destroyed */
+	t->rss_perf_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* closed last */
 	bpf_program__set_autoattach(prog, false);
 }
 
@@ -866,6 +881,9 @@ static void detach_all(struct tracer *t)
 	    jobs[MT_MAX_LINKS + MT_UPROBE_WARM_MAX + MT_KEPT_MAX_LINKS + 32];
 	size_t n = 0;
 
+	/* off at once: the slow part of its end is kept for the end */
+	if (t->rss_perf_fd >= 0)
+		ioctl(t->rss_perf_fd, PERF_EVENT_IOC_DISABLE, 0);
 	for (int i = 0; s && i < s->prog_cnt; i++)
 		if (*s->progs[i].link && n < sizeof(jobs) / sizeof(jobs[0]))
 			jobs[n++] =
@@ -927,6 +945,7 @@ static void release_stopped(struct tracer *t)
 static _Noreturn void background_detach(struct tracer *t, int parent_alive)
 {
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	struct timespec linger = {0, RSS_EVENT_LINGER_MS * 1000000L};
 	char byte;
 
 	for (int fd = 0; fd <= 2 && null >= 0; fd++)
@@ -943,6 +962,13 @@ static _Noreturn void background_detach(struct tracer *t, int parent_alive)
 	detach_all(t);
 	mt_confine_release(&t->confine); /* the probes are gone */
 	release_stopped(t);
+	/* nothing of the session runs any more: a later one may take its
+	 * slots (and reset the maps this process still holds) */
+	mt_tracer_kept_release_slot(t);
+	if (t->rss_perf_fd >= 0) {
+		nanosleep(&linger, NULL);
+		close(t->rss_perf_fd);
+	}
 	_exit(0);
 }
 
@@ -1023,6 +1049,9 @@ static void cleanup(struct tracer *t)
 		mt_tracer_kept_links_release(t);
 		detach_all(t);
 		mt_confine_release(&t->confine);
+		if (t->rss_perf_fd >= 0)
+			close(t->rss_perf_fd);
+		t->rss_perf_fd = -1;
 	} else {
 		mt_confine_forget(&t->confine); /* the detacher releases it */
 	}
@@ -1065,6 +1094,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 			   .release_fd = -1,
 			   .pidfd = -1,
 			   .sample_fd = -1,
+			   .rss_perf_fd = -1,
 			   .watchdog = -1,
 			   .kept = {.slot = -1, .slot_fd = -1, .key_dir = -1},
 			   /* a stop is what --no-stop asks never to see */

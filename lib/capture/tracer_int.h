@@ -85,6 +85,9 @@ struct tracer {
 	struct mt_control control;
 	bool has_control;
 	int sample_fd; /* timerfd for --physical sampling, or -1 */
+	/* kmem:rss_stat's perf event, held beside its link (or -1): closed
+	 * last, after the slots are free (detach_in_background()) */
+	int rss_perf_fd;
 	struct mt_pss_sweep pss_sweep; /* its rounds */
 	/* processes alive now, from the lifecycle events (for sampling) */
 	pid_t *live;
@@ -257,6 +260,8 @@ int mt_tracer_kept_attach(struct tracer *t);
 int mt_tracer_kept_attach_perf(struct tracer *t, struct bpf_program *prog,
 			       int perf_fd);
 void mt_tracer_kept_end(struct tracer *t);
+/* The slot given up (the detacher, once nothing of the session runs). */
+void mt_tracer_kept_release_slot(struct tracer *t);
 /* Links on the session's private copies kept beside the object, pinned
  * between sessions only: use() offers them to the allocator probes'
  * attach (once the copies are made), expected() says whether a kept

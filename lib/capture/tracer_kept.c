@@ -604,7 +604,8 @@ int mt_tracer_kept_load(struct tracer *t, struct mt_trace *skel)
 	err = reuse(t, skel, key);
 	if (err == 0) {
 		k->reused = true;
-		empty_slot(k->slot_fd, key); /* another key's, a killed pinning */
+		empty_slot(k->slot_fd,
+			   key); /* another key's, a killed pinning */
 		if (t->opts->verbose)
 			fprintf(stderr,
 				"mt-trace: BPF programs and maps kept by an "
@@ -673,8 +674,12 @@ int mt_tracer_kept_attach_perf(struct tracer *t, struct bpf_program *prog,
 	int fd = bpf_link_create(mt_tracer_prog_fd(t, prog), perf_fd,
 				 BPF_PERF_EVENT, NULL);
 
-	/* the link holds the event: its close is the detach */
-	close(perf_fd);
+	/* the link holds the event too; kmem:rss_stat's is held apart to be
+	 * closed last (tracer.c, detach_in_background()) */
+	if (prog == t->skel->progs.on_rss_size && t->rss_perf_fd < 0)
+		t->rss_perf_fd = perf_fd;
+	else
+		close(perf_fd);
 	return keep_link_fd(&t->kept, fd);
 }
 
@@ -942,6 +947,13 @@ void mt_tracer_kept_links_release(struct tracer *t)
 			put_pin(k->key_dir, l->name, l->fd);
 	}
 	k->ncopy_links = 0;
+}
+
+void mt_tracer_kept_release_slot(struct tracer *t)
+{
+	if (t->kept.slot_fd >= 0)
+		close(t->kept.slot_fd);
+	t->kept.slot_fd = -1;
 }
 
 void mt_tracer_kept_end(struct tracer *t)
