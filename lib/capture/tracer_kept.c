@@ -557,6 +557,8 @@ static int reuse(struct tracer *t, struct mt_trace *skel, const char *key)
 	size_t m = 0;
 	int err;
 
+	for (size_t i = 0; i < MAX_MAPS; i++)
+		map_fds[i] = -1; /* closed on failure: only what was opened */
 	err = open_kept(k, skel, key, map_fds, MAX_MAPS);
 	if (err) {
 		close_fds(map_fds, MAX_MAPS);
