@@ -651,8 +651,10 @@ links_of() {
 @test "the probes go: just after mt-trace exits by default, before it exits with --wait-detach" {
 	require_bpf
 	command -v bpftool >/dev/null || skip "bpftool not installed"
-	# while a trace runs, its links are there (the check can see them)
-	mt-trace --wait-detach -o "$T/sleep.raw" -- sleep 1 2>/dev/null &
+	# while a trace runs, its links are there (the check can see them);
+	# --no-keep-copies: nothing of the session is kept for the next one
+	mt-trace --wait-detach --no-keep-copies -o "$T/sleep.raw" -- sleep 1 \
+		2>/dev/null &
 	tracer=$!
 	for _ in $(seq 50); do
 		# asked again each time: taken while mt-trace is still loading
@@ -670,7 +672,7 @@ links_of() {
 	[ "$links" = 0 ]
 	# default: the background detacher removes them, then exits (it
 	# held the programs: they are unloaded only when it is gone)
-	mt-trace -o "$T/sleep.raw" -- sleep 0.5 2>/dev/null &
+	mt-trace --no-keep-copies -o "$T/sleep.raw" -- sleep 0.5 2>/dev/null &
 	tracer=$!
 	progs=$(session_progs "$tracer")
 	wait "$tracer"
@@ -679,6 +681,47 @@ links_of() {
 		sleep 0.1
 	done
 	[ "$(links_of)" = "0 0" ]
+}
+
+@test "the probes go but those kept on the tree's private copies: pinned, uprobe links only" {
+	require_bpf
+	command -v bpftool >/dev/null || skip "bpftool not installed"
+	mt-trace -v -o "$T/sleep.raw" -- sleep 0.5 2>"$T/trace.err" &
+	tracer=$!
+	progs=$(session_progs "$tracer")
+	wait "$tracer"
+	cat "$T/trace.err"
+	bslot=$(sed -n 's/.*BPF programs and maps kept.*slot \([0-9]\).*/\1/p' \
+		"$T/trace.err")
+	cslot=$(sed -n 's/.*allocator probes confined.*slot \([0-9]\)).*/\1/p' \
+		"$T/trace.err")
+	if [ -z "$bslot" ]; then # every slot taken by other sessions
+		skip "no slot free for the BPF side"
+	fi
+	# its detacher pins the copies' links again, closes the rest, exits
+	for _ in $(seq 100); do
+		pgrep -x mt-trace-detach >/dev/null || break
+		sleep 0.1
+	done
+	run "$PY" "$BATS_TEST_DIRNAME/lib/mt_links.py" types $progs
+	echo "links: $output"
+	# no tracepoint link is left in any case
+	refute_output --partial tracepoint
+	refute_output --partial perf_event
+	if [ "$bslot" != "$cslot" ]; then
+		# copies in another slot than the programs' (taken by another
+		# session): nothing is kept
+		assert_output ""
+		return
+	fi
+	# only uprobe_multi ones (type 12) are left, at most one a pin: a
+	# later session may have taken some already
+	pins=$(ls /run/mt-trace/bpf/"$bslot"/*/ | grep -c '^l-' || true)
+	[ "$pins" -ge 1 ]
+	[ "$(grep -c . <<<"$output")" -le "$pins" ]
+	if [ -n "$output" ]; then
+		assert_output --regexp '^(12|uprobe_multi)(\n(12|uprobe_multi))*$'
+	fi
 }
 
 @test "without privileges: mt-trace exits 125 and names the missing capability" {
@@ -1037,9 +1080,11 @@ total_events() {
 	# reported is split into "perf_event_open( <unfinished ...>" and
 	# "<... perf_event_open resumed>{type=...": the old check missed it
 	# whenever another session was detaching.
+	# --no-keep-copies: the programs are loaded (a kept BPF side is
+	# not: kept.bats)
 	ASAN_OPTIONS=detect_leaks=0 run strace -ff \
 		-e trace=perf_event_open,bpf -o "$T/st" \
-		mt-trace -o "$T/t.raw" -- true
+		mt-trace --no-keep-copies -o "$T/t.raw" -- true
 	assert_success
 	echo "$output" # mt-trace's own words (a warning without RSS?)
 	grep -H 'perf_event_open' "$T"/st.* | cut -c1-200 || true
@@ -1080,8 +1125,9 @@ total_events() {
 @test "the largest maps are made beside the fork, once, and the load uses them" {
 	require_bpf
 	command -v strace >/dev/null || skip "strace not installed"
+	# --no-keep-copies: the maps are made (a kept BPF side's are not)
 	ASAN_OPTIONS=detect_leaks=0 run strace -f -e trace=bpf \
-		-o "$T/strace.txt" mt-trace -o "$T/t.raw" -- true
+		-o "$T/strace.txt" mt-trace --no-keep-copies -o "$T/t.raw" -- true
 	assert_success
 	loader=$(awk '/BPF_PROG_LOAD.*prog_name="on_exit"/ { print $1 }' "$T/strace.txt")
 	[ -n "$loader" ]
@@ -1106,7 +1152,8 @@ total_events() {
 # links, so it must work.
 @test "-vv: the first uprobe registration's wait is taken beside the BPF load" {
 	require_bpf
-	trace_ok -vv -- true
+	# --no-keep-copies: links are made (kept ones need no registration)
+	trace_ok -vv --no-keep-copies -- true
 	run grep -E 'uprobe registration warmed beside the BPF load: the first in [0-9.]+ ms, [1-9][0-9]* in all' "$T/trace.err"
 	assert_success
 	run grep 'not warmed' "$T/trace.err"

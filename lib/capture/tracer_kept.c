@@ -625,6 +625,11 @@ int mt_tracer_kept_load(struct tracer *t, struct mt_trace *skel)
 		fprintf(stderr,
 			"mt-trace: keeping the BPF programs in slot %d: %s\n",
 			k->slot, strerror(-err));
+	else if (t->opts->verbose)
+		fprintf(stderr,
+			"mt-trace: BPF programs and maps kept in slot %d for "
+			"later sessions\n",
+			k->slot);
 	return 0;
 }
 

@@ -9,6 +9,10 @@ what its own session loaded.  The kernel (not mt) is the outside truth:
   mt_links.py progs PID      ids of the mt programs PID holds, one line
   mt_links.py count ID...    "LINKS LOADED": how many links run one of these
                              programs, how many of them are still loaded
+  mt_links.py types ID...    the type of each link that runs one of these
+                             programs, one a line (bpftool's name, or its
+                             number: 12 is uprobe_multi, which bpftool 7.1
+                             does not name)
   mt_links.py runs ID...     "NAME RUN_CNT" of each of these programs (with
                              kernel.bpf_stats_enabled=1)
   mt_links.py sizes ID...    "NAME INSNS" of each of these programs: its
@@ -60,6 +64,12 @@ def main(argv):
         links = sum(1 for l in bpftool("link", "show") if l.get("prog_id") in ids)
         loaded = sum(1 for p in bpftool("prog", "show") if p["id"] in ids)
         print(links, loaded)
+        return 0
+    if len(argv) >= 2 and argv[0] == "types":
+        ids = {int(a) for a in argv[1:]}
+        for l in bpftool("link", "show"):
+            if l.get("prog_id") in ids:
+                print(l.get("type", "?"))
         return 0
     if len(argv) >= 2 and argv[0] == "runs":
         ids = {int(a) for a in argv[1:]}
