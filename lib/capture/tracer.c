@@ -1012,9 +1012,11 @@ static void start_watchdog(struct tracer *t)
 
 	if (!code_stops && !t->backpressure)
 		return;
+	/* it holds the kept slot too: the maps it reads are the slot's */
 	t->watchdog = mt_watchdog_start(bpf_map__fd(t->skel->maps.traced),
 					bpf_map__fd(t->skel->maps.resumed),
-					bpf_map__fd(t->skel->maps.unthrottled));
+					bpf_map__fd(t->skel->maps.unthrottled),
+					t->kept.slot_fd);
 }
 
 /* mt-trace is ending with every stop undone (release_stopped(), and its

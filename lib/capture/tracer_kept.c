@@ -10,8 +10,9 @@
  * copies of confine.c: made by the first session, kept until unmounted or
  * the machine restarts), in KEPT_SLOTS slots:
  *  - a session holds its slot's flock(2) from before its load until its
- *    links are gone (the background detacher inherits the descriptor), so
- *    a slot's programs run for one session at a time;
+ *    links are gone and its stops undone (the background detacher
+ *    inherits the descriptor), so a slot's programs run for one session
+ *    at a time;
  *  - a slot holds one object, in a directory named after its key: a hash
  *    of the object's bytes, of every map's shape and of the constants
  *    (.rodata) and programs the session chose.  Another key empties the
@@ -26,8 +27,14 @@
  *    session's own rings (its key would never match), --stacks's tables
  *    hold 40 MB, and classic uprobes attach through libbpf's program
  *    objects, which a reused object does not load.
- * Links are never kept: each session attaches its own tracepoints, and its
- * detacher closes them.  --no-keep-copies neither keeps nor reuses.
+ * Tracepoint links are never kept: each session attaches its own, and its
+ * detacher closes them (kept, they would run for every process's every
+ * system call).  The allocator probes' links on the tree's private copies
+ * (confine.c) are kept, since only the tree maps those inodes: registering
+ * a session's first uprobe waits an RCU grace period (rcu_sync_enter() of
+ * uprobe_register(): 12-22 ms here), the largest part of `mt-trace --
+ * true` once the load is gone.  See "links on the copies" below.
+ * --no-keep-copies neither keeps nor reuses anything.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -57,8 +64,7 @@
 #define BPF_FS_MAGIC 0xcafe4a11
 #endif
 
-/* ---- the slots ------------------------------------------------------------
- */
+/* ---- the slots ----------------------------------------------------------- */
 
 /* Is fd a directory of root's alone on a BPF file system? */
 static bool root_only_bpffs(int fd)
@@ -185,8 +191,7 @@ void mt_tracer_kept_begin(struct tracer *t)
 	k->links_expected = k->expected && holds_links(k->slot_fd);
 }
 
-/* ---- the key --------------------------------------------------------------
- */
+/* ---- the key ------------------------------------------------------------- */
 
 /* Two FNV-1a hashes of different bases: 128 bits. */
 static void hash_bytes(uint64_t h[2], const void *data, size_t n)
@@ -254,8 +259,7 @@ static void object_key(const struct mt_trace *skel, char *key, size_t size)
 		 (unsigned long long)h[1]);
 }
 
-/* ---- pins -----------------------------------------------------------------
- */
+/* ---- pins ---------------------------------------------------------------- */
 
 /* A BPF file system refuses names with dots (mt_trace.rodata). */
 static void pin_name(char kind, const char *object, char *name, size_t size)
@@ -380,8 +384,7 @@ static int keep_object(struct mt_kept *k, const struct mt_trace *skel,
 	return 0;
 }
 
-/* ---- reuse ----------------------------------------------------------------
- */
+/* ---- reuse --------------------------------------------------------------- */
 
 /* Empty a hash table: its keys, then each deleted. */
 static int empty_table(int fd, const struct bpf_map *map)
@@ -643,8 +646,7 @@ void mt_tracer_kept_unload(struct tracer *t)
 	t->kept.keeping_links = false;
 }
 
-/* ---- programs and links ---------------------------------------------------
- */
+/* ---- programs and links -------------------------------------------------- */
 
 int mt_tracer_prog_fd(const struct tracer *t, const struct bpf_program *prog)
 {
@@ -745,7 +747,20 @@ int mt_tracer_kept_attach(struct tracer *t)
 	return err;
 }
 
-/* ---- links on the copies --------------------------------------------------
+/* ---- links on the copies ------------------------------------------------- */
+
+/*
+ * A link on a copy is pinned in the object's directory as l-<the copy's
+ * inode>-<a hash of its probes>, between sessions only: a session that
+ * finds one takes it and removes the pin, and its detacher pins it again
+ * unless a process still maps the copy (one the tree left running: it
+ * would trap on every call, recorded by nobody).  So should mt-trace die,
+ * the kernel closes the links it holds as it always did (watchdog.c
+ * counts on no probe outliving mt-trace).  Links serve only a session
+ * whose copies are in the cache slot of its own slot's number (confine.c
+ * tries that one first): they run the object's programs, which trace the
+ * slot's session.  A pin whose copy is gone (replaced, its slot emptied)
+ * is removed at the next session's start.
  */
 
 /* A link's pin: the copy's inode and a hash of its probes. */
