@@ -27,7 +27,7 @@
 #include "mt_probe.h"
 
 #define BPF_TRACE_UPROBE_MULTI_	   MT_ATTACH_UPROBE_MULTI /* Linux 6.6 */
-#define BPF_TRACE_UPROBE_SESSION_  57			  /* and Linux 6.10 */
+#define BPF_TRACE_UPROBE_SESSION_  57 /* and Linux 6.10 */
 #define BPF_F_UPROBE_MULTI_RETURN_ 1u /* link_create.uprobe_multi.flags */
 
 /* union bpf_attr's link_create member as Linux 6.6 has it for uprobe_multi;

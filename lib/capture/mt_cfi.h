@@ -26,7 +26,8 @@ struct mt_cfi_table {
  * with a message in err: -ENOENT when the file has no .eh_frame_hdr (no
  * rows; its frames are still named), -EINVAL when it is no ELF file.
  */
-int mt_cfi_build(int fd, struct mt_cfi_table *table, char *err, size_t errlen);
+int mt_cfi_build(int fd, struct mt_cfi_table *table, char *err,
+		 size_t errlen);
 
 void mt_cfi_free(struct mt_cfi_table *table);
 
