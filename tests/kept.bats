@@ -1,0 +1,520 @@
+#!/usr/bin/env bats
+# The BPF side kept for later sessions (issue 12; lib/capture/tracer_kept.c):
+# programs and maps pinned in /run/mt-trace/bpf/SLOT/KEY, reused by a later
+# session with the same key; the allocator probes' links on the private
+# copies pinned there between sessions only.
+# Outside truths: the kernel's ids of programs and links (bpftool, the
+# fdinfo of the session's descriptors), the flock(2) a session holds on its
+# slot (/proc/locks), the fixtures' own logs of their calls.
+# Other sessions may run on the machine: a session's slot is read from the
+# lock it holds, and what a test counts is its own sessions' doing.
+
+load helpers
+
+KEPT=/run/mt-trace/bpf
+CHECK="$TOP/tests/lib/trace_check.py"
+
+setup() {
+	require_bpf
+	T="$BATS_TEST_TMPDIR"
+	export T
+	session=""
+	outside=""
+	holders=""
+}
+
+teardown() {
+	for p in $outside $session $holders; do
+		kill "$p" 2>/dev/null || true
+	done
+	for p in $session $holders; do
+		wait "$p" 2>/dev/null || true
+	done
+}
+
+wait_ready() {
+	for _ in $(seq 200); do
+		grep -q '"ready"' "$1" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	echo "$1: never ready" >&2
+	cat "$T/session.err" >&2 2>/dev/null
+	return 1
+}
+
+# start_session [MT-TRACE OPTIONS]: mt-trace -v -o $T/s.raw -- sleeper, in
+# the background, until the sleeper runs.  Sets session (mt-trace's pid),
+# tree_pid (the sleeper's); mt-trace's stderr in $T/session.err.
+start_session() {
+	rm -f "$T/tree.log"
+	MT_FIXTURE_LOG="$T/tree.log" mt-trace -v "$@" -o "$T/s.raw" -- \
+		"$MT_FIXTURES/sleeper" 60 2>"$T/session.err" &
+	session=$!
+	wait_ready "$T/tree.log"
+	tree_pid=$(jq -r 'select(.info == "ready") | .pid' "$T/tree.log")
+}
+
+end_session() {
+	kill "$tree_pid"
+	wait "$session" || true
+	session=""
+}
+
+# slot_id SLOT: the "dev:inode" /proc/locks names slot SLOT's directory by
+slot_id() {
+	stat -c '%Hd %Ld %i' "$KEPT/$1" 2>/dev/null |
+		awk '{ printf "%02x:%02x:%s\n", $1, $2, $3 }'
+}
+
+# bpf_slot PID: the slot whose lock process PID took (mt-trace takes it
+# before it loads anything, and holds it to its end)
+bpf_slot() {
+	local s id
+	for s in 0 1 2 3; do
+		id=$(slot_id "$s")
+		[ -n "$id" ] || continue
+		if awk -v p="$1" -v d="$id" '$2 == "FLOCK" && $5 == p &&
+			$6 == d { f = 1 } END { exit !f }' /proc/locks; then
+			echo "$s"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# wait_slot PID: bpf_slot PID, once mt-trace has taken one (up to 10 s)
+wait_slot() {
+	for _ in $(seq 200); do
+		bpf_slot "$1" && return 0
+		kill -0 "$1" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
+# wait_unlocked SLOT: until nobody holds slot SLOT's lock (a session's
+# background detacher holds it until the links are gone; up to 10 s)
+wait_unlocked() {
+	local id
+	id=$(slot_id "$1")
+	for _ in $(seq 200); do
+		awk -v d="$id" '$2 == "FLOCK" && $6 == d { f = 1 }
+			END { exit f }' /proc/locks && return 0
+		sleep 0.05
+	done
+	echo "slot $1 still locked" >&2
+	return 1
+}
+
+# key_dirs SLOT: the key directories in slot SLOT
+key_dirs() {
+	find "$KEPT/$1" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort
+}
+
+# pinned_progs SLOT: "NAME ID" of the programs pinned in slot SLOT
+pinned_progs() {
+	local p
+	for p in "$KEPT/$1"/*/p-*; do
+		[ -e "$p" ] || continue
+		echo "${p##*/p-} $(bpftool -j prog show pinned "$p" | jq .id)"
+	done | sort
+}
+
+# session_links PID [TYPE]: "LINK_ID PROG_ID" of every BPF link process
+# PID holds (TYPE: only links of that link_type, as fdinfo says it)
+session_links() {
+	local f
+	for f in /proc/"$1"/fdinfo/*; do
+		awk -v t="${2:-}" '$1 == "link_type:" { lt = $2 }
+			$1 == "link_id:" { l = $2 } $1 == "prog_id:" { p = $2 }
+			END { if (lt != "" && (t == "" || lt == t)) print l, p }' \
+			"$f" 2>/dev/null
+	done | sort -n
+}
+
+# link_pins SLOT INODE: the link pins in slot SLOT for the copy of inode
+# INODE (decimal)
+link_pins() {
+	local hex
+	hex=$(printf '%x' "$2")
+	find "$KEPT/$1" -mindepth 2 -maxdepth 2 -name "l-$hex-*" -printf '%f\n'
+}
+
+# pinned_link_ids: the ids of the links pinned in every slot
+pinned_link_ids() {
+	local p
+	for p in "$KEPT"/*/*/l-*; do
+		[ -e "$p" ] || continue
+		bpftool -j link show pinned "$p" 2>/dev/null | jq .id
+	done
+}
+
+# libc_inode PID: the inode of the libc.so.6 that PID maps
+libc_inode() {
+	awk '/libc\.so\.6$/ { print $5; exit }' "/proc/$1/maps"
+}
+
+# copies_slot ERR: the cache slot of the copies, from mt-trace -v's line
+copies_slot() {
+	sed -n 's/.*private copies (.*, slot \([0-9]*\)).*/\1/p' "$1"
+}
+
+# reused_slot ERR: the slot mt-trace -v says it reused the BPF side of
+reused_slot() {
+	sed -n 's/^mt-trace: BPF programs and maps kept by an earlier session (slot \([0-9]*\))$/\1/p' "$1"
+}
+
+# links_kept ERR: how many links on copies were kept by an earlier session
+links_kept() {
+	sed -n "s/^mt-trace: libc's allocator probes: \([0-9]*\) links kept by an earlier session$/\1/p" "$1"
+}
+
+# check_log: the fixture's logged calls are exactly the trace's, the trace
+# lost nothing (tests/lib/trace_check.py)
+check_log() {
+	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG" --kinds alloc
+	if [ "$status" != 0 ]; then
+		echo "--- mt-trace's stderr:"
+		cat "$T/trace.err"
+	fi
+	assert_success
+	run "$PY" "$CHECK" meta "$T/out.msgpack"
+	assert_success
+	[ "$(echo "$output" | jq '.lost_records')" = 0 ]
+	[ "$(echo "$output" | jq '.trailer.lost_events // 0')" = 0 ]
+}
+
+@test "a second session reuses the first one's programs and maps: the same program ids pinned, its tracepoint and probe links run them" {
+	local round a_slot b_slot
+	for round in 1 2 3 4 5; do # another session took the slot: again
+		start_session --wait-detach
+		a_slot=$(bpf_slot "$session")
+		pinned_progs "$a_slot" >"$T/a.progs"
+		session_links "$session" >"$T/a.links"
+		end_session
+		start_session --wait-detach
+		b_slot=$(bpf_slot "$session")
+		echo "round $round: slots $a_slot, $b_slot, reused: $(reused_slot "$T/session.err")"
+		# (another key's session may have emptied the slot between)
+		[ "$a_slot" = "$b_slot" ] &&
+			[ "$(reused_slot "$T/session.err")" = "$b_slot" ] && break
+		end_session
+	done
+	cat "$T/session.err"
+	[ "$a_slot" = "$b_slot" ]
+	[ "$(reused_slot "$T/session.err")" = "$b_slot" ]
+	[ "$(key_dirs "$b_slot" | wc -l)" = 1 ]
+	pinned_progs "$b_slot" >"$T/b.progs"
+	session_links "$session" >"$T/b.links"
+	end_session
+	echo "pinned: $(echo $(cat "$T/a.progs"))"
+	echo "first's links: $(echo $(cat "$T/a.links"))"
+	echo "second's links: $(echo $(cat "$T/b.links"))"
+	# the programs: at least the tracepoints' and the allocators'
+	[ "$(wc -l <"$T/a.progs")" -ge 6 ]
+	diff "$T/a.progs" "$T/b.progs"
+	# the second session's links (tracepoints, libc's probes) run the
+	# pinned programs, every one; the first's ran them too (and, had it
+	# loaded afresh, the uprobe warm-up's own program: uprobe_warm.c)
+	[ "$(wc -l <"$T/b.links")" -ge 7 ]
+	awk '{ print $2 }' "$T/a.links" | sort -u >"$T/a.ids"
+	awk '{ print $2 }' "$T/b.links" | sort -u >"$T/b.ids"
+	awk '{ print $2 }' "$T/a.progs" | sort -u >"$T/pinned.ids"
+	diff "$T/pinned.ids" "$T/b.ids"
+	[ -z "$(comm -23 "$T/pinned.ids" "$T/a.ids")" ]
+}
+
+@test "sessions in a row on a kept BPF side: each one's allocator calls exactly the fixture's, nothing lost" {
+	local f reused=0 slot
+	export MT_FIXTURE_LOG="$T/fixture.log"
+	# every session after the first finds its object kept, unless
+	# another key's session took the slot between: until 4 did
+	for f in hundred four_sizes hundred four_sizes hundred four_sizes \
+		hundred four_sizes hundred four_sizes; do
+		rm -f "$MT_FIXTURE_LOG"
+		trace_ok -v --wait-detach -- "$MT_FIXTURES/$f"
+		slot=$(reused_slot "$T/trace.err")
+		echo "# $f: ${slot:+kept BPF side of slot }${slot:-loaded afresh}"
+		[ -n "$slot" ] && reused=$((reused + 1))
+		check_log
+		[ "$reused" -ge 4 ] && break
+	done
+	[ "$reused" -ge 4 ]
+}
+
+# map_ids PID: the ids of the BPF maps process PID holds
+map_ids() {
+	local f
+	for f in /proc/"$1"/fdinfo/*; do
+		awk '$1 == "map_id:" { print $2 }' "$f" 2>/dev/null
+	done | sort -un
+}
+
+# kill_mid_trace: a session of allocheavy (a kept link taken, if it can),
+# stopped until its rings are full and its tree stopped by backpressure,
+# then killed with SIGKILL.  Checks its tree was continued, then ends it.
+# Sets k_slot, k_pid (the tree), $T/k.links (its uprobe links),
+# k_ring (the id of the events ring, unread records in it).
+kill_mid_trace() {
+	local round others p
+	for round in 1 2 3 4; do
+		rm -f "$T/k.pid"
+		mt-trace -v --wait-detach -o "$T/k.raw" -- sh -c 'echo $$ >"$0"; exec "$1" 2000000000' \
+			"$T/k.pid" "$MT_FIXTURES/allocheavy" 2>"$T/k.err" &
+		session=$!
+		for _ in $(seq 200); do
+			k_pid=$(cat "$T/k.pid" 2>/dev/null || true)
+			[ -n "$k_pid" ] &&
+				[[ "$(readlink "/proc/$k_pid/exe")" == */allocheavy ]] && break
+			sleep 0.05
+		done
+		[ -n "$k_pid" ]
+		outside=$k_pid # teardown ends it
+		k_slot=$(bpf_slot "$session")
+		echo "round $round: slot $k_slot, links kept: $(links_kept "$T/k.err")"
+		[ -n "$(links_kept "$T/k.err")" ] && break
+		kill "$k_pid"
+		wait "$session" || true
+		session=""
+	done
+	cat "$T/k.err"
+	[ -n "$k_slot" ]
+	[ "$(reused_slot "$T/k.err")" = "$k_slot" ]
+	session_links "$session" uprobe_multi >"$T/k.links"
+	echo "the killed session's uprobe links: $(echo $(cat "$T/k.links"))"
+	[ -s "$T/k.links" ]
+	k_ring=$(bpftool -j map show pinned "$KEPT/$k_slot"/*/m-events | jq .id)
+	grep -qx "$k_ring" <(map_ids "$session")
+	# its rings fill up: the tree stops (backpressure) with records unread
+	kill -STOP "$session"
+	for _ in $(seq 200); do
+		[[ "$(ps -o stat= -p "$k_pid")" == T* ]] && break
+		sleep 0.05
+	done
+	echo "the tree, mt-trace stopped: $(ps -o stat= -p "$k_pid")"
+	others=$(pgrep -P "$session" | grep -vx "$k_pid" || true)
+	kill -KILL "$session"
+	wait "$session" 2>/dev/null || true
+	session=""
+	# the watchdog continues the tree
+	for _ in $(seq 200); do
+		[[ "$(ps -o stat= -p "$k_pid")" != T* ]] && break
+		sleep 0.05
+	done
+	echo "the tree, mt-trace killed: $(ps -o stat= -p "$k_pid")"
+	[[ "$(ps -o stat= -p "$k_pid")" != T* ]]
+	kill -KILL "$k_pid"
+	for p in $k_pid $others; do
+		while kill -0 "$p" 2>/dev/null; do sleep 0.05; done
+	done
+	outside=""
+}
+
+# killed_links_gone: the killed session's uprobe links are gone, none
+# pinned
+killed_links_gone() {
+	local link
+	while read -r link _; do
+		for _ in $(seq 200); do
+			bpftool link show id "$link" >/dev/null 2>&1 || break
+			sleep 0.05
+		done
+		run bpftool link show id "$link"
+		assert_failure
+	done <"$T/k.links"
+	pinned_link_ids >"$T/pinned.links"
+	[ -z "$(awk '{ print $1 }' "$T/k.links" | grep -Fxf - "$T/pinned.links")" ]
+}
+
+# next_in_slot: sessions of hundred until one takes slot k_slot, each
+# holding its slot until all are started (it waits for its go): got is
+# the slot taken, n the round.  Stops early when the ring k_ring is gone
+# (another session, of another key, took the slot and emptied it).
+next_in_slot() {
+	local round p
+	got=""
+	for round in 1 2 3 4 5; do
+		if ! bpftool map show id "$k_ring" >/dev/null 2>&1; then
+			echo "round $round: another session took slot $k_slot"
+			break
+		fi
+		rm -f "$T/ready$round"
+		MT_FIXTURE_LOG="$T/f$round.log" mt-trace -v -o "$T/f$round.raw" -- \
+			sh -c ': >"$2"; until [ -e "$0" ]; do sleep 0.02; done; exec "$1"' \
+			"$T/go$round" "$MT_FIXTURES/hundred" "$T/ready$round" \
+			2>"$T/f$round.err" &
+		p=$!
+		holders="$holders $p"
+		for _ in $(seq 200); do
+			[ -e "$T/ready$round" ] && break
+			sleep 0.05
+		done
+		got=$(bpf_slot "$p" || true)
+		echo "round $round: slot ${got:-none}"
+		if [ "$got" = "$k_slot" ]; then
+			n=$round
+			map_ids "$p" >"$T/next.maps"
+			break
+		fi
+	done
+	for round in $(seq 5); do
+		touch "$T/go$round"
+	done
+	for p in $holders; do
+		wait "$p" || true
+	done
+	holders=""
+}
+
+@test "a session killed with SIGKILL mid-trace: its tree is not left stopped, its links are gone, the next session in its slot resets the dirty maps (exact counts, none of the killed tree's records)" {
+	local attempt got="" n k_slot k_pid k_ring ids
+	mt-trace --wait-detach -o /dev/null -- true
+	for attempt in 1 2 3; do
+		kill_mid_trace
+		next_in_slot
+		killed_links_gone
+		[ "$got" = "$k_slot" ] && break
+	done
+	[ "$got" = "$k_slot" ]
+	cat "$T/f$n.err"
+	# it reused the killed session's maps, its ring among them
+	[ "$(reused_slot "$T/f$n.err")" = "$k_slot" ]
+	grep -qx "$k_ring" "$T/next.maps"
+	mt-encode <"$T/f$n.raw" >"$T/out.msgpack"
+	cp "$T/f$n.err" "$T/trace.err"
+	MT_FIXTURE_LOG="$T/f$n.log" check_log
+	# none of the killed tree's records (the ring's unread ones) in it
+	ids=$(jq_events -r '[.[] | select(.pid == '"$k_pid"')] | length')
+	echo "records of the killed tree ($k_pid): $ids"
+	[ "$ids" = 0 ]
+}
+
+@test "links kept: the detacher pins the link on the copy, a session takes it (unpinned while it runs) and says so; not pinned while a process the tree left maps the copy" {
+	local round slot ino b_slot dir ok=""
+	mt-trace --wait-detach -o /dev/null -- true
+	# (another key's session may take the slot between two of ours and
+	# empty it: again)
+	for round in 1 2 3 4 5; do
+		start_session
+		slot=$(bpf_slot "$session")
+		ino=$(libc_inode "$tree_pid")
+		dir=$(stat -c %i "$KEPT/$slot"/*)
+		if [ "$(copies_slot "$T/session.err")" != "$slot" ]; then
+			echo "round $round: copies in another slot than $slot"
+			end_session
+			continue
+		fi
+		# the session holds the link on its copy: not pinned
+		[ -n "$(session_links "$session" uprobe_multi)" ]
+		[ -z "$(link_pins "$slot" "$ino")" ]
+		end_session
+		# its background detacher pins it again
+		for _ in $(seq 200); do
+			[ -n "$(link_pins "$slot" "$ino")" ] && break
+			[ "$(stat -c %i "$KEPT/$slot"/* 2>/dev/null)" = "$dir" ] || break
+			sleep 0.05
+		done
+		echo "round $round: slot $slot, copy $ino: $(link_pins "$slot" "$ino")"
+		[ -n "$(link_pins "$slot" "$ino")" ] || continue
+		wait_unlocked "$slot"
+		start_session
+		b_slot=$(bpf_slot "$session")
+		echo "round $round: then slot $b_slot"
+		if [ "$b_slot" = "$slot" ] && [ -n "$(links_kept "$T/session.err")" ]; then
+			ok=1
+			break
+		fi
+		end_session
+	done
+	cat "$T/session.err"
+	[ -n "$ok" ]
+	# the third session took the pinned link: said, and unpinned
+	[ "$(links_kept "$T/session.err")" -ge 1 ]
+	[ "$(libc_inode "$tree_pid")" = "$ino" ]
+	[ -z "$(link_pins "$slot" "$ino")" ]
+	end_session
+
+	# a process the tree leaves running maps the copy: no pin for it
+	for round in 1 2 3 4 5; do
+		rm -f "$T/left.log" "$T/go"
+		MT_FIXTURE_LOG="$T/left.log" mt-trace -v --wait-detach -o "$T/left.raw" -- \
+			sh -c '"$0" 60 >/dev/null 2>&1 </dev/null &
+				until [ -e "$1" ]; do sleep 0.05; done' \
+			"$MT_FIXTURES/sleeper" "$T/go" 2>"$T/left.err" &
+		session=$!
+		wait_ready "$T/left.log"
+		outside=$(jq -r 'select(.info == "ready") | .pid' "$T/left.log")
+		slot=$(bpf_slot "$session")
+		ino=$(libc_inode "$outside")
+		touch "$T/go"
+		wait "$session"
+		session=""
+		echo "round $round: slot $slot, copies' slot $(copies_slot "$T/left.err"), copy $ino"
+		[ "$(copies_slot "$T/left.err")" = "$slot" ] && break
+		kill "$outside"
+	done
+	cat "$T/left.err"
+	[ "$(copies_slot "$T/left.err")" = "$slot" ]
+	grep -q " $ino " "/proc/$outside/maps" # still mapped, the session over
+	[ -z "$(link_pins "$slot" "$ino")" ]
+	kill "$outside"
+	outside=""
+}
+
+@test "--no-keep-copies: no slot taken, nothing reused, nothing pinned" {
+	local link prog
+	mt-trace --wait-detach -o /dev/null -- true
+	# the control: an object is kept for this session's key
+	[ -n "$(find "$KEPT" -mindepth 3 -maxdepth 3 -name 'p-*' -print -quit)" ]
+	start_session --wait-detach --no-keep-copies
+	cat "$T/session.err"
+	run bpf_slot "$session"
+	assert_failure
+	refute grep -q 'kept by an earlier session' "$T/session.err"
+	session_links "$session" >"$T/links"
+	[ "$(wc -l <"$T/links")" -ge 7 ]
+	# none of its programs is pinned
+	for slot in 0 1 2 3; do
+		pinned_progs "$slot"
+	done | awk '{ print $2 }' | sort -u >"$T/pinned.ids"
+	for prog in $(awk '{ print $2 }' "$T/links" | sort -u); do
+		refute grep -qx "$prog" "$T/pinned.ids"
+	done
+	link=$(session_links "$session" uprobe_multi | awk '{ print $1 }')
+	[ -n "$link" ]
+	end_session
+	# its link on the copy went with it, pinned nowhere
+	pinned_link_ids >"$T/pinned.links"
+	refute grep -qx "$link" "$T/pinned.links"
+}
+
+@test "another key (--ring-size 2MiB) loads afresh and leaves one key directory in its slot; the default key then loads afresh too" {
+	local round slot key1 key2 b_slot c_slot
+	for round in 1 2 3 4 5; do # another session took the slot: again
+		start_session --wait-detach
+		slot=$(bpf_slot "$session")
+		key1=$(key_dirs "$slot")
+		end_session
+		start_session --wait-detach --ring-size 2MiB
+		b_slot=$(bpf_slot "$session")
+		[ "$b_slot" = "$slot" ] && break
+		end_session
+	done
+	cat "$T/session.err"
+	[ "$b_slot" = "$slot" ]
+	[ -z "$(reused_slot "$T/session.err")" ]
+	key2=$(key_dirs "$slot")
+	end_session
+	echo "slot $slot: $key1, then $key2"
+	[ "$(echo "$key1" | wc -l)" = 1 ]
+	[ "$(echo "$key2" | wc -l)" = 1 ]
+	[ "$key1" != "$key2" ]
+	start_session --wait-detach
+	c_slot=$(bpf_slot "$session")
+	echo "the default key again: slot $c_slot"
+	if [ "$c_slot" = "$slot" ]; then
+		[ -z "$(reused_slot "$T/session.err")" ]
+		[ "$(key_dirs "$slot")" = "$key1" ]
+	fi
+	end_session
+}
