@@ -257,9 +257,11 @@ map_ids() {
 
 # kill_mid_trace: a session of allocheavy (a kept link taken, if it can),
 # stopped until its rings are full and its tree stopped by backpressure,
-# then killed with SIGKILL.  Checks its tree was continued, then ends it.
-# Sets k_slot, k_pid (the tree), $T/k.links (its uprobe links),
-# k_ring (the id of the events ring, unread records in it).
+# then killed with SIGKILL; its slot is then held by the test (hold_slot)
+# so that no other session on the machine takes it first.  Checks its tree
+# was continued, then ends it.  Sets k_slot, k_pid (the tree), $T/k.links
+# (its uprobe links), k_ring (the id of the events ring, unread records in
+# it).
 kill_mid_trace() {
 	local round others p
 	for round in 1 2 3 4; do
@@ -298,9 +300,14 @@ kill_mid_trace() {
 	done
 	echo "the tree, mt-trace stopped: $(ps -o stat= -p "$k_pid")"
 	others=$(pgrep -P "$session" | grep -vx "$k_pid" || true)
+	hold_slot "$k_slot" wait # ours once mt-trace is gone
 	kill -KILL "$session"
 	wait "$session" 2>/dev/null || true
 	session=""
+	for _ in $(seq 200); do
+		[ -e "$T/held$k_slot" ] && break
+		sleep 0.05
+	done
 	# the watchdog continues the tree
 	for _ in $(seq 200); do
 		[[ "$(ps -o stat= -p "$k_pid")" != T* ]] && break
@@ -313,6 +320,29 @@ kill_mid_trace() {
 		while kill -0 "$p" 2>/dev/null; do sleep 0.05; done
 	done
 	outside=""
+	[ -e "$T/held$k_slot" ]
+}
+
+# hold_slot SLOT [wait]: a process of the test holds slot SLOT's lock
+# ($T/heldSLOT once it does) until $T/releaseSLOT exists; with wait, it
+# waits for the lock, else it gives up at once if another holds it.
+# Adds its pid to holders.
+hold_slot() {
+	local how=-n
+	[ -z "${2:-}" ] || how="-w 20"
+	rm -f "$T/held$1" "$T/release$1"
+	# shellcheck disable=SC2086 # the option and its argument
+	flock $how "$KEPT/$1" sh -c \
+		': >"$0"; until [ -e "$1" ]; do sleep 0.01; done' \
+		"$T/held$1" "$T/release$1" &
+	holders="$holders $!"
+	hold_pids[$1]=$!
+}
+
+# traced_pids SLOT: the pids in the `traced` table kept in slot SLOT
+traced_pids() {
+	bpftool -j map dump pinned "$KEPT/$1"/*/m-traced |
+		jq -r '.[].formatted.key'
 }
 
 # killed_links_gone: the killed session's uprobe links are gone, none
@@ -331,67 +361,77 @@ killed_links_gone() {
 	[ -z "$(awk '{ print $1 }' "$T/k.links" | grep -Fxf - "$T/pinned.links")" ]
 }
 
-# next_in_slot: sessions of hundred until one takes slot k_slot, each
-# holding its slot until all are started (it waits for its go): got is
-# the slot taken ("" if it proves nothing), n the round.  Stops early
-# when the ring k_ring is gone (another session, of another key, took the
-# slot and emptied it).
+# next_in_slot: the next session after the killed one in its slot, ours:
+# the test holds the slots below it (those it can have) so the session
+# does not take them, lets go of the killed one's slot just before the
+# session starts, and of the others once it runs.  The session runs
+# hundred once told to ($T/go).  Sets got (the slot it took, "" if it
+# proves nothing), next (its pid).
 next_in_slot() {
-	local round p
-	got=""
-	for round in 1 2 3 4 5; do
-		if ! bpftool map show id "$k_ring" >/dev/null 2>&1; then
-			echo "round $round: another session took slot $k_slot"
-			break
-		fi
-		rm -f "$T/ready$round"
-		MT_FIXTURE_LOG="$T/f$round.log" mt-trace -v -o "$T/f$round.raw" -- \
-			sh -c ': >"$2"; until [ -e "$0" ]; do sleep 0.02; done; exec "$1"' \
-			"$T/go$round" "$MT_FIXTURES/hundred" "$T/ready$round" \
-			2>"$T/f$round.err" &
-		p=$!
-		holders="$holders $p"
-		for _ in $(seq 200); do
-			[ -e "$T/ready$round" ] && break
-			sleep 0.05
+	local s
+	for s in $(seq 0 $((k_slot - 1))); do
+		hold_slot "$s"
+	done
+	for s in $(seq 0 $((k_slot - 1))); do
+		while kill -0 "${hold_pids[$s]}" 2>/dev/null && [ ! -e "$T/held$s" ]; do
+			sleep 0.01
 		done
-		got=$(bpf_slot "$p" || true)
-		echo "round $round: slot ${got:-none}"
-		if [ "$got" = "$k_slot" ]; then
-			n=$round
-			# a session of this key may have reused the slot
-			# between (its ring then is not the killed one's):
-			# this one proves nothing, again
-			grep -qx "$k_ring" <(map_ids "$p") ||
-				{ echo "round $round: the ring was replaced" && got=""; }
-			break
-		fi
 	done
-	for round in $(seq 5); do
-		touch "$T/go$round"
+	touch "$T/release$k_slot"
+	wait "${hold_pids[$k_slot]}"
+	rm -f "$T/ready" "$T/go"
+	MT_FIXTURE_LOG="$T/next.log" mt-trace -v -o "$T/next.raw" -- \
+		sh -c ': >"$2"; until [ -e "$0" ]; do sleep 0.02; done; exec "$1"' \
+		"$T/go" "$MT_FIXTURES/hundred" "$T/ready" 2>"$T/next.err" &
+	next=$!
+	for _ in $(seq 200); do
+		[ -e "$T/ready" ] && break
+		kill -0 "$next" 2>/dev/null || break
+		sleep 0.05
 	done
-	for p in $holders; do
-		wait "$p" || true
+	got=$(bpf_slot "$next" || true)
+	echo "the next session: slot ${got:-none}"
+	# (a session of this key that took the slot between would have reset
+	# it, the ring the same: its traced table tells)
+	if [ "$got" = "$k_slot" ]; then
+		map_ids "$next" >"$T/next.maps"
+		traced_pids "$k_slot" >"$T/next.traced"
+	fi
+	touch "$T/go"
+	for s in $(seq 0 $((k_slot - 1))); do
+		touch "$T/release$s"
+	done
+	wait "$next" || true
+	for s in $holders; do
+		wait "$s" || true
 	done
 	holders=""
 }
 
 @test "a session killed with SIGKILL mid-trace: its tree is not left stopped, its links are gone, the next session in its slot resets the dirty maps (exact counts, none of the killed tree's records)" {
-	local attempt got="" n k_slot k_pid k_ring ids
+	local attempt got="" next k_slot k_pid k_ring ids
+	declare -A hold_pids
 	mt-trace --wait-detach -o /dev/null -- true
 	for attempt in 1 2 3; do
 		kill_mid_trace
+		# the killed session's maps are dirty: its tree is in `traced`
+		traced_pids "$k_slot" >"$T/killed.traced"
+		grep -qx "$k_pid" "$T/killed.traced"
 		next_in_slot
 		killed_links_gone
 		[ "$got" = "$k_slot" ] && break
 	done
 	[ "$got" = "$k_slot" ]
-	cat "$T/f$n.err"
-	# it reused the killed session's maps (its ring among them, above)
-	[ "$(reused_slot "$T/f$n.err")" = "$k_slot" ]
-	mt-encode <"$T/f$n.raw" >"$T/out.msgpack"
-	cp "$T/f$n.err" "$T/trace.err"
-	MT_FIXTURE_LOG="$T/f$n.log" check_log
+	cat "$T/next.err"
+	# it reused the killed session's maps, its ring among them, and
+	# emptied `traced` of the killed tree
+	[ "$(reused_slot "$T/next.err")" = "$k_slot" ]
+	grep -qx "$k_ring" "$T/next.maps"
+	echo "traced, killed: $(echo $(cat "$T/killed.traced")); next: $(echo $(cat "$T/next.traced"))"
+	refute grep -qx "$k_pid" "$T/next.traced"
+	mt-encode <"$T/next.raw" >"$T/out.msgpack"
+	cp "$T/next.err" "$T/trace.err"
+	MT_FIXTURE_LOG="$T/next.log" check_log
 	# none of the killed tree's records (the ring's unread ones) in it
 	ids=$(jq_events -r '[.[] | select(.pid == '"$k_pid"')] | length')
 	echo "records of the killed tree ($k_pid): $ids"
