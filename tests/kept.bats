@@ -29,6 +29,9 @@ teardown() {
 	for p in $outside; do
 		kill -KILL "$p" 2>/dev/null || true
 	done
+	for s in 0 1 2 3; do # hold_slot's holders let go
+		touch "$T/release$s"
+	done
 	for p in $session $holders; do
 		kill "$p" 2>/dev/null || true
 	done
@@ -566,4 +569,38 @@ next_in_slot() {
 		[ "$(key_dirs "$slot")" = "$key1" ]
 	fi
 	end_session
+}
+
+@test "sessions that load afresh (another key) keep their link on the copy too: their background detacher pins it" {
+	local size slot ino dir checked=0
+	# ring sizes in turn, each replacing the other's object in the slot
+	# (a session that found its key kept, or another key's session that
+	# emptied the slot meanwhile, proves nothing here): 3 fresh loads
+	for size in 4MiB 8MiB 4MiB 8MiB 4MiB 8MiB 4MiB 8MiB; do
+		start_session --ring-size "$size"
+		slot=$(bpf_slot "$session")
+		ino=$(libc_inode "$tree_pid")
+		dir=$(stat -c %i "$KEPT/$slot"/*)
+		if [ -n "$(reused_slot "$T/session.err")" ] ||
+			[ "$(copies_slot "$T/session.err")" != "$slot" ]; then
+			echo "$size: slot $slot kept this key, or copies in another slot"
+			end_session
+			wait_unlocked "$slot"
+			continue
+		fi
+		end_session
+		for _ in $(seq 200); do
+			[ -n "$(link_pins "$slot" "$ino")" ] && break
+			[ "$(stat -c %i "$KEPT/$slot"/* 2>/dev/null)" = "$dir" ] || break
+			sleep 0.05
+		done
+		echo "$size: slot $slot loaded afresh; copy $ino: $(link_pins "$slot" "$ino")"
+		if [ "$(stat -c %i "$KEPT/$slot"/* 2>/dev/null)" = "$dir" ]; then
+			[ -n "$(link_pins "$slot" "$ino")" ]
+			checked=$((checked + 1))
+			[ "$checked" -ge 3 ] && break
+		fi
+		wait_unlocked "$slot"
+	done
+	[ "$checked" -ge 3 ]
 }
