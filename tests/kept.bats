@@ -90,16 +90,6 @@ bpf_slot() {
 	return 1
 }
 
-# wait_slot PID: bpf_slot PID, once mt-trace has taken one (up to 10 s)
-wait_slot() {
-	for _ in $(seq 200); do
-		bpf_slot "$1" && return 0
-		kill -0 "$1" 2>/dev/null || return 1
-		sleep 0.05
-	done
-	return 1
-}
-
 # wait_unlocked SLOT: until nobody holds slot SLOT's lock (a session's
 # background detacher holds it until the links are gone; up to 10 s)
 wait_unlocked() {
@@ -215,9 +205,9 @@ check_log() {
 	pinned_progs "$b_slot" >"$T/b.progs"
 	session_links "$session" >"$T/b.links"
 	end_session
-	echo "pinned: $(echo $(cat "$T/a.progs"))"
-	echo "first's links: $(echo $(cat "$T/a.links"))"
-	echo "second's links: $(echo $(cat "$T/b.links"))"
+	echo "pinned: $(tr "\n" " " <"$T/a.progs")"
+	echo "first's links: $(tr "\n" " " <"$T/a.links")"
+	echo "second's links: $(tr "\n" " " <"$T/b.links")"
 	# the programs: at least the tracepoints' and the allocators'
 	[ "$(wc -l <"$T/a.progs")" -ge 6 ]
 	diff "$T/a.progs" "$T/b.progs"
@@ -291,7 +281,7 @@ kill_mid_trace() {
 	[ -n "$k_slot" ]
 	[ "$(reused_slot "$T/k.err")" = "$k_slot" ]
 	session_links "$session" uprobe_multi >"$T/k.links"
-	echo "the killed session's uprobe links: $(echo $(cat "$T/k.links"))"
+	echo "the killed session's uprobe links: $(tr "\n" " " <"$T/k.links")"
 	[ -s "$T/k.links" ]
 	k_ring=$(bpftool -j map show pinned "$KEPT/$k_slot"/*/m-events | jq .id)
 	grep -qx "$k_ring" <(map_ids "$session")
@@ -430,7 +420,7 @@ next_in_slot() {
 	# emptied `traced` of the killed tree
 	[ "$(reused_slot "$T/next.err")" = "$k_slot" ]
 	grep -qx "$k_ring" "$T/next.maps"
-	echo "traced, killed: $(echo $(cat "$T/killed.traced")); next: $(echo $(cat "$T/next.traced"))"
+	echo "traced, killed: $(tr "\n" " " <"$T/killed.traced"); next: $(tr "\n" " " <"$T/next.traced")"
 	refute grep -qx "$k_pid" "$T/next.traced"
 	mt-encode <"$T/next.raw" >"$T/out.msgpack"
 	cp "$T/next.err" "$T/trace.err"
