@@ -528,9 +528,13 @@ static int open_kept(struct mt_kept *k, struct mt_trace *skel, const char *key,
 	bpf_object__for_each_map(map, skel->obj)
 	{
 		map_pin_name(map, name, sizeof(name));
-		map_fds[m] = err || m >= nmaps ? -1 : get_pin(dir, name);
+		if (m >= nmaps) {
+			err = err ? err : -E2BIG;
+			break;
+		}
+		map_fds[m] = err ? -1 : get_pin(dir, name);
 		if (map_fds[m] < 0 && !err)
-			err = m >= nmaps ? -E2BIG : map_fds[m];
+			err = map_fds[m];
 		m++;
 	}
 	bpf_object__for_each_program(prog, skel->obj)
