@@ -103,20 +103,31 @@ static int open_root(void)
 	return fd;
 }
 
-/* Does directory fd hold anything (a name starting with prefix)? */
-static bool holds_anything(int fd, const char *prefix)
+/* A stream of directory fd's entries from its start, fd left open (a dup:
+ * its position is shared with fd's, hence the rewind), or NULL. */
+static DIR *read_dir(int fd)
 {
 	int dup_fd = dup(fd);
 	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-	struct dirent *e;
-	bool any = false;
 
 	if (!d) {
 		if (dup_fd >= 0)
 			close(dup_fd);
-		return false;
+		return NULL;
 	}
-	rewinddir(d); /* the descriptor's position is shared with fd's */
+	rewinddir(d);
+	return d;
+}
+
+/* Does directory fd hold anything (a name starting with prefix)? */
+static bool holds_anything(int fd, const char *prefix)
+{
+	DIR *d = read_dir(fd);
+	struct dirent *e;
+	bool any = false;
+
+	if (!d)
+		return false;
 	while (!any && (e = readdir(d)))
 		any = strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
 		      (!prefix || !strncmp(e->d_name, prefix, strlen(prefix)));
@@ -127,17 +138,12 @@ static bool holds_anything(int fd, const char *prefix)
 /* Does an object kept in slot directory fd hold links (l-...)? */
 static bool holds_links(int slot_fd)
 {
-	int dup_fd = dup(slot_fd);
-	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	DIR *d = read_dir(slot_fd);
 	struct dirent *e;
 	bool any = false;
 
-	if (!d) {
-		if (dup_fd >= 0)
-			close(dup_fd);
+	if (!d)
 		return false;
-	}
-	rewinddir(d); /* the descriptor's position is shared with fd's */
 	while (!any && (e = readdir(d))) {
 		int fd;
 
@@ -877,17 +883,12 @@ static bool among(ino_t inode, const ino_t *inodes, size_t n)
  * as confine.c tests) left out when busy_out. */
 static size_t copy_inodes(int dir, ino_t *inodes, size_t max, bool busy_out)
 {
-	int dup_fd = dup(dir);
-	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	DIR *d = read_dir(dir);
 	struct dirent *e;
 	size_t n = 0;
 
-	if (!d) {
-		if (dup_fd >= 0)
-			close(dup_fd);
+	if (!d)
 		return 0;
-	}
-	rewinddir(d); /* the descriptor's position is shared with dir's */
 	while (n < max && (e = readdir(d))) {
 		int fd = openat(dir, e->d_name,
 				O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -911,17 +912,12 @@ static size_t copy_inodes(int dir, ino_t *inodes, size_t max, bool busy_out)
  * they hold, off this path (bpf_link_put defers it to a worker). */
 static size_t drop_links_but(int key_dir, const ino_t *inodes, size_t n)
 {
-	int dup_fd = dup(key_dir);
-	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	DIR *d = read_dir(key_dir);
 	struct dirent *e;
 	size_t dropped = 0;
 
-	if (!d) {
-		if (dup_fd >= 0)
-			close(dup_fd);
+	if (!d)
 		return 0;
-	}
-	rewinddir(d); /* the descriptor's position is shared with dir's */
 	while ((e = readdir(d))) {
 		ino_t ino = pin_inode(e->d_name);
 
