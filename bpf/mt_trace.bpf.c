@@ -227,12 +227,20 @@ static __always_inline bool is_traced(__u32 tgid)
  * has drained the rings.  Stop first, then put the stop on record: mt-trace
  * continues only recorded stops, so its SIGCONT always comes after the
  * SIGSTOP (a SIGCONT cancels a stop still pending; one sent before would
- * leave the process stopped for good).  Threads of the process on other CPUs
- * stop with it (a group stop); the few records they make meanwhile fit above
- * the mark. A global function, so the verifier checks it once per program
- * rather than at each of the ring reservations it is inlined into: that halved
- * the time the kernel takes to load the programs (BPF_PROG_LOAD 22 ->
- * 11 ms a session, strace -T), a fixed cost of every mt-trace run.
+ * leave the process stopped for good).  The signal goes to the current
+ * thread, not to the process: a SIGSTOP sent to the process wakes only the
+ * thread that sent it, and a second one while it is pending is a no-op, so
+ * the group stop began only once that thread got back to user space; were
+ * it preempted first (by mt-trace, woken by this very submit), the other
+ * threads ran on and filled the ring (seen: 346 events lost, 64 threads on a
+ * 64 KiB ring beside a CPU hog, one CI run).  Sent to each thread past the
+ * mark, each stops on its own way back to user space (a stop signal stops
+ * the whole group whichever thread takes it; the SIGCONT clears those still
+ * pending in every thread), so what lands above the mark is at most a record
+ * or two per thread.  A global function, so the verifier checks it once per
+ * program rather than at each of the ring reservations it is inlined into: that
+ * halved the time the kernel takes to load the programs (BPF_PROG_LOAD 22 -> 11
+ * ms a session, strace -T), a fixed cost of every mt-trace run.
  */
 __noinline int mt_throttle(void)
 {
@@ -243,7 +251,7 @@ __noinline int mt_throttle(void)
 	entry = traced_entry(bpf_get_current_pid_tgid() >> 32);
 	if (!entry)
 		return 0;
-	if (bpf_send_signal(SIGSTOP_))
+	if (bpf_send_signal_thread(SIGSTOP_))
 		return 0; /* an exiting task: no stop */
 	entry->throttled = bpf_ktime_get_ns();
 	__sync_fetch_and_add(&throttles, 1);
