@@ -50,16 +50,19 @@ const volatile bool stop_for_new_code = true;
  * own: it inherits the breakpoints, not the link.
  */
 const volatile bool fast_links = false;
-/* --fast: what a program that will load the recorder finds at its exec
- * (mt-trace's, before load): LD_PRELOAD starting with the recorder's
- * path, MT_FAST_SHM naming this session's memfd, which it still holds
- * as fd fast_memfd (inode fast_memfd_ino).  Such an exec need not stop. */
+/* --fast: what a program that will load the recorder finds at its exec:
+ * LD_PRELOAD starting with the recorder's path (the same for every session
+ * of a build: a constant), MT_FAST_SHM naming this session's memfd, which
+ * it still holds as fd fast_memfd (inode fast_memfd_ino).  Such an exec
+ * need not stop.  What names the session is global data, not a constant,
+ * so that a later --fast session can reuse the loaded object (mt-trace
+ * writes a reused object's global data: tracer_kept.c). */
 const volatile char fast_preload[256] = {};
 const volatile __u32 fast_preload_len = 0;
-const volatile char fast_shm[64] = {};
-const volatile __u32 fast_shm_len = 0;
-const volatile __s32 fast_memfd = -1;
-const volatile __u64 fast_memfd_ino = 0;
+volatile char fast_shm[64] = {};
+volatile __u32 fast_shm_len = 0;
+volatile __s32 fast_memfd = -1;
+volatile __u64 fast_memfd_ino = 0;
 
 /*
  * Backpressure (the default; off with --no-backpressure or --no-stop): a
@@ -1117,6 +1120,19 @@ struct {
 const char ld_preload_eq[] = "LD_PRELOAD=";
 const char mt_fast_shm_eq[] = "MT_FAST_SHM=";
 
+/* Are the n bytes at s fast_shm's?  By hand: bpf_strncmp wants a constant
+ * string, and fast_shm is the session's (global data). */
+static __always_inline bool is_fast_shm(const char *s, __u32 n)
+{
+	for (__u32 i = 0; i < sizeof(fast_shm); i++) {
+		if (i >= n)
+			break;
+		if (s[i] != fast_shm[i])
+			return false;
+	}
+	return true;
+}
+
 /* bpf_loop callback: one environment string. */
 static long scan_env_string(__u64 i, void *unused)
 {
@@ -1157,8 +1173,7 @@ static long scan_env_string(__u64 i, void *unused)
 			scan->unsure = true;
 			return 1;
 		}
-		scan->shm = bpf_strncmp(buf->s + sizeof(mt_fast_shm_eq) - 1, n,
-					(const char *)fast_shm) == 0;
+		scan->shm = is_fast_shm(buf->s + sizeof(mt_fast_shm_eq) - 1, n);
 	}
 	return 0;
 }

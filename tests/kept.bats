@@ -240,6 +240,29 @@ check_log() {
 	[ "$reused" -ge 4 ]
 }
 
+@test "--fast sessions in a row on a kept BPF side: exact counts; an exec naming this session's memfd not stopped; a program without the recorder traced through the kept programs" {
+	local reused=0 slot stops
+	export MT_FIXTURE_LOG="$T/fixture.log"
+	for _ in $(seq 10); do
+		rm -f "$MT_FIXTURE_LOG"
+		trace_ok -v --fast --wait-detach -- sh -c \
+			"$MT_FIXTURES/hundred; $MT_FIXTURES/hundred; $MT_FIXTURES/four_sizes; $MT_FIXTURES/hundred; env -u LD_PRELOAD $MT_FIXTURES/hundred"
+		slot=$(reused_slot "$T/trace.err")
+		stops=$(sed -n 's/^mt-trace: --fast: \([0-9]*\) execs stopped.*/\1/p' "$T/trace.err")
+		echo "# ${slot:+kept BPF side of slot }${slot:-loaded afresh}: $stops execs stopped"
+		check_log
+		# the first hundred and four_sizes (files not seen before), env
+		# (new too), and hundred without LD_PRELOAD; not the two
+		# hundreds after the first: their environment names this
+		# session's memfd, which a reused object must know (global data)
+		[ "$stops" = 4 ]
+		grep -q "LD_PRELOAD without the recorder: traced by uprobe links of its own" "$T/trace.err"
+		[ -n "$slot" ] && reused=$((reused + 1))
+		[ "$reused" -ge 4 ] && break
+	done
+	[ "$reused" -ge 4 ]
+}
+
 # map_ids PID: the ids of the BPF maps process PID holds
 map_ids() {
 	local f

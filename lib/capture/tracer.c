@@ -389,10 +389,12 @@ static void use_bpf_for_code(struct tracer *t)
 	    .prog_fd = t->kept.reused ? kept_prog_fd : NULL,
 	};
 
-	if (t->fast)
-		mt_fast_links_use_bpf(&t->links, t->skel, t->probe_mode);
 	mt_code_use_bpf(&t->code, t->skel, t->probe_mode, &host,
 			t->opts->verbose);
+	if (t->fast)
+		mt_fast_links_use_bpf(&t->links, t->skel, t->probe_mode,
+				      t->code.attach.enter_fd,
+				      t->code.attach.ret_fd);
 	mt_tracer_kept_links_use(t);
 }
 

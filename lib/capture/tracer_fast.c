@@ -361,11 +361,12 @@ void mt_fast_configure(struct mt_fast *f, struct mt_trace *skel)
 		strcpy((char *)skel->rodata->fast_preload, f->preload);
 		skel->rodata->fast_preload_len = strlen(f->preload);
 	}
-	shm_description(f, getpid(), (char *)skel->rodata->fast_shm,
-			sizeof(skel->rodata->fast_shm));
-	skel->rodata->fast_shm_len = strlen((char *)skel->rodata->fast_shm);
-	skel->rodata->fast_memfd = f->memfd;
-	skel->rodata->fast_memfd_ino = st.st_ino;
+	/* the session's own: global data, written into a reused object */
+	shm_description(f, getpid(), (char *)skel->bss->fast_shm,
+			sizeof(skel->bss->fast_shm));
+	skel->bss->fast_shm_len = strlen((char *)skel->bss->fast_shm);
+	skel->data->fast_memfd = f->memfd;
+	skel->bss->fast_memfd_ino = st.st_ino;
 }
 
 int mt_fast_wake_fd(const struct mt_fast *f)

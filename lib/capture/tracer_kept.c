@@ -23,10 +23,12 @@
  *    with this session's values, its rings' unread records (a killed
  *    session's) skipped.  Task storage (`calls`) needs nothing: it belongs
  *    to tasks, and a session traces only tasks it started;
- *  - only the default kind of session is kept: --fast's constants name the
- *    session's own rings (its key would never match), --stacks's tables
- *    hold 40 MB, and classic uprobes attach through libbpf's program
- *    objects, which a reused object does not load.
+ *  - the default kind of session is kept, and --fast (what names its
+ *    session is global data, not constants; it starts at slot 1, the
+ *    default at slot 0, so that both kinds in turn each find theirs);
+ *    not --stacks (its tables hold 40 MB), nor classic uprobes (they
+ *    attach through libbpf's program objects, which a reused object does
+ *    not load).
  * Tracepoint links are never kept: each session attaches its own, and its
  * detacher closes them (kept, they would run for every process's every
  * system call).  The allocator probes' links on the tree's private copies
@@ -169,12 +171,16 @@ void mt_tracer_kept_begin(struct tracer *t)
 	k->slot = k->slot_fd = k->key_dir = -1;
 	for (size_t i = 0; i < MT_KEPT_MAX_PROGS; i++)
 		k->prog_fds[i] = -1;
-	if (o->no_keep_copies || o->fast || o->stacks || geteuid() != 0)
+	if (o->no_keep_copies || o->stacks || geteuid() != 0)
 		return;
 	root = open_root();
 	if (root < 0)
 		return;
-	for (int i = 0; i < KEPT_SLOTS && k->slot_fd < 0; i++) {
+	/* --fast's object is another: it starts at another slot, so that
+	 * sessions of both kinds in turn do not load afresh each time */
+	for (int j = 0, first = o->fast ? 1 : 0;
+	     j < KEPT_SLOTS && k->slot_fd < 0; j++) {
+		int i = (first + j) % KEPT_SLOTS;
 		char name[16];
 		int fd;
 
