@@ -18,6 +18,7 @@
 #include "mt_clock.h"
 #include "mt_uprobe_warm.h"
 #include "mt_confine.h"
+#include "mt_job.h"
 #include "mt_control.h"
 #include "mt_event.h"
 #include "mt_probe.h"
@@ -136,8 +137,7 @@ struct tracer {
 	 * the BPF load (uprobe_warm.c) */
 	struct mt_uprobe_warm warm;
 	/* libc's probes worked out beside the BPF load (mt_attach_prepare) */
-	pthread_t prepare_thread;
-	bool preparing;
+	struct mt_job *preparing; /* libc's probe plan (tracer_overlap.c) */
 	/* --stacks: libc's unwind rows, built beside the BPF load too */
 	struct mt_early_cfi *early_cfi;
 	/* kmem:rss_stat's perf event, opened beside the BPF load too */

@@ -20,6 +20,7 @@
 #include "mt_cfi.h"
 #include "mt_core_btf.h"
 #include "mt_elf.h"
+#include "mt_job.h"
 #include "mt_user.h"
 #include "mt_trace.skel.h"
 #include "tracer_int.h"
@@ -37,18 +38,17 @@ void mt_tracer_open_bpf(struct mt_opened_bpf *o)
 
 /* With the BPF side kept (tracer_kept.c) nothing is loaded: opening the
  * object is then the largest part of the "load", and needs nothing of
- * the session's, so a thread does it from the start. */
+ * the session's, so a job does it from the start (mt_job.h). */
 struct mt_early_open {
-	pthread_t thread;
+	struct mt_job *job;
 	struct mt_opened_bpf opened;
 };
 
-static void *open_bpf_thread(void *arg)
+static void open_bpf_job(void *arg)
 {
 	struct mt_early_open *e = arg;
 
 	mt_tracer_open_bpf(&e->opened);
-	return NULL;
 }
 
 void mt_tracer_overlap_open_start(struct tracer *t)
@@ -57,7 +57,8 @@ void mt_tracer_overlap_open_start(struct tracer *t)
 
 	if (!e)
 		return;
-	if (pthread_create(&e->thread, NULL, open_bpf_thread, e) != 0) {
+	e->job = mt_job_start(open_bpf_job, e);
+	if (!e->job) {
 		free(e);
 		return;
 	}
@@ -70,7 +71,7 @@ bool mt_tracer_overlap_opened(struct tracer *t, struct mt_opened_bpf *o)
 
 	if (!e)
 		return false;
-	pthread_join(e->thread, NULL);
+	mt_job_finish(e->job);
 	*o = e->opened;
 	free(e);
 	t->early_open = NULL;
@@ -88,10 +89,9 @@ struct mt_early_cfi {
 	int rc; /* mt_cfi_build's */
 };
 
-static void *prepare_libc(void *path)
+static void prepare_libc(void *path)
 {
 	mt_attach_prepare(path);
-	return NULL;
 }
 
 /* Where libc's probes go takes ~2 ms to work out (free()'s branch scan):
@@ -104,8 +104,7 @@ static void start_preparing(struct tracer *t)
 
 	if (!t->opts->track_allocators || !libc[0])
 		return;
-	t->preparing = pthread_create(&t->prepare_thread, NULL, prepare_libc,
-				      (void *)libc) == 0;
+	t->preparing = mt_job_start(prepare_libc, (void *)libc);
 }
 
 static void *build_cfi(void *arg)
@@ -159,12 +158,12 @@ static void start_building_cfi(struct tracer *t)
  * while the BPF side loads, and the program is attached to it after.
  */
 struct mt_early_event {
-	pthread_t thread;
+	struct mt_job *job;
 	int fd; /* -1: not opened */
 };
 
 /* The same event as libbpf's attach opens: every process, CPU 0. */
-static void *open_rss_event(void *arg)
+static void open_rss_event(void *arg)
 {
 	struct mt_early_event *e = arg;
 	struct perf_event_attr attr = {
@@ -174,13 +173,12 @@ static void *open_rss_event(void *arg)
 	long id = mt_tracer_tracepoint_id("kmem", "rss_stat");
 
 	if (id < 0)
-		return NULL;
+		return;
 	attr.config = (__u64)id;
 	e->fd = (int)syscall(SYS_perf_event_open, &attr, -1, 0, -1,
 			     PERF_FLAG_FD_CLOEXEC);
 	if (e->fd < 0)
 		e->fd = -1;
-	return NULL;
 }
 
 void mt_tracer_overlap_rss_start(struct tracer *t)
@@ -193,7 +191,8 @@ void mt_tracer_overlap_rss_start(struct tracer *t)
 	if (!e)
 		return;
 	e->fd = -1;
-	if (pthread_create(&e->thread, NULL, open_rss_event, e) != 0) {
+	e->job = mt_job_start(open_rss_event, e);
+	if (!e->job) {
 		free(e);
 		return;
 	}
@@ -207,7 +206,7 @@ int mt_tracer_overlap_rss_event(struct tracer *t)
 
 	if (!e)
 		return -1;
-	pthread_join(e->thread, NULL);
+	mt_job_finish(e->job);
 	fd = e->fd;
 	free(e);
 	t->rss_event = NULL;
@@ -218,17 +217,16 @@ int mt_tracer_overlap_rss_event(struct tracer *t)
  * them and reading their symbols (~0.3 ms for true, ~0.7 for ls) needs
  * no BPF. */
 struct mt_early_program {
-	pthread_t thread;
+	struct mt_job *job;
 	const char *file, *libc;
 	struct mt_code_program program;
 };
 
-static void *find_program(void *arg)
+static void find_program(void *arg)
 {
 	struct mt_early_program *e = arg;
 
 	mt_code_find_program(&e->program, e->file, e->libc);
-	return NULL;
 }
 
 /* Not for a command run as another user: execvp(3) searches with its
@@ -245,7 +243,8 @@ static void start_finding_program(struct tracer *t)
 		return;
 	e->file = o->argv[0];
 	e->libc = o->libc_path ? o->libc_path : mt_self_libc();
-	if (pthread_create(&e->thread, NULL, find_program, e) != 0) {
+	e->job = mt_job_start(find_program, e);
+	if (!e->job) {
 		free(e);
 		return;
 	}
@@ -258,7 +257,7 @@ bool mt_tracer_overlap_program(struct tracer *t, struct mt_code_program *p)
 
 	if (!e)
 		return false;
-	pthread_join(e->thread, NULL);
+	mt_job_finish(e->job);
 	*p = e->program;
 	free(e);
 	t->early_program = NULL;
@@ -320,9 +319,8 @@ bool mt_tracer_overlap_cfi(struct tracer *t, const uint8_t *build_id,
 
 void mt_tracer_overlap_prepared(struct tracer *t)
 {
-	if (t->preparing)
-		pthread_join(t->prepare_thread, NULL);
-	t->preparing = false;
+	mt_job_finish(t->preparing);
+	t->preparing = NULL;
 }
 
 void mt_tracer_overlap_probes_made(struct tracer *t)
