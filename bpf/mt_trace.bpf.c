@@ -37,6 +37,16 @@ const volatile __u64 lifecycle_wakeup_bytes = 1 << 18;
  * allocators are tracked; off once mt-trace stops reading, so that it never
  * leaves a process stopped). */
 volatile __u32 discover_code = 0;
+/*
+ * The process-life programs (fork, exec, exit, signal_generate) serve a
+ * session: set by mt-trace once its tracepoints are attached and its
+ * tables reset, cleared when it ends.  Their links are kept attached
+ * between sessions of a kept object (tracer_kept.c: attaching a tracepoint
+ * patches kernel text with IPIs, the largest part of the step), and this
+ * keeps them from acting meanwhile: a process a session left running is
+ * neither followed nor stopped by nobody's programs.
+ */
+volatile __u32 session_live = 0;
 /* Stop a process that maps new code until it is inspected (lossless; the
  * default) or let it run on while mt-trace attaches (--no-stop). */
 const volatile bool stop_for_new_code = true;
@@ -1054,6 +1064,8 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	struct mt_traced traced_state = {.state = MT_TRACED};
 	struct mt_event *e;
 
+	if (!session_live)
+		return 0;
 	if (BPF_CORE_READ(child, pid) != child_tgid)
 		return 0; /* a new thread, not a new process */
 	if (!is_traced(parent_tgid))
@@ -1243,6 +1255,8 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
 	struct exec_record *r;
 	long len;
 
+	if (!session_live)
+		return 0;
 	entry = bpf_map_lookup_elem(&traced, &tgid);
 	if (!entry)
 		return 0;
@@ -1278,6 +1292,8 @@ int BPF_PROG(on_signal_generate, int sig, struct kernel_siginfo *info,
 	struct mt_traced *entry;
 	__u32 tgid;
 
+	if (!session_live)
+		return 0;
 	if (sig != SIGSTOP_ && sig != SIGTSTP_ && sig != SIGTTIN_ &&
 	    sig != SIGTTOU_)
 		return 0;
@@ -1301,6 +1317,8 @@ int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
 	struct mt_event *e;
 	__u32 status;
 
+	if (!session_live)
+		return 0;
 	if (!group_dead || !bpf_map_lookup_elem(&traced, &tgid))
 		return 0;
 	if (BPF_CORE_READ(task, signal, flags) & SIGNAL_GROUP_EXIT)

@@ -263,6 +263,42 @@ check_log() {
 	[ "$reused" -ge 4 ]
 }
 
+@test "process-life links kept between sessions: a process an earlier session left running is neither stopped nor followed, and no later session traces it" {
+	local taken=0 i
+	export MT_FIXTURE_LOG="$T/fixture.log"
+	# the first session leaves a loop behind that forks and execs a
+	# program every 20 ms for about 4 s, while later sessions run
+	trace_ok -v --wait-detach -- sh -c \
+		"setsid sh -c 'for i in \$(seq 200); do /usr/bin/env true; sleep 0.02; done; echo done >$T/left.done' </dev/null >/dev/null 2>&1 &"
+	left=$(pgrep -f "seq 200" | head -1)
+	outside="$left"
+	for i in 1 2 3 4 5; do
+		rm -f "$MT_FIXTURE_LOG"
+		trace_ok -v -- "$MT_FIXTURES/hundred"
+		grep -q "process-life tracepoints: [0-9]* links kept" \
+			"$T/trace.err" && taken=$((taken + 1))
+		check_log
+		# its own program only: the leftover's execs are not in it
+		run jq_events '[.[] | select(.type == "Exec") | .path]'
+		assert_output "[\"$MT_FIXTURES/hundred\"]"
+		# the leftover runs, never stopped
+		[ "$(proc_state "$left")" != T ]
+	done
+	echo "sessions that took kept process-life links: $taken of 5"
+	[ "$taken" -ge 3 ]
+	for _ in $(seq 200); do
+		[ -e "$T/left.done" ] && break
+		[ "$(proc_state "$left")" != T ]
+		sleep 0.05
+	done
+	[ -e "$T/left.done" ]
+}
+
+# proc_state PID: the one-letter state of /proc/PID/stat ("" once gone).
+proc_state() {
+	sed -n 's/^[0-9]* (.*) \(.\) .*/\1/p' "/proc/$1/stat" 2>/dev/null
+}
+
 # map_ids PID: the ids of the BPF maps process PID holds
 map_ids() {
 	local f

@@ -683,7 +683,7 @@ links_of() {
 	[ "$(links_of)" = "0 0" ]
 }
 
-@test "the probes go but those kept on the tree's private copies: pinned, uprobe links only" {
+@test "the probes go but those kept on the tree's private copies and the process-life tracepoints: pinned, uprobe links and fork/exec/exit/signal_generate only" {
 	require_bpf
 	command -v bpftool >/dev/null || skip "bpftool not installed"
 	mt-trace -v -o "$T/sleep.raw" -- sleep 0.5 2>"$T/trace.err" &
@@ -703,11 +703,22 @@ links_of() {
 		pgrep -x mt-trace-detach >/dev/null || break
 		sleep 0.1
 	done
-	run "$PY" "$BATS_TEST_DIRNAME/lib/mt_links.py" types $progs
+	run "$PY" "$BATS_TEST_DIRNAME/lib/mt_links.py" named $progs
 	echo "links: $output"
-	# no tracepoint link is left in any case
-	refute_output --partial tracepoint
+	# of the tracepoints, only the process-life ones are left (pinned
+	# as t-PROGRAM, at most once each: a later session may have taken
+	# some); never sys_exit's (every system call) or rss_stat's
 	refute_output --partial perf_event
+	refute_output --partial on_sys_exit
+	refute_output --partial on_rss
+	tps=$(grep -c '^raw_tracepoint' <<<"$output" || true)
+	tpins=$(ls /run/mt-trace/bpf/"$bslot"/*/ | grep -c '^t-on_' || true)
+	echo "tracepoint links left: $tps, pinned: $tpins"
+	[ "$tpins" -ge 3 ]
+	[ "$tps" -le "$tpins" ]
+	[ -z "$(grep '^raw_tracepoint' <<<"$output" |
+		grep -v -E ' on_(fork|exec|exit|signal_generate)$')" ]
+	output=$(grep -v '^raw_tracepoint' <<<"$output" | cut -d' ' -f1 || true)
 	if [ "$bslot" != "$cslot" ]; then
 		# copies in another slot than the programs' (taken by another
 		# session): nothing is kept

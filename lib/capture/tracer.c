@@ -557,6 +557,14 @@ static int setup_bpf(struct tracer *t)
 					     mt_tracer_verbose > 0);
 		return -1;
 	}
+	if (t->opts->verbose && t->kept.life_links_taken)
+		fprintf(stderr,
+			"mt-trace: process-life tracepoints: %zu links kept by "
+			"an earlier session\n",
+			t->kept.life_links_taken);
+	/* the process-life programs act from now on (kept links included:
+	 * the tables they read are this session's, reset) */
+	__atomic_store_n(&t->skel->bss->session_live, 1, __ATOMIC_RELEASE);
 	startup_phase(t, "tracepoints");
 	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.traced), &pid, &entry,
 				BPF_ANY)) {
@@ -963,6 +971,7 @@ static _Noreturn void background_detach(struct tracer *t, int parent_alive)
 	while (read(parent_alive, &byte, 1) < 0 && errno == EINTR)
 		;
 	mt_tracer_kept_links_release(t);
+	mt_tracer_kept_tracepoints_release(t);
 	detach_all(t);
 	mt_confine_release(&t->confine); /* the probes are gone */
 	release_stopped(t);
@@ -1048,11 +1057,14 @@ static void cleanup(struct tracer *t)
 	if (t->skel) {
 		t->skel->bss->discover_code = 0;
 		t->skel->bss->backpressure = 0;
+		__atomic_store_n(&t->skel->bss->session_live, 0,
+				 __ATOMIC_RELEASE);
 	}
 	if (t->fast) /* before the detacher forks: it would hold them */
 		mt_fast_links_free(&t->links);
 	if (!detach_in_background(t)) {
 		mt_tracer_kept_links_release(t);
+		mt_tracer_kept_tracepoints_release(t);
 		detach_all(t);
 		mt_confine_release(&t->confine);
 		if (t->rss_perf_fd >= 0)

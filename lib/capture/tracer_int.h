@@ -36,6 +36,7 @@ struct mt_batch_writer;
 /* The BPF side kept for later sessions (tracer_kept.c). */
 enum {
 	MT_KEPT_MAX_PROGS = 32,
+	MT_KEPT_MAX_LIFE_LINKS = 4, /* fork, exec, exit, signal_generate */
 	MT_KEPT_MAX_LINKS = 16,
 	MT_KEPT_MAX_COPY_LINKS = 32,
 	MT_KEPT_PIN_NAME = 64,
@@ -58,6 +59,13 @@ struct mt_kept {
 	int prog_fds[MT_KEPT_MAX_PROGS]; /* reused: by the object's order */
 	int link_fds[MT_KEPT_MAX_LINKS]; /* reused: the tracepoints' links */
 	size_t nlinks;
+	/* reused: the process-life links among them (kept attached between
+	 * sessions), and how many of those were taken from their pins */
+	struct {
+		const struct bpf_program *prog;
+		int fd;
+	} life_links[MT_KEPT_MAX_LIFE_LINKS];
+	size_t nlife_links, life_links_taken;
 	struct mt_kept_link copy_links[MT_KEPT_MAX_COPY_LINKS];
 	size_t ncopy_links;
 };
@@ -271,6 +279,9 @@ void mt_tracer_kept_release_slot(struct tracer *t);
 void mt_tracer_kept_links_use(struct tracer *t);
 bool mt_tracer_kept_links_expected(const struct tracer *t);
 void mt_tracer_kept_links_release(struct tracer *t);
+/* At the end (the BPF side's session_live cleared): pin the process-life
+ * tracepoints' links for the next session instead of closing them. */
+void mt_tracer_kept_tracepoints_release(struct tracer *t);
 
 /* The rest done beside the BPF load (tracer_overlap.c): start it after the
  * fork; wait for libc's plan before attaching; stop the warming once the

@@ -739,6 +739,103 @@ static int open_tracepoint(const char *group, const char *name)
 	return fd < 0 ? -errno : fd;
 }
 
+/* ---- process-life tracepoints kept attached -------------------------------
+ *
+ * Attaching a raw tracepoint nobody else uses patches kernel text (its
+ * static key and static call, each a few IPIs: with the detach, about a
+ * third of mt-trace's samples in `mt-trace -- true`), and detaching it
+ * again too.  The process-life programs (fork, exec, exit, signal_generate)
+ * run only on those events, rare beside system calls, and their links are
+ * kept attached between sessions of a kept object, pinned in its directory
+ * as t-<program> like the links on the copies: taken (unpinned) by the
+ * session that reuses the object, so that should mt-trace die the kernel
+ * closes them with it; pinned again by its detacher.  Meanwhile the BPF
+ * side's session_live is 0 and the programs return at once (a process a
+ * session left running is not followed).  sys_exit (every system call on
+ * the machine) and rss_stat (every page fault) are attached per session.
+ */
+
+static bool keeps_attached(const struct tracer *t,
+			   const struct bpf_program *prog)
+{
+	const struct mt_trace *skel = t->skel;
+
+	return prog == skel->progs.on_fork || prog == skel->progs.on_exec ||
+	       prog == skel->progs.on_exit ||
+	       prog == skel->progs.on_signal_generate;
+}
+
+static void tracepoint_pin_name(const struct bpf_program *prog, char *name,
+				size_t size)
+{
+	pin_name('t', bpf_program__name(prog), name, size);
+}
+
+/* prog's kept link, unpinned (the session's until its end), or -1 */
+static int take_tracepoint(struct tracer *t, const struct bpf_program *prog)
+{
+	char name[64];
+	int fd;
+
+	if (t->kept.key_dir < 0 || !keeps_attached(t, prog))
+		return -1;
+	tracepoint_pin_name(prog, name, sizeof(name));
+	fd = get_pin(t->kept.key_dir, name);
+	if (fd < 0)
+		return -1;
+	unlinkat(t->kept.key_dir, name, 0);
+	t->kept.life_links_taken++;
+	return fd;
+}
+
+/* A reused object's process-life link fd, noted to be pinned at the end */
+static int note_life_link(struct tracer *t, const struct bpf_program *prog,
+			  int fd)
+{
+	struct mt_kept *k = &t->kept;
+
+	if (fd >= 0 && keeps_attached(t, prog) &&
+	    k->nlife_links < MT_KEPT_MAX_LIFE_LINKS) {
+		k->life_links[k->nlife_links].prog = prog;
+		k->life_links[k->nlife_links++].fd = fd;
+	}
+	return fd;
+}
+
+/* The descriptor of prog's link in this session, or -1. */
+static int life_link_fd(const struct tracer *t, const struct bpf_program *prog)
+{
+	const struct bpf_object_skeleton *s = t->skel->skeleton;
+
+	for (size_t i = 0; t->kept.reused && i < t->kept.nlife_links; i++)
+		if (t->kept.life_links[i].prog == prog)
+			return t->kept.life_links[i].fd;
+	for (int i = 0; !t->kept.reused && i < s->prog_cnt; i++)
+		if (*s->progs[i].prog == prog && *s->progs[i].link)
+			return bpf_link__fd(*s->progs[i].link);
+	return -1;
+}
+
+void mt_tracer_kept_tracepoints_release(struct tracer *t)
+{
+	struct bpf_program *prog;
+
+	/* live: the programs would act between sessions, for nobody */
+	if (t->kept.key_dir < 0 || !t->skel ||
+	    __atomic_load_n(&t->skel->bss->session_live, __ATOMIC_ACQUIRE))
+		return;
+	bpf_object__for_each_program(prog, t->skel->obj)
+	{
+		char name[64];
+		int fd = keeps_attached(t, prog) ? life_link_fd(t, prog) : -1;
+
+		if (fd < 0)
+			continue;
+		tracepoint_pin_name(prog, name, sizeof(name));
+		put_pin(t->kept.key_dir, name, fd);
+	}
+}
+
 static int attach_one(struct tracer *t, struct bpf_program *prog)
 {
 	const char *sec = bpf_program__section_name(prog);
@@ -746,10 +843,13 @@ static int attach_one(struct tracer *t, struct bpf_program *prog)
 	const char *slash;
 	int fd;
 
-	if (strncmp(sec, "raw_tp/", 7) == 0)
-		return keep_link_fd(&t->kept,
-				    bpf_raw_tracepoint_open(
-					sec + 7, mt_tracer_prog_fd(t, prog)));
+	if (strncmp(sec, "raw_tp/", 7) == 0) {
+		fd = take_tracepoint(t, prog);
+		if (fd < 0)
+			fd = bpf_raw_tracepoint_open(
+			    sec + 7, mt_tracer_prog_fd(t, prog));
+		return keep_link_fd(&t->kept, note_life_link(t, prog, fd));
+	}
 	if (strncmp(sec, "tracepoint/", 11) != 0)
 		return 0; /* not attached by the skeleton either */
 	slash = strchr(sec + 11, '/');

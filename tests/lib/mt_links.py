@@ -13,6 +13,8 @@ what its own session loaded.  The kernel (not mt) is the outside truth:
                              programs, one a line (bpftool's name, or its
                              number: 12 is uprobe_multi, which bpftool 7.1
                              does not name)
+  mt_links.py named ID...    "TYPE NAME" of each link that runs one of these
+                             programs (NAME: the program's), one a line
   mt_links.py runs ID...     "NAME RUN_CNT" of each of these programs (with
                              kernel.bpf_stats_enabled=1)
   mt_links.py sizes ID...    "NAME INSNS" of each of these programs: its
@@ -25,7 +27,8 @@ import sys
 
 MT_PROGS = {"alloc_session", "alloc_enter", "alloc_return", "on_sys_exit",
             "session_stacks", "return_stacks", "sys_exit_stacks",
-            "on_fork", "on_exec", "on_exit", "on_rss_owner", "on_rss_size"}
+            "on_fork", "on_exec", "on_exit", "on_signal_generate",
+            "on_rss_owner", "on_rss_size"}
 
 
 def bpftool(*args):
@@ -70,6 +73,13 @@ def main(argv):
         for l in bpftool("link", "show"):
             if l.get("prog_id") in ids:
                 print(l.get("type", "?"))
+        return 0
+    if len(argv) >= 2 and argv[0] == "named":
+        ids = {int(a) for a in argv[1:]}
+        names = {p["id"]: p.get("name", "?") for p in bpftool("prog", "show")}
+        for l in bpftool("link", "show"):
+            if l.get("prog_id") in ids:
+                print(l.get("type", "?"), names.get(l["prog_id"], "?"))
         return 0
     if len(argv) >= 2 and argv[0] == "runs":
         ids = {int(a) for a in argv[1:]}
