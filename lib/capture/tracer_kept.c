@@ -29,9 +29,12 @@
  *    not --stacks (its tables hold 40 MB), nor classic uprobes (they
  *    attach through libbpf's program objects, which a reused object does
  *    not load).
- * Tracepoint links are never kept: each session attaches its own, and its
- * detacher closes them (kept, they would run for every process's every
- * system call).  The allocator probes' links on the tree's private copies
+ * The links of sys_exit and rss_stat are never kept: each session attaches
+ * its own, and its detacher closes them (kept, they would run for every
+ * system call and page fault on the machine).  Those of the process-life
+ * tracepoints (fork, exec, exit, signal_generate: rare events) are, idle
+ * between sessions: see "process-life tracepoints" below.  The allocator
+ * probes' links on the tree's private copies
  * (confine.c) are kept, since only the tree maps those inodes: registering
  * a session's first uprobe waits an RCU grace period (rcu_sync_enter() of
  * uprobe_register(): 12-22 ms here), the largest part of `mt-trace --
