@@ -110,3 +110,8 @@ print(rss() - before)')
 	[ "$gained" -lt 8192 ] ||
 		skip "ASan's shadow reads count in RSS here: the kernel maps no zero page (16 MiB read untouched: +$gained KiB RSS)"
 }
+
+# proc_state PID: the one-letter state of /proc/PID/stat ("" once gone).
+proc_state() {
+	sed -n 's/^[0-9]* (.*) \(.\) .*/\1/p' "/proc/$1/stat" 2>/dev/null
+}

@@ -294,11 +294,6 @@ check_log() {
 	[ -e "$T/left.done" ]
 }
 
-# proc_state PID: the one-letter state of /proc/PID/stat ("" once gone).
-proc_state() {
-	sed -n 's/^[0-9]* (.*) \(.\) .*/\1/p' "/proc/$1/stat" 2>/dev/null
-}
-
 # map_ids PID: the ids of the BPF maps process PID holds
 map_ids() {
 	local f

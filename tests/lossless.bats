@@ -106,11 +106,6 @@ print(c["lost"] > 0 and c["lost"] == c["lost_records"])' <<<"$(counts storm)"
 	assert_output "{\"lost\": 0, \"lost_records\": 0, \"processes\": 1, \"counts\": {\"[$((64 * n)), $((64 * n))]\": 1}}"
 }
 
-# proc_state PID: the one-letter state of /proc/PID/stat ("" once gone).
-proc_state() {
-	sed -n 's/^[0-9]* (.*) \(.\) .*/\1/p' "/proc/$1/stat" 2>/dev/null
-}
-
 @test "mt-trace killed while a process waits for it to drain: the watchdog continues it" {
 	require_bpf
 	MT_FIXTURE_LOG=/dev/null mt-trace --ring-size 64KiB -o "$T/out.raw" \
