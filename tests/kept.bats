@@ -274,7 +274,8 @@ check_log() {
 	outside="$left"
 	for i in 1 2 3 4 5; do
 		rm -f "$MT_FIXTURE_LOG"
-		trace_ok -v -- "$MT_FIXTURES/hundred"
+		# (--wait-detach: the next one finds the slot free)
+		trace_ok -v --wait-detach -- "$MT_FIXTURES/hundred"
 		grep -q "process-life tracepoints: [0-9]* links kept" \
 			"$T/trace.err" && taken=$((taken + 1))
 		check_log
