@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <time.h>
 
 /* MT_FAST_CLOCK's values */
@@ -57,5 +58,38 @@ bool mt_cpuinfo_has_flag(const char *cpuinfo, const char *flag);
  * served it)?  Tried on a thread of its own that clock_gettime system
  * calls fail on (a seccomp filter, which only that thread carries). */
 bool mt_vdso_serves(clockid_t clock);
+
+/*
+ * The counter-to-CLOCK_MONOTONIC line mt-trace places the records on:
+ * through a calibration point (at_tsc, at_ns) with a slope of mult / 2^shift
+ * ns a tick, in fixed point: a record costs a 64x64-bit multiply, not
+ * three conversions and a double-precision multiply (--fast's drain reads
+ * millions).  The slope keeps 62-63 significant bits (shift as large as
+ * that allows, at most 63): a reading within 1 ns of the double-precision
+ * line's, and the same nearly always (tests/unit/test_tsc_line.c), for a
+ * record as far from the point as a session lasts.
+ */
+struct mt_tsc_line {
+	uint64_t at_tsc, at_ns;
+	uint64_t mult; /* < 2^63 */
+	unsigned shift;
+};
+
+/* The line through (tsc0, ns0) and (tsc1, ns1), placed at the first; flat
+ * when tsc1 is not after tsc0. */
+void mt_tsc_line_set(struct mt_tsc_line *l, uint64_t tsc0, uint64_t ns0,
+		     uint64_t tsc1, uint64_t ns1);
+
+/* The line's ns at counter value tsc, before or after the point: the
+ * offset (tick count times slope) truncated toward zero, as a conversion
+ * of the double would. */
+static inline uint64_t mt_tsc_line_ns(const struct mt_tsc_line *l, uint64_t tsc)
+{
+	int64_t d = (int64_t)(tsc - l->at_tsc);
+	uint64_t m = d < 0 ? -(uint64_t)d : (uint64_t)d;
+	uint64_t q = (uint64_t)(((unsigned __int128)m * l->mult) >> l->shift);
+
+	return l->at_ns + (d < 0 ? -q : q);
+}
 
 #endif /* MT_FAST_CLOCK_H */

@@ -107,13 +107,10 @@ static struct calib calibrate(void)
  * (its slope computed once a drain, not once a record). */
 static void recalibrate(struct mt_fast *f)
 {
-	const struct calib *a = &f->prev, *b = &f->cur;
-
 	f->prev = f->cur;
 	f->cur = calibrate();
-	f->ns_per_tick = b->tsc > a->tsc ? (double)(b->ns - a->ns) /
-					       (double)(b->tsc - a->tsc)
-					 : 0;
+	mt_tsc_line_set(&f->line, f->prev.tsc, f->prev.ns, f->cur.tsc,
+			f->cur.ns);
 }
 
 /* ---- start --------------------------------------------------------------- */
@@ -265,8 +262,12 @@ static void decide_clock(struct mt_fast *f)
 	mt_fast_clock_facts_finish(&f->clock);
 	f->tsc = mt_fast_clock_tsc(&f->clock, &f->clock_why);
 	f->hdr->clock = f->tsc ? MT_FAST_CLOCK_TSC : MT_FAST_CLOCK_MONOTONIC;
-	if (f->tsc)
+	if (f->tsc) {
 		f->prev = f->cur = calibrate();
+		/* flat at the point until the first drain's */
+		mt_tsc_line_set(&f->line, f->prev.tsc, f->prev.ns, f->cur.tsc,
+				f->cur.ns);
+	}
 	if (f->verbose)
 		fprintf(stderr, "mt-trace: --fast: times from %s (%s)\n",
 			f->tsc ? "the TSC" : "clock_gettime", f->clock_why);

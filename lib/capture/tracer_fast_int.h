@@ -49,7 +49,7 @@ struct mt_fast {
 					     decided yet */
 	bool tsc;			  /* records stamped by the TSC */
 	struct calib prev, cur;		  /* the last two calibration points */
-	double ns_per_tick;		  /* the line's slope through them */
+	struct mt_tsc_line line;	  /* the line through them */
 	/* processes that exited since the last drain */
 	pid_t *exited;
 	size_t nexited, cap_exited;
@@ -85,9 +85,7 @@ struct mt_fast {
  * it). */
 static inline uint64_t tsc_to_ns(const struct mt_fast *f, uint64_t tsc)
 {
-	double d = (double)(int64_t)(tsc - f->prev.tsc) * f->ns_per_tick;
-
-	return (uint64_t)((int64_t)f->prev.ns + (int64_t)d);
+	return mt_tsc_line_ns(&f->line, tsc);
 }
 
 /*
