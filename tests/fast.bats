@@ -193,6 +193,47 @@ PYEOF
 	[ "$(awk '{print $6}' <<<"$output")" -gt 100 ]
 }
 
+# repacked RAW: each packed batch of the raw stream is rawcheck.py's
+# packer's bytes (python, none of lib/) for the records it holds, its
+# header and CRC too: --fast's drain packs the recorders' records as it
+# reads them, the writer thread the rest, and together they must write
+# what one packer would.  Prints "batches N packed N records N".
+repacked() {
+	"$PY" - "$1" "$TOP/tests/lib" <<'PYEOF'
+import struct, sys
+sys.path.insert(0, sys.argv[2])
+import rawcheck
+d = open(sys.argv[1], "rb").read()
+off = struct.unpack_from("<I", d, 12)[0]
+nb = npk = recs = 0
+while struct.unpack_from("<I", d, off)[0] != rawcheck.TRAILER_MAGIC:
+    m, count, nbytes, check, seq, lost = rawcheck.BATCH.unpack_from(d, off)
+    body = d[off + 32:off + 32 + nbytes]
+    if m == rawcheck.PACKED_MAGIC:
+        npk += 1
+        again = rawcheck.pack(rawcheck.unpack(body, count))
+        if again != body:
+            sys.exit("batch %d: not the packer's bytes for its records" % nb)
+        if rawcheck.packed_batch(count, body, seq, lost) != d[off:off + 32 + nbytes]:
+            sys.exit("batch %d: its header or CRC" % nb)
+    nb += 1
+    recs += count
+    off += 32 + nbytes
+print("batches %d packed %d records %d" % (nb, npk, recs))
+PYEOF
+}
+
+@test "--fast: the raw stream's packed batches are the packer's bytes for their records (rawcheck.py), those the drain packs as it reads the rings among them: allocheavy 100,000 pairs" {
+	run mt-trace --fast -o "$T/out.raw" -- "$MT_FIXTURES/allocheavy" 100000
+	assert_success
+	run repacked "$T/out.raw"
+	echo "$output"
+	assert_success
+	# every batch packed; the pairs, the 256 kept and the BPF side's
+	assert_output --regexp "^batches ([0-9]+) packed \1 records [0-9]+$"
+	[ "$(awk '{print $6}' <<<"$output")" -gt 200256 ]
+}
+
 @test "--fast: the command sees LD_PRELOAD, the recorder first, then its own (kept, and still counted once)" {
 	# the tools inherit the interposer too: under ASan (make check-asan)
 	# its runtime then no longer comes first, which it refuses by default

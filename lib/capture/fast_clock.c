@@ -257,23 +257,16 @@ void mt_fast_clock_facts_finish(struct mt_fast_clock_facts *facts)
 void mt_tsc_line_set(struct mt_tsc_line *l, uint64_t tsc0, uint64_t ns0,
 		     uint64_t tsc1, uint64_t ns1)
 {
-	unsigned __int128 q;
-	unsigned excess = 0;
+	uint64_t dtsc = tsc1 - tsc0, rem;
 
 	*l = (struct mt_tsc_line){.at_tsc = tsc0, .at_ns = ns0};
 	if (tsc1 <= tsc0)
 		return;
-	/* the slope times 2^63, then as many bits dropped as it has past 63;
-	 * rounded up: a whole ns (the second point's, a slope of 1/3 at 3
-	 * ticks) comes out whole, not a hair under it and truncated */
-	q = ((unsigned __int128)(ns1 - ns0) << 63) / (tsc1 - tsc0);
-	while (q >> excess >> 63)
-		excess++;
-	if (excess > 63) /* over 2^63 ns a tick: no such counter */
-		return;
-	l->shift = 63 - excess;
-	l->mult = (uint64_t)(q >> excess);
-	if ((unsigned __int128)l->mult * (tsc1 - tsc0) <
-	    (unsigned __int128)(ns1 - ns0) << l->shift)
-		l->mult++;
+	l->whole = (ns1 - ns0) / dtsc;
+	rem = (ns1 - ns0) % dtsc;
+	/* rem * 2^64 / dtsc rounded up (below 2^64: rem < dtsc): a whole ns
+	 * (the second point's, a slope of 1/3 at 3 ticks) comes out whole,
+	 * not a hair under it and truncated */
+	l->frac =
+	    (uint64_t)((((unsigned __int128)rem << 64) + dtsc - 1) / dtsc);
 }

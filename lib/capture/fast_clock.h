@@ -61,18 +61,18 @@ bool mt_vdso_serves(clockid_t clock);
 
 /*
  * The counter-to-CLOCK_MONOTONIC line mt-trace places the records on:
- * through a calibration point (at_tsc, at_ns) with a slope of mult / 2^shift
- * ns a tick, in fixed point: a record costs a 64x64-bit multiply, not
- * three conversions and a double-precision multiply (--fast's drain reads
- * millions).  The slope keeps 62-63 significant bits (shift as large as
- * that allows, at most 63): a reading within 1 ns of the double-precision
- * line's, and the same nearly always (tests/unit/test_tsc_line.c), for a
- * record as far from the point as a session lasts.
+ * through a calibration point (at_tsc, at_ns) with a slope of whole +
+ * frac / 2^64 ns a tick, in fixed point: a record costs two multiplies
+ * (the fraction's the high half of a 64x64-bit one), not three
+ * conversions and a double-precision multiply (--fast's drain reads
+ * millions).  The fraction is rounded up: a reading is the exact line's
+ * (truncated toward zero) unless the exact offset is within 2^-64 of it a
+ * tick under a whole ns, and within 1 ns of the double-precision line's
+ * (tests/unit/test_tsc_line.c).
  */
 struct mt_tsc_line {
 	uint64_t at_tsc, at_ns;
-	uint64_t mult; /* < 2^63 */
-	unsigned shift;
+	uint64_t whole, frac;
 };
 
 /* The line through (tsc0, ns0) and (tsc1, ns1), placed at the first; flat
@@ -87,7 +87,8 @@ static inline uint64_t mt_tsc_line_ns(const struct mt_tsc_line *l, uint64_t tsc)
 {
 	int64_t d = (int64_t)(tsc - l->at_tsc);
 	uint64_t m = d < 0 ? -(uint64_t)d : (uint64_t)d;
-	uint64_t q = (uint64_t)(((unsigned __int128)m * l->mult) >> l->shift);
+	uint64_t q =
+	    m * l->whole + (uint64_t)(((unsigned __int128)m * l->frac) >> 64);
 
 	return l->at_ns + (d < 0 ? -q : q);
 }

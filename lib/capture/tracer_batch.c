@@ -16,7 +16,11 @@
  *
  * Batches are written packed (lib/format/rawpack.h: ~7 bytes a record on
  * allocheavy, not 56): the writer thread packs each one, off the drain's
- * path, into a buffer it keeps.
+ * path, into a buffer it keeps.  --fast's drain, when one thread's ring
+ * alone holds records, packs them itself as it reads them, into the
+ * batch's own packed buffer (t->batch_pack): no 56-byte slot is written
+ * and read again for them (allocheavy --fast: 4 M records); the writer
+ * packs the slots appended after them, if any, after their bytes.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -38,11 +42,25 @@
 #define BATCH_BYTES                                                            \
 	(sizeof(struct mt_raw_batch) +                                         \
 	 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE)
+/* A batch's records packed by --fast's drain (t->batch_pack): up to
+ * 4.6 MiB, the same touched only as far as it fills (~7 bytes a record) */
+#define PACK_BYTES                                                             \
+	(sizeof(struct mt_raw_batch) + mt_rawpack_bound(BATCH_MAX_RECORDS))
+
+/* A batch's buffers: as t->batch (header room, then the slots) and
+ * t->batch_pack (NULL until a drain packs into it). */
+struct batch_bufs {
+	unsigned char *buf, *pack;
+};
 
 struct queued_batch {
-	unsigned char *buf; /* as t->batch: header room, then the records */
+	struct batch_bufs bufs;
 	uint32_t count;
 	uint64_t seq, lost;
+	/* the first records packed already (t->batch_packed...) */
+	uint32_t packed;
+	size_t pack_bytes;
+	struct mt_rawpack_state pack_state;
 };
 
 struct mt_batch_writer {
@@ -54,7 +72,7 @@ struct mt_batch_writer {
 	size_t first, nqueued;
 	/* written buffers, for the next batches; buffers made besides the
 	 * tracer's first */
-	unsigned char *spare[WRITER_QUEUE + 1];
+	struct batch_bufs spare[WRITER_QUEUE + 1];
 	size_t nspare, nmade;
 	int fd;
 	void *pack; /* the packed batch's buffer, grown as needed */
@@ -129,17 +147,24 @@ static void *writer_main(void *arg)
 		b = w->queue[w->first];
 		cut = w->err != 0; /* after a failure: nothing more */
 		pthread_mutex_unlock(&w->lock);
-		if (!cut)
+		if (!cut && b.packed)
+			err = mt_raw_write_packed_rest(
+			    w->fd, b.seq, b.lost,
+			    (struct mt_event *)(b.bufs.buf +
+						sizeof(struct mt_raw_batch)),
+			    b.count, b.packed, b.bufs.pack, b.pack_bytes,
+			    &b.pack_state);
+		else if (!cut)
 			err = mt_raw_write_packed_batch(
 			    w->fd, b.seq, b.lost,
-			    b.buf + sizeof(struct mt_raw_batch), b.count,
+			    b.bufs.buf + sizeof(struct mt_raw_batch), b.count,
 			    &w->pack, &w->pack_size);
 		pthread_mutex_lock(&w->lock);
 		if (err && !w->err)
 			w->err = err;
 		w->first = (w->first + 1) % WRITER_QUEUE;
 		w->nqueued--;
-		w->spare[w->nspare++] = b.buf;
+		w->spare[w->nspare++] = b.bufs;
 		pthread_cond_broadcast(&w->done);
 	}
 	pthread_mutex_unlock(&w->lock);
@@ -172,19 +197,20 @@ static struct mt_batch_writer *writer_of(struct tracer *t)
 	return w;
 }
 
-/* A buffer for the next batch: a written one, or a new one while fewer
- * than WRITER_QUEUE + 1 exist; NULL: none free yet, or no memory (called
- * with the lock held). */
-static unsigned char *take_spare(struct mt_batch_writer *w)
+/* Buffers for the next batch: written ones, or new ones while fewer
+ * than WRITER_QUEUE + 1 exist (the packed one made when a drain packs);
+ * false: none free yet, or no memory (called with the lock held). */
+static bool take_spare(struct mt_batch_writer *w, struct batch_bufs *out)
 {
-	unsigned char *buf;
-
-	if (w->nspare)
-		return w->spare[--w->nspare];
-	if (w->nmade == WRITER_QUEUE || !(buf = malloc(BATCH_BYTES)))
-		return NULL;
+	if (w->nspare) {
+		*out = w->spare[--w->nspare];
+		return true;
+	}
+	if (w->nmade == WRITER_QUEUE || !(out->buf = malloc(BATCH_BYTES)))
+		return false;
+	out->pack = NULL;
 	w->nmade++;
-	return buf;
+	return true;
 }
 
 /* The batch in t->batch handed to the writer, t->batch a free buffer;
@@ -193,25 +219,32 @@ static unsigned char *take_spare(struct mt_batch_writer *w)
 static bool hand_over(struct tracer *t, uint64_t lost)
 {
 	struct mt_batch_writer *w = writer_of(t);
-	unsigned char *next;
+	struct batch_bufs next;
+	bool got;
 
 	if (!w)
 		return false;
 	pthread_mutex_lock(&w->lock);
-	while (!(next = take_spare(w)) && w->nqueued)
+	while (!(got = take_spare(w, &next)) && w->nqueued)
 		pthread_cond_wait(&w->done, &w->lock);
-	if (next) {
+	if (got) {
 		w->queue[(w->first + w->nqueued) % WRITER_QUEUE] =
-		    (struct queued_batch){.buf = t->batch,
-					  .count = t->batch_records,
-					  .seq = t->seq,
-					  .lost = lost};
+		    (struct queued_batch){
+			.bufs = {t->batch, t->batch_pack},
+			.count = t->batch_records,
+			.seq = t->seq,
+			.lost = lost,
+			.packed = t->batch_packed,
+			.pack_bytes = t->batch_pack_bytes,
+			.pack_state = t->batch_pack_state,
+		    };
 		w->nqueued++;
-		t->batch = next;
+		t->batch = next.buf;
+		t->batch_pack = next.pack;
 		pthread_cond_signal(&w->work);
 	}
 	pthread_mutex_unlock(&w->lock);
-	return next != NULL;
+	return got;
 }
 
 /* Everything handed to the writer written (or failed). */
@@ -262,14 +295,18 @@ static int writer_error(struct tracer *t)
 /* The batch written by the drain itself: with the writer's buffer when
  * there is a writer (idle: everything handed to it is written), else
  * with one of its own. */
-static int write_here(struct tracer *t, uint64_t lost,
-		      const struct mt_event *records)
+static int write_here(struct tracer *t, uint64_t lost, struct mt_event *records)
 {
 	struct mt_batch_writer *w = t->writer;
 	void *pack = NULL;
 	size_t pack_size = 0;
 	int err;
 
+	if (t->batch_packed)
+		return mt_raw_write_packed_rest(
+		    t->opts->out_fd, t->seq, lost, records, t->batch_records,
+		    t->batch_packed, t->batch_pack, t->batch_pack_bytes,
+		    &t->batch_pack_state);
 	if (w)
 		return mt_raw_write_packed_batch(t->opts->out_fd, t->seq, lost,
 						 records, t->batch_records,
@@ -303,6 +340,8 @@ int mt_tracer_write_batch(struct tracer *t)
 	t->lost_reported = lost_now;
 	t->events_written += t->batch_records;
 	t->batch_records = 0;
+	t->batch_packed = t->batch_pack_bytes = 0;
+	t->batch_pack_state = (struct mt_rawpack_state){0};
 	return 0;
 }
 
@@ -322,6 +361,8 @@ void mt_tracer_writer_end(struct tracer *t)
 {
 	struct mt_batch_writer *w = t->writer;
 
+	free(t->batch_pack); /* t->batch is the tracer's */
+	t->batch_pack = NULL;
 	if (!w)
 		return;
 	pthread_mutex_lock(&w->lock);
@@ -329,8 +370,11 @@ void mt_tracer_writer_end(struct tracer *t)
 	pthread_cond_signal(&w->work);
 	pthread_mutex_unlock(&w->lock);
 	pthread_join(w->thread, NULL);
-	while (w->nspare)
-		free(w->spare[--w->nspare]);
+	while (w->nspare) {
+		w->nspare--;
+		free(w->spare[w->nspare].buf);
+		free(w->spare[w->nspare].pack);
+	}
 	free(w->pack);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->work);
@@ -375,4 +419,31 @@ void mt_tracer_appended(struct tracer *t, size_t n, uint64_t last_ns)
 	t->batch_records += n;
 	if (n && last_ns > t->last_record_ns)
 		t->last_record_ns = last_ns;
+}
+
+int mt_tracer_pack_room(struct tracer *t, size_t want, size_t *room,
+			unsigned char **p, struct mt_rawpack_state **st)
+{
+	if (t->batch_records == BATCH_MAX_RECORDS && mt_tracer_write_batch(t))
+		return -1;
+	/* packed after slots, a record would be packed before them */
+	if (t->batch_records != t->batch_packed)
+		return 0;
+	if (!t->batch_pack && !(t->batch_pack = malloc(PACK_BYTES)))
+		return 0;
+	*room = BATCH_MAX_RECORDS - t->batch_records;
+	if (*room > want)
+		*room = want;
+	*p = t->batch_pack + sizeof(struct mt_raw_batch) + t->batch_pack_bytes;
+	*st = &t->batch_pack_state;
+	return 1;
+}
+
+void mt_tracer_packed(struct tracer *t, size_t n, unsigned char *end,
+		      uint64_t last_ns)
+{
+	t->batch_pack_bytes =
+	    end - (t->batch_pack + sizeof(struct mt_raw_batch));
+	t->batch_packed += n;
+	mt_tracer_appended(t, n, last_ns);
 }

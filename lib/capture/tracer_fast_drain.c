@@ -25,16 +25,32 @@
 #include "tracer_fast_int.h"
 #include "tracer_int.h"
 
-static struct mt_event to_event(const struct mt_fast *f,
-				const struct mt_fast_ring *r,
-				const struct mt_fast_record *rec)
+/* What a record's event takes of its ring and of the time line: read
+ * once for a run of records into a local, which the packed bytes' stores
+ * cannot alias (through f and r the compiler reads them again at every
+ * record). */
+struct ring_view {
+	struct mt_tsc_line line;
+	bool tsc;
+	uint32_t pid, tid;
+};
+
+static inline struct ring_view view_of(const struct mt_fast *f,
+				       const struct mt_fast_ring *r)
+{
+	return (struct ring_view){
+	    .line = f->line, .tsc = f->tsc, .pid = r->pid, .tid = r->tid};
+}
+
+static inline __attribute__((always_inline)) struct mt_event
+record_event(const struct ring_view *v, const struct mt_fast_record *rec)
 {
 	uint64_t when = rec->when_kind >> MT_FAST_KIND_BITS;
 	unsigned kind = rec->when_kind & MT_FAST_KIND_MASK;
 	struct mt_event e = {
-	    .timestamp = f->tsc ? tsc_to_ns(f, when) : when,
-	    .pid = r->pid,
-	    .tid = r->tid,
+	    .timestamp = v->tsc ? mt_tsc_line_ns(&v->line, when) : when,
+	    .pid = v->pid,
+	    .tid = v->tid,
 	    .kind = kind,
 	    .addr = rec->addr,
 	    .size = rec->size,
@@ -45,6 +61,15 @@ static struct mt_event to_event(const struct mt_fast *f,
 	else if (kind == MT_EV_ALIGNED_ALLOC)
 		e.old_size = rec->extra;
 	return e;
+}
+
+static inline struct mt_event to_event(const struct mt_fast *f,
+				       const struct mt_fast_ring *r,
+				       const struct mt_fast_record *rec)
+{
+	struct ring_view v = view_of(f, r);
+
+	return record_event(&v, rec);
 }
 
 /* A STACK record at ring index at and the frames after it, to the
@@ -154,8 +179,9 @@ static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
  * nothing else is staged (no BPF event, no lifecycle record) and there
  * are no stacks.  Then nothing needs merging: the records up to the
  * watermark go straight into the batch, without staging and copying
- * (allocheavy --fast: ~5 ns an event of mt-trace's CPU).  Its index, or
- * UINT32_MAX when the drain must stage.
+ * (allocheavy --fast: ~5 ns an event of mt-trace's CPU), packed there as
+ * they are read (no 56-byte slot written for the writer to read back).
+ * Its index, or UINT32_MAX when the drain must stage.
  */
 static uint32_t sole_busy_ring(const struct tracer *t, const struct mt_fast *f,
 			       uint32_t used)
@@ -176,9 +202,64 @@ static uint32_t sole_busy_ring(const struct tracer *t, const struct mt_fast *f,
 	return busy;
 }
 
+/* Ring r's records from *tail on, stamped up to limit (counter or ns)
+ * and until (ns), converted into the batch's slots (at most room, at out);
+ * how many. */
+static size_t direct_slots(struct mt_fast *f, struct mt_fast_ring *r,
+			   const struct mt_fast_record *recs, uint64_t tail,
+			   uint64_t limit, uint64_t until, struct mt_event *out,
+			   size_t room, uint64_t *last)
+{
+	uint64_t mask = f->ring_records - 1;
+	size_t n = 0;
+
+	for (; n < room; n++) {
+		const struct mt_fast_record *rec = &recs[(tail + n) & mask];
+
+		if ((rec->when_kind >> MT_FAST_KIND_BITS) > limit)
+			break;
+		out[n] = to_event(f, r, rec);
+		if (out[n].timestamp > until)
+			break; /* the next drain's */
+		*last = out[n].timestamp;
+	}
+	return n;
+}
+
+/* The same packed straight into the batch's packed body at *p (rawpack.h:
+ * the writer's bytes for the same slots), *p moved past them. */
+static size_t direct_packed(struct mt_fast *f, struct mt_fast_ring *r,
+			    const struct mt_fast_record *recs, uint64_t tail,
+			    uint64_t limit, uint64_t until, unsigned char **p,
+			    struct mt_rawpack_state *st, size_t room,
+			    uint64_t *last)
+{
+	uint64_t mask = f->ring_records - 1;
+	const struct ring_view v = view_of(f, r);
+	struct mt_rawpack_state s = *st;
+	unsigned char *out = *p;
+	size_t n = 0;
+
+	for (; n < room; n++) {
+		const struct mt_fast_record *rec = &recs[(tail + n) & mask];
+		struct mt_event ev;
+
+		if ((rec->when_kind >> MT_FAST_KIND_BITS) > limit)
+			break;
+		ev = record_event(&v, rec);
+		if (ev.timestamp > until)
+			break; /* the next drain's */
+		out = mt_rawpack_record(&s, &ev, out);
+		*last = ev.timestamp;
+	}
+	*st = s;
+	*p = out;
+	return n;
+}
+
 /* Ring i's records stamped up to limit (counter or ns) and until (ns)
- * converted into the batch, in place (sole_busy_ring); -1 if a write
- * failed. */
+ * into the batch, in place (sole_busy_ring): packed, or as slots when the
+ * batch ends in slots already; -1 if a write failed. */
 static int read_ring_direct(struct tracer *t, struct mt_fast *f, uint32_t i,
 			    uint64_t limit, uint64_t until)
 {
@@ -186,31 +267,36 @@ static int read_ring_direct(struct tracer *t, struct mt_fast *f, uint32_t i,
 	const struct mt_fast_record *recs =
 	    f->records + (uint64_t)i * f->ring_records;
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-	uint64_t tail = r->tail, mask = f->ring_records - 1;
+	uint64_t tail = r->tail;
 	int rc = 0;
 
 	while (tail != head) {
-		size_t room, n = 0;
-		struct mt_event *out =
-		    mt_tracer_batch_room(t, head - tail, &room);
+		size_t room, n;
 		uint64_t last = 0;
+		unsigned char *p;
+		struct mt_rawpack_state *st;
+		int packed =
+		    mt_tracer_pack_room(t, head - tail, &room, &p, &st);
+		struct mt_event *out;
 
-		if (!out) {
+		if (packed < 0) {
 			rc = -1;
 			break;
 		}
-		for (; n < room; n++) {
-			const struct mt_fast_record *rec =
-			    &recs[(tail + n) & mask];
-
-			if ((rec->when_kind >> MT_FAST_KIND_BITS) > limit)
+		if (packed) {
+			n = direct_packed(f, r, recs, tail, limit, until, &p,
+					  st, room, &last);
+			mt_tracer_packed(t, n, p, last);
+		} else {
+			if (!(out = mt_tracer_batch_room(t, head - tail,
+							 &room))) {
+				rc = -1;
 				break;
-			out[n] = to_event(f, r, rec);
-			if (out[n].timestamp > until)
-				break; /* the next drain's */
-			last = out[n].timestamp;
+			}
+			n = direct_slots(f, r, recs, tail, limit, until, out,
+					 room, &last);
+			mt_tracer_appended(t, n, last);
 		}
-		mt_tracer_appended(t, n, last);
 		tail += n;
 		if (n < room)
 			break;

@@ -24,6 +24,7 @@
 #include "mt_probe.h"
 #include "mt_pss.h"
 #include "mt_tracer.h"
+#include "rawpack.h"
 #include "tracer_code.h"
 
 struct ring_buffer;
@@ -112,6 +113,13 @@ struct tracer {
 	/* the batch being built: header then records */
 	unsigned char *batch;
 	size_t batch_records;
+	/* its first batch_packed records packed straight into batch_pack
+	 * (header room, then batch_pack_bytes of body, batch_pack_state
+	 * after them) by --fast's drain, their slots unused; NULL until
+	 * then (tracer_batch.c) */
+	unsigned char *batch_pack;
+	size_t batch_packed, batch_pack_bytes;
+	struct mt_rawpack_state batch_pack_state;
 	/* the thread that writes full batches (tracer_batch.c), or NULL */
 	struct mt_batch_writer *writer;
 	bool writer_failed; /* it could not start: the drain writes */
@@ -193,6 +201,17 @@ int mt_tracer_append(struct tracer *t, const struct mt_event *slots, size_t n);
 struct mt_event *mt_tracer_batch_room(struct tracer *t, size_t want,
 				      size_t *room);
 void mt_tracer_appended(struct tracer *t, size_t n, uint64_t last_ns);
+/* Room for records packed straight into the batch (--fast's drain, when
+ * nothing but packed records is in it yet; a full batch is written
+ * first): 1, with where the bytes go (*p, room for mt_rawpack_bound of
+ * *room), the packer's state and how many (want at most, at least 1);
+ * 0 when the batch takes slots instead (mt_tracer_batch_room); -1 if the
+ * write failed.  Then mt_tracer_packed() with how many were packed, the
+ * end of their bytes and the last one's time. */
+int mt_tracer_pack_room(struct tracer *t, size_t want, size_t *room,
+			unsigned char **p, struct mt_rawpack_state **st);
+void mt_tracer_packed(struct tracer *t, size_t n, unsigned char *end,
+		      uint64_t last_ns);
 int mt_tracer_write_batch(struct tracer *t);
 int mt_tracer_flush(struct tracer *t);
 void mt_tracer_writer_end(struct tracer *t);

@@ -134,6 +134,18 @@ int mt_raw_write_batch(int fd, uint64_t seq, uint64_t lost,
 int mt_raw_write_packed_batch(int fd, uint64_t seq, uint64_t lost,
 			      const void *records, uint32_t count,
 			      void **scratch, size_t *scratch_size);
+/* The same, the batch's first `packed` records packed already by the
+ * caller (rawpack.h: mt_rawpack_record; none with a payload) at
+ * buf + sizeof(struct mt_raw_batch): `prefix` bytes, *st the packer's
+ * state after them; slots[packed..count) are packed after them.  buf has
+ * room for the header and mt_rawpack_bound(count) bytes; slots for count
+ * slots: a batch written fixed (over MT_RAW_PACKED_MAX) has its first
+ * ones unpacked there. */
+struct mt_rawpack_state;
+int mt_raw_write_packed_rest(int fd, uint64_t seq, uint64_t lost,
+			     struct mt_event *slots, uint32_t count,
+			     uint32_t packed, unsigned char *buf, size_t prefix,
+			     struct mt_rawpack_state *st);
 /* What a packed batch's check must be: b's header (check taken as 0) and
  * its b->bytes of body. */
 uint32_t mt_raw_packed_check(const struct mt_raw_batch *b, const void *body);

@@ -146,6 +146,44 @@ uint32_t mt_raw_packed_check(const struct mt_raw_batch *b, const void *body)
 	return crc32(crc, body, b->bytes);
 }
 
+/* The packed batch at b (its body packed after it, bytes long) given its
+ * header and written. */
+static int write_packed(int fd, uint64_t seq, uint64_t lost, uint32_t count,
+			struct mt_raw_batch *b, size_t bytes)
+{
+	*b = (struct mt_raw_batch){
+	    .magic = MT_BATCH_PACKED_MAGIC,
+	    .count = count,
+	    .bytes = bytes,
+	    .seq = seq,
+	    .lost = lost,
+	};
+	b->check = mt_raw_packed_check(b, b + 1);
+	return write_all(fd, b, sizeof(*b) + bytes);
+}
+
+int mt_raw_write_packed_rest(int fd, uint64_t seq, uint64_t lost,
+			     struct mt_event *slots, uint32_t count,
+			     uint32_t packed, unsigned char *buf, size_t prefix,
+			     struct mt_rawpack_state *st)
+{
+	struct mt_raw_batch *b = (struct mt_raw_batch *)buf;
+	size_t bytes =
+	    prefix + mt_rawpack_from(st, slots, packed, count,
+				     (unsigned char *)(b + 1) + prefix);
+
+	if (bytes > MT_RAW_PACKED_MAX) {
+		struct mt_rawunpack u;
+
+		mt_rawunpack_init(&u, b + 1, prefix, packed);
+		if (packed &&
+		    mt_rawunpack(&u, slots, NULL, packed) != (int)packed)
+			return -EINVAL; /* not what mt_rawpack_record made */
+		return mt_raw_write_batch(fd, seq, lost, slots, count);
+	}
+	return write_packed(fd, seq, lost, count, b, bytes);
+}
+
 int mt_raw_write_packed_batch(int fd, uint64_t seq, uint64_t lost,
 			      const void *records, uint32_t count,
 			      void **scratch, size_t *scratch_size)
@@ -167,15 +205,7 @@ int mt_raw_write_packed_batch(int fd, uint64_t seq, uint64_t lost,
 	bytes = mt_rawpack(records, count, (unsigned char *)(b + 1));
 	if (bytes > MT_RAW_PACKED_MAX)
 		return mt_raw_write_batch(fd, seq, lost, records, count);
-	*b = (struct mt_raw_batch){
-	    .magic = MT_BATCH_PACKED_MAGIC,
-	    .count = count,
-	    .bytes = bytes,
-	    .seq = seq,
-	    .lost = lost,
-	};
-	b->check = mt_raw_packed_check(b, b + 1);
-	return write_all(fd, b, sizeof(*b) + bytes);
+	return write_packed(fd, seq, lost, count, b, bytes);
 }
 
 int mt_raw_write_trailer(int fd, const struct mt_meta *meta)

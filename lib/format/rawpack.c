@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rawpack.c - the packed encoding of a raw batch's records (rawpack.h):
- * mt-trace's writer thread packs each batch (a few ns a record), readers
+ * mt-trace's writer thread packs each batch (a few ns a record), or
+ * --fast's drain the recorders' records as it reads them (the record
+ * itself is packed in rawpack.h, for that drain to inline), readers
  * unpack it a chunk at a time.
  */
 #include <string.h>
@@ -9,39 +11,24 @@
 #include "rawpack.h"
 
 enum {
-	H_KIND = 0x1f, /* kind code; H_KIND itself: a kind varint follows */
-	H_ADDR = 0x20,
-	H_SIZE = 0x40,
-	H_EXT = 0x80,
-	X_PID = 0x01,
-	X_TID = 0x02,
-	X_FLAGS = 0x04,
-	X_AUX = 0x08,
-	X_OLD_ADDR = 0x10,
-	X_OLD_SIZE = 0x20,
+	H_KIND = MT_RAWPACK_H_KIND,
+	H_ADDR = MT_RAWPACK_H_ADDR,
+	H_SIZE = MT_RAWPACK_H_SIZE,
+	H_EXT = MT_RAWPACK_H_EXT,
+	X_PID = MT_RAWPACK_X_PID,
+	X_TID = MT_RAWPACK_X_TID,
+	X_FLAGS = MT_RAWPACK_X_FLAGS,
+	X_AUX = MT_RAWPACK_X_AUX,
+	X_OLD_ADDR = MT_RAWPACK_X_OLD_ADDR,
+	X_OLD_SIZE = MT_RAWPACK_X_OLD_SIZE,
 	X_KNOWN = 0x3f,
 };
 
 enum { PAY_ZERO_PAD = 0, PAY_WHOLE = 1 };
 
-static inline uint64_t zigzag(uint64_t delta)
-{
-	return delta << 1 ^ (uint64_t)((int64_t)delta >> 63);
-}
-
 static inline uint64_t unzigzag(uint64_t z)
 {
 	return z >> 1 ^ -(z & 1);
-}
-
-static inline unsigned char *put_varint(unsigned char *p, uint64_t v)
-{
-	while (v >= 0x80) {
-		*p++ = (unsigned char)v | 0x80;
-		v >>= 7;
-	}
-	*p++ = (unsigned char)v;
-	return p;
 }
 
 /* How many payload slots follow the record ev, the slot at index i of
@@ -82,77 +69,17 @@ static unsigned char *put_payload(unsigned char *p, const struct mt_event *s,
 	return p + whole;
 }
 
-size_t mt_rawpack(const struct mt_event *slots, uint32_t count,
-		  unsigned char *out)
+size_t mt_rawpack_from(struct mt_rawpack_state *st,
+		       const struct mt_event *slots, uint32_t first,
+		       uint32_t count, unsigned char *out)
 {
 	unsigned char *p = out;
-	uint64_t ts = 0, addr = 0;
-	uint32_t pid = 0, tid = 0;
 
-	for (uint32_t i = 0; i < count; i++) {
+	for (uint32_t i = first; i < count; i++) {
 		const struct mt_event *ev = &slots[i];
-		unsigned h = ev->kind < H_KIND ? ev->kind : H_KIND;
-		unsigned x = 0;
 		uint32_t pay;
 
-		h |= (ev->addr ? H_ADDR : 0) | (ev->size ? H_SIZE : 0);
-		/* nearly every record: the thread of the one before, a kind
-		 * under 31, nothing but a time, an address and a size; on its
-		 * own path (allocheavy's: 117 -> 103 instructions a record and
-		 * a third of the mispredicted branches, callgrind and
-		 * cachegrind --branch-sim) */
-		if (((ev->pid ^ pid) | (ev->tid ^ tid) | ev->flags | ev->aux |
-		     ev->old_addr | ev->old_size) == 0 &&
-		    ev->kind < H_KIND) {
-			*p++ = h;
-			p = put_varint(p, zigzag(ev->timestamp - ts));
-			ts = ev->timestamp;
-			if (ev->addr) {
-				p = put_varint(p, zigzag(ev->addr - addr));
-				addr = ev->addr;
-			}
-			if (ev->size)
-				p = put_varint(p, ev->size);
-			continue;
-		}
-		x |=
-		    (ev->pid != pid ? X_PID : 0) | (ev->tid != tid ? X_TID : 0);
-		x |= (ev->flags ? X_FLAGS : 0) | (ev->aux ? X_AUX : 0);
-		x |= (ev->old_addr ? X_OLD_ADDR : 0) |
-		     (ev->old_size ? X_OLD_SIZE : 0);
-		if (x) {
-			*p++ = h | H_EXT;
-			*p++ = x;
-		} else {
-			*p++ = h;
-		}
-		if ((h & H_KIND) == H_KIND)
-			p = put_varint(p, ev->kind);
-		p = put_varint(p, zigzag(ev->timestamp - ts));
-		ts = ev->timestamp;
-		if (x) {
-			if (x & X_PID)
-				p = put_varint(p, ev->pid);
-			if (x & X_TID)
-				p = put_varint(
-				    p, zigzag((uint64_t)ev->tid - ev->pid));
-			pid = ev->pid;
-			tid = ev->tid;
-			if (x & X_FLAGS)
-				p = put_varint(p, ev->flags);
-			if (x & X_AUX)
-				p = put_varint(p, ev->aux);
-		}
-		if (h & H_ADDR) {
-			p = put_varint(p, zigzag(ev->addr - addr));
-			addr = ev->addr;
-		}
-		if (h & H_SIZE)
-			p = put_varint(p, ev->size);
-		if (x & X_OLD_ADDR)
-			p = put_varint(p, zigzag(ev->old_addr - ev->addr));
-		if (x & X_OLD_SIZE)
-			p = put_varint(p, ev->old_size);
+		p = mt_rawpack_record(st, ev, p);
 		pay = payload_slots(ev, i, count);
 		if (pay) {
 			p = put_payload(p, ev + 1, pay, ev->aux);
@@ -160,6 +87,14 @@ size_t mt_rawpack(const struct mt_event *slots, uint32_t count,
 		}
 	}
 	return p - out;
+}
+
+size_t mt_rawpack(const struct mt_event *slots, uint32_t count,
+		  unsigned char *out)
+{
+	struct mt_rawpack_state st = {0};
+
+	return mt_rawpack_from(&st, slots, 0, count, out);
 }
 
 void mt_rawunpack_init(struct mt_rawunpack *u, const void *body, size_t bytes,

@@ -5,7 +5,9 @@
  * with and without zero padding, random bytes); a stream written packed
  * reads record for record as the same stream written fixed; a cut at
  * every byte and a corrupt byte anywhere in a packed batch is an error
- * naming its byte, never records passed off as the batch's.
+ * naming its byte, never records passed off as the batch's; a batch
+ * packed in two parts (--fast's drain packs its records as it reads
+ * them, the writer the slots after them) is the same bytes.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -183,6 +185,190 @@ static void test_codec(void)
 				s[i].kind %= MT_EV_KIND_MAX + 2;
 		round_trip(s, len, 1 + rnd() % 130, "random slots");
 	}
+	free(s);
+}
+
+/* ---- a batch packed in two parts --------------------------------------- */
+
+/* Where each record of slots[0..n) starts, as mt_rawpack walks them (its
+ * payload slots skipped); how many. */
+static uint32_t record_starts(const struct mt_event *s, uint32_t n,
+			      uint32_t *starts)
+{
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t slots =
+		    s[i].aux / MT_EVENT_SIZE + (s[i].aux % MT_EVENT_SIZE != 0);
+
+		starts[k++] = i;
+		if (s[i].aux && mt_rawpack_has_payload(s[i].kind) &&
+		    slots <= n - i - 1)
+			i += slots;
+	}
+	return k;
+}
+
+/* mt_rawpack_from: slots[0..first) then slots[first..n) packed in turn,
+ * the state carried, are mt_rawpack's bytes, at every record start. */
+static void split_at_every_record(const struct mt_event *s, uint32_t n,
+				  const char *what)
+{
+	unsigned char *whole = malloc(mt_rawpack_bound(n) + 1);
+	unsigned char *two = malloc(mt_rawpack_bound(n) + 1);
+	uint32_t *starts = malloc((n + 1) * sizeof(*starts));
+	size_t bytes = mt_rawpack(s, n, whole);
+	uint32_t k = record_starts(s, n, starts);
+	int bad = 0;
+
+	starts[k++] = n;
+	for (uint32_t j = 0; j < k; j++) {
+		struct mt_rawpack_state st = {0};
+		size_t a = mt_rawpack_from(&st, s, 0, starts[j], two);
+		size_t b = mt_rawpack_from(&st, s, starts[j], n, two + a);
+
+		bad += a + b != bytes || memcmp(two, whole, bytes);
+		if (a + b != bytes || memcmp(two, whole, bytes))
+			fprintf(stderr,
+				"%s: split at slot %u: not mt_rawpack's\n",
+				what, starts[j]);
+	}
+	CHECK_INT(bad, 0);
+	free(whole);
+	free(two);
+	free(starts);
+}
+
+/* The batch as mt_raw_write_packed_batch writes it, to a memfd. */
+static void write_whole(struct stream *out, const struct mt_event *s,
+			uint32_t n)
+{
+	int fd = memfd();
+	void *scratch = NULL;
+	size_t scratch_size = 0;
+
+	CHECK_INT(
+	    mt_raw_write_packed_batch(fd, 9, 4, s, n, &scratch, &scratch_size),
+	    0);
+	free(scratch);
+	take(fd, out);
+}
+
+/* mt_raw_write_packed_rest with s[0..first) packed by mt_rawpack_record
+ * (as --fast's drain does; none of them may have a payload) and the rest
+ * left in the slots: the bytes mt_raw_write_packed_batch writes. */
+static void write_rest(struct stream *out, const struct mt_event *s, uint32_t n,
+		       uint32_t first)
+{
+	struct mt_event *slots = calloc(n + 1, sizeof(*slots));
+	unsigned char *buf =
+	    malloc(sizeof(struct mt_raw_batch) + mt_rawpack_bound(n));
+	unsigned char *p = buf + sizeof(struct mt_raw_batch);
+	struct mt_rawpack_state st = {0};
+	int fd = memfd();
+
+	/* the packed records' slots are not there: the writer must not
+	 * read them */
+	memset(slots, 0xa5, first * sizeof(*slots));
+	memcpy(slots + first, s + first, (n - first) * sizeof(*slots));
+	for (uint32_t i = 0; i < first; i++)
+		p = mt_rawpack_record(&st, &s[i], p);
+	CHECK_INT(mt_raw_write_packed_rest(
+		      fd, 9, 4, slots, n, first, buf,
+		      p - (buf + sizeof(struct mt_raw_batch)), &st),
+		  0);
+	take(fd, out);
+	free(slots);
+	free(buf);
+}
+
+static void same_stream(const struct mt_event *s, uint32_t n, uint32_t first,
+			const char *what)
+{
+	struct stream a, b;
+
+	write_whole(&a, s, n);
+	write_rest(&b, s, n, first);
+	if (a.len != b.len || memcmp(a.p, b.p, a.len))
+		fprintf(stderr,
+			"%s: %u of %u packed first: %zu bytes, want %zu\n",
+			what, first, n, b.len, a.len);
+	CHECK(a.len == b.len && memcmp(a.p, b.p, a.len) == 0);
+	free(a.p);
+	free(b.p);
+}
+
+static void test_split(void)
+{
+	struct mt_event *s = calloc(MAXS, sizeof(*s));
+	uint32_t n = every_kind(s), plain = 0;
+
+	split_at_every_record(s, n, "every kind");
+	for (int r = 0; r < 100; r++) {
+		uint32_t len = 1 + rnd() % 300;
+
+		for (uint32_t i = 0; i < len * MT_EVENT_SIZE / 8; i++) {
+			uint64_t v = rnd() >> (rnd() % 64);
+
+			memcpy((char *)s + i * 8, &v, 8);
+		}
+		for (uint32_t i = 0; i < len; i++)
+			if (rnd() % 3)
+				s[i].kind %= MT_EV_KIND_MAX + 2;
+		split_at_every_record(s, len, "random slots");
+	}
+	/* the writer: records without payloads first (every kind's first
+	 * ones, then random ones), the rest any */
+	n = every_kind(s);
+	while (plain < n && !mt_rawpack_has_payload(s[plain].kind))
+		plain++;
+	for (uint32_t first = 0; first <= plain; first += 1 + first / 8)
+		same_stream(s, n, first, "every kind");
+	for (int r = 0; r < 50; r++) {
+		uint32_t len = 1 + rnd() % 300, first;
+
+		for (uint32_t i = 0; i < len * MT_EVENT_SIZE / 8; i++) {
+			uint64_t v = rnd() >> (rnd() % 64);
+
+			memcpy((char *)s + i * 8, &v, 8);
+		}
+		for (uint32_t i = 0; i < len; i++)
+			s[i].kind %= MT_EV_KIND_MAX + 2;
+		first = 0;
+		while (first < len && !mt_rawpack_has_payload(s[first].kind))
+			first++;
+		same_stream(s, len, rnd() % (first + 1), "random slots");
+	}
+	free(s);
+}
+
+/* A batch over MT_RAW_PACKED_MAX packed goes fixed: the records packed
+ * first are unpacked into their slots, the batch the same bytes as
+ * mt_raw_write_packed_batch's (fixed too). */
+static void test_rest_too_big(void)
+{
+	uint32_t n = MT_RAW_PACKED_MAX / 60, magic;
+	struct mt_event *s = calloc(n, sizeof(*s));
+	struct stream whole;
+
+	for (uint32_t i = 0; i < n; i++)
+		/* deltas of 2^62 either way: 10-byte varints */
+		s[i] = (struct mt_event){
+		    .timestamp = i % 2 ? 0 : 1ull << 62,
+		    .pid = i,
+		    .tid = UINT32_MAX - i,
+		    .kind = 0xffff,
+		    .flags = 0xffff,
+		    .aux = UINT32_MAX,
+		    .addr = i % 2 ? 1 : 1 + (1ull << 62),
+		    .size = UINT64_MAX,
+		    .old_addr = (i % 2 ? 1 : 1 + (1ull << 62)) + (1ull << 62),
+		    .old_size = UINT64_MAX};
+	write_whole(&whole, s, n);
+	memcpy(&magic, whole.p, sizeof(magic));
+	CHECK_INT(magic, MT_BATCH_MAGIC); /* fixed */
+	free(whole.p);
+	same_stream(s, n, 1000, "over MT_RAW_PACKED_MAX");
 	free(s);
 }
 
@@ -564,6 +750,8 @@ static void test_bad_records(void)
 int main(void)
 {
 	test_codec();
+	test_split();
+	test_rest_too_big();
 	test_stream_round_trip();
 	test_truncations();
 	test_corruptions();

@@ -129,10 +129,10 @@ static void against_double(void)
 	       "equal, worst %ld ns; %llu not the exact line's\n",
 	       (unsigned long long)compared, (unsigned long long)equal, worst,
 	       (unsigned long long)exact_misses);
-	/* the fixed-point slope has 62-63 bits, the double's 53: the double
-	 * line is the one off the exact line, by a rounding, where the
-	 * offset is within its rounding error of a whole ns (0.1% of these
-	 * readings; the sample is the same every run) */
+	/* the fixed-point slope has a 64-bit fraction, the double's 53
+	 * bits: the double line is the one off the exact line, by a rounding,
+	 * where the offset is within its rounding error of a whole ns (0.1% of
+	 * these readings; the sample is the same every run) */
 	CHECK(exact_misses == 0);
 	CHECK(equal * 1000 >= compared * 995);
 }
