@@ -17,10 +17,11 @@
  * Batches are written packed (lib/format/rawpack.h: ~7 bytes a record on
  * allocheavy, not 56): the writer thread packs each one, off the drain's
  * path, into a buffer it keeps.  --fast's drain, when one thread's ring
- * alone holds records, packs them itself as it reads them, into the
- * batch's own packed buffer (t->batch_pack): no 56-byte slot is written
- * and read again for them (allocheavy --fast: 4 M records); the writer
- * packs the slots appended after them, if any, after their bytes.
+ * alone holds records, packs them itself as it reads them (and the BPF
+ * side's events it merges in), into the batch's own packed buffer
+ * (t->batch_pack): no 56-byte slot is written and read again for them
+ * (allocheavy --fast: 4 M records); the writer packs the slots appended
+ * after them, if any, after their bytes.
  */
 #include <errno.h>
 #include <pthread.h>

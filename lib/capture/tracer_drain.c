@@ -159,7 +159,7 @@ static void sort_by_time(struct mt_event *ev, size_t n)
 
 /* Keep the staged lifecycle records from first on (held for the next
  * drain) at the front of their arrays. */
-static void keep_life_from(struct tracer *t, size_t first)
+void mt_tracer_keep_life_from(struct tracer *t, size_t first)
 {
 	size_t slot = 0;
 
@@ -259,7 +259,7 @@ int mt_tracer_collect(struct tracer *t, bool final)
 	if (i < t->nev)
 		memmove(t->ev, t->ev + i, (t->nev - i) * sizeof(*t->ev));
 	t->nev -= i;
-	keep_life_from(t, j);
+	mt_tracer_keep_life_from(t, j);
 	t->written_until = until;
 	return 0;
 }

@@ -174,21 +174,62 @@ static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
 	}
 }
 
+/* Do the payloads of slots[0..n) end within them?  Then the slots pack
+ * alone as they would in any batch (rawpack.c: a payload that would run
+ * past the batch's end is not one). */
+static bool payloads_within(const struct mt_event *slots, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t pay;
+
+		if (!slots[i].aux || !mt_rawpack_has_payload(slots[i].kind))
+			continue;
+		pay = slots[i].aux / MT_EVENT_SIZE +
+		      (slots[i].aux % MT_EVENT_SIZE != 0);
+		if (pay > n - i - 1)
+			return false;
+		i += pay;
+	}
+	return true;
+}
+
+/* Can the staged events and lifecycle records up to until go straight
+ * into the batch among a ring's records, one by one?  Not an event of a
+ * kind that takes a path of its own (tracer_drain.c: mt_tracer_collect),
+ * nor one whose payload would reach past its slots (the packer would
+ * take the slots after them as its payload). */
+static bool staged_plain(const struct tracer *t, uint64_t until)
+{
+	for (size_t k = 0; k < t->nev && t->ev[k].timestamp <= until; k++) {
+		const struct mt_event *e = &t->ev[k];
+
+		if (e->kind == MT_EV_STACK_REF || e->kind == MT_EV_CODE_MAP ||
+		    !payloads_within(e, 1))
+			return false;
+	}
+	for (size_t j = 0; j < t->nlife && t->life[j].timestamp <= until; j++)
+		if (!payloads_within(&t->life_slots[t->life[j].first],
+				     t->life[j].nslots))
+			return false;
+	return true;
+}
+
 /*
  * The usual drain of a busy program: one thread's ring holds records,
- * nothing else is staged (no BPF event, no lifecycle record) and there
- * are no stacks.  Then nothing needs merging: the records up to the
- * watermark go straight into the batch, without staging and copying
- * (allocheavy --fast: ~5 ns an event of mt-trace's CPU), packed there as
- * they are read (no 56-byte slot written for the writer to read back).
- * Its index, or UINT32_MAX when the drain must stage.
+ * the staged BPF events and lifecycle records (RSS, brk, mmap: often
+ * none) are plain ones, and there are no stacks.  Then the ring's records
+ * up to the watermark go straight into the batch, the staged ones merged
+ * in by time as they come, without staging and copying (allocheavy
+ * --fast: ~5 ns an event of mt-trace's CPU), packed there as they are
+ * read (no 56-byte slot written for the writer to read back).  Its
+ * index, or UINT32_MAX when the drain must stage.
  */
 static uint32_t sole_busy_ring(const struct tracer *t, const struct mt_fast *f,
-			       uint32_t used)
+			       uint32_t used, uint64_t until)
 {
 	uint32_t busy = UINT32_MAX;
 
-	if (t->nev || t->nlife || f->stacks)
+	if (f->stacks || !staged_plain(t, until))
 		return UINT32_MAX;
 	for (uint32_t i = 0; i < used && i < NRINGS; i++) {
 		const struct mt_fast_ring *r = &f->rings[i];
@@ -202,106 +243,202 @@ static uint32_t sole_busy_ring(const struct tracer *t, const struct mt_fast *f,
 	return busy;
 }
 
-/* Ring r's records from *tail on, stamped up to limit (counter or ns)
- * and until (ns), converted into the batch's slots (at most room, at out);
- * how many. */
-static size_t direct_slots(struct mt_fast *f, struct mt_fast_ring *r,
-			   const struct mt_fast_record *recs, uint64_t tail,
-			   uint64_t limit, uint64_t until, struct mt_event *out,
-			   size_t room, uint64_t *last)
+/* A direct drain under way: the ring's records from tail to head, the
+ * staged events from k to nstaged and the lifecycle records from j to
+ * nlife (those up to until), merged. */
+struct direct {
+	const struct mt_fast_record *recs;
+	uint64_t tail, head, mask, limit, until;
+	const struct mt_event *staged;
+	size_t k, nstaged;
+	const struct staged_life *life;
+	const struct mt_event *life_slots;
+	size_t j, nlife, life_left; /* slots of the records from j on */
+	uint64_t last; /* the time of the last one into the batch */
+	size_t need;   /* the next lifecycle record's slots, when they did
+			  not fit */
+};
+
+/* The slots of the next staged event or lifecycle record, whichever is
+ * first (a lifecycle record on equal times, as mt_tracer_collect has
+ * it), its time and which it is; NULL when none is left. */
+static const struct mt_event *next_staged(const struct direct *d,
+					  size_t *nslots, uint64_t *when,
+					  bool *is_life)
 {
-	uint64_t mask = f->ring_records - 1;
-	size_t n = 0;
+	bool ev = d->k < d->nstaged, life = d->j < d->nlife;
 
-	for (; n < room; n++) {
-		const struct mt_fast_record *rec = &recs[(tail + n) & mask];
-
-		if ((rec->when_kind >> MT_FAST_KIND_BITS) > limit)
-			break;
-		out[n] = to_event(f, r, rec);
-		if (out[n].timestamp > until)
-			break; /* the next drain's */
-		*last = out[n].timestamp;
+	*is_life = life && (!ev || d->life[d->j].timestamp <=
+				       d->staged[d->k].timestamp);
+	if (*is_life) {
+		*nslots = d->life[d->j].nslots;
+		*when = d->life[d->j].timestamp;
+		return &d->life_slots[d->life[d->j].first];
 	}
-	return n;
+	if (!ev)
+		return NULL;
+	*nslots = 1;
+	*when = d->staged[d->k].timestamp;
+	return &d->staged[d->k];
 }
 
-/* The same packed straight into the batch's packed body at *p (rawpack.h:
- * the writer's bytes for the same slots), *p moved past them. */
-static size_t direct_packed(struct mt_fast *f, struct mt_fast_ring *r,
-			    const struct mt_fast_record *recs, uint64_t tail,
-			    uint64_t limit, uint64_t until, unsigned char **p,
-			    struct mt_rawpack_state *st, size_t room,
-			    uint64_t *last)
+/*
+ * Up to room of the next records, staged events and lifecycle records'
+ * slots, in time order (staged ones first on equal times, as merge2 and
+ * mt_tracer_collect have it), into the batch: packed at *p against *st
+ * (rawpack.h: the writer's bytes for the same slots), *p moved past them;
+ * or, packed false, as slots at out.  How many slots; fewer than room
+ * when none is left up to the watermark, or the next lifecycle record's
+ * slots do not fit in room (d->need).  The records between two staged
+ * ones go in a loop of their own, the event built in registers.
+ */
+static inline __attribute__((always_inline)) size_t
+direct_run(struct direct *d, const struct ring_view *v, bool packed,
+	   unsigned char **p, struct mt_rawpack_state *st, struct mt_event *out,
+	   size_t room)
 {
-	uint64_t mask = f->ring_records - 1;
-	const struct ring_view v = view_of(f, r);
+	/* in locals: the packed bytes' stores could alias *d and *v */
+	const struct ring_view view = *v;
+	const struct mt_fast_record *recs = d->recs;
+	const uint64_t head = d->head, mask = d->mask, limit = d->limit,
+		       until = d->until;
 	struct mt_rawpack_state s = *st;
-	unsigned char *out = *p;
+	unsigned char *o = packed ? *p : NULL;
+	uint64_t tail = d->tail, last = d->last;
 	size_t n = 0;
 
-	for (; n < room; n++) {
-		const struct mt_fast_record *rec = &recs[(tail + n) & mask];
-		struct mt_event ev;
+	while (n < room) {
+		size_t nslots = 0;
+		uint64_t next = 0;
+		bool is_life = false;
+		const struct mt_event *e =
+		    next_staged(d, &nslots, &next, &is_life);
 
-		if ((rec->when_kind >> MT_FAST_KIND_BITS) > limit)
+		/* the ring's records before the next staged one */
+		for (; n < room && tail != head; n++) {
+			const struct mt_fast_record *rec = &recs[tail & mask];
+			struct mt_event ev;
+
+			if ((rec->when_kind >> MT_FAST_KIND_BITS) > limit)
+				break; /* after this drain's calibration */
+			ev = record_event(&view, rec);
+			if (e && ev.timestamp >= next)
+				break; /* the staged one first */
+			if (ev.timestamp > until)
+				break; /* the next drain's */
+			if (packed)
+				o = mt_rawpack_record(&s, &ev, o);
+			else
+				out[n] = ev;
+			last = ev.timestamp;
+			tail++;
+		}
+		if (n == room || !e)
 			break;
-		ev = record_event(&v, rec);
-		if (ev.timestamp > until)
-			break; /* the next drain's */
-		out = mt_rawpack_record(&s, &ev, out);
-		*last = ev.timestamp;
+		/* the staged one, before the ring's next record, or with
+		 * none left up to the watermark */
+		if (nslots > room - n) {
+			d->need = nslots; /* in a batch with room for it */
+			break;
+		}
+		if (packed)
+			o += mt_rawpack_from(&s, e, 0, nslots, o);
+		else
+			memcpy(&out[n], e, nslots * sizeof(*e));
+		if (is_life) {
+			d->j++;
+			d->life_left -= nslots;
+		} else {
+			d->k++;
+		}
+		last = next;
+		n += nslots;
 	}
-	*st = s;
-	*p = out;
+	d->tail = tail;
+	d->last = last;
+	if (packed) {
+		*st = s;
+		*p = o;
+	}
 	return n;
 }
 
-/* Ring i's records stamped up to limit (counter or ns) and until (ns)
- * into the batch, in place (sole_busy_ring): packed, or as slots when the
- * batch ends in slots already; -1 if a write failed. */
+/* Ring i's records stamped up to limit (counter or ns) and until (ns),
+ * with the staged events and lifecycle records up to until, into the
+ * batch, in place (sole_busy_ring): packed, or as slots when the batch
+ * ends in slots already; the staged ones that went taken off t->ev and
+ * t->life.  -1 if a write failed. */
 static int read_ring_direct(struct tracer *t, struct mt_fast *f, uint32_t i,
 			    uint64_t limit, uint64_t until)
 {
 	struct mt_fast_ring *r = &f->rings[i];
-	const struct mt_fast_record *recs =
-	    f->records + (uint64_t)i * f->ring_records;
-	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-	uint64_t tail = r->tail;
+	const struct ring_view v = view_of(f, r);
+	struct direct d = {
+	    .recs = f->records + (uint64_t)i * f->ring_records,
+	    .tail = r->tail,
+	    .head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE),
+	    .mask = f->ring_records - 1,
+	    .limit = limit,
+	    .until = until,
+	    .staged = t->ev,
+	    .life = t->life,
+	    .life_slots = t->life_slots,
+	};
 	int rc = 0;
 
-	while (tail != head) {
+	while (d.nstaged < t->nev && t->ev[d.nstaged].timestamp <= until)
+		d.nstaged++;
+	for (; d.nlife < t->nlife && t->life[d.nlife].timestamp <= until;
+	     d.nlife++)
+		d.life_left += t->life[d.nlife].nslots;
+	for (;;) {
+		size_t want = d.head - d.tail + d.nstaged - d.k + d.life_left;
 		size_t room, n;
-		uint64_t last = 0;
 		unsigned char *p;
 		struct mt_rawpack_state *st;
-		int packed =
-		    mt_tracer_pack_room(t, head - tail, &room, &p, &st);
 		struct mt_event *out;
+		int packed;
 
+		if (!want)
+			break;
+		/* a lifecycle record whole in one batch, as
+		 * mt_tracer_append has it */
+		if (d.need && t->batch_records + d.need > BATCH_MAX_RECORDS &&
+		    mt_tracer_write_batch(t)) {
+			rc = -1;
+			break;
+		}
+		d.need = 0;
+		packed = mt_tracer_pack_room(t, want, &room, &p, &st);
 		if (packed < 0) {
 			rc = -1;
 			break;
 		}
+		d.last = 0;
 		if (packed) {
-			n = direct_packed(f, r, recs, tail, limit, until, &p,
-					  st, room, &last);
-			mt_tracer_packed(t, n, p, last);
+			n = direct_run(&d, &v, true, &p, st, NULL, room);
+			mt_tracer_packed(t, n, p, d.last);
 		} else {
-			if (!(out = mt_tracer_batch_room(t, head - tail,
-							 &room))) {
+			if (!(out = mt_tracer_batch_room(t, want, &room))) {
 				rc = -1;
 				break;
 			}
-			n = direct_slots(f, r, recs, tail, limit, until, out,
-					 room, &last);
-			mt_tracer_appended(t, n, last);
+			n = direct_run(&d, &v, false, NULL,
+				       &(struct mt_rawpack_state){0}, out,
+				       room);
+			mt_tracer_appended(t, n, d.last);
 		}
-		tail += n;
-		if (n < room)
+		if (n < room && !d.need)
 			break;
 	}
-	consumed(r, tail);
+	consumed(r, d.tail);
+	/* t->ev is NULL until the first event: memmove's arguments may not */
+	if (d.k) {
+		memmove(t->ev, t->ev + d.k, (t->nev - d.k) * sizeof(*t->ev));
+		t->nev -= d.k;
+	}
+	if (d.j)
+		mt_tracer_keep_life_from(t, d.j);
 	return rc;
 }
 
@@ -395,12 +532,15 @@ int mt_fast_collect(struct tracer *t, uint64_t until)
 {
 	struct mt_fast *f = t->fast;
 	uint32_t used = __atomic_load_n(&f->hdr->rings_used, __ATOMIC_ACQUIRE);
-	uint32_t direct = sole_busy_ring(t, f, used);
+	uint32_t direct = sole_busy_ring(t, f, used, until);
 	uint64_t limit;
 	int rc = 0;
 
 	if (!mt_fast_drain_begin(f, &limit))
 		return 0;
+	if (direct != UINT32_MAX &&
+	    read_ring_direct(t, f, direct, limit, until))
+		rc = -1;
 	/* the events staged before (sorted) are the first run */
 	f->runs = mt_grow(f->runs, &f->cap_runs, 1, sizeof(*f->runs));
 	f->runs[0] = t->nev;
@@ -410,8 +550,6 @@ int mt_fast_collect(struct tracer *t, uint64_t until)
 		 * drain: its records would follow later ones in the batch */
 		if (direct == UINT32_MAX)
 			read_ring(t, f, i, limit);
-		else if (i == direct && read_ring_direct(t, f, i, limit, until))
-			rc = -1;
 		maybe_reclaim(f, &f->rings[i]);
 	}
 	f->nexited = 0;

@@ -184,6 +184,8 @@ int mt_tracer_on_event(void *ctx, void *data, size_t size);
 int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size);
 void mt_tracer_live_add(struct tracer *t, pid_t pid);
 int mt_tracer_collect(struct tracer *t, bool final);
+/* The staged lifecycle records before first dropped (written). */
+void mt_tracer_keep_life_from(struct tracer *t, size_t first);
 int mt_tracer_drain(struct tracer *t, bool final);
 
 /* tracer_batch.c: the batch being built, and its writing.  A batch is

@@ -134,8 +134,9 @@ int mt_raw_write_batch(int fd, uint64_t seq, uint64_t lost,
 int mt_raw_write_packed_batch(int fd, uint64_t seq, uint64_t lost,
 			      const void *records, uint32_t count,
 			      void **scratch, size_t *scratch_size);
-/* The same, the batch's first `packed` records packed already by the
- * caller (rawpack.h: mt_rawpack_record; none with a payload) at
+/* The same, the batch's first `packed` slots packed already by the
+ * caller (rawpack.h: mt_rawpack_record, mt_rawpack_from; no payload
+ * reaching past them) at
  * buf + sizeof(struct mt_raw_batch): `prefix` bytes, *st the packer's
  * state after them; slots[packed..count) are packed after them.  buf has
  * room for the header and mt_rawpack_bound(count) bytes; slots for count

@@ -100,11 +100,13 @@ static inline unsigned char *mt_rawpack_varint(unsigned char *p, uint64_t v)
  * p against st, which it updates; past its last byte.  mt_rawpack's
  * record, inline for --fast's drain, which packs the recorders' records
  * as it reads them (tracer_fast_drain.c): with flags and aux known zero
- * there, most of the tests fold away.
+ * there, most of the tests fold away.  Always inline: a call takes the
+ * event through memory (a drain loop with two calls was not inlined,
+ * 1.5 ns a record slower).
  */
-static inline unsigned char *mt_rawpack_record(struct mt_rawpack_state *st,
-					       const struct mt_event *ev,
-					       unsigned char *p)
+static inline __attribute__((always_inline)) unsigned char *
+mt_rawpack_record(struct mt_rawpack_state *st, const struct mt_event *ev,
+		  unsigned char *p)
 {
 	unsigned h =
 	    ev->kind < MT_RAWPACK_H_KIND ? ev->kind : MT_RAWPACK_H_KIND;

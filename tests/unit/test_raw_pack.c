@@ -254,9 +254,10 @@ static void write_whole(struct stream *out, const struct mt_event *s,
 	take(fd, out);
 }
 
-/* mt_raw_write_packed_rest with s[0..first) packed by mt_rawpack_record
- * (as --fast's drain does; none of them may have a payload) and the rest
- * left in the slots: the bytes mt_raw_write_packed_batch writes. */
+/* mt_raw_write_packed_rest with s[0..first) packed as --fast's drain
+ * does (a record without payload by mt_rawpack_record, one with its
+ * payload slots by mt_rawpack_from; first a record's start) and the
+ * rest left in the slots: the bytes mt_raw_write_packed_batch writes. */
 static void write_rest(struct stream *out, const struct mt_event *s, uint32_t n,
 		       uint32_t first)
 {
@@ -271,8 +272,18 @@ static void write_rest(struct stream *out, const struct mt_event *s, uint32_t n,
 	 * read them */
 	memset(slots, 0xa5, first * sizeof(*slots));
 	memcpy(slots + first, s + first, (n - first) * sizeof(*slots));
-	for (uint32_t i = 0; i < first; i++)
-		p = mt_rawpack_record(&st, &s[i], p);
+	for (uint32_t i = 0; i < first; i++) {
+		uint32_t pay =
+		    s[i].aux / MT_EVENT_SIZE + (s[i].aux % MT_EVENT_SIZE != 0);
+
+		if (s[i].aux && mt_rawpack_has_payload(s[i].kind) &&
+		    pay <= n - i - 1) {
+			p += mt_rawpack_from(&st, &s[i], 0, 1 + pay, p);
+			i += pay;
+		} else {
+			p = mt_rawpack_record(&st, &s[i], p);
+		}
+	}
 	CHECK_INT(mt_raw_write_packed_rest(
 		      fd, 9, 4, slots, n, first, buf,
 		      p - (buf + sizeof(struct mt_raw_batch)), &st),
@@ -301,7 +312,8 @@ static void same_stream(const struct mt_event *s, uint32_t n, uint32_t first,
 static void test_split(void)
 {
 	struct mt_event *s = calloc(MAXS, sizeof(*s));
-	uint32_t n = every_kind(s), plain = 0;
+	uint32_t *starts = malloc((MAXS + 1) * sizeof(*starts));
+	uint32_t n = every_kind(s), k;
 
 	split_at_every_record(s, n, "every kind");
 	for (int r = 0; r < 100; r++) {
@@ -317,15 +329,15 @@ static void test_split(void)
 				s[i].kind %= MT_EV_KIND_MAX + 2;
 		split_at_every_record(s, len, "random slots");
 	}
-	/* the writer: records without payloads first (every kind's first
-	 * ones, then random ones), the rest any */
+	/* the writer, the first part ending at each record's start (every
+	 * kind's, then random slots', payloads among them) */
 	n = every_kind(s);
-	while (plain < n && !mt_rawpack_has_payload(s[plain].kind))
-		plain++;
-	for (uint32_t first = 0; first <= plain; first += 1 + first / 8)
-		same_stream(s, n, first, "every kind");
+	k = record_starts(s, n, starts);
+	starts[k++] = n;
+	for (uint32_t j = 0; j < k; j++)
+		same_stream(s, n, starts[j], "every kind");
 	for (int r = 0; r < 50; r++) {
-		uint32_t len = 1 + rnd() % 300, first;
+		uint32_t len = 1 + rnd() % 300;
 
 		for (uint32_t i = 0; i < len * MT_EVENT_SIZE / 8; i++) {
 			uint64_t v = rnd() >> (rnd() % 64);
@@ -334,11 +346,12 @@ static void test_split(void)
 		}
 		for (uint32_t i = 0; i < len; i++)
 			s[i].kind %= MT_EV_KIND_MAX + 2;
-		first = 0;
-		while (first < len && !mt_rawpack_has_payload(s[first].kind))
-			first++;
-		same_stream(s, len, rnd() % (first + 1), "random slots");
+		k = record_starts(s, len, starts);
+		starts[k++] = len;
+		for (int m = 0; m < 4; m++)
+			same_stream(s, len, starts[rnd() % k], "random slots");
 	}
+	free(starts);
 	free(s);
 }
 
