@@ -843,5 +843,6 @@ void mt_fast_free(struct mt_fast *f)
 		free(f->warned[i]);
 	free(f->merged);
 	free(f->runs);
+	free(f->ring_last);
 	free(f);
 }

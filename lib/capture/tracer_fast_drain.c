@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <linux/futex.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -70,6 +71,25 @@ static inline struct mt_event to_event(const struct mt_fast *f,
 	struct ring_view v = view_of(f, r);
 
 	return record_event(&v, rec);
+}
+
+/*
+ * A ring's record's time, never before its last one's (*last, updated).
+ * One thread stamps its records in order, but two are placed on
+ * different lines when a drain reads the first and a later drain the
+ * second: a record stamped before a drain's calibration point and
+ * published after it (its thread waited for room in a full ring) is
+ * placed on the next line, extended back past that point, and the two
+ * lines' slopes, each through points a few microseconds apart with some
+ * ns of error each, part by tens of ns there (18 and 55 ns seen, 64-record
+ * rings, a busy machine): the later record came out earlier.
+ */
+static inline uint64_t in_order(uint64_t ns, uint64_t *last)
+{
+	if (ns < *last)
+		ns = *last;
+	*last = ns;
+	return ns;
 }
 
 /* A STACK record at ring index at and the frames after it, to the
@@ -161,9 +181,12 @@ static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
 			tail += read_stack(t, recs, tail, head);
 			continue;
 		}
-		t->ev[t->nev++] = kind == MT_FAST_KIND_STACK_REF
-				      ? stack_ref(f, r, rec)
-				      : to_event(f, r, rec);
+		t->ev[t->nev] = kind == MT_FAST_KIND_STACK_REF
+				    ? stack_ref(f, r, rec)
+				    : to_event(f, r, rec);
+		t->ev[t->nev].timestamp =
+		    in_order(t->ev[t->nev].timestamp, &f->ring_last[i]);
+		t->nev++;
 		tail++;
 	}
 	consumed(r, tail);
@@ -254,6 +277,7 @@ struct direct {
 	const struct staged_life *life;
 	const struct mt_event *life_slots;
 	size_t j, nlife, life_left; /* slots of the records from j on */
+	uint64_t *ring_last;	    /* the ring's (in_order) */
 	uint64_t last; /* the time of the last one into the batch */
 	size_t need;   /* the next lifecycle record's slots, when they did
 			  not fit */
@@ -304,7 +328,7 @@ direct_run(struct direct *d, const struct ring_view *v, bool packed,
 		       until = d->until;
 	struct mt_rawpack_state s = *st;
 	unsigned char *o = packed ? *p : NULL;
-	uint64_t tail = d->tail, last = d->last;
+	uint64_t tail = d->tail, last = d->last, ring_last = *d->ring_last;
 	size_t n = 0;
 
 	while (n < room) {
@@ -322,6 +346,8 @@ direct_run(struct direct *d, const struct ring_view *v, bool packed,
 			if ((rec->when_kind >> MT_FAST_KIND_BITS) > limit)
 				break; /* after this drain's calibration */
 			ev = record_event(&view, rec);
+			if (ev.timestamp < ring_last) /* in_order */
+				ev.timestamp = ring_last;
 			if (e && ev.timestamp >= next)
 				break; /* the staged one first */
 			if (ev.timestamp > until)
@@ -330,7 +356,7 @@ direct_run(struct direct *d, const struct ring_view *v, bool packed,
 				o = mt_rawpack_record(&s, &ev, o);
 			else
 				out[n] = ev;
-			last = ev.timestamp;
+			last = ring_last = ev.timestamp;
 			tail++;
 		}
 		if (n == room || !e)
@@ -356,6 +382,7 @@ direct_run(struct direct *d, const struct ring_view *v, bool packed,
 	}
 	d->tail = tail;
 	d->last = last;
+	*d->ring_last = ring_last;
 	if (packed) {
 		*st = s;
 		*p = o;
@@ -383,6 +410,7 @@ static int read_ring_direct(struct tracer *t, struct mt_fast *f, uint32_t i,
 	    .staged = t->ev,
 	    .life = t->life,
 	    .life_slots = t->life_slots,
+	    .ring_last = &f->ring_last[i],
 	};
 	int rc = 0;
 
@@ -463,6 +491,7 @@ static void maybe_reclaim(struct mt_fast *f, struct mt_fast_ring *r)
 		return;
 	r->head = r->tail = 0;
 	r->pid = r->tid = 0;
+	f->ring_last[r - f->rings] = 0; /* its next thread's from its start */
 	__atomic_store_n(&r->state, MT_FAST_RING_FREE, __ATOMIC_RELEASE);
 }
 
@@ -536,6 +565,8 @@ int mt_fast_collect(struct tracer *t, uint64_t until)
 	uint64_t limit;
 	int rc = 0;
 
+	if (!f->ring_last && !(f->ring_last = calloc(NRINGS, sizeof(uint64_t))))
+		return -1;
 	if (!mt_fast_drain_begin(f, &limit))
 		return 0;
 	if (direct != UINT32_MAX &&

@@ -60,6 +60,10 @@ struct mt_fast {
 	size_t nruns, cap_runs;
 	struct mt_event *merged;
 	size_t cap_merged;
+	/* each ring's last record's time, as read (ns; NRINGS of them,
+	 * NULL until the first drain): a thread's records never go back in
+	 * time (tracer_fast_drain.c: in_order) */
+	uint64_t *ring_last;
 	/* processes that exec'd a dynamic program and have not yet said
 	 * they carry the recorder (the pid table), with that program */
 	struct exec_wait {
