@@ -1102,6 +1102,8 @@ static int start_tracing(struct tracer *t)
 	startup_phase(t, "header, watchdog");
 	if (release_child(t))
 		return -1;
+	/* a step of its own: the command, woken, may take this CPU first */
+	startup_phase(t, "command released");
 	timed_phase(t, "start-up", "total", t->start_monotonic_ns);
 	return 0;
 }
