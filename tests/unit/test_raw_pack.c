@@ -84,6 +84,19 @@ static void fill_path(struct mt_event *slots, const char *s, size_t len)
 
 /* Every kind, every field at 0, at small values and at its widest, deltas
  * both ways, pid and tid changes (tid below pid), and each payload case. */
+/* len slots of random bytes, most with a kind (payloads among them) */
+static void random_slots(struct mt_event *s, uint32_t len)
+{
+	for (uint32_t i = 0; i < len * MT_EVENT_SIZE / 8; i++) {
+		uint64_t v = rnd() >> (rnd() % 64);
+
+		memcpy((char *)s + i * 8, &v, 8);
+	}
+	for (uint32_t i = 0; i < len; i++)
+		if (rnd() % 3)
+			s[i].kind %= MT_EV_KIND_MAX + 2;
+}
+
 static uint32_t every_kind(struct mt_event *s)
 {
 	static const uint64_t edges[] = {
@@ -177,14 +190,7 @@ static void test_codec(void)
 	for (int r = 0; r < 200; r++) {
 		uint32_t len = 1 + rnd() % 300;
 
-		for (uint32_t i = 0; i < len * MT_EVENT_SIZE / 8; i++) {
-			uint64_t v = rnd() >> (rnd() % 64);
-
-			memcpy((char *)s + i * 8, &v, 8);
-		}
-		for (uint32_t i = 0; i < len; i++)
-			if (rnd() % 3)
-				s[i].kind %= MT_EV_KIND_MAX + 2;
+		random_slots(s, len);
 		round_trip(s, len, 1 + rnd() % 130, "random slots");
 	}
 	free(s);
@@ -321,14 +327,7 @@ static void test_split(void)
 	for (int r = 0; r < 100; r++) {
 		uint32_t len = 1 + rnd() % 300;
 
-		for (uint32_t i = 0; i < len * MT_EVENT_SIZE / 8; i++) {
-			uint64_t v = rnd() >> (rnd() % 64);
-
-			memcpy((char *)s + i * 8, &v, 8);
-		}
-		for (uint32_t i = 0; i < len; i++)
-			if (rnd() % 3)
-				s[i].kind %= MT_EV_KIND_MAX + 2;
+		random_slots(s, len);
 		split_at_every_record(s, len, "random slots");
 	}
 	/* the writer, the first part ending at each record's start (every
