@@ -38,13 +38,14 @@ const volatile __u64 lifecycle_wakeup_bytes = 1 << 18;
  * leaves a process stopped). */
 volatile __u32 discover_code = 0;
 /*
- * The process-life programs (fork, exec, exit, signal_generate) serve a
- * session: set by mt-trace once its tracepoints are attached and its
- * tables reset, cleared when it ends.  Their links are kept attached
- * between sessions of a kept object (tracer_kept.c: attaching a tracepoint
- * patches kernel text with IPIs, the largest part of the step), and this
- * keeps them from acting meanwhile: a process a session left running is
- * neither followed nor stopped by nobody's programs.
+ * The tracepoint programs (fork, exec, exit, signal_generate, sys_exit,
+ * rss_stat) serve a session: set by mt-trace once its tracepoints are
+ * attached and its tables reset, cleared when it ends.  Their links are
+ * kept attached between sessions of a kept object (tracer_kept.c:
+ * attaching a tracepoint patches kernel text with IPIs, the largest part
+ * of the step; sys_exit's and rss_stat's only for a second after a
+ * session), and this keeps them from acting meanwhile: a process a session
+ * left running is neither followed nor stopped by nobody's programs.
  */
 volatile __u32 session_live = 0;
 /* Stop a process that maps new code until it is inspected (lossless; the
@@ -871,6 +872,8 @@ static __always_inline int sys_exit(struct pt_regs *regs, long ret,
 	__u64 stack, old_brk = 0;
 	struct mt_event *e;
 
+	if (!session_live)
+		return 0;
 	if (fast_links && ret == 0)
 		stop_forked_child(pid_tgid, id);
 	if (!is_memory_syscall(id))
@@ -1013,7 +1016,7 @@ int BPF_PROG(on_rss_owner, struct mm_struct *mm, int member)
 	struct task_struct *owner;
 	__u32 tgid = 0, unattributed = 0;
 
-	if (!slot)
+	if (!slot || !session_live)
 		return 0;
 	owner = BPF_CORE_READ(mm, owner);
 	if (owner) {
@@ -1041,7 +1044,7 @@ int on_rss_size(struct trace_event_raw_rss_stat *ctx)
 {
 	struct rss_slot *slot = rss_slot();
 
-	if (!slot)
+	if (!slot || !session_live)
 		return 0;
 	if (slot->state == RSS_HAVE_OWNER && slot->member == ctx->member) {
 		slot->size = ctx->size;

@@ -276,7 +276,7 @@ check_log() {
 		rm -f "$MT_FIXTURE_LOG"
 		# (--wait-detach: the next one finds the slot free)
 		trace_ok -v --wait-detach -- "$MT_FIXTURES/hundred"
-		grep -q "process-life tracepoints: [0-9]* links kept" \
+		grep -q "tracepoints: [0-9]* links kept" \
 			"$T/trace.err" && taken=$((taken + 1))
 		check_log
 		# its own program only: the leftover's execs are not in it
@@ -293,6 +293,61 @@ check_log() {
 		sleep 0.05
 	done
 	[ -e "$T/left.done" ]
+}
+
+# tracepoints_taken ERR: how many tracepoint links mt-trace -v says it
+# took from an earlier session
+tracepoints_taken() {
+	sed -n 's/^mt-trace: tracepoints: \([0-9]*\) links kept by an earlier session$/\1/p' "$1"
+}
+
+# traced_memory_events: "MMAPS RSS_UPDATES" of $T/out.msgpack (sys_exit's
+# and rss_stat's programs at work)
+traced_memory_events() {
+	jq_events '[([.[] | select(.type == "Mmap")] | length),
+		([.[] | select(.type == "Rss")] | length)] | join(" ")' | tr -d '"'
+}
+
+@test "sys_exit's and rss_stat's links linger a second after a session: the next session takes them and records with them; one after the linger, or after --wait-detach, attaches its own" {
+	local slot counts
+	export MT_FIXTURE_LOG="$T/fixture.log"
+	trace_ok -v -- "$MT_FIXTURES/hundred"
+	slot=$(reused_slot "$T/trace.err")
+	[ -n "$slot" ] || skip "the BPF side was loaded afresh (another key took the slot)"
+	check_log
+	# the detacher lets go of the slot, then lingers: the next session
+	# takes all 7 (fork, exec, exit, signal_generate, sys_exit,
+	# rss_stat's raw and perf ones)
+	wait_unlocked "$slot"
+	ls "$KEPT/$slot"/*/ | grep -E '^t-on_(sys_exit|rss_owner|rss_size)$'
+	rm -f "$MT_FIXTURE_LOG"
+	trace_ok -v -- "$MT_FIXTURES/hundred"
+	[ "$(reused_slot "$T/trace.err")" = "$slot" ]
+	[ "$(tracepoints_taken "$T/trace.err")" = 7 ]
+	check_log
+	counts=$(traced_memory_events)
+	echo "mmaps, RSS updates with the lingering links: $counts"
+	[ "${counts% *}" -gt 0 ]
+	[ "${counts#* }" -gt 0 ]
+	# a second on, nobody took them: the lingering detacher unpinned
+	# them, the next session attaches sys_exit and rss_stat anew
+	wait_unlocked "$slot"
+	for _ in $(seq 50); do
+		pgrep -x mt-trace-linger >/dev/null || break
+		sleep 0.1
+	done
+	[ -z "$(ls "$KEPT/$slot"/*/ | grep -E '^t-on_(sys_exit|rss)')" ]
+	rm -f "$MT_FIXTURE_LOG"
+	trace_ok -v --wait-detach -- "$MT_FIXTURES/hundred"
+	[ "$(reused_slot "$T/trace.err")" = "$slot" ]
+	[ "$(tracepoints_taken "$T/trace.err")" = 4 ]
+	check_log
+	counts=$(traced_memory_events)
+	[ "${counts% *}" -gt 0 ]
+	[ "${counts#* }" -gt 0 ]
+	# --wait-detach: closed at its exit, none lingers
+	[ -z "$(ls "$KEPT/$slot"/*/ | grep -E '^t-on_(sys_exit|rss)')" ]
+	ls "$KEPT/$slot"/*/ | grep -E '^t-on_(fork|exec|exit|signal_generate)$'
 }
 
 # map_ids PID: the ids of the BPF maps process PID holds

@@ -683,7 +683,7 @@ links_of() {
 	[ "$(links_of)" = "0 0" ]
 }
 
-@test "the probes go but those kept on the tree's private copies and the process-life tracepoints: pinned, uprobe links and fork/exec/exit/signal_generate only" {
+@test "the probes go but those kept on the tree's private copies and the tracepoints: pinned, uprobe links and tracepoints only; sys_exit's and rss_stat's gone a second later" {
 	require_bpf
 	command -v bpftool >/dev/null || skip "bpftool not installed"
 	mt-trace -v -o "$T/sleep.raw" -- sleep 0.5 2>"$T/trace.err" &
@@ -698,27 +698,41 @@ links_of() {
 	if [ -z "$bslot" ]; then # every slot taken by other sessions
 		skip "no slot free for the BPF side"
 	fi
-	# its detacher pins the copies' links again, closes the rest, exits
+	# its detacher pins the copies' links and the tracepoints' again,
+	# closes the rest, exits or lingers
 	for _ in $(seq 100); do
 		pgrep -x mt-trace-detach >/dev/null || break
 		sleep 0.1
 	done
 	run "$PY" "$BATS_TEST_DIRNAME/lib/mt_links.py" named $progs
 	echo "links: $output"
-	# of the tracepoints, only the process-life ones are left (pinned
-	# as t-PROGRAM, at most once each: a later session may have taken
-	# some); never sys_exit's (every system call) or rss_stat's
-	refute_output --partial perf_event
-	refute_output --partial on_sys_exit
-	refute_output --partial on_rss
-	tps=$(grep -c '^raw_tracepoint' <<<"$output" || true)
+	# of the tracepoints, only those pinned as t-PROGRAM are left (at
+	# most once each: a later session may have taken some)
+	tps=$(grep -c -E '^(raw_tracepoint|perf_event)' <<<"$output" || true)
 	tpins=$(ls /run/mt-trace/bpf/"$bslot"/*/ | grep -c '^t-on_' || true)
 	echo "tracepoint links left: $tps, pinned: $tpins"
 	[ "$tpins" -ge 3 ]
 	[ "$tps" -le "$tpins" ]
-	[ -z "$(grep '^raw_tracepoint' <<<"$output" |
-		grep -v -E ' on_(fork|exec|exit|signal_generate)$')" ]
-	output=$(grep -v '^raw_tracepoint' <<<"$output" | cut -d' ' -f1 || true)
+	[ -z "$(grep -E '^(raw_tracepoint|perf_event)' <<<"$output" |
+		grep -v -E ' on_(fork|exec|exit|signal_generate|sys_exit|rss_owner|rss_size)$')" ]
+	links=$output
+	# sys_exit's (every system call) and rss_stat's (every RSS change)
+	# go a second later: the lingering detacher removes their pins
+	for _ in $(seq 50); do
+		pgrep -x mt-trace-linger >/dev/null || break
+		sleep 0.1
+	done
+	if ! pgrep -x mt-trace >/dev/null; then # no later session took them
+		run "$PY" "$BATS_TEST_DIRNAME/lib/mt_links.py" named $progs
+		echo "links a second later: $output"
+		refute_output --partial perf_event
+		refute_output --partial on_sys_exit
+		refute_output --partial on_rss
+		[ -z "$(ls /run/mt-trace/bpf/"$bslot"/*/ |
+			grep -E '^t-on_(sys_exit|rss)')" ]
+	fi
+	output=$(grep -v -E '^(raw_tracepoint|perf_event)' <<<"$links" |
+		cut -d' ' -f1 || true)
 	if [ "$bslot" != "$cslot" ]; then
 		# copies in another slot than the programs' (taken by another
 		# session): nothing is kept
@@ -976,7 +990,14 @@ wait_ready() {
 	sleep 0.5
 	# a leftover would be the sleeper, or mt-trace's child still held
 	# before its exec; both have the unique tag on their command line
-	left=$(pgrep -f -- "$TAG" || true)
+	# (as mt-trace's background detacher has, lingering a second: not
+	# the command)
+	left=$(for pid in $(pgrep -f -- "$TAG"); do
+		case $(cat "/proc/$pid/comm" 2>/dev/null) in
+		mt-trace-detach | mt-trace-linger) ;;
+		*) echo "$pid" ;;
+		esac
+	done)
 	for pid in $left; do kill -KILL "$pid" || true; done
 	[ -z "$left" ]
 }

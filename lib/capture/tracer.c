@@ -497,17 +497,24 @@ static void exit_phase(struct tracer *t, const char *name)
 }
 
 /* kmem:rss_stat's program on the perf event a thread opened beside the
- * load (tracer_overlap.c); without one, the skeleton's attach opens its
- * own, and says what failed. */
+ * load (tracer_overlap.c), or the last session's link if it is still
+ * attached (tracer_kept.c); without either, the skeleton's attach opens
+ * its own, and says what failed. */
 static void attach_rss_size_early(struct tracer *t)
 {
 	struct bpf_program *prog = t->skel->progs.on_rss_size;
 	int fd = mt_tracer_overlap_rss_event(t);
 	struct bpf_link *link;
 
+	if (mt_tracer_kept_take(t, prog) == 0) {
+		if (fd >= 0)
+			close(fd); /* not the event's last: no grace period */
+		bpf_program__set_autoattach(prog, false);
+		return;
+	}
 	if (fd < 0)
 		return;
-	if (t->kept.reused) {
+	if (t->kept.key_dir >= 0) { /* a link of its own, to be kept */
 		if (mt_tracer_kept_attach_perf(t, prog, fd) == 0)
 			bpf_program__set_autoattach(prog, false);
 		return;
@@ -559,8 +566,8 @@ static int setup_bpf(struct tracer *t)
 	}
 	if (t->opts->verbose && t->kept.life_links_taken)
 		fprintf(stderr,
-			"mt-trace: process-life tracepoints: %zu links kept by "
-			"an earlier session\n",
+			"mt-trace: tracepoints: %zu links kept by an earlier "
+			"session\n",
 			t->kept.life_links_taken);
 	/* the process-life programs act from now on (kept links included:
 	 * the tables they read are this session's, reset) */
@@ -893,8 +900,9 @@ static void detach_all(struct tracer *t)
 	    jobs[MT_MAX_LINKS + MT_UPROBE_WARM_MAX + MT_KEPT_MAX_LINKS + 32];
 	size_t n = 0;
 
-	/* off at once: the slow part of its end is kept for the end */
-	if (t->rss_perf_fd >= 0)
+	/* off at once: the slow part of its end is kept for the end (unless
+	 * its link lingers for the next session) */
+	if (t->rss_perf_fd >= 0 && !t->kept.rss_event_kept)
 		ioctl(t->rss_perf_fd, PERF_EVENT_IOC_DISABLE, 0);
 	for (int i = 0; s && i < s->prog_cnt; i++)
 		if (*s->progs[i].link && n < sizeof(jobs) / sizeof(jobs[0]))
@@ -971,7 +979,7 @@ static _Noreturn void background_detach(struct tracer *t, int parent_alive)
 	while (read(parent_alive, &byte, 1) < 0 && errno == EINTR)
 		;
 	mt_tracer_kept_links_release(t);
-	mt_tracer_kept_tracepoints_release(t);
+	mt_tracer_kept_tracepoints_release(t, true);
 	detach_all(t);
 	mt_confine_release(&t->confine); /* the probes are gone */
 	release_stopped(t);
@@ -979,9 +987,11 @@ static _Noreturn void background_detach(struct tracer *t, int parent_alive)
 	 * slots (and reset the maps this process still holds) */
 	mt_tracer_kept_release_slot(t);
 	if (t->rss_perf_fd >= 0) {
-		nanosleep(&linger, NULL);
+		if (!t->kept.rss_event_kept) /* else a pinned link holds it */
+			nanosleep(&linger, NULL);
 		close(t->rss_perf_fd);
 	}
+	mt_tracer_kept_linger(t);
 	_exit(0);
 }
 
@@ -1064,7 +1074,7 @@ static void cleanup(struct tracer *t)
 		mt_fast_links_free(&t->links);
 	if (!detach_in_background(t)) {
 		mt_tracer_kept_links_release(t);
-		mt_tracer_kept_tracepoints_release(t);
+		mt_tracer_kept_tracepoints_release(t, false);
 		detach_all(t);
 		mt_confine_release(&t->confine);
 		if (t->rss_perf_fd >= 0)

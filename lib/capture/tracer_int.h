@@ -37,7 +37,9 @@ struct mt_batch_writer;
 /* The BPF side kept for later sessions (tracer_kept.c). */
 enum {
 	MT_KEPT_MAX_PROGS = 32,
-	MT_KEPT_MAX_LIFE_LINKS = 4, /* fork, exec, exit, signal_generate */
+	/* fork, exec, exit, signal_generate; sys_exit, rss_stat's two */
+	MT_KEPT_MAX_LIFE_LINKS = 7,
+	MT_KEPT_MAX_LINGERING = 3, /* sys_exit, rss_stat's two */
 	MT_KEPT_MAX_LINKS = 16,
 	MT_KEPT_MAX_COPY_LINKS = 32,
 	MT_KEPT_PIN_NAME = 64,
@@ -67,6 +69,15 @@ struct mt_kept {
 		int fd;
 	} life_links[MT_KEPT_MAX_LIFE_LINKS];
 	size_t nlife_links, life_links_taken;
+	/* the detacher: the pins of the links that linger (sys_exit's and
+	 * rss_stat's), each with its inode, and whether kmem:rss_stat's perf
+	 * event is among them (not turned off then) */
+	struct {
+		char name[MT_KEPT_PIN_NAME];
+		ino_t ino;
+	} lingering[MT_KEPT_MAX_LINGERING];
+	size_t nlingering;
+	bool rss_event_kept;
 	struct mt_kept_link copy_links[MT_KEPT_MAX_COPY_LINKS];
 	size_t ncopy_links;
 };
@@ -288,6 +299,9 @@ int mt_tracer_prog_fd(const struct tracer *t, const struct bpf_program *prog);
 int mt_tracer_kept_attach(struct tracer *t);
 int mt_tracer_kept_attach_perf(struct tracer *t, struct bpf_program *prog,
 			       int perf_fd);
+/* prog's link kept attached by the last session, taken for this one: 0,
+ * or -1 (none) */
+int mt_tracer_kept_take(struct tracer *t, const struct bpf_program *prog);
 void mt_tracer_kept_end(struct tracer *t);
 /* The slot given up (the detacher, once nothing of the session runs). */
 void mt_tracer_kept_release_slot(struct tracer *t);
@@ -300,9 +314,12 @@ void mt_tracer_kept_release_slot(struct tracer *t);
 void mt_tracer_kept_links_use(struct tracer *t);
 bool mt_tracer_kept_links_expected(const struct tracer *t);
 void mt_tracer_kept_links_release(struct tracer *t);
-/* At the end (the BPF side's session_live cleared): pin the process-life
- * tracepoints' links for the next session instead of closing them. */
-void mt_tracer_kept_tracepoints_release(struct tracer *t);
+/* At the end (the BPF side's session_live cleared): pin the tracepoints'
+ * links for the next session instead of closing them, sys_exit's and
+ * rss_stat's only if linger; linger() (the detacher, last) waits, then
+ * removes the pins of those no session took meanwhile. */
+void mt_tracer_kept_tracepoints_release(struct tracer *t, bool linger);
+void mt_tracer_kept_linger(struct tracer *t);
 
 /* The rest done beside the BPF load (tracer_overlap.c): start it after the
  * fork; wait for libc's plan before attaching; stop the warming once the

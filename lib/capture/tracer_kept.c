@@ -29,11 +29,11 @@
  *    not --stacks (its tables hold 40 MB), nor classic uprobes (they
  *    attach through libbpf's program objects, which a reused object does
  *    not load).
- * The links of sys_exit and rss_stat are never kept: each session attaches
- * its own, and its detacher closes them (kept, they would run for every
- * system call and page fault on the machine).  Those of the process-life
- * tracepoints (fork, exec, exit, signal_generate: rare events) are, idle
- * between sessions: see "process-life tracepoints" below.  The allocator
+ * The links of the process-life tracepoints (fork, exec, exit,
+ * signal_generate: rare events) are kept, idle between sessions; those of
+ * sys_exit and rss_stat (every system call and page fault on the machine)
+ * for LINGER_MS after a session only: see "tracepoints kept attached"
+ * below.  The allocator
  * probes' links on the tree's private copies
  * (confine.c) are kept, since only the tree maps those inodes: registering
  * a session's first uprobe waits an RCU grace period (rcu_sync_enter() of
@@ -46,9 +46,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -65,6 +67,9 @@
 
 #define KEPT_ROOT  "/run/mt-trace/bpf"
 #define KEPT_SLOTS 4
+/* How long sys_exit's and rss_stat's links stay attached after a session
+ * for the next one to take (see "tracepoints kept attached") */
+#define LINGER_MS 1000
 #ifndef BPF_FS_MAGIC
 #define BPF_FS_MAGIC 0xcafe4a11
 #endif
@@ -711,21 +716,6 @@ static int keep_link_fd(struct mt_kept *k, int fd)
 	return 0;
 }
 
-int mt_tracer_kept_attach_perf(struct tracer *t, struct bpf_program *prog,
-			       int perf_fd)
-{
-	int fd = bpf_link_create(mt_tracer_prog_fd(t, prog), perf_fd,
-				 BPF_PERF_EVENT, NULL);
-
-	/* the link holds the event too; kmem:rss_stat's is held apart to be
-	 * closed last (tracer.c, detach_in_background()) */
-	if (prog == t->skel->progs.on_rss_size && t->rss_perf_fd < 0)
-		t->rss_perf_fd = perf_fd;
-	else
-		close(perf_fd);
-	return keep_link_fd(&t->kept, fd);
-}
-
 /* A classic tracepoint's perf event, as libbpf's attach opens it. */
 static int open_tracepoint(const char *group, const char *name)
 {
@@ -742,21 +732,36 @@ static int open_tracepoint(const char *group, const char *name)
 	return fd < 0 ? -errno : fd;
 }
 
-/* ---- process-life tracepoints kept attached -------------------------------
+/* ---- tracepoints kept attached ------------------------------------------
  *
  * Attaching a raw tracepoint nobody else uses patches kernel text (its
  * static key and static call, each a few IPIs: with the detach, about a
  * third of mt-trace's samples in `mt-trace -- true`), and detaching it
- * again too.  The process-life programs (fork, exec, exit, signal_generate)
- * run only on those events, rare beside system calls, and their links are
- * kept attached between sessions of a kept object, pinned in its directory
- * as t-<program> like the links on the copies: taken (unpinned) by the
- * session that reuses the object, so that should mt-trace die the kernel
- * closes them with it; pinned again by its detacher.  Meanwhile the BPF
- * side's session_live is 0 and the programs return at once (a process a
- * session left running is not followed).  sys_exit (every system call on
- * the machine) and rss_stat (every page fault) are attached per session.
+ * again too.  So the links of a kept object's tracepoints stay attached
+ * between its sessions, pinned in its directory as t-<program> like the
+ * copies' links: taken (unpinned) by the session that reuses the object,
+ * so that should mt-trace die the kernel closes them with it; pinned again
+ * by its detacher.  Meanwhile the BPF side's session_live is 0 and the
+ * programs return at once (a process a session left running is not
+ * followed).
+ *  - The process-life ones (fork, exec, exit, signal_generate) run only on
+ *    those events, rare beside system calls: kept until the next session.
+ *  - sys_exit's (every system call on the machine: 180 -> 330 ns a
+ *    getppid() here, idle) and rss_stat's (every RSS change) linger: the
+ *    detacher removes their pins LINGER_MS after the session unless a
+ *    session took them meanwhile (a test suite's or a benchmark's next
+ *    session does: 2-5 ms of its start and end).  --wait-detach closes
+ *    them at once.
  */
+
+static bool lingers(const struct tracer *t, const struct bpf_program *prog)
+{
+	const struct mt_trace *skel = t->skel;
+
+	return prog == skel->progs.on_sys_exit ||
+	       prog == skel->progs.on_rss_owner ||
+	       prog == skel->progs.on_rss_size;
+}
 
 static bool keeps_attached(const struct tracer *t,
 			   const struct bpf_program *prog)
@@ -765,7 +770,7 @@ static bool keeps_attached(const struct tracer *t,
 
 	return prog == skel->progs.on_fork || prog == skel->progs.on_exec ||
 	       prog == skel->progs.on_exit ||
-	       prog == skel->progs.on_signal_generate;
+	       prog == skel->progs.on_signal_generate || lingers(t, prog);
 }
 
 static void tracepoint_pin_name(const struct bpf_program *prog, char *name,
@@ -805,21 +810,49 @@ static int note_life_link(struct tracer *t, const struct bpf_program *prog,
 	return fd;
 }
 
-/* The descriptor of prog's link in this session, or -1. */
+/* The descriptor of prog's link in this session, or -1: one this file
+ * made, or (a fresh object's tracepoints) the skeleton's.  Not a perf
+ * event's the skeleton made: libbpf turns the event off at its detach. */
 static int life_link_fd(const struct tracer *t, const struct bpf_program *prog)
 {
 	const struct bpf_object_skeleton *s = t->skel->skeleton;
 
-	for (size_t i = 0; t->kept.reused && i < t->kept.nlife_links; i++)
+	for (size_t i = 0; i < t->kept.nlife_links; i++)
 		if (t->kept.life_links[i].prog == prog)
 			return t->kept.life_links[i].fd;
-	for (int i = 0; !t->kept.reused && i < s->prog_cnt; i++)
+	if (t->kept.reused || prog == t->skel->progs.on_rss_size)
+		return -1;
+	for (int i = 0; i < s->prog_cnt; i++)
 		if (*s->progs[i].prog == prog && *s->progs[i].link)
 			return bpf_link__fd(*s->progs[i].link);
 	return -1;
 }
 
-void mt_tracer_kept_tracepoints_release(struct tracer *t)
+int mt_tracer_kept_take(struct tracer *t, const struct bpf_program *prog)
+{
+	int fd = take_tracepoint(t, prog);
+
+	if (fd < 0)
+		return -1;
+	return keep_link_fd(&t->kept, note_life_link(t, prog, fd)) ? -1 : 0;
+}
+
+/* Pin a lingering link's: its pin's inode noted, to be removed later only
+ * if it is still that pin (no session took it meanwhile). */
+static void pin_lingering(struct mt_kept *k, const char *name, int fd)
+{
+	struct stat st;
+
+	if (put_pin(k->key_dir, name, fd) ||
+	    fstatat(k->key_dir, name, &st, AT_SYMLINK_NOFOLLOW) ||
+	    k->nlingering == MT_KEPT_MAX_LINGERING)
+		return;
+	snprintf(k->lingering[k->nlingering].name, MT_KEPT_PIN_NAME, "%s",
+		 name);
+	k->lingering[k->nlingering++].ino = st.st_ino;
+}
+
+void mt_tracer_kept_tracepoints_release(struct tracer *t, bool linger)
 {
 	struct bpf_program *prog;
 
@@ -832,11 +865,61 @@ void mt_tracer_kept_tracepoints_release(struct tracer *t)
 		char name[64];
 		int fd = keeps_attached(t, prog) ? life_link_fd(t, prog) : -1;
 
-		if (fd < 0)
+		if (fd < 0 || (lingers(t, prog) && !linger))
 			continue;
 		tracepoint_pin_name(prog, name, sizeof(name));
-		put_pin(t->kept.key_dir, name, fd);
+		if (!lingers(t, prog)) {
+			put_pin(t->kept.key_dir, name, fd);
+			continue;
+		}
+		pin_lingering(&t->kept, name, fd);
+		if (prog == t->skel->progs.on_rss_size)
+			t->kept.rss_event_kept = true;
 	}
+}
+
+void mt_tracer_kept_linger(struct tracer *t)
+{
+	struct mt_kept *k = &t->kept;
+	struct timespec wait = {LINGER_MS / 1000,
+				(LINGER_MS % 1000) * 1000000L};
+	struct stat st;
+	int slot;
+
+	if (!k->nlingering || k->key_dir < 0)
+		return;
+	/* bench/quiesce waits for detachers, not for this */
+	prctl(PR_SET_NAME, "mt-trace-linger");
+	while (nanosleep(&wait, &wait) && errno == EINTR)
+		;
+	/* the slot's lock (a new open of it: the session's is closed): a
+	 * session that holds it took the pins or will */
+	slot = openat(k->key_dir, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (slot < 0)
+		return; /* the object was emptied out of the slot */
+	if (flock(slot, LOCK_EX | LOCK_NB) == 0)
+		for (size_t i = 0; i < k->nlingering; i++)
+			if (fstatat(k->key_dir, k->lingering[i].name, &st,
+				    AT_SYMLINK_NOFOLLOW) == 0 &&
+			    st.st_ino == k->lingering[i].ino)
+				unlinkat(k->key_dir, k->lingering[i].name, 0);
+	close(slot);
+}
+
+int mt_tracer_kept_attach_perf(struct tracer *t, struct bpf_program *prog,
+			       int perf_fd)
+{
+	int fd = note_life_link(t, prog,
+				bpf_link_create(mt_tracer_prog_fd(t, prog),
+						perf_fd, BPF_PERF_EVENT, NULL));
+
+	/* the link holds the event too; kmem:rss_stat's is held apart to be
+	 * closed last (tracer.c, detach_in_background()) */
+	if (prog == t->skel->progs.on_rss_size && t->rss_perf_fd < 0)
+		t->rss_perf_fd = perf_fd;
+	else
+		close(perf_fd);
+	return keep_link_fd(&t->kept, fd);
 }
 
 static int attach_one(struct tracer *t, struct bpf_program *prog)
@@ -855,6 +938,8 @@ static int attach_one(struct tracer *t, struct bpf_program *prog)
 	}
 	if (strncmp(sec, "tracepoint/", 11) != 0)
 		return 0; /* not attached by the skeleton either */
+	if (mt_tracer_kept_take(t, prog) == 0)
+		return 0;
 	slash = strchr(sec + 11, '/');
 	if (!slash || (size_t)(slash - sec - 11) >= sizeof(group))
 		return -EINVAL;
