@@ -218,7 +218,9 @@ int mt_tracer_collect(struct tracer *t, bool final)
 	size_t i = 0, j = 0;
 	int rc;
 
-	rc = ring_buffer__consume(t->rings);
+	/* rings still being made (tracer.c): the command is not released
+	 * yet, no BPF program has written to them */
+	rc = t->rings_job ? 0 : ring_buffer__consume(t->rings);
 	if (rc < 0 && rc != -EINTR) {
 		fprintf(stderr, "mt-trace: ring buffer: %s\n", strerror(-rc));
 		return -1;

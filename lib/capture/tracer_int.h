@@ -96,6 +96,8 @@ struct tracer {
 	struct mt_confine confine;     /* the tree's private allocator files */
 	struct confine_job *confining; /* copies being made (tracer.c) */
 	struct ring_buffer *rings;
+	struct mt_job *rings_job; /* making rings, or NULL (tracer.c) */
+	int rings_rc;		  /* its result */
 	pid_t child;
 	int pidfd;
 	int release_fd;	 /* write end: one byte lets the child exec */
