@@ -350,6 +350,39 @@ traced_memory_events() {
 	ls "$KEPT/$slot"/*/ | grep -E '^t-on_(fork|exec|exit|signal_generate)$'
 }
 
+# our_plan: the file /run/mt-trace/plans keeps libc's probe plan in for
+# this build of mt-trace (named LIBC_BUILD_ID-MT_TRACE_BUILD_ID)
+our_plan() {
+	local self
+	self=$(readelf -n "$MT_BIN/mt-trace" | awk '/Build ID/ { print $3 }')
+	ls /run/mt-trace/plans/*-"$self"
+}
+
+@test "libc's probe plan is kept for later sessions: the next one uses it (exact counts); a damaged plan file is not used, and is made anew the same" {
+	export MT_FIXTURE_LOG="$T/fixture.log"
+	trace_ok -v -- "$MT_FIXTURES/hundred"
+	check_log
+	plan=$(our_plan)
+	[ "$(wc -l <<<"$plan")" = 1 ]
+	cp "$plan" "$T/plan"
+	rm -f "$MT_FIXTURE_LOG"
+	trace_ok -v -- "$MT_FIXTURES/hundred"
+	grep -q "^mt-trace: libc's probe plan: kept by an earlier session$" "$T/trace.err"
+	check_log
+	# damaged: cut short, a probe of no function, another magic
+	for damage in "head -c 40" "sed s/MTPLAN1/MTPLAN9/" \
+		"$PY -c 'import sys; b=bytearray(sys.stdin.buffer.read()); b[32:36]=bytes(4); sys.stdout.buffer.write(b)'"; do
+		sh -c "$damage" <"$T/plan" >"$T/bad"
+		if cmp -s "$T/bad" "$T/plan"; then false; fi
+		cp "$T/bad" "$plan"
+		rm -f "$MT_FIXTURE_LOG"
+		trace_ok -v -- "$MT_FIXTURES/hundred"
+		if grep "probe plan: kept" "$T/trace.err"; then false; fi
+		check_log
+		cmp "$plan" "$T/plan" # made anew, the same
+	done
+}
+
 # map_ids PID: the ids of the BPF maps process PID holds
 map_ids() {
 	local f

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@
 #include "mt_probe.h"
 
 #define BPF_TRACE_UPROBE_MULTI_	   MT_ATTACH_UPROBE_MULTI /* Linux 6.6 */
-#define BPF_TRACE_UPROBE_SESSION_  57 /* and Linux 6.10 */
+#define BPF_TRACE_UPROBE_SESSION_  57			  /* and Linux 6.10 */
 #define BPF_F_UPROBE_MULTI_RETURN_ 1u /* link_create.uprobe_multi.flags */
 
 /* union bpf_attr's link_create member as Linux 6.6 has it for uprobe_multi;
@@ -245,8 +246,236 @@ int mt_attach_file(struct mt_attach *a, const char *path,
 	return mt_attach_file_as(a, path, path, family, err, errlen);
 }
 
-int mt_attach_plan(struct mt_attach *a, const char *path, const char *symbols,
-		   struct mt_attach_plan *plan, char *err, size_t errlen)
+/*
+ * Plans already made, by file content (build-id): mt-trace plans its libc
+ * from a thread beside the BPF load (mt_attach_prepare) and attaches to
+ * the tree's private copy of it (the same bytes): the copy's plan is the
+ * thread's, not found again in its symbols on the start's critical path
+ * (0.5-1 ms, -vv's "first allocators").  A file without a build-id is
+ * planned every time.
+ */
+#define KEPT_PLANS 4
+static struct kept_plan {
+	uint8_t id[40];
+	int idlen;
+	int n; /* mt_attach_plan's result */
+	struct mt_attach_plan plan;
+} kept_plans[KEPT_PLANS];
+static size_t nkept_plans;
+static pthread_mutex_t kept_plans_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool plan_copy(struct mt_attach_plan *to,
+		      const struct mt_attach_plan *from)
+{
+	size_t enter = from->nenter * sizeof(*from->enter),
+	       ret = from->nret * sizeof(*from->ret);
+
+	*to = *from;
+	to->enter = malloc(enter ? enter : 1);
+	to->ret = malloc(ret ? ret : 1);
+	if (!to->enter || !to->ret) {
+		mt_attach_plan_free(to);
+		return false;
+	}
+	memcpy(to->enter, from->enter, enter);
+	memcpy(to->ret, from->ret, ret);
+	return true;
+}
+
+static int plan_find(const uint8_t *id, int idlen, struct mt_attach_plan *plan)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&kept_plans_lock);
+	for (size_t i = 0; i < nkept_plans && !n; i++) {
+		const struct kept_plan *k = &kept_plans[i];
+
+		if (k->idlen == idlen && memcmp(k->id, id, idlen) == 0 &&
+		    plan_copy(plan, &k->plan))
+			n = k->n;
+	}
+	pthread_mutex_unlock(&kept_plans_lock);
+	return n;
+}
+
+static void plan_keep(const uint8_t *id, int idlen,
+		      const struct mt_attach_plan *plan, int n)
+{
+	struct kept_plan *k;
+
+	pthread_mutex_lock(&kept_plans_lock);
+	if (nkept_plans < KEPT_PLANS) {
+		k = &kept_plans[nkept_plans];
+		if (plan_copy(&k->plan, plan)) {
+			memcpy(k->id, id, idlen);
+			k->idlen = idlen;
+			k->n = n;
+			nkept_plans++;
+		}
+	}
+	pthread_mutex_unlock(&kept_plans_lock);
+}
+
+/*
+ * And on disk, for later sessions: the scan behind a libc's plan (free()'s
+ * branch scan, ~2 ms of CPU) ran in every session, on a thread beside the
+ * start-up that two vCPUs share with it.  mt_attach_keep_plans() names a
+ * directory of root's alone (/run/mt-trace/plans) where each plan is a
+ * file named after the file's build-id and mt-trace's own (a plan is the
+ * work of this build's rules): a fixed header, then the probes.  A file
+ * that does not read back whole and sane is not used (the plan is made
+ * and written anew).
+ */
+#define PLAN_MAGIC "MTPLAN1\n"
+#define PLAN_MAX   64 /* probes of each kind */
+
+struct plan_header {
+	char magic[8];
+	uint32_t family, nenter, nret, pad;
+};
+
+struct plan_entry {
+	uint64_t offset;
+	uint32_t fn, pad;
+};
+
+static int plans_dir = -1;
+static uint8_t self_id[40];
+static int self_idlen;
+static pthread_once_t self_once = PTHREAD_ONCE_INIT;
+static unsigned plans_loaded;
+
+void mt_attach_keep_plans(int dirfd)
+{
+	plans_dir = dirfd;
+}
+
+unsigned mt_attach_plans_loaded(void)
+{
+	return __atomic_load_n(&plans_loaded, __ATOMIC_RELAXED);
+}
+
+static void find_self_id(void)
+{
+	self_idlen =
+	    mt_elf_build_id("/proc/self/exe", self_id, sizeof(self_id));
+}
+
+static void hex(char *out, const uint8_t *id, int len)
+{
+	for (int i = 0; i < len; i++)
+		sprintf(out + 2 * i, "%02x", id[i]);
+}
+
+/* The plan file's name for build-id id, or false (no plans kept) */
+static bool plan_name(const uint8_t *id, int idlen, char *name, size_t size)
+{
+	char file[81], self[81];
+
+	if (plans_dir < 0)
+		return false;
+	pthread_once(&self_once, find_self_id);
+	if (self_idlen <= 0 || size < (size_t)(2 * idlen + 2 * self_idlen + 2))
+		return false;
+	hex(file, id, idlen);
+	hex(self, self_id, self_idlen);
+	snprintf(name, size, "%s-%s", file, self);
+	return true;
+}
+
+static bool plan_sane(const struct plan_header *h, const struct plan_entry *e,
+		      size_t bytes)
+{
+	if (bytes < sizeof(*h) || memcmp(h->magic, PLAN_MAGIC, 8) ||
+	    h->family >= MT_ALLOC_FAMILIES || h->nenter > PLAN_MAX ||
+	    h->nret > PLAN_MAX || h->nenter + h->nret == 0 ||
+	    bytes != sizeof(*h) + (h->nenter + h->nret) * sizeof(*e))
+		return false;
+	for (size_t i = 0; i < h->nenter + h->nret; i++)
+		if (e[i].fn == MT_FN_NONE || e[i].fn >= MT_FN_MAX)
+			return false;
+	return true;
+}
+
+static int plan_load(const uint8_t *id, int idlen, struct mt_attach_plan *plan)
+{
+	struct {
+		struct plan_header h;
+		struct plan_entry e[2 * PLAN_MAX + 1];
+	} buf;
+	char name[256];
+	ssize_t got;
+	int fd;
+
+	if (!plan_name(id, idlen, name, sizeof(name)))
+		return 0;
+	fd = openat(plans_dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	got = read(fd, &buf, sizeof(buf));
+	close(fd);
+	if (got < 0 || !plan_sane(&buf.h, buf.e, got))
+		return 0;
+	memset(plan, 0, sizeof(*plan));
+	plan->family = buf.h.family;
+	plan->enter = calloc(buf.h.nenter + 1, sizeof(*plan->enter));
+	plan->ret = calloc(buf.h.nret + 1, sizeof(*plan->ret));
+	if (!plan->enter || !plan->ret) {
+		mt_attach_plan_free(plan);
+		return 0;
+	}
+	for (uint32_t i = 0; i < buf.h.nenter; i++)
+		plan->enter[plan->nenter++] =
+		    (struct mt_probe_at){buf.e[i].offset, buf.e[i].fn};
+	for (uint32_t i = 0; i < buf.h.nret; i++)
+		plan->ret[plan->nret++] = (struct mt_probe_at){
+		    buf.e[buf.h.nenter + i].offset, buf.e[buf.h.nenter + i].fn};
+	__atomic_add_fetch(&plans_loaded, 1, __ATOMIC_RELAXED);
+	return plan->nenter + plan->nret;
+}
+
+/* Written under a name of its own, then renamed: a reader sees a whole
+ * file or none. */
+static void plan_store(const uint8_t *id, int idlen,
+		       const struct mt_attach_plan *plan)
+{
+	struct {
+		struct plan_header h;
+		struct plan_entry e[2 * PLAN_MAX];
+	} buf;
+	char name[256], temp[300];
+	size_t n = 0, bytes;
+	int fd;
+
+	if (plan->nenter > PLAN_MAX || plan->nret > PLAN_MAX ||
+	    !plan_name(id, idlen, name, sizeof(name)))
+		return;
+	memset(&buf, 0, sizeof(buf));
+	memcpy(buf.h.magic, PLAN_MAGIC, 8);
+	buf.h.family = plan->family;
+	buf.h.nenter = plan->nenter;
+	buf.h.nret = plan->nret;
+	for (size_t i = 0; i < plan->nenter; i++, n++)
+		buf.e[n] = (struct plan_entry){.offset = plan->enter[i].offset,
+					       .fn = plan->enter[i].fn};
+	for (size_t i = 0; i < plan->nret; i++, n++)
+		buf.e[n] = (struct plan_entry){.offset = plan->ret[i].offset,
+					       .fn = plan->ret[i].fn};
+	bytes = sizeof(buf.h) + n * sizeof(buf.e[0]);
+	snprintf(temp, sizeof(temp), "%s.%d", name, (int)getpid());
+	fd = openat(plans_dir, temp,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	if (write(fd, &buf, bytes) != (ssize_t)bytes ||
+	    renameat(plans_dir, temp, plans_dir, name))
+		unlinkat(plans_dir, temp, 0);
+	close(fd);
+}
+
+static int plan_funcs(struct mt_attach *a, const char *path,
+		      const char *symbols, struct mt_attach_plan *plan,
+		      char *err, size_t errlen)
 {
 	size_t nfuncs;
 	const struct mt_alloc_func *table = mt_alloc_funcs(&nfuncs);
@@ -293,6 +522,27 @@ int mt_attach_plan(struct mt_attach *a, const char *path, const char *symbols,
 	}
 	plan->family = mt_alloc_family_of(per_family);
 	return plan->nenter + plan->nret;
+}
+
+int mt_attach_plan(struct mt_attach *a, const char *path, const char *symbols,
+		   struct mt_attach_plan *plan, char *err, size_t errlen)
+{
+	uint8_t id[40];
+	int idlen = strcmp(path, symbols) == 0
+			? mt_elf_build_id(path, id, sizeof(id))
+			: 0;
+	int n = idlen > 0 ? plan_find(id, idlen, plan) : 0;
+
+	if (n <= 0 && idlen > 0 && (n = plan_load(id, idlen, plan)) > 0)
+		plan_keep(id, idlen, plan, n);
+	if (n > 0)
+		return n;
+	n = plan_funcs(a, path, symbols, plan, err, errlen);
+	if (n > 0 && idlen > 0) {
+		plan_keep(id, idlen, plan, n);
+		plan_store(id, idlen, plan);
+	}
+	return n;
 }
 
 void mt_attach_prepare(const char *path)

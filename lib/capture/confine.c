@@ -329,6 +329,30 @@ bool mt_confine_cache_root(void)
 	return ok;
 }
 
+int mt_confine_cache_dir(const char *name)
+{
+	int root, fd;
+
+	if (!mt_confine_cache_root())
+		return -1;
+	root =
+	    open(CACHE_ROOT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root < 0)
+		return -1;
+	if (mkdirat(root, name, 0700) && errno != EEXIST) {
+		close(root);
+		return -1;
+	}
+	fd =
+	    openat(root, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	close(root);
+	if (fd >= 0 && !root_only_dir(fd, true)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 /* Remove every entry of dir but the names in keep[0..n). */
 static void sweep(int dir, char (*keep)[CACHE_NAME_SIZE], size_t n)
 {

@@ -137,6 +137,12 @@ struct mt_attach_plan {
 	struct mt_probe_at *enter, *ret; /* return probes: unless a session */
 };
 
+/* Keep plans of files with a build-id in directory dirfd (root's own;
+ * -1: none), for later sessions (see attach.c); how many plans this
+ * process found there. */
+void mt_attach_keep_plans(int dirfd);
+unsigned mt_attach_plans_loaded(void);
+
 int mt_attach_plan(struct mt_attach *a, const char *path, const char *symbols,
 		   struct mt_attach_plan *plan, char *err, size_t errlen);
 int mt_attach_planned(struct mt_attach *a, const char *path,

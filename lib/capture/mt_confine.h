@@ -74,6 +74,9 @@ void mt_confine_release(struct mt_confine *c);
  * cannot be (no /run, not root, a file of another's there).  The BPF
  * side kept for later sessions lives under it too (tracer_kept.c). */
 bool mt_confine_cache_root(void);
+/* A directory of root's alone in the cache root, made if need be (the
+ * cache root mounted too: in the host's mount namespace), or -1. */
+int mt_confine_cache_dir(const char *name);
 
 /* What c holds in this process, given up (memory, its descriptor of the
  * slot) where a forked process releases the slot: the lock stays with

@@ -568,6 +568,9 @@ static int setup_bpf(struct tracer *t)
 	mt_tracer_confine_copies_finish(t, false);
 	startup_phase(t, "copies (waited)");
 	mt_tracer_overlap_prepared(t);
+	if (t->opts->verbose && mt_attach_plans_loaded())
+		fprintf(stderr, "mt-trace: libc's probe plan: kept by an "
+				"earlier session\n");
 	startup_phase(t, "libc plan (waited)");
 	if (mt_tracer_follows_code(t->opts) && probe_first_allocators(t))
 		return -1;
@@ -1148,6 +1151,14 @@ static int start_tracing(struct tracer *t)
 	return 0;
 }
 
+/* libc's probe plan kept for later sessions (attach.c), unless nothing is
+ * to be kept; in the host's mount namespace (the cache may be mounted) */
+static void keep_plans(const struct mt_tracer_opts *o)
+{
+	if (o->track_allocators && !o->no_keep_copies && geteuid() == 0)
+		mt_attach_keep_plans(mt_confine_cache_dir("plans"));
+}
+
 int mt_trace_run(const struct mt_tracer_opts *opts)
 {
 	struct tracer t = {.opts = opts,
@@ -1187,6 +1198,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	}
 	startup_phase(&t, "--fast rings");
 	mt_tracer_kept_begin(&t); /* in the host's mount namespace */
+	keep_plans(opts);
 	mt_tracer_confine_begin(&t);
 	if (!mt_tracer_kept_expected(&t)) /* else its maps are kept */
 		mt_tracer_maps_start(&t);
