@@ -351,11 +351,14 @@ traced_memory_events() {
 }
 
 # our_plan: the file /run/mt-trace/plans keeps libc's probe plan in for
-# this build of mt-trace (named LIBC_BUILD_ID-MT_TRACE_BUILD_ID)
+# this build of mt-trace (named LIBC_BUILD_ID-MT_TRACE_BUILD_ID; mt-trace
+# probes its own libc first)
 our_plan() {
-	local self
+	local self libc
 	self=$(readelf -n "$MT_BIN/mt-trace" | awk '/Build ID/ { print $3 }')
-	ls /run/mt-trace/plans/*-"$self"
+	libc=$(ldd "$MT_BIN/mt-trace" | awk '/libc\.so/ { print $3 }')
+	libc=$(readelf -n "$libc" | awk '/Build ID/ { print $3 }')
+	ls /run/mt-trace/plans/"$libc-$self"
 }
 
 @test "libc's probe plan is kept for later sessions: the next one uses it (exact counts); a damaged plan file is not used, and is made anew the same" {
