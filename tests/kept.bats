@@ -309,11 +309,20 @@ traced_memory_events() {
 }
 
 @test "sys_exit's and rss_stat's links linger a second after a session: the next session takes them and records with them; one after the linger, or after --wait-detach, attaches its own" {
-	local slot counts
+	local slot counts i
 	export MT_FIXTURE_LOG="$T/fixture.log"
-	trace_ok -v -- "$MT_FIXTURES/hundred"
-	slot=$(reused_slot "$T/trace.err")
-	[ -n "$slot" ] || skip "the BPF side was loaded afresh (another key took the slot)"
+	# until a session reuses a kept BPF side (an earlier test may have
+	# left another key in the slot: the first loads afresh and keeps it)
+	for i in 1 2 3; do
+		rm -f "$MT_FIXTURE_LOG"
+		trace_ok -v -- "$MT_FIXTURES/hundred"
+		slot=$(reused_slot "$T/trace.err")
+		[ -n "$slot" ] && break
+		slot=$(sed -n 's/^mt-trace: BPF programs and maps kept in slot \([0-9]\).*/\1/p' "$T/trace.err")
+		[ -z "$slot" ] || wait_unlocked "$slot"
+	done
+	echo "# reused the BPF side of slot $slot after $i sessions"
+	[ -n "$slot" ]
 	check_log
 	# the detacher lets go of the slot, then lingers: the next session
 	# takes all 7 (fork, exec, exit, signal_generate, sys_exit,

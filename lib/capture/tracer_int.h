@@ -109,7 +109,7 @@ struct tracer {
 	bool has_control;
 	int sample_fd; /* timerfd for --physical sampling, or -1 */
 	/* kmem:rss_stat's perf event, held beside its link (or -1): closed
-	 * last, after the slots are free (detach_in_background()) */
+	 * last, after the slots are free (tracer_detach.c) */
 	int rss_perf_fd;
 	struct mt_pss_sweep pss_sweep; /* its rounds */
 	/* processes alive now, from the lifecycle events (for sampling) */
@@ -322,6 +322,15 @@ void mt_tracer_kept_links_release(struct tracer *t);
  * removes the pins of those no session took meanwhile. */
 void mt_tracer_kept_tracepoints_release(struct tracer *t, bool linger);
 void mt_tracer_kept_linger(struct tracer *t);
+
+/* tracer_detach.c: close the session's links (detach_all, in parallel),
+ * or fork a background process that does (detach_in_background: false
+ * when it cannot or with --wait-detach), after pinning what is kept for
+ * the next session; continue every process the BPF side stopped and
+ * mt-trace did not continue (release_stopped). */
+void mt_tracer_detach_all(struct tracer *t);
+bool mt_tracer_detach_in_background(struct tracer *t);
+void mt_tracer_release_stopped(struct tracer *t);
 
 /* The rest done beside the BPF load (tracer_overlap.c): start it after the
  * fork; wait for libc's plan before attaching; stop the warming once the

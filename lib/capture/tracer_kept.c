@@ -914,7 +914,7 @@ int mt_tracer_kept_attach_perf(struct tracer *t, struct bpf_program *prog,
 						perf_fd, BPF_PERF_EVENT, NULL));
 
 	/* the link holds the event too; kmem:rss_stat's is held apart to be
-	 * closed last (tracer.c, detach_in_background()) */
+	 * closed last (tracer_detach.c, background_detach()) */
 	if (prog == t->skel->progs.on_rss_size && t->rss_perf_fd < 0)
 		t->rss_perf_fd = perf_fd;
 	else
