@@ -264,11 +264,24 @@ bool mt_tracer_overlap_program(struct tracer *t, struct mt_code_program *p)
 	return true;
 }
 
+/* Will the start-up register uprobes?  Not when the links are kept
+ * (tracer_kept.c), nor under --fast, whose preload records libc (only
+ * --scan's files are probed at the start): the allocator probes' step
+ * then waited for the warming's own first registration, its grace period
+ * (10-14 ms of `mt-trace --fast -- true`, -vv), for nothing. */
+static bool warm_wanted(const struct tracer *t)
+{
+	const char *scan = getenv("MT_SCAN");
+
+	if (!mt_tracer_follows_code(t->opts) ||
+	    mt_tracer_kept_links_expected(t))
+		return false;
+	return !t->fast || t->opts->nscan || (scan && *scan);
+}
+
 void mt_tracer_overlap_start(struct tracer *t)
 {
-	/* nothing to warm when the links are kept (tracer_kept.c) */
-	if (mt_tracer_follows_code(t->opts) &&
-	    !mt_tracer_kept_links_expected(t))
+	if (warm_wanted(t))
 		mt_uprobe_warm_start(&t->warm);
 	start_preparing(t);
 	start_building_cfi(t);
