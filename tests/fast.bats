@@ -542,6 +542,30 @@ fast_as_default() {
 	[ "$SECONDS" -lt 10 ]
 }
 
+# kernel_leaks SINCE: the kernel's "mt-trace-close:PID failed to
+# unregister, leaking uprobe" lines stamped after SINCE (/proc/uptime)
+kernel_leaks() {
+	dmesg | awk -v t0="$1" '/mt-trace-close:[0-9]+ failed to unregister/ {
+		ts = substr($1, 2) + 0; if (ts > t0) n++ } END { print n + 0 }'
+}
+
+@test "--fast: the links of processes without the recorder are closed whole: the closer waits for its closes before it exits, no uprobe leaked (dmesg)" {
+	dmesg >/dev/null 2>&1 || skip "dmesg cannot be read here"
+	local since i
+	since=$(awk '{ print $1 }' /proc/uptime)
+	for i in 1 2 3 4 5 6 7 8; do
+		trace_ok --fast -- sh -c \
+			"for j in 1 2 3 4 5 6; do env -u LD_PRELOAD $MT_FIXTURES/two_mallocs; done"
+	done
+	# until the closers are done (each exits after its last close)
+	for i in $(seq 100); do
+		pgrep -x mt-trace-close >/dev/null || break
+		sleep 0.1
+	done
+	echo "leaks: $(kernel_leaks "$since")"
+	[ "$(kernel_leaks "$since")" = 0 ]
+}
+
 # Every exec under --fast is looked at, but one whose program will carry
 # the recorder (LD_PRELOAD and MT_FAST_SHM as mt-trace set them, the
 # memfd still open, not set-user-ID) is told apart by the BPF side and is
