@@ -843,9 +843,10 @@ static void pin_lingering(struct mt_kept *k, const char *name, int fd)
 {
 	struct stat st;
 
-	if (put_pin(k->key_dir, name, fd) ||
-	    fstatat(k->key_dir, name, &st, AT_SYMLINK_NOFOLLOW) ||
-	    k->nlingering == MT_KEPT_MAX_LINGERING)
+	/* (full: not pinned, closed with the rest, never left for good) */
+	if (k->nlingering == MT_KEPT_MAX_LINGERING ||
+	    put_pin(k->key_dir, name, fd) ||
+	    fstatat(k->key_dir, name, &st, AT_SYMLINK_NOFOLLOW))
 		return;
 	snprintf(k->lingering[k->nlingering].name, MT_KEPT_PIN_NAME, "%s",
 		 name);
@@ -929,17 +930,15 @@ static int attach_one(struct tracer *t, struct bpf_program *prog)
 	const char *slash;
 	int fd;
 
+	if (mt_tracer_kept_take(t, prog) == 0) /* the last session's */
+		return 0;
 	if (strncmp(sec, "raw_tp/", 7) == 0) {
-		fd = take_tracepoint(t, prog);
-		if (fd < 0)
-			fd = bpf_raw_tracepoint_open(
-			    sec + 7, mt_tracer_prog_fd(t, prog));
+		fd = bpf_raw_tracepoint_open(sec + 7,
+					     mt_tracer_prog_fd(t, prog));
 		return keep_link_fd(&t->kept, note_life_link(t, prog, fd));
 	}
 	if (strncmp(sec, "tracepoint/", 11) != 0)
 		return 0; /* not attached by the skeleton either */
-	if (mt_tracer_kept_take(t, prog) == 0)
-		return 0;
 	slash = strchr(sec + 11, '/');
 	if (!slash || (size_t)(slash - sec - 11) >= sizeof(group))
 		return -EINVAL;
