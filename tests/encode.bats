@@ -374,14 +374,14 @@ print(struct.unpack_from("<I", d, 8)[0], sorted(kinds))' "$T/ah.raw"
 
 @test "mt-encode: reading a pipe, SIGINT (Ctrl-C) does not cut the artifact" {
 	"$PY" "$CHECK" write "$T/hand.raw"
-	# the writer sends half, waits while mt-encode gets SIGINT, then the
-	# rest: the artifact must be whole, as after a Ctrl-C that mt-trace
-	# survives to finish its trace
+	# the writer sends half, waits until mt-encode has had its SIGINT,
+	# then the rest: the artifact must be whole, as after a Ctrl-C that
+	# mt-trace survives to finish its trace
 	size=$(stat -c %s "$T/hand.raw")
 	mkfifo "$T/fifo"
 	{
 		head -c $((size / 2)) "$T/hand.raw"
-		sleep 1
+		wait_for 60 test -e "$T/interrupted"
 		tail -c +$((size / 2 + 1)) "$T/hand.raw"
 	} > "$T/fifo" &
 	# as from a terminal: SIGINT at its default (bash ignores it in
@@ -403,6 +403,7 @@ os.execvp(sys.argv[1], sys.argv[1:])' mt-encode < "$T/fifo" > "$T/hand.msgpack" 
 		sleep 0.05
 	done
 	kill -INT "$pid"
+	: >"$T/interrupted"
 	wait "$pid" # fails the test unless it exits 0
 	"$PY" "$CHECK" check "$T/hand.raw" "$T/hand.msgpack"
 }

@@ -3,7 +3,8 @@ load '/usr/lib/bats/bats-support/load.bash'
 load '/usr/lib/bats/bats-assert/load.bash'
 load '/usr/lib/bats/bats-file/load.bash'
 
-TOP="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+# the checkout: helpers.bash is in its tests/ (a suite may be deeper)
+TOP="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MT_BIN="${MT_BIN:-$TOP/build/bin}"
 MT_FIXTURES="${MT_FIXTURES:-$TOP/build/fixtures}"
 MT_BUILD="${MT_BUILD:-$TOP/build}"
@@ -30,6 +31,64 @@ require_bpf() {
 		fi
 		skip "$why"
 	fi
+}
+
+# require_built FILE...: a program or fixture `make test` builds; one
+# missing is a failure (a build step is broken), never a skip.
+require_built() {
+	local f
+	for f in "$@"; do
+		[ -x "$f" ] && continue
+		fail "${f#"$TOP"/}: not built (make test builds it)"
+		return 1
+	done
+}
+
+# require_command NAME...: a program `make deps` installs.  One missing
+# fails in CI (CI set) and is skipped elsewhere, with the reason.
+require_command() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null && continue
+		if [ -n "${CI:-}" ]; then
+			fail "$c not installed in CI (make deps installs it)"
+			return 1
+		fi
+		skip "$c not installed (make deps)"
+	done
+}
+
+# tracefs_event_id SYSTEM/EVENT: the id of a tracepoint's event (its
+# perf_event_open config), read from tracefs wherever it is mounted; where
+# it is not (a fresh machine mounts neither tracefs nor debugfs), from a
+# tracefs mounted in a mount namespace of the reader's own, so that the
+# host is left as it was.
+tracefs_event_id() {
+	local m
+	for m in /sys/kernel/tracing /sys/kernel/debug/tracing; do
+		if [ -r "$m/events/$1/id" ]; then
+			cat "$m/events/$1/id"
+			return
+		fi
+	done
+	unshare -m sh -c 'mount -t tracefs tracefs /sys/kernel/tracing &&
+		cat "/sys/kernel/tracing/events/$1/id"' _ "$1"
+}
+
+# wait_for SECONDS CONDITION...: runs CONDITION (a command) every 20 ms
+# until it succeeds; fails, naming it, when SECONDS pass first.  The way
+# a test waits for an event another process makes (never a bare sleep).
+wait_for() {
+	local secs=$1 deadline
+	shift
+	deadline=$(($(date +%s%N) + secs * 1000000000))
+	until "$@"; do
+		if [ "$(date +%s%N)" -gt "$deadline" ]; then
+			echo "waited ${secs} s, in vain, for: $*" >&2
+			return 1
+		fi
+		sleep 0.02
+	done
 }
 
 # The traced-run helpers of the eBPF suites ($T: the test's own directory,

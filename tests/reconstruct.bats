@@ -282,7 +282,7 @@ ten_mib() {
 }
 
 @test "mt-gen raw stream: calls and events agree with mt-gen's own truth" {
-	[ -x "$MT_BUILD/tests/mt-gen" ] || skip "build/tests/mt-gen not built"
+	require_built "$MT_BUILD/tests/mt-gen"
 	"$MT_BUILD/tests/mt-gen" --events 20000 --seed 7 --expect "$T/x.jsonl" \
 		-o "$T/g.raw"
 	mt-reconstruct "$T/g.raw" >"$T/g.json"
@@ -333,7 +333,7 @@ ten_mib() {
 }
 
 @test "--process-series N: the N heaviest processes get exactly the series 'all' gives" {
-	[ -x "$MT_BUILD/tests/mt-gen" ] || skip "build/tests/mt-gen not built"
+	require_built "$MT_BUILD/tests/mt-gen"
 	"$MT_BUILD/tests/mt-gen" --events 100000 --seed 5 -o "$T/g.raw"
 	mt-reconstruct --process-series 3 "$T/g.raw" >"$T/a.json"
 	mt-reconstruct --process-series all "$T/g.raw" >"$T/b.json"

@@ -125,7 +125,7 @@ ten_mib() {
 }
 
 @test "a raw stream (mt-gen) is reconstructed in-process" {
-	[ -x "$MT_BUILD/tests/mt-gen" ] || skip "build/tests/mt-gen not built"
+	require_built "$MT_BUILD/tests/mt-gen"
 	"$MT_BUILD/tests/mt-gen" --events 5000 --seed 3 -o "$T/g.raw"
 	mt-reconstruct "$T/g.raw" >"$T/g.json"
 	run mt-report --json "$T/g.raw"
@@ -440,7 +440,7 @@ screenshot() {
 
 @test "traced: tar's allocations and bytes allocated equal valgrind's" {
 	require_bpf
-	command -v valgrind >/dev/null || skip "valgrind not installed"
+	require_command valgrind
 	mt-trace -- tar cf /dev/null -C "$TOP" lib 2>/dev/null | mt-report --json >"$T/r.json"
 	valgrind tar cf /dev/null -C "$TOP" lib 2>"$T/vg" >/dev/null
 	# "total heap usage: 407 allocs, 398 frees, 102,837 bytes allocated"
@@ -1012,7 +1012,7 @@ svg_clashes() {
 }
 
 @test "a progress line on a terminal (stderr) once a run takes more than a second" {
-	[ -x "$MT_BUILD/tests/mt-gen" ] || skip "build/tests/mt-gen not built"
+	require_built "$MT_BUILD/tests/mt-gen"
 	"$MT_BUILD/tests/mt-gen" --events 300000 --seed 5 -o "$T/g.raw"
 	size=$(stat -c %s "$T/g.raw")
 	head -c $((size / 4)) "$T/g.raw" >"$T/head"

@@ -24,16 +24,35 @@ setup() {
 	done
 }
 
+# ended PID: the process has exited (a zombie, or gone)
+ended() {
+	case "$(proc_state "$1")" in
+	Z | "") return 0 ;;
+	esac
+	return 1
+}
+
 @test "a slow reader: the duration is the command's own, not the time mt-trace waited to write" {
 	require_bpf
-	# 4,000 allocator events (224 KB) fill the pipe: mt-trace waits 6 s
-	# for the reader while the command, done in a few ms, has exited
+	# 4,000 allocator events (224 KB) fill the pipe: the reader reads
+	# nothing until the command, done in a few ms, has exited (the log's
+	# last line is written, then the process is a zombie or gone), and
+	# 2 s more: mt-trace waits for it all that time
+	export MT_FIXTURE_LOG="$T/allocheavy.log"
 	start=$(date +%s%N)
 	mt-trace -- "$MT_FIXTURES/allocheavy" 2000 2>"$T/trace.err" |
-		(sleep 6; cat) >"$T/slow.raw"
+		(
+			wait_for 60 grep -qs '"live_at_exit"' "$MT_FIXTURE_LOG"
+			pid=$(jq -r 'select(.info == "live_at_exit") | .pid' "$MT_FIXTURE_LOG")
+			wait_for 60 ended "$pid"
+			echo $((($(date +%s%N) - start) / 1000000)) >"$T/exited_ms"
+			sleep 2 # the slow reader's wait
+			cat
+		) >"$T/slow.raw"
 	waited_ms=$((($(date +%s%N) - start) / 1000000))
-	echo "pipeline: $waited_ms ms"
-	[ "$waited_ms" -ge 6000 ]
+	exited_ms=$(cat "$T/exited_ms")
+	echo "pipeline: $waited_ms ms; the command seen ended at $exited_ms ms"
+	[ "$waited_ms" -ge $((exited_ms + 2000)) ]
 	run "$PY" "$TOP/tests/lib/order_check.py" times "$T/slow.raw"
 	assert_success
 	echo "$output"
@@ -43,9 +62,9 @@ setup() {
 	[ "$(jq '.end == .last and .last == .root_exit' <<<"$times")" = true ]
 	span_ms=$(jq '(.end - .start) / 1000000 | floor' <<<"$times")
 	echo "traced span: $span_ms ms"
-	# far below the 6 s wait even on a loaded machine, where the command
-	# itself may take a second or two
-	[ "$span_ms" -lt 4000 ]
+	# the command had ended when the reader saw it had (a span that
+	# took in the reader's wait would be 2 s longer)
+	[ "$span_ms" -le "$exited_ms" ]
 	# and that is the duration the later stages report
 	run bash -c 'mt-encode "$T/slow.raw" | mt-reconstruct | jq .duration_ns'
 	assert_success
@@ -184,16 +203,21 @@ teardown() {
 	done
 	all_in "Z|gone" "$watchdog"
 	[ "$(wc -l <"$T/code/done")" = 2 ]
-	mt-trace --no-stop -o "$T/t.raw" -- sleep 0.5 &
+	# the watchdog would be there before the command runs: asked while
+	# the command waits on $T/hold
+	mkfifo "$T/hold"
+	mt-trace --no-stop -o "$T/t.raw" -- \
+		sh -c ': >"$0"; read -r _ <"$1"' "$T/ready" "$T/hold" &
 	mt=$!
-	sleep 0.3
+	wait_for 30 test -e "$T/ready"
 	run pgrep -P "$mt" -x mt-trace-watch
+	echo >"$T/hold"
 	assert_failure
 	wait "$mt"
 }
 
 @test "a reader that went away: every stage exits 2 without a message, never SIGPIPE (141)" {
-	[ -x "$MT_BUILD/tests/mt-gen" ] || skip "build/tests/mt-gen not built"
+	require_built "$MT_BUILD/tests/mt-gen"
 	"$MT_BUILD/tests/mt-gen" --events 200000 --seed 23 -o "$T/run.raw"
 	mt-encode "$T/run.raw" -o "$T/run.msgpack"
 	# the pipe's reader is closed before the stage writes (no race with

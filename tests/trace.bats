@@ -111,7 +111,7 @@ session_progs() {
 
 @test "free(NULL) is no event and no probe hit: free is probed past its NULL test" {
 	require_bpf
-	command -v bpftool >/dev/null || skip "bpftool not installed"
+	require_command bpftool
 	# the kernel's own count of program runs is the outside truth
 	old_bpf_stats=$(sysctl -n kernel.bpf_stats_enabled)
 	sysctl -qw kernel.bpf_stats_enabled=1
@@ -177,7 +177,7 @@ session_sizes() {
 
 @test "the kernel verifies the stack walk only with --stacks, and alloc_session in one record site" {
 	require_bpf
-	command -v bpftool >/dev/null || skip "bpftool not installed"
+	require_command bpftool
 	# every program is verified at every start: what --stacks alone
 	# needs comes in programs of their own
 	run session_sizes --no-stacks
@@ -375,12 +375,13 @@ session_sizes() {
 	trace_ok -- sh -c 'sleep 30 3>&- & echo $! >"$0"; exit 0' "$T/bg.pid"
 	elapsed_ms=$((($(date +%s%N) - start) / 1000000))
 	bg=$(cat "$T/bg.pid")
-	sleep 0.5
+	# not stopped (nobody would ever continue it): asleep in its
+	# sleep(30), which a stop while mt-trace attached may delay a little
+	wait_for 10 grep -q '^State:.S' "/proc/$bg/status" || true
 	state=$(awk '/^State:/ {print $2}' "/proc/$bg/status" 2>/dev/null || echo gone)
 	kill -KILL "$bg" 2>/dev/null || true
 	echo "descendant $bg: state $state after mt-trace ended"
-	# not stopped: nobody would ever continue it
-	[ "$state" != T ]
+	[ "$state" = S ]
 	# mt-trace did not wait for it (30 s); the bound is far from both
 	# the few ms this takes and the descendant's end, so load cannot flake it
 	[ "$elapsed_ms" -lt 15000 ]
@@ -626,7 +627,7 @@ session_sizes() {
 
 @test "the kernel's 5 MB BTF is not read: the built-in BTF of this kernel serves CO-RE" {
 	require_bpf
-	command -v strace >/dev/null || skip "strace not installed"
+	require_command strace
 	# (LeakSanitizer cannot run under ptrace: off for check-asan's build)
 	ASAN_OPTIONS=detect_leaks=0 run strace -f -e trace=openat \
 		-o "$T/strace.txt" mt-trace -v -o "$T/t.raw" -- true
@@ -650,7 +651,7 @@ links_of() {
 
 @test "the probes go: just after mt-trace exits by default, before it exits with --wait-detach" {
 	require_bpf
-	command -v bpftool >/dev/null || skip "bpftool not installed"
+	require_command bpftool
 	# while a trace runs, its links are there (the check can see them);
 	# --no-keep-copies: nothing of the session is kept for the next one
 	mt-trace --wait-detach --no-keep-copies -o "$T/sleep.raw" -- sleep 1 \
@@ -685,7 +686,7 @@ links_of() {
 
 @test "the probes go but those kept on the tree's private copies and the tracepoints: pinned, uprobe links and tracepoints only; sys_exit's and rss_stat's gone a second later" {
 	require_bpf
-	command -v bpftool >/dev/null || skip "bpftool not installed"
+	require_command bpftool
 	mt-trace -v -o "$T/sleep.raw" -- sleep 0.5 2>"$T/trace.err" &
 	tracer=$!
 	progs=$(session_progs "$tracer")
@@ -960,6 +961,28 @@ wait_ready() {
 	[ "$(grep -c "the reader went away" "$T/trace.err")" = 1 ]
 }
 
+# none_stopped: no process with $TAG on its command line is stopped
+none_stopped() {
+	local pid
+	for pid in $(pgrep -f -- "$TAG"); do
+		[ "$(proc_state "$pid")" != T ] || return 1
+	done
+}
+
+# command_left: the processes with $TAG on their command line but
+# mt-trace's own (its background detacher)
+command_left() {
+	local pid
+	for pid in $(pgrep -f -- "$TAG"); do
+		case $(cat "/proc/$pid/comm" 2>/dev/null) in
+		mt-trace-detach | mt-trace-linger | "") ;;
+		*) echo "$pid" ;;
+		esac
+	done
+}
+
+no_command_left() { [ -z "$(command_left)" ]; }
+
 @test "the reader goes away while the command starts: no process of it is left stopped" {
 	require_bpf
 	# the BPF side stops a process that maps new code (its exec, its
@@ -969,7 +992,8 @@ wait_ready() {
 	for i in 1 2 3 4 5; do
 		bash -c 'mt-trace -- "$MT_FIXTURES/sleeper" 2 "$TAG" 2>/dev/null | head -c 1 >/dev/null' || true
 	done
-	sleep 0.3
+	# a stop of mt-trace's undone as it ends may be seen a moment later
+	wait_for 5 none_stopped || true
 	stopped=""
 	for pid in $(pgrep -f -- "$TAG" || true); do
 		state=$(awk '/^State:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
@@ -987,17 +1011,12 @@ wait_ready() {
 		echo "${PIPESTATUS[0]}"'
 	[ "$output" != 0 ]
 	[ -s "$T/trace.err" ]
-	sleep 0.5
-	# a leftover would be the sleeper, or mt-trace's child still held
-	# before its exec; both have the unique tag on their command line
-	# (as mt-trace's background detacher has, lingering a second: not
-	# the command)
-	left=$(for pid in $(pgrep -f -- "$TAG"); do
-		case $(cat "/proc/$pid/comm" 2>/dev/null) in
-		mt-trace-detach | mt-trace-linger) ;;
-		*) echo "$pid" ;;
-		esac
-	done)
+	# a leftover would be the sleeper (23 s), or mt-trace's child still
+	# held before its exec; both have the unique tag on their command
+	# line (as mt-trace's background detacher has, lingering a second:
+	# not the command).  One on its way out may be seen a moment longer.
+	wait_for 5 no_command_left || true
+	left=$(command_left)
 	for pid in $left; do kill -KILL "$pid" || true; done
 	[ -z "$left" ]
 }
@@ -1100,9 +1119,8 @@ total_events() {
 
 @test "kmem:rss_stat's perf event is opened beside the BPF load, and RSS is recorded through it" {
 	require_bpf
-	command -v strace >/dev/null || skip "strace not installed"
-	id=$(cat /sys/kernel/tracing/events/kmem/rss_stat/id 2>/dev/null ||
-		cat /sys/kernel/debug/tracing/events/kmem/rss_stat/id)
+	require_command strace
+	id=$(tracefs_event_id kmem/rss_stat)
 	[ -n "$id" ]
 	# opening it waits for the kernel's event_mutex, which a session
 	# detaching its own holds through a grace period: not on the thread
@@ -1156,7 +1174,7 @@ total_events() {
 # (tracer_maps.c), and the load takes them instead of making its own.
 @test "the largest maps are made beside the fork, once, and the load uses them" {
 	require_bpf
-	command -v strace >/dev/null || skip "strace not installed"
+	require_command strace
 	# --no-keep-copies: the maps are made (a kept BPF side's are not)
 	ASAN_OPTIONS=detect_leaks=0 run strace -f -e trace=bpf \
 		-o "$T/strace.txt" mt-trace --no-keep-copies -o "$T/t.raw" -- true
