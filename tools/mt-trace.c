@@ -257,11 +257,59 @@ static void open_outputs(struct outputs *out, struct mt_tracer_opts *o,
 		if (mt_output_open(&out->child, user, out->child_path, why,
 				   sizeof(why))) {
 			warnx("--child-stdout: %s: %s", out->child_path, why);
-			mt_output_remove_if_unused(&out->trace,
+			mt_output_remove_if_unused(&out->trace, user,
 						   out->trace_path);
 			exit(MT_EXIT_TRACER_FAILED);
 		}
 		o->child_stdout_fd = out->child.fd;
+	}
+}
+
+/* MT_SCAN=FILE:FILE...: after --scan's files, as if named with it (empty
+ * entries skipped).  The copy the names point into in *list. */
+static void add_env_scan(struct mt_tracer_opts *o, char **list)
+{
+	const char *env = getenv("MT_SCAN");
+	char *save = NULL, *p;
+
+	*list = NULL;
+	if (!env || !*env)
+		return;
+	*list = strdup(env);
+	if (!*list)
+		err(MT_EXIT_TRACER_FAILED, "MT_SCAN");
+	for (p = strtok_r(*list, ":", &save); p;
+	     p = strtok_r(NULL, ":", &save)) {
+		o->scan = realloc(o->scan, (o->nscan + 1) * sizeof(*o->scan));
+		if (!o->scan)
+			err(MT_EXIT_TRACER_FAILED, "MT_SCAN");
+		o->scan[o->nscan++] = p;
+	}
+}
+
+/*
+ * The files a user names to be read, opened now as that user when acting
+ * for one (mt_user_input): a file they may not read fails here, with their
+ * errno, before anything runs.  The libraries that confine the probes to
+ * the tree (PROBES FOR THE TREE ALONE) are copied and bound by their
+ * names, as root, in a mount namespace where set-user-ID programs run: a
+ * --libc of the user's is probed for every process instead.
+ */
+static void open_inputs(struct mt_tracer_opts *o, size_t nscan_opts)
+{
+	for (size_t i = 0; i < o->nscan; i++) {
+		const char *via = mt_user_input(
+		    i < nscan_opts ? "--scan" : "MT_SCAN", o->scan[i]);
+
+		if (!via)
+			exit(MT_EXIT_TRACER_FAILED);
+		o->scan[i] = (char *)via;
+	}
+	if (o->libc_path && mt_user_acting()) {
+		o->libc_path = mt_user_input("--libc", o->libc_path);
+		if (!o->libc_path)
+			exit(MT_EXIT_TRACER_FAILED);
+		o->global_probes = true;
 	}
 }
 
@@ -328,7 +376,8 @@ int main(int argc, char **argv)
 	};
 	struct outputs out = {0};
 	struct mt_user user;
-	char why[256];
+	char why[256], *env_scan;
+	size_t nscan_opts;
 	const char *env;
 	int c;
 
@@ -449,15 +498,20 @@ int main(int argc, char **argv)
 	if (mt_user_from_env(&user, why, sizeof(why)))
 		errx(MT_EXIT_TRACER_FAILED, "%s", why);
 	o.user = &user;
+	mt_user_act_for(&user);
 	/* before any file is made: a run that cannot trace leaves none */
 	if (!mt_tracer_has_privileges())
 		return MT_EXIT_TRACER_FAILED;
+	nscan_opts = o.nscan;
+	add_env_scan(&o, &env_scan);
+	open_inputs(&o, nscan_opts);
 	open_outputs(&out, &o, &user);
 	c = mt_trace_run(&o);
 	/* a run that failed before writing anything leaves no empty trace */
 	if (c == MT_EXIT_TRACER_FAILED)
-		mt_output_remove_if_unused(&out.trace, out.trace_path);
+		mt_output_remove_if_unused(&out.trace, &user, out.trace_path);
 	free(o.scan);
+	free(env_scan);
 	mt_user_free(&user);
 	return c;
 }

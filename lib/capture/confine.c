@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "mt_confine.h"
+#include "mt_user.h"
 
 /* The known allocator libraries, by the names programs link against. */
 static const char *const known_libraries[] = {
@@ -136,7 +137,9 @@ static int place_detached(struct place *p)
 
 static int place_on_directory(struct mt_confine *c, struct place *p)
 {
-	const char *tmp = getenv("TMPDIR");
+	/* a user's TMPDIR (sudo -E) is theirs to rename under root's mount:
+	 * /tmp, sticky, keeps root's directory root's */
+	const char *tmp = mt_user_acting() ? NULL : getenv("TMPDIR");
 	int err;
 
 	snprintf(p->dir, sizeof(p->dir), "%s/mt-trace.XXXXXX",

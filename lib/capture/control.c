@@ -105,6 +105,7 @@ int mt_control_open(struct mt_control *c, const char *path,
 
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
+	c->user = u;
 	c->path = strdup(path);
 	if (!c->path || asprintf(&c->ack_path, "%s.ack", path) < 0) {
 		c->ack_path = NULL;
@@ -161,11 +162,17 @@ void mt_control_read(struct mt_control *c, mt_control_fn fn, void *ctx)
 
 void mt_control_ack(struct mt_control *c)
 {
-	/* non-blocking: ENXIO when nobody waits for the answer, fine */
-	int fd =
-	    open(c->ack_path, O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	struct mt_user_fs saved;
 	struct stat st;
+	int fd;
 
+	/* by name, so as the user: a directory of the path replaced by a
+	 * link must not make root open what is there (a device) */
+	if (mt_user_fs_begin(c->user, &saved))
+		return;
+	/* non-blocking: ENXIO when nobody waits for the answer, fine */
+	fd = open(c->ack_path, O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	mt_user_fs_end(&saved);
 	if (fd < 0)
 		return;
 	/* only to the FIFO made at the start */
@@ -188,10 +195,16 @@ static void remove_made(const struct mt_control_fifo *f, const char *path)
 
 void mt_control_close(struct mt_control *c)
 {
+	struct mt_user_fs saved;
+
 	if (c->fd >= 0)
 		close(c->fd);
-	remove_made(&c->fifo, c->path);
-	remove_made(&c->ack, c->ack_path);
+	/* as the user, as they were made: by name */
+	if (c->user && mt_user_fs_begin(c->user, &saved) == 0) {
+		remove_made(&c->fifo, c->path);
+		remove_made(&c->ack, c->ack_path);
+		mt_user_fs_end(&saved);
+	}
 	free(c->path);
 	free(c->ack_path);
 	memset(c, 0, sizeof(*c));

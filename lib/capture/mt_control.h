@@ -42,6 +42,7 @@ struct mt_control_fifo {
 };
 
 struct mt_control {
+	const struct mt_user *user; /* whose the FIFOs are: opened as them */
 	char *path;
 	char *ack_path;
 	int fd; /* read (and write: no EOF) end, non-blocking */

@@ -434,22 +434,10 @@ static int fall_back(struct tracer *t)
 	return 0;
 }
 
-/* --scan FILE and MT_SCAN=FILE:FILE... */
+/* --scan FILE and MT_SCAN=FILE:FILE... (which mt-trace's main adds) */
 static int scan_extra(struct tracer *t)
 {
-	const char *env = getenv("MT_SCAN");
-	int rc =
-	    mt_code_scan(&t->code, t->opts->scan, t->opts->nscan, t->child);
-
-	if (env && *env) {
-		char *list = strdup(env), *save = NULL, *p;
-
-		for (p = strtok_r(list, ":", &save); p;
-		     p = strtok_r(NULL, ":", &save))
-			rc |= mt_code_scan(&t->code, &p, 1, t->child);
-		free(list);
-	}
-	return rc;
+	return mt_code_scan(&t->code, t->opts->scan, t->opts->nscan, t->child);
 }
 
 /* mt-trace's own C library (the one most programs share) and --scan's

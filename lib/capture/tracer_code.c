@@ -45,6 +45,7 @@
 #include "mt_grow.h"
 #include "mt_program.h"
 #include "mt_trace.skel.h"
+#include "mt_user.h"
 #include "tracer_code.h"
 
 /* The kernel's dev_t (major << 20 | minor), as the BPF side reads it. */
@@ -239,13 +240,15 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
 
 static int inspect_path(struct mt_code *c, const char *path, pid_t pid)
 {
+	/* a file opened as the user (mt_user.h): named as they named it */
+	const char *name = mt_user_input_name(path);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {
-		fprintf(stderr, "mt-trace: %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "mt-trace: %s: %s\n", name, strerror(errno));
 		return -1;
 	}
-	inspect_file(c, fd, path, pid, NAMED_BY_USER, NULL);
+	inspect_file(c, fd, name, pid, NAMED_BY_USER, NULL);
 	close(fd);
 	add_donor(c, path);
 	return 0;
@@ -748,13 +751,14 @@ void mt_code_use_bpf(struct mt_code *c, struct mt_trace *skel,
 
 int mt_code_probe_first(struct mt_code *c, const char *path, pid_t pid)
 {
+	const char *name = mt_user_input_name(path); /* as inspect_path */
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
 
 	if (fd < 0) {
-		fprintf(stderr, "mt-trace: %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "mt-trace: %s: %s\n", name, strerror(errno));
 		return -1;
 	}
-	rc = inspect_file(c, fd, path, pid, NAMED_BY_USER, NULL);
+	rc = inspect_file(c, fd, name, pid, NAMED_BY_USER, NULL);
 	close(fd);
 	return rc == MT_CODE_NO_SUCH_LINKS ? rc : rc < 0 ? -1 : 0;
 }

@@ -39,6 +39,7 @@
 #include "mt_grow.h"
 #include "mt_stack.h"
 #include "mt_trace.skel.h"
+#include "mt_user.h"
 #include "tracer_fast.h"
 #include "tracer_fast_int.h"
 #include "tracer_int.h"
@@ -117,8 +118,18 @@ static void recalibrate(struct mt_fast *f)
 
 static bool usable_preload(const char *path)
 {
+	/* opened as the user mt-trace acts for (mt_user.h), who loads it:
+	 * root says nothing of a file they may not read */
+	int fd = mt_user_open(path, O_RDONLY | O_NONBLOCK, 0);
+	struct stat st;
+	bool regular = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+
+	if (fd >= 0) {
+		close(fd);
+		errno = 0; /* not a reason to open: the file's kind, its name */
+	}
 	/* LD_PRELOAD splits on spaces and colons */
-	return access(path, R_OK) == 0 && !strpbrk(path, " :\t");
+	return regular && !strpbrk(path, " :\t");
 }
 
 /* MT_PRELOAD, else beside mt-trace's binary: build/bin/../lib, or an
@@ -133,7 +144,12 @@ static int find_preload(char *out, size_t len)
 
 	if (env && *env) {
 		snprintf(out, len, "%s", env);
-		return usable_preload(out) ? 0 : -1;
+		if (usable_preload(out))
+			return 0;
+		fprintf(stderr, "mt-trace: MT_PRELOAD: %s: %s\n", env,
+			errno ? strerror(errno)
+			      : "not a regular file without spaces or colons");
+		return -1;
 	}
 	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (n <= 0)

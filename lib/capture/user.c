@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "mt_user.h"
@@ -48,7 +49,9 @@ static int load_groups(struct mt_user *u)
 	}
 }
 
-static int from_passwd(struct mt_user *u, char *why, size_t whylen)
+/* who: where the uid came from, for messages ("SUDO_UID") */
+static int from_passwd(struct mt_user *u, const char *who, char *why,
+		       size_t whylen)
 {
 	struct passwd *pw;
 
@@ -56,7 +59,7 @@ static int from_passwd(struct mt_user *u, char *why, size_t whylen)
 	pw = getpwuid(u->uid);
 	if (!pw) {
 		snprintf(why, whylen,
-			 "SUDO_UID=%u: no such user in the passwd database",
+			 "%s=%u: no such user in the passwd database", who,
 			 (unsigned)u->uid);
 		return -1;
 	}
@@ -66,7 +69,7 @@ static int from_passwd(struct mt_user *u, char *why, size_t whylen)
 	u->shell =
 	    strdup(pw->pw_shell && *pw->pw_shell ? pw->pw_shell : "/bin/sh");
 	if (!u->name || !u->home || !u->shell || load_groups(u)) {
-		snprintf(why, whylen, "SUDO_UID=%u: reading its groups: %s",
+		snprintf(why, whylen, "%s=%u: reading its groups: %s", who,
 			 (unsigned)u->uid, strerror(errno ? errno : ENOMEM));
 		return -1;
 	}
@@ -81,6 +84,14 @@ int mt_user_from_env(struct mt_user *u, char *why, size_t whylen)
 	memset(u, 0, sizeof(*u));
 	u->uid = geteuid();
 	u->gid = getegid();
+	if (getuid() != 0 && geteuid() == 0) {
+		/* set-user-ID root: run by the real user, whose environment
+		 * this is (SUDO_UID included: never believed here) */
+		u->is_sudo = true;
+		u->uid = getuid();
+		u->gid = getgid();
+		return from_passwd(u, "real uid", why, whylen);
+	}
 	if (getuid() != 0 || !uid_s || !gid_s)
 		return 0;
 	if (parse_id(uid_s, &uid) || parse_id(gid_s, &gid)) {
@@ -95,7 +106,7 @@ int mt_user_from_env(struct mt_user *u, char *why, size_t whylen)
 	u->is_sudo = true;
 	u->uid = uid;
 	u->gid = gid;
-	return from_passwd(u, why, whylen);
+	return from_passwd(u, "SUDO_UID", why, whylen);
 }
 
 void mt_user_free(struct mt_user *u)
@@ -105,6 +116,18 @@ void mt_user_free(struct mt_user *u)
 	free(u->shell);
 	free(u->groups);
 	memset(u, 0, sizeof(*u));
+}
+
+/*
+ * setgroups(2) itself, for the calling thread alone: glibc's setgroups()
+ * sets every thread's (as POSIX wants), which would hand the user's groups
+ * to threads of mt-trace working as root meanwhile, and make a switch on
+ * one thread visible on another.  setfsuid and setfsgid are per thread
+ * already.
+ */
+static int thread_setgroups(int n, const gid_t *groups)
+{
+	return (int)syscall(SYS_setgroups, (size_t)n, groups);
 }
 
 int mt_user_fs_begin(const struct mt_user *u, struct mt_user_fs *saved)
@@ -122,7 +145,7 @@ int mt_user_fs_begin(const struct mt_user *u, struct mt_user_fs *saved)
 		free(saved->groups);
 		return err;
 	}
-	if (setgroups(u->ngroups, u->groups)) {
+	if (thread_setgroups(u->ngroups, u->groups)) {
 		err = -errno;
 		free(saved->groups);
 		return err;
@@ -144,11 +167,95 @@ void mt_user_fs_end(struct mt_user_fs *saved)
 		return;
 	setfsuid(saved->fsuid);
 	setfsgid(saved->fsgid);
-	if (setgroups(saved->ngroups, saved->groups)) {
+	if (thread_setgroups(saved->ngroups, saved->groups)) {
 		/* root restoring its own list: cannot fail */
 	}
 	free(saved->groups);
 	memset(saved, 0, sizeof(*saved));
+}
+
+/* ---- opening as the user, from anywhere ---------------------------------- */
+
+/* mt_user_act_for's user: NULL, or one not is_sudo, opens as mt-trace */
+static const struct mt_user *acting_for;
+
+void mt_user_act_for(const struct mt_user *u)
+{
+	acting_for = u;
+}
+
+bool mt_user_acting(void)
+{
+	return acting_for && acting_for->is_sudo;
+}
+
+int mt_user_open(const char *path, int flags, mode_t mode)
+{
+	struct mt_user_fs saved;
+	int fd, err;
+
+	if (!mt_user_acting())
+		return open(path, flags | O_CLOEXEC, mode);
+	err = mt_user_fs_begin(acting_for, &saved);
+	if (err) {
+		errno = -err;
+		return -1;
+	}
+	fd = open(path, flags | O_CLOEXEC, mode);
+	err = errno;
+	mt_user_fs_end(&saved);
+	errno = err;
+	return fd;
+}
+
+/* The files mt_user_input opened: the user's name for each, by the path
+ * of its descriptor.  Open until mt-trace exits. */
+struct user_input {
+	char *via; /* apart from the array: returned, and the array grows */
+	char *name;
+};
+static struct user_input *inputs;
+static size_t ninputs;
+
+const char *mt_user_input(const char *what, const char *path)
+{
+	struct user_input *grown;
+	struct stat st;
+	int fd;
+
+	if (!mt_user_acting())
+		return path;
+	/* O_NONBLOCK: a FIFO named here must not stop mt-trace */
+	fd = mt_user_open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		fprintf(stderr,
+			what[0] == '-' ? "mt-trace: %s %s: %s\n"
+				       : "mt-trace: %s: %s: %s\n",
+			what, path,
+			fd < 0 ? strerror(errno) : "not a regular file");
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	grown = realloc(inputs, (ninputs + 1) * sizeof(*inputs));
+	if (grown)
+		inputs = grown;
+	if (!grown || !(inputs[ninputs].name = strdup(path)) ||
+	    asprintf(&inputs[ninputs].via, "/proc/self/fd/%d", fd) < 0) {
+		fprintf(stderr, "mt-trace: %s %s: %s\n", what, path,
+			strerror(ENOMEM));
+		close(fd);
+		return NULL;
+	}
+	return inputs[ninputs++].via;
+}
+
+const char *mt_user_input_name(const char *path)
+{
+	for (size_t i = 0; i < ninputs; i++)
+		if (!strcmp(path, inputs[i].via))
+			return inputs[i].name;
+	return path;
 }
 
 /* The directory path's last component is in, stat'ed. */
@@ -287,15 +394,23 @@ int mt_output_open(struct mt_output *out, const struct mt_user *u,
 	return rc;
 }
 
-void mt_output_remove_if_unused(const struct mt_output *out, const char *path)
+void mt_output_remove_if_unused(const struct mt_output *out,
+				const struct mt_user *u, const char *path)
 {
+	struct mt_user_fs saved;
 	struct stat now, opened;
 
 	if (!out->created || out->fd < 0 || fstat(out->fd, &opened) ||
-	    opened.st_size != 0 || lstat(path, &now) ||
-	    now.st_dev != out->dev || now.st_ino != out->ino)
+	    opened.st_size != 0)
 		return;
-	unlink(path);
+	/* by name, so as the user: a directory of the path replaced since
+	 * (by a link elsewhere) leads root nowhere */
+	if (mt_user_fs_begin(u, &saved))
+		return;
+	if (lstat(path, &now) == 0 && now.st_dev == out->dev &&
+	    now.st_ino == out->ino)
+		unlink(path);
+	mt_user_fs_end(&saved);
 }
 
 int mt_user_become(const struct mt_user *u)
