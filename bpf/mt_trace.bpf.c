@@ -68,6 +68,16 @@ const volatile bool fast_links = false;
  * need not stop.  What names the session is global data, not a constant,
  * so that a later --fast session can reuse the loaded object (mt-trace
  * writes a reused object's global data: tracer_kept.c). */
+/*
+ * mt-trace acts for another user (sudo): a process of the tree that execs
+ * a program with more rights than theirs (set-user-ID, set-group-ID, file
+ * capabilities: the kernel's secureexec, AT_SECURE) is not theirs to look
+ * into: its addresses, sizes and stacks would show them a privileged
+ * process's layout, which the kernel hides from them (/proc/PID/maps,
+ * ptrace).  From that exec on none of its events is recorded but its exit,
+ * and no process it forks is followed.
+ */
+const volatile bool privileged_unseen = false;
 const volatile char fast_preload[256] = {};
 const volatile __u32 fast_preload_len = 0;
 volatile char fast_shm[64] = {};
@@ -413,8 +423,9 @@ static __always_inline bool nested_call(struct call_state *st, __u64 sp)
 /*
  * The call state of a thread of a traced process.  A thread has one only
  * once its process was found traced, and a process stops being traced only
- * by exiting, so having one answers "traced?" without the pid table:
- * every allocator return and every call after a thread's first.
+ * by exiting (or by a privileged exec, which drops it: on_exec), so having
+ * one answers "traced?" without the pid table: every allocator return and
+ * every call after a thread's first.
  */
 static __always_inline struct call_state *traced_call_state(__u32 tgid)
 {
@@ -1263,6 +1274,15 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
 	entry = bpf_map_lookup_elem(&traced, &tgid);
 	if (!entry)
 		return 0;
+	if (privileged_unseen &&
+	    BPF_CORE_READ_BITFIELD_PROBED(bprm, secureexec)) {
+		entry->state = MT_PRIVILEGED;
+		/* a call state says "traced" without the table
+		 * (traced_call_state): the exec's thread is the process's
+		 * only one now */
+		bpf_task_storage_delete(&calls, bpf_get_current_task_btf());
+		return 0;
+	}
 	entry->state = MT_TRACED; /* the root's life starts here */
 	entry->brk = BPF_CORE_READ(task, mm, brk); /* the new program's */
 	r = (struct exec_record *)reserve_lifecycle(sizeof(*r));

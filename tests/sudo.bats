@@ -221,3 +221,38 @@ allocator_paths() {
 	[ "$(cat "$S/id")" = "$NOBODY" ]
 	mt-encode "$S/t.raw" >/dev/null
 }
+
+# ---- programs with more rights than the user --------------------------------
+
+# mallocs: the Malloc events of the trace, and the processes' exits
+mallocs() {
+	jq_events -r '[([.[] | select(.type == "Malloc")] | length),
+		([.[] | select(.type == "Exit")] | length)] | @tsv'
+}
+
+@test "under sudo, a set-user-ID program the command runs is not looked into (its exit alone), with and without --fast; as root, traced as before" {
+	require_bpf
+	cp "$MT_FIXTURES/hundred" "$O/hundred_suid"
+	chmod 4755 "$O/hundred_suid"
+	# the program itself, under sudo: all its 101 mallocs
+	SUDO_UID=$NOBODY SUDO_GID=$NOBODY SUDO_USER=nobody \
+		trace_ok -- "$MT_FIXTURES/hundred"
+	run mallocs
+	assert_output "101	1"
+	for fast in "" --fast; do
+		SUDO_UID=$NOBODY SUDO_GID=$NOBODY SUDO_USER=nobody \
+			trace_ok $fast -- "$O/hundred_suid"
+		run mallocs
+		assert_output "0	1"
+		# in a tree: the user's own program beside it is traced
+		SUDO_UID=$NOBODY SUDO_GID=$NOBODY SUDO_USER=nobody \
+			trace_ok $fast -- sh -c \
+			"'$O/hundred_suid'; '$MT_FIXTURES/hundred'"
+		run jq_events '[.[] | select(.type == "Malloc" and
+			.size == 7777)] | length'
+		assert_output 1
+	done
+	trace_ok -- "$O/hundred_suid"
+	run mallocs
+	assert_output "101	1"
+}

@@ -235,6 +235,7 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 	skel->rodata->wakeup_bytes = o->ring_bytes / 8;
 	skel->bss->discover_code = mt_tracer_follows_code(o);
 	skel->rodata->stop_for_new_code = !o->no_stop;
+	skel->rodata->privileged_unseen = o->user && o->user->is_sudo;
 	if (t->fast)
 		mt_fast_configure(t->fast, skel);
 	skel->data->allocs_enabled = !o->start_disabled;
