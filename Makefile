@@ -73,7 +73,7 @@ FIXTURES := $(patsubst tests/fixtures/%.c,$(OUTPUT)/fixtures/%,$(FIXTURE_SRCS))
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 UNITS := $(patsubst tests/unit/%.c,$(OUTPUT)/unit/%,$(UNIT_SRCS))
 
-.PHONY: all deps demo test test-stacks check check-asan fuzz bench install clean format fixtures
+.PHONY: all deps demo test test-bench test-stacks check check-asan fuzz bench install clean format fixtures
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -211,9 +211,16 @@ $(OUTPUT)/bin/mt-reconstruct $(OUTPUT)/bin/mt-report $(UNITS): \
 $(OUTPUT)/unit/test_elf: LDLIBS_COMMON += $(LDLIBS_BPF)
 
 # The README's test command.  Runs every suite and ends with
-# "N passed, N failed"; exits non-zero on any failure.
+# "N passed, N failed"; exits non-zero on any failure.  At most 10 minutes
+# on 2 CPUs (tests/run prints each suite's time at the end).
 test check: all fixtures $(UNITS)
 	$(Q)tests/run
+
+# The benchmark suites (tests/bench/*.bats): the quick run of make bench
+# and its table, minutes on 2 CPUs, so not in make test.  .ci/run runs
+# them after make test.
+test-bench: all fixtures $(UNITS) $(OUTPUT)/tests/mt-gen $(OUTPUT)/tests/mt-read
+	$(Q)tests/run tests/bench/*.bats
 
 # Every suite again with call stacks on in each mt-trace session (issue 11:
 # every earlier test passes with stacks on).  Slower than make test; the
@@ -321,7 +328,8 @@ fuzz: $(FUZZ_TARGETS) build-fuzz/mt-gen build-fuzz/mt-encode
 
 # ---- benchmarks (issue 6): bench/run with hyperfine; codspeed.yml -------
 # `make bench` prints the table (about 5 minutes on 2 cores);
-# `BENCH_QUICK=1 make bench` is a seconds-long smoke run (tests/bench.bats).
+# `BENCH_QUICK=1 make bench` is a short smoke run (tests/bench/make-bench.bats,
+# make test-bench).
 # `make bench-data` makes the saved trace the offline stages are timed on.
 BENCH_EVENTS ?= $(if $(filter 1,$(BENCH_QUICK)),100000,10000000)
 .PHONY: bench-data
