@@ -4,26 +4,37 @@
 #ifndef MT_GROW_H
 #define MT_GROW_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "mt_tracer.h"
 
+static inline void mt_grow_fail(void)
+{
+	fprintf(stderr, "mt-trace: out of memory\n");
+	exit(MT_EXIT_TRACER_FAILED);
+}
+
 /* p (an array of *cap elements of elem bytes) with room for need; exits
- * mt-trace when there is no memory for it. */
+ * mt-trace when there is no memory for it, or when need elements of elem
+ * bytes are more than an address space holds (the doubling, and the
+ * bytes, never wrap). */
 static inline void *mt_grow(void *p, size_t *cap, size_t need, size_t elem)
 {
 	size_t ncap = *cap ? *cap : 1024;
 
 	if (need <= *cap)
 		return p;
+	if (!elem || need > SIZE_MAX / elem)
+		mt_grow_fail();
 	while (ncap < need)
-		ncap *= 2;
+		ncap = ncap <= SIZE_MAX / 2 ? ncap * 2 : need;
+	if (ncap > SIZE_MAX / elem)
+		ncap = need; /* doubled past what fits: just what is needed */
 	p = realloc(p, ncap * elem);
-	if (!p) {
-		fprintf(stderr, "mt-trace: out of memory\n");
-		exit(MT_EXIT_TRACER_FAILED);
-	}
+	if (!p)
+		mt_grow_fail();
 	*cap = ncap;
 	return p;
 }

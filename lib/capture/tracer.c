@@ -623,6 +623,25 @@ static void forward_signal(struct tracer *t, int sfd)
 	}
 }
 
+/*
+ * The command is gone: what signals asked of it is done, and one that
+ * comes now is for mt-trace, whose last drain and detach must not be
+ * waited for against the user's will (a slow reader, a stuck output):
+ * SIGINT and SIGTERM end it as they would any program (its trace then
+ * has no trailer: readers take it as cut short).  The ones already
+ * pending were the command's (a terminal's ^C reaches both).
+ */
+static void signals_end_tracer(int sfd, const sigset_t *old)
+{
+	struct signalfd_siginfo si;
+
+	while (read(sfd, &si, sizeof(si)) == sizeof(si))
+		;
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	sigprocmask(SIG_SETMASK, old, NULL);
+}
+
 static int wait_child_status(struct tracer *t, struct mt_meta *meta)
 {
 	siginfo_t si;
@@ -1052,6 +1071,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		cleanup(&t);
 		return MT_EXIT_TRACER_FAILED;
 	}
+	signals_end_tracer(sfd, &old);
 	status = wait_child_status(&t, &end);
 	t.phase_ns = mt_clock_ns(CLOCK_MONOTONIC);
 	t.exit_ns = t.phase_ns;
@@ -1069,6 +1089,8 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	end.lost = t.lost_reported;
 	end.batches = t.seq;
 	end.has_trailer = true;
+	if (t.fast && mt_fast_incomplete(t.fast))
+		end.incomplete = MT_INCOMPLETE_SHARED_MEMORY;
 	err = mt_raw_write_trailer(opts->out_fd, &end);
 	if (err)
 		fprintf(stderr, "mt-trace: %s: %s\n", opts->out_name,
@@ -1087,13 +1109,18 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		    "record still being written\n",
 		    (unsigned long long)(t.skel ? t.skel->bss->throttles : 0),
 		    (unsigned long long)t.releases_held);
-	if (end.lost)
+	if (end.lost && !end.incomplete)
 		fprintf(stderr,
 			"mt-trace: %llu events lost (ring buffer "
 			"full); try a larger --ring-size\n",
 			(unsigned long long)end.lost);
+	else if (end.lost)
+		fprintf(stderr, "mt-trace: %llu events lost\n",
+			(unsigned long long)end.lost);
 	exit_phase(&t, "last drain, end");
 	cleanup(&t);
 	timed_phase(&t, "exit", "total", t.exit_ns);
+	if (end.incomplete) /* said already, and in the trailer */
+		return MT_EXIT_TRACER_FAILED;
 	return err ? MT_EXIT_TRACER_FAILED : status;
 }

@@ -240,8 +240,14 @@ int mt_tracer_collect(struct tracer *t, bool final)
 					      t->life[j].nslots);
 			j++;
 		} else if (t->ev[i].kind == MT_EV_STACK_REF) {
-			rc = mt_tracer_stack_ref(t, &t->ev[i]);
-			i++;
+			/* with its event, which follows it (same time): a
+			 * reader takes a StackRef for the record after it
+			 * in its batch */
+			const struct mt_event *next =
+			    i + 1 < t->nev ? &t->ev[i + 1] : NULL;
+
+			rc = mt_tracer_stack_ref(t, &t->ev[i], next);
+			i += mt_tracer_stack_ref_pairs(&t->ev[i], next) ? 2 : 1;
 		} else if (t->ev[i].kind == MT_EV_CODE_MAP) {
 			rc = mt_tracer_code_map(t, &t->ev[i]);
 			i++;

@@ -199,6 +199,11 @@ static void map_stacks(struct mt_fast *f, const struct mt_fast_stacks *layout,
 	f->stack_rows = (struct mt_cfi_row *)(base + layout->rows_offset);
 	f->hdr->stacks_offset = at;
 	f->hdr->stack_depth = depth;
+	/* mt-trace's own copies: the traced command may write the header */
+	f->stack_depth = depth;
+	f->stack_max_files = layout->max_files;
+	f->stack_max_rows = layout->max_rows;
+	f->stack_nfiles = 0;
 }
 
 static int make_shared(struct mt_fast *f, unsigned stack_depth)
@@ -236,8 +241,18 @@ static int make_shared(struct mt_fast *f, unsigned stack_depth)
 	f->hdr->page_size = page;
 	f->hdr->pids_offset = pids_at;
 	f->hdr->max_pids = MAX_PIDS;
+	/* mt-trace's own copies of the layout, never read back */
+	f->nrings = NRINGS;
 	f->rings = (struct mt_fast_ring *)((char *)f->hdr + rings_at);
 	f->records = (struct mt_fast_record *)((char *)f->hdr + data_at);
+	f->pids = (const struct mt_fast_pid *)((char *)f->hdr + pids_at);
+	f->max_pids = MAX_PIDS;
+	f->tail = calloc(NRINGS, sizeof(*f->tail));
+	f->head = calloc(NRINGS, sizeof(*f->head));
+	f->abandoned = calloc(NRINGS, sizeof(*f->abandoned));
+	f->ring_last = calloc(NRINGS, sizeof(*f->ring_last));
+	if (!f->tail || !f->head || !f->abandoned || !f->ring_last)
+		return -1;
 	if (stack_depth)
 		map_stacks(f, &layout, stacks_at, stack_depth);
 	f->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -396,10 +411,50 @@ void mt_fast_set_enabled(struct mt_fast *f, bool on)
 	__atomic_store_n(&f->hdr->enabled, on, __ATOMIC_RELEASE);
 }
 
-uint64_t mt_fast_lost(const struct mt_fast *f)
+void mt_fast_damaged(struct mt_fast *f, enum mt_fast_damage why)
 {
-	return __atomic_load_n(&f->hdr->lost, __ATOMIC_RELAXED) +
-	       __atomic_load_n(&f->hdr->no_ring, __ATOMIC_RELAXED);
+	static const char *const said[] = {
+	    [MT_FAST_DAMAGE_POSITIONS] = "a ring's positions",
+	    [MT_FAST_DAMAGE_RECORD] = "a ring's records",
+	    [MT_FAST_DAMAGE_COUNTER] = "the lost counters",
+	};
+
+	if (f->damage)
+		return;
+	f->damage = why;
+	fprintf(stderr,
+		"mt-trace: --fast: the traced command wrote over %s of the "
+		"recorders' shared memory: what no recorder writes is "
+		"dropped, the trace is marked incomplete\n",
+		said[why]);
+}
+
+bool mt_fast_incomplete(const struct mt_fast *f)
+{
+	return f->damage != MT_FAST_DAMAGE_NONE;
+}
+
+/* A counter the recorders keep, as mt-trace takes it: never back (the
+ * batches' lost counts are its differences), never past
+ * MT_FAST_COUNTER_MAX; a value that would is damage, and the last good
+ * one stays. */
+static uint64_t take_counter(struct mt_fast *f, const uint64_t *shared,
+			     uint64_t *seen)
+{
+	uint64_t v = __atomic_load_n(shared, __ATOMIC_RELAXED);
+
+	if (v < *seen || v > MT_FAST_COUNTER_MAX) {
+		mt_fast_damaged(f, MT_FAST_DAMAGE_COUNTER);
+		return *seen;
+	}
+	return *seen = v;
+}
+
+uint64_t mt_fast_lost(struct mt_fast *f)
+{
+	return take_counter(f, &f->hdr->lost, &f->lost_seen) +
+	       take_counter(f, &f->hdr->no_ring, &f->no_ring_seen) +
+	       f->dropped;
 }
 
 void mt_fast_exited(struct mt_fast *f, pid_t pid)
@@ -480,17 +535,17 @@ static void forget_waiting(struct mt_fast *f, size_t i)
 /* The processes that said they carry the recorder since the last look. */
 static void read_pid_table(struct mt_fast *f)
 {
-	const struct mt_fast_pid *pids =
-	    (const struct mt_fast_pid *)((char *)f->hdr + f->hdr->pids_offset);
+	const struct mt_fast_pid *pids = f->pids; /* mt-trace's own offset */
 
-	while (f->pids_read < MAX_PIDS) {
+	while (f->pids_read < f->max_pids) {
 		uint32_t pid =
 		    __atomic_load_n(&pids[f->pids_read].pid, __ATOMIC_ACQUIRE);
 		uint64_t when;
 
 		if (!pid)
 			break; /* claimed, not yet written: next time */
-		when = record_ns(f, pids[f->pids_read].when);
+		when = record_ns(f, __atomic_load_n(&pids[f->pids_read].when,
+						     __ATOMIC_RELAXED));
 		f->loaded = mt_grow(f->loaded, &f->cap_loaded, f->nloaded + 1,
 				    sizeof(*f->loaded));
 		f->loaded[f->nloaded++] =
@@ -533,6 +588,11 @@ static void exited_uncovered(struct mt_fast *f, pid_t pid)
 		forget_waiting(f, i);
 		return;
 	}
+}
+
+uint64_t mt_fast_clock_now(const struct mt_fast *f)
+{
+	return f->tsc ? read_tsc() : mt_clock_ns(CLOCK_MONOTONIC);
 }
 
 uint64_t mt_fast_uncovered(const struct mt_fast *f)
@@ -740,9 +800,10 @@ void mt_fast_stack_file(struct mt_fast *f, const struct mt_code_key *key,
 	struct mt_fast_file *out;
 	uint32_t n;
 
-	if (!st || st->nfiles >= st->max_files)
+	/* mt-trace's own counts: st is the traced command's to write */
+	if (!st || f->stack_nfiles >= f->stack_max_files)
 		return;
-	n = st->nfiles;
+	n = f->stack_nfiles;
 	out = &f->stack_files[n];
 	*out = (struct mt_fast_file){
 	    .dev = key->dev,
@@ -751,21 +812,24 @@ void mt_fast_stack_file(struct mt_fast *f, const struct mt_code_key *key,
 	    .id = file->id,
 	};
 	/* at the BPF side's indexes: the same rows, as many files */
-	if (rows && file->nrows && file->first_row <= st->max_rows &&
-	    file->nrows <= st->max_rows - file->first_row) {
+	if (rows && file->nrows && file->first_row <= f->stack_max_rows &&
+	    file->nrows <= f->stack_max_rows - file->first_row) {
 		memcpy(&f->stack_rows[file->first_row], rows,
 		       file->nrows * sizeof(*rows));
 		out->first_row = file->first_row;
 		out->nrows = file->nrows;
 	}
 	/* last: a recorder that sees the count sees the entry whole */
+	f->stack_nfiles = n + 1;
 	__atomic_store_n(&st->nfiles, n + 1, __ATOMIC_RELEASE);
 }
 
 void mt_fast_stacks_reset(struct mt_fast *f)
 {
-	if (f->stacks)
-		__atomic_store_n(&f->stacks->nfiles, 0, __ATOMIC_RELEASE);
+	if (!f->stacks)
+		return;
+	f->stack_nfiles = 0;
+	__atomic_store_n(&f->stacks->nfiles, 0, __ATOMIC_RELEASE);
 }
 
 /* ---- which files the preload covers ------------------------------------- */
@@ -837,12 +901,14 @@ void mt_fast_free(struct mt_fast *f)
 		return;
 	mt_fast_clock_facts_finish(&f->clock); /* its thread, if it runs */
 	if (f->hdr) {
-		if (f->verbose)
+		uint64_t waits =
+		    __atomic_load_n(&f->hdr->waits, __ATOMIC_RELAXED);
+
+		if (f->verbose && waits <= MT_FAST_COUNTER_MAX)
 			fprintf(stderr,
 				"mt-trace: --fast: a full ring put a thread "
 				"to sleep %llu times\n",
-				(unsigned long long)__atomic_load_n(
-				    &f->hdr->waits, __ATOMIC_RELAXED));
+				(unsigned long long)waits);
 		f->hdr->enabled = 0;
 		munmap(f->hdr, f->size);
 	}
@@ -860,5 +926,8 @@ void mt_fast_free(struct mt_fast *f)
 	free(f->merged);
 	free(f->runs);
 	free(f->ring_last);
+	free(f->tail);
+	free(f->head);
+	free(f->abandoned);
 	free(f);
 }

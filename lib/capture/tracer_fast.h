@@ -82,9 +82,16 @@ uint64_t mt_fast_uncovered(const struct mt_fast *f);
  * (descendants that outlive the trace record nothing more). */
 void mt_fast_set_enabled(struct mt_fast *f, bool on);
 
-/* Calls the recorders could not record, for the trailer's lost count and
- * messages. */
-uint64_t mt_fast_lost(const struct mt_fast *f);
+/* Calls the recorders could not record, and records mt-trace dropped
+ * with a ring it gave up on, for the trailer's lost count and messages
+ * (the recorders' counters taken as they may be: never back, never past
+ * any possible count). */
+uint64_t mt_fast_lost(struct mt_fast *f);
+
+/* Did the traced command write over the shared memory so that records
+ * were dropped or counts could not be trusted?  Then the trace is
+ * incomplete (its trailer says so). */
+bool mt_fast_incomplete(const struct mt_fast *f);
 
 /*
  * Is the ELF file fd one whose allocator functions the preload records

@@ -9,6 +9,15 @@
  * in one drain are merged (runs merged pairwise), then merged with the
  * staged BPF events (already sorted).  A record stamped after the drain's
  * calibration point stays in its ring until the next drain.
+ *
+ * Trust: the rings are the traced command's memory, which it may write
+ * anything into.  Each ring's head is read once a drain and checked
+ * against mt-trace's own tail (f->tail: the ring's is written, never read
+ * back), each record's fields are read once and checked before use, and
+ * a ring that holds something no recorder writes is given up: its
+ * records counted lost, the trace marked incomplete, never read again;
+ * the other rings go on.  So a drain reads at most a ring's capacity of
+ * each ring, and writes no further than that.
  */
 #include <errno.h>
 #include <limits.h>
@@ -26,6 +35,8 @@
 #include "tracer_fast_int.h"
 #include "tracer_int.h"
 
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
 /* What a record's event takes of its ring and of the time line: read
  * once for a run of records into a local, which the packed bytes' stores
  * cannot alias (through f and r the compiler reads them again at every
@@ -41,6 +52,25 @@ static inline struct ring_view view_of(const struct mt_fast *f,
 {
 	return (struct ring_view){
 	    .line = f->line, .tsc = f->tsc, .pid = r->pid, .tid = r->tid};
+}
+
+/* A record of the shared memory, each field read once (the traced
+ * command may write it meanwhile: what was checked is what is used). */
+static inline __attribute__((always_inline)) struct mt_fast_record
+load_record(const struct mt_fast_record *p)
+{
+	return (struct mt_fast_record){
+	    .when_kind = __atomic_load_n(&p->when_kind, __ATOMIC_RELAXED),
+	    .addr = __atomic_load_n(&p->addr, __ATOMIC_RELAXED),
+	    .size = __atomic_load_n(&p->size, __ATOMIC_RELAXED),
+	    .extra = __atomic_load_n(&p->extra, __ATOMIC_RELAXED),
+	};
+}
+
+/* An allocator event's kind, as the recorders write them (mt_fast.h)? */
+static inline bool event_kind(unsigned kind)
+{
+	return kind - MT_EV_MALLOC <= MT_EV_ALIGNED_ALLOC - MT_EV_MALLOC;
 }
 
 static inline __attribute__((always_inline)) struct mt_event
@@ -64,15 +94,6 @@ record_event(const struct ring_view *v, const struct mt_fast_record *rec)
 	return e;
 }
 
-static inline struct mt_event to_event(const struct mt_fast *f,
-				       const struct mt_fast_ring *r,
-				       const struct mt_fast_record *rec)
-{
-	struct ring_view v = view_of(f, r);
-
-	return record_event(&v, rec);
-}
-
 /*
  * A ring's record's time, never before its last one's (*last, updated).
  * One thread stamps its records in order, but two are placed on
@@ -92,35 +113,95 @@ static inline uint64_t in_order(uint64_t ns, uint64_t *last)
 	return ns;
 }
 
-/* A STACK record at ring index at and the frames after it, to the
- * stacks' table (tracer_stacks.c), as if the BPF side had sent it; how
- * many records it took. */
-static uint64_t read_stack(struct tracer *t, const struct mt_fast_record *recs,
-			   uint64_t at, uint64_t head)
+/* Messages about rings given up, at most (the trace is marked incomplete
+ * whatever their number) */
+#define ABANDONED_SAID 8
+
+/* Give up on ring i: the held records it holds are dropped (counted
+ * lost), and it is never read nor returned to the pool again. */
+static void abandon(struct mt_fast *f, uint32_t i, uint64_t held,
+		    enum mt_fast_damage why, const char *what)
 {
-	uint64_t mask = t->fast->ring_records - 1;
-	const struct mt_fast_record *rec = &recs[at & mask];
+	static unsigned said;
+
+	f->abandoned[i] = true;
+	f->dropped += held;
+	if (said++ < ABANDONED_SAID)
+		fprintf(stderr,
+			"mt-trace: --fast: ring %u: %s: its %llu records are "
+			"dropped\n",
+			(unsigned)i, what, (unsigned long long)held);
+	mt_fast_damaged(f, why);
+}
+
+/* Ring i's head, read once for this drain into f->head[i]: false, the
+ * ring given up, when it cannot be one (before mt-trace's tail, or more
+ * records than the ring holds). */
+static bool take_head(struct mt_fast *f, uint32_t i)
+{
+	uint64_t head = __atomic_load_n(&f->rings[i].head, __ATOMIC_ACQUIRE);
+	uint64_t tail = f->tail[i];
+
+	f->head[i] = tail;
+	/* unsigned: a head before the tail is a difference past it too */
+	if (head - tail > f->ring_records) {
+		abandon(f, i, f->ring_records, MT_FAST_DAMAGE_POSITIONS,
+			head < tail ? "its head is before its tail"
+				    : "its head is past its capacity");
+		return false;
+	}
+	f->head[i] = head;
+	return true;
+}
+
+/*
+ * A record stamped after the drain's limit waits for the next drain; one
+ * stamped past the recorders' clock now (and a sixteenth of its value
+ * more, for the counters of other CPUs: a minute an hour up) is none a
+ * recorder wrote, and would hold its ring for good.
+ */
+static bool stamped_in_future(const struct mt_fast *f,
+			      const struct mt_fast_record *rec)
+{
+	uint64_t when = rec->when_kind >> MT_FAST_KIND_BITS;
+	uint64_t now = mt_fast_clock_now(f);
+
+	return when > now + (now >> 4);
+}
+
+/* A STACK record (rec, at ring index at) and the frames after it, to the
+ * stacks' table (tracer_stacks.c), as if the BPF side had sent it; how
+ * many records it took, or 0 when they are not what a recorder writes:
+ * 1 to stack_depth frames, with the STACK_REF and the event after them
+ * published at once. */
+static uint64_t read_stack(struct tracer *t, const struct mt_fast *f,
+			   const struct mt_fast_record *recs, uint64_t at,
+			   uint64_t head, const struct mt_fast_record *rec)
+{
+	uint64_t mask = f->ring_records - 1;
 	uint64_t nframes = rec->size, nrecs;
 	struct mt_stack_record stack;
 
-	if (nframes > MT_STACK_DEPTH_MAX)
-		nframes = MT_STACK_DEPTH_MAX;
+	if (nframes == 0 || nframes > f->stack_depth ||
+	    nframes > MT_STACK_DEPTH_MAX)
+		return 0;
 	nrecs = 1 + (nframes + MT_FAST_FRAMES_PER_RECORD - 1) /
 			MT_FAST_FRAMES_PER_RECORD;
-	if (nrecs > head - at) /* never published whole: nothing of it */
-		return head - at;
+	if (nrecs + 2 > head - at)
+		return 0;
 	memset(&stack.ev, 0, sizeof(stack.ev));
 	stack.ev.kind = MT_EV_STACK;
 	stack.ev.addr = rec->addr;
 	stack.ev.size = nframes;
 	stack.ev.flags = rec->extra & MT_STACK_TRUNCATED;
-	for (uint64_t i = 0; i < nframes; i++) {
-		const struct mt_fast_record *data =
-		    &recs[(at + 1 + i / MT_FAST_FRAMES_PER_RECORD) & mask];
+	for (uint64_t k = 0; k < nframes; k++) {
+		const uint64_t *data =
+		    (const uint64_t *)&recs[(at + 1 +
+					     k / MT_FAST_FRAMES_PER_RECORD) &
+					    mask];
 
-		memcpy(&stack.frames[i],
-		       (const uint64_t *)data + i % MT_FAST_FRAMES_PER_RECORD,
-		       sizeof(stack.frames[i]));
+		stack.frames[k] = __atomic_load_n(
+		    &data[k % MT_FAST_FRAMES_PER_RECORD], __ATOMIC_RELAXED);
 	}
 	mt_tracer_stack_seen(t, &stack,
 			     sizeof(stack.ev) + nframes * sizeof(uint64_t));
@@ -129,21 +210,24 @@ static uint64_t read_stack(struct tracer *t, const struct mt_fast_record *recs,
 
 /* The STACK_REF staged before the allocation the next record holds (same
  * pid, tid and time: the merge by time keeps them together). */
-static struct mt_event stack_ref(const struct mt_fast *f,
-				 const struct mt_fast_ring *r,
+static struct mt_event stack_ref(const struct ring_view *v,
 				 const struct mt_fast_record *rec)
 {
-	struct mt_event e = to_event(f, r, rec);
+	struct mt_event e = record_event(v, rec);
 
 	e.kind = MT_EV_STACK_REF;
 	e.size = e.old_addr = e.old_size = 0;
 	return e;
 }
 
-/* The ring's records before tail are read: its thread, if it waits for
- * room, goes on. */
-static void consumed(struct mt_fast_ring *r, uint64_t tail)
+/* Ring i's records before tail are read (mt-trace's own tail, written to
+ * the ring for its producer): its thread, if it waits for room, goes
+ * on. */
+static void consumed(struct mt_fast *f, uint32_t i, uint64_t tail)
 {
+	struct mt_fast_ring *r = &f->rings[i];
+
+	f->tail[i] = tail;
 	__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
 	if (__atomic_load_n(&r->waiting, __ATOMIC_SEQ_CST)) {
 		r->waiting = 0;
@@ -152,44 +236,103 @@ static void consumed(struct mt_fast_ring *r, uint64_t tail)
 	}
 }
 
+/* A staged record's time: on the time line, never before the ring's last
+ * (in_order); false when after the drain's (max_ns): no recorder stamps
+ * a record it publishes after mt-trace's calibration before it. */
+static bool stage_time(struct mt_event *e, uint64_t max_ns, uint64_t *last)
+{
+	if (e->timestamp > max_ns)
+		return false;
+	e->timestamp = in_order(e->timestamp, last);
+	return true;
+}
+
 /* Read ring i's records stamped up to limit (counter or ns) onto the end
  * of the staged events, as one run; wake its thread if it waits for
  * room.  A recorder writes a stack, its reference and the event with one
- * time and publishes them at once: the limit never splits them. */
+ * time and publishes them at once: the limit never splits them, and a
+ * STACK_REF is staged with its event or not at all.  A record no
+ * recorder writes gives the ring up (those before it are staged). */
 static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
-		      uint64_t limit)
+		      uint64_t limit, uint64_t max_ns)
 {
-	struct mt_fast_ring *r = &f->rings[i];
 	const struct mt_fast_record *recs =
 	    f->records + (uint64_t)i * f->ring_records;
-	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-	uint64_t tail = r->tail;
+	const struct ring_view v = view_of(f, &f->rings[i]);
+	uint64_t head = f->head[i], tail = f->tail[i];
+	uint64_t mask = f->ring_records - 1;
+	uint64_t *last = &f->ring_last[i];
 	size_t start = t->nev;
+	const char *bad = NULL;
 
 	if (head == tail)
 		return;
+	/* head - tail <= the ring's capacity (take_head) */
 	t->ev =
 	    mt_grow(t->ev, &t->cap_ev, t->nev + (head - tail), sizeof(*t->ev));
 	while (tail != head) {
-		const struct mt_fast_record *rec =
-		    &recs[tail & (f->ring_records - 1)];
-		unsigned kind = rec->when_kind & MT_FAST_KIND_MASK;
+		const struct mt_fast_record rec = load_record(&recs[tail & mask]);
+		unsigned kind = rec.when_kind & MT_FAST_KIND_MASK;
+		struct mt_fast_record next;
+		struct mt_event *e = &t->ev[t->nev];
 
-		if ((rec->when_kind >> MT_FAST_KIND_BITS) > limit)
-			break; /* after this drain's calibration */
+		if ((rec.when_kind >> MT_FAST_KIND_BITS) > limit) {
+			/* after this drain's calibration */
+			if (stamped_in_future(f, &rec))
+				bad = "a record stamped in the future";
+			break;
+		}
 		if (kind == MT_FAST_KIND_STACK) {
-			tail += read_stack(t, recs, tail, head);
+			uint64_t n = read_stack(t, f, recs, tail, head, &rec);
+
+			if (!n) {
+				bad = "a stack record cut short or of "
+				      "impossible size";
+				break;
+			}
+			tail += n;
 			continue;
 		}
-		t->ev[t->nev] = kind == MT_FAST_KIND_STACK_REF
-				    ? stack_ref(f, r, rec)
-				    : to_event(f, r, rec);
-		t->ev[t->nev].timestamp =
-		    in_order(t->ev[t->nev].timestamp, &f->ring_last[i]);
+		if (kind == MT_FAST_KIND_STACK_REF) {
+			/* its event, of the same time, published with it */
+			if (head - tail < 2)
+				next.when_kind = 0;
+			else
+				next = load_record(&recs[(tail + 1) & mask]);
+			if (!event_kind(next.when_kind & MT_FAST_KIND_MASK) ||
+			    next.when_kind >> MT_FAST_KIND_BITS !=
+				rec.when_kind >> MT_FAST_KIND_BITS) {
+				bad = "a stack reference without its event";
+				break;
+			}
+			e[0] = stack_ref(&v, &rec);
+			e[1] = record_event(&v, &next);
+			if (!stage_time(&e[0], max_ns, last) ||
+			    !stage_time(&e[1], max_ns, last)) {
+				bad = "a record stamped after mt-trace read "
+				      "the clock";
+				break;
+			}
+			t->nev += 2;
+			tail += 2;
+			continue;
+		}
+		if (!event_kind(kind)) {
+			bad = "a record of no known kind";
+			break;
+		}
+		*e = record_event(&v, &rec);
+		if (!stage_time(e, max_ns, last)) {
+			bad = "a record stamped after mt-trace read the clock";
+			break;
+		}
 		t->nev++;
 		tail++;
 	}
-	consumed(r, tail);
+	if (bad)
+		abandon(f, i, head - tail, MT_FAST_DAMAGE_RECORD, bad);
+	else
+		consumed(f, i, tail);
 	if (t->nev > start) {
 		f->runs = mt_grow(f->runs, &f->cap_runs, f->nruns + 1,
 				  sizeof(*f->runs));
@@ -254,10 +397,8 @@ static uint32_t sole_busy_ring(const struct tracer *t, const struct mt_fast *f,
 
 	if (f->stacks || !staged_plain(t, until))
 		return UINT32_MAX;
-	for (uint32_t i = 0; i < used && i < NRINGS; i++) {
-		const struct mt_fast_ring *r = &f->rings[i];
-
-		if (__atomic_load_n(&r->head, __ATOMIC_ACQUIRE) == r->tail)
+	for (uint32_t i = 0; i < used; i++) {
+		if (f->abandoned[i] || f->head[i] == f->tail[i])
 			continue;
 		if (busy != UINT32_MAX)
 			return UINT32_MAX;
@@ -272,6 +413,8 @@ static uint32_t sole_busy_ring(const struct tracer *t, const struct mt_fast *f,
 struct direct {
 	const struct mt_fast_record *recs;
 	uint64_t tail, head, mask, limit, until;
+	uint64_t max_ns; /* no record is stamped later (stage_time) */
+	bool bad;	 /* a record no recorder writes, at tail */
 	const struct mt_event *staged;
 	size_t k, nstaged;
 	const struct staged_life *life;
@@ -325,7 +468,7 @@ direct_run(struct direct *d, const struct ring_view *v, bool packed,
 	const struct ring_view view = *v;
 	const struct mt_fast_record *recs = d->recs;
 	const uint64_t head = d->head, mask = d->mask, limit = d->limit,
-		       until = d->until;
+		       until = d->until, max_ns = d->max_ns;
 	struct mt_rawpack_state s = *st;
 	unsigned char *o = packed ? *p : NULL;
 	uint64_t tail = d->tail, last = d->last, ring_last = *d->ring_last;
@@ -340,12 +483,20 @@ direct_run(struct direct *d, const struct ring_view *v, bool packed,
 
 		/* the ring's records before the next staged one */
 		for (; n < room && tail != head; n++) {
-			const struct mt_fast_record *rec = &recs[tail & mask];
+			const struct mt_fast_record rec =
+			    load_record(&recs[tail & mask]);
 			struct mt_event ev;
 
-			if ((rec->when_kind >> MT_FAST_KIND_BITS) > limit)
+			if ((rec.when_kind >> MT_FAST_KIND_BITS) > limit)
 				break; /* after this drain's calibration */
-			ev = record_event(&view, rec);
+			ev = record_event(&view, &rec);
+			/* no stacks here: an allocator event, of a time
+			 * before mt-trace read the clock */
+			if (unlikely(!event_kind(ev.kind) ||
+				     ev.timestamp > max_ns)) {
+				d->bad = true;
+				break;
+			}
 			if (ev.timestamp < ring_last) /* in_order */
 				ev.timestamp = ring_last;
 			if (e && ev.timestamp >= next)
@@ -359,7 +510,7 @@ direct_run(struct direct *d, const struct ring_view *v, bool packed,
 			last = ring_last = ev.timestamp;
 			tail++;
 		}
-		if (n == room || !e)
+		if (n == room || !e || d->bad)
 			break;
 		/* the staged one, before the ring's next record, or with
 		 * none left up to the watermark */
@@ -396,16 +547,16 @@ direct_run(struct direct *d, const struct ring_view *v, bool packed,
  * ends in slots already; the staged ones that went taken off t->ev and
  * t->life.  -1 if a write failed. */
 static int read_ring_direct(struct tracer *t, struct mt_fast *f, uint32_t i,
-			    uint64_t limit, uint64_t until)
+			    uint64_t limit, uint64_t max_ns, uint64_t until)
 {
-	struct mt_fast_ring *r = &f->rings[i];
-	const struct ring_view v = view_of(f, r);
+	const struct ring_view v = view_of(f, &f->rings[i]);
 	struct direct d = {
 	    .recs = f->records + (uint64_t)i * f->ring_records,
-	    .tail = r->tail,
-	    .head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE),
+	    .tail = f->tail[i],
+	    .head = f->head[i], /* at most a ring's capacity on (take_head) */
 	    .mask = f->ring_records - 1,
 	    .limit = limit,
+	    .max_ns = max_ns,
 	    .until = until,
 	    .staged = t->ev,
 	    .life = t->life,
@@ -456,10 +607,22 @@ static int read_ring_direct(struct tracer *t, struct mt_fast *f, uint32_t i,
 				       room);
 			mt_tracer_appended(t, n, d.last);
 		}
-		if (n < room && !d.need)
+		if ((n < room && !d.need) || d.bad)
 			break;
 	}
-	consumed(r, d.tail);
+	/* stopped at a record after the limit: is it one of the future? */
+	if (!d.bad && d.tail != d.head) {
+		const struct mt_fast_record rec =
+		    load_record(&d.recs[d.tail & d.mask]);
+
+		d.bad = (rec.when_kind >> MT_FAST_KIND_BITS) > limit &&
+			stamped_in_future(f, &rec);
+	}
+	if (d.bad)
+		abandon(f, i, d.head - d.tail, MT_FAST_DAMAGE_RECORD,
+			"a record no recorder writes");
+	else
+		consumed(f, i, d.tail);
 	/* t->ev is NULL until the first event: memmove's arguments may not */
 	if (d.k) {
 		memmove(t->ev, t->ev + d.k, (t->nev - d.k) * sizeof(*t->ev));
@@ -480,18 +643,23 @@ static bool exited(const struct mt_fast *f, uint32_t pid)
 
 /* A drained ring whose thread is done (released, or its process exited)
  * goes back to the pool. */
-static void maybe_reclaim(struct mt_fast *f, struct mt_fast_ring *r)
+static void maybe_reclaim(struct mt_fast *f, uint32_t i)
 {
+	struct mt_fast_ring *r = &f->rings[i];
 	uint32_t state = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
 
-	if (state == MT_FAST_RING_FREE ||
-	    __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) != r->tail)
+	/* the head again, after the state: a record published before the
+	 * thread let the ring go is not lost */
+	if (f->abandoned[i] || state == MT_FAST_RING_FREE ||
+	    __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) != f->tail[i])
 		return;
-	if (state != MT_FAST_RING_RELEASED && !exited(f, r->pid))
+	if (state != MT_FAST_RING_RELEASED &&
+	    !exited(f, __atomic_load_n(&r->pid, __ATOMIC_RELAXED)))
 		return;
 	r->head = r->tail = 0;
+	f->tail[i] = 0;
 	r->pid = r->tid = 0;
-	f->ring_last[r - f->rings] = 0; /* its next thread's from its start */
+	f->ring_last[i] = 0; /* its next thread's from its start */
 	__atomic_store_n(&r->state, MT_FAST_RING_FREE, __ATOMIC_RELEASE);
 }
 
@@ -557,31 +725,48 @@ static void merge_runs(struct tracer *t, struct mt_fast *f)
 	}
 }
 
+/* The rings claimed so far: the count the recorders raise, taken as
+ * never going back and never past the pool. */
+static uint32_t rings_used(struct mt_fast *f)
+{
+	uint32_t used = __atomic_load_n(&f->hdr->rings_used, __ATOMIC_ACQUIRE);
+
+	if (used > f->nrings)
+		used = f->nrings;
+	if (used > f->rings_used)
+		f->rings_used = used;
+	return f->rings_used;
+}
+
 int mt_fast_collect(struct tracer *t, uint64_t until)
 {
 	struct mt_fast *f = t->fast;
-	uint32_t used = __atomic_load_n(&f->hdr->rings_used, __ATOMIC_ACQUIRE);
-	uint32_t direct = sole_busy_ring(t, f, used, until);
-	uint64_t limit;
+	uint32_t used = rings_used(f), direct;
+	uint64_t limit, max_ns;
 	int rc = 0;
 
-	if (!f->ring_last && !(f->ring_last = calloc(NRINGS, sizeof(uint64_t))))
-		return -1;
 	if (!mt_fast_drain_begin(f, &limit))
 		return 0;
+	/* no record is stamped after the drain's clock reading (1 ms for
+	 * the time line's rounding) */
+	max_ns = (f->tsc ? f->cur.ns : limit) + 1000000;
+	for (uint32_t i = 0; i < used; i++)
+		if (!f->abandoned[i])
+			take_head(f, i);
+	direct = sole_busy_ring(t, f, used, until);
 	if (direct != UINT32_MAX &&
-	    read_ring_direct(t, f, direct, limit, until))
+	    read_ring_direct(t, f, direct, limit, max_ns, until))
 		rc = -1;
 	/* the events staged before (sorted) are the first run */
 	f->runs = mt_grow(f->runs, &f->cap_runs, 1, sizeof(*f->runs));
 	f->runs[0] = t->nev;
 	f->nruns = 1;
-	for (uint32_t i = 0; i < used && i < NRINGS; i++) {
+	for (uint32_t i = 0; i < used; i++) {
 		/* a ring that was empty a moment ago waits for the next
 		 * drain: its records would follow later ones in the batch */
-		if (direct == UINT32_MAX)
-			read_ring(t, f, i, limit);
-		maybe_reclaim(f, &f->rings[i]);
+		if (direct == UINT32_MAX && !f->abandoned[i])
+			read_ring(t, f, i, limit, max_ns);
+		maybe_reclaim(f, i);
 	}
 	f->nexited = 0;
 	merge_runs(t, f);

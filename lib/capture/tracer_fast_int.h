@@ -30,16 +30,58 @@ struct calib {
 	uint64_t ns;
 };
 
+/* Why mt-trace gave up on what the traced command's memory held (the
+ * trace is then marked incomplete: mt_fast_incomplete). */
+enum mt_fast_damage {
+	MT_FAST_DAMAGE_NONE = 0,
+	MT_FAST_DAMAGE_POSITIONS, /* a ring's head before its tail, or past
+				     its capacity */
+	MT_FAST_DAMAGE_RECORD,	  /* a record of no known kind, or a stack
+				     record cut or of impossible size */
+	MT_FAST_DAMAGE_COUNTER,	  /* a count the recorders keep went back or
+				     past any possible value */
+};
+
+/* A recorder's counter as mt-trace takes it: never back, never past
+ * MT_FAST_COUNTER_MAX (a count of calls: 2^40 is days of calls at any
+ * speed) */
+#define MT_FAST_COUNTER_MAX (1ull << 40)
+
+/*
+ * The shared memory is the traced command's to write (it maps it
+ * read-write): every offset, size and count mt-trace needs of it is
+ * mt-trace's own copy here, set when it made the memory, and each ring's
+ * consumer position is kept here too (written to the ring for the
+ * producer, never read back).  What is read from it is data, checked
+ * before use (tracer_fast_drain.c).
+ */
 struct mt_fast {
 	int memfd, wakefd;
 	struct mt_fast_header *hdr;
 	size_t size;
 	struct mt_fast_ring *rings;
 	struct mt_fast_record *records;
-	/* --stacks: the files and rows the recorders walk with */
+	uint32_t nrings;		  /* rings[nrings], NRINGS */
+	uint32_t rings_used;		  /* rings claimed, as last taken */
+	const struct mt_fast_pid *pids; /* the pid table: MAX_PIDS entries */
+	uint32_t max_pids;
+	unsigned stack_depth; /* frames a stack holds at most; 0: none */
+	/* each ring's records read (NRINGS, NULL until the first drain),
+	 * its head as read at this drain, and whether it was given up */
+	uint64_t *tail;
+	uint64_t *head;
+	bool *abandoned;
+	/* records dropped with the rings given up, and why the first was */
+	uint64_t dropped;
+	enum mt_fast_damage damage;
+	/* the recorders' lost and no_ring counters, as last taken */
+	uint64_t lost_seen, no_ring_seen;
+	/* --stacks: the files and rows the recorders walk with, and how many
+	 * mt-trace published (its own count: st->nfiles is written only) */
 	struct mt_fast_stacks *stacks;
 	struct mt_fast_file *stack_files;
 	struct mt_cfi_row *stack_rows;
+	uint32_t stack_nfiles, stack_max_files, stack_max_rows;
 	char preload[PATH_MAX];
 	dev_t preload_dev;
 	ino_t preload_ino;
@@ -99,5 +141,12 @@ static inline uint64_t tsc_to_ns(const struct mt_fast *f, uint64_t tsc)
  * else *limit is the latest stamp (counter or ns) this drain reads.
  */
 bool mt_fast_drain_begin(struct mt_fast *f, uint64_t *limit);
+
+/* The recorders' clock now (counter or ns, as their records' stamps). */
+uint64_t mt_fast_clock_now(const struct mt_fast *f);
+
+/* The shared memory held something impossible: noted (the first reason
+ * is kept), and said on stderr once. */
+void mt_fast_damaged(struct mt_fast *f, enum mt_fast_damage why);
 
 #endif /* MT_TRACER_FAST_INT_H */

@@ -247,7 +247,15 @@ int mt_tracer_stack_file(struct tracer *t, int fd, const char *path,
 			 const struct mt_code_key *key);
 void mt_tracer_stacks_at_exec(struct tracer *t, pid_t pid);
 void mt_tracer_stack_seen(struct tracer *t, const void *data, size_t size);
-int mt_tracer_stack_ref(struct tracer *t, const struct mt_event *staged);
+/* A staged STACK_REF and the event after it (or NULL): the stack's record
+ * if first used, then the reference and the event, in one batch (a
+ * reader takes a StackRef for the record after it in its batch); the
+ * reference alone is dropped when next is not its event (pairs()
+ * false: next is written on its own). */
+int mt_tracer_stack_ref(struct tracer *t, const struct mt_event *staged,
+			const struct mt_event *next);
+bool mt_tracer_stack_ref_pairs(const struct mt_event *staged,
+			       const struct mt_event *next);
 int mt_tracer_code_map(struct tracer *t, const struct mt_event *staged);
 /* emit: how the core writes a CodeMap that waited (stamped now) */
 void mt_tracer_code_maps_pending(struct tracer *t,

@@ -540,25 +540,40 @@ static int write_stack(struct tracer *t, struct stack_slot *slot,
 	return mt_tracer_append(t, recs, n);
 }
 
-/* A STACK_REF staged by the ring consumer (addr = key): the STACK record
- * first if this is the stack's first use, then the reference by id. */
-int mt_tracer_stack_ref(struct tracer *t, const struct mt_event *staged)
+bool mt_tracer_stack_ref_pairs(const struct mt_event *staged,
+			       const struct mt_event *next)
+{
+	/* the events a stack goes with (a reader's takes_a_stack) */
+	return next && next->tid == staged->tid &&
+	       next->timestamp == staged->timestamp &&
+	       next->kind >= MT_EV_MALLOC && next->kind <= MT_EV_BRK;
+}
+
+/* A STACK_REF staged by the ring consumer (addr = key) and its event
+ * (next): the STACK record first if this is the stack's first use, then
+ * the reference by id and the event, appended together so that a full
+ * batch never parts them. */
+int mt_tracer_stack_ref(struct tracer *t, const struct mt_event *staged,
+			const struct mt_event *next)
 {
 	struct mt_tracer_stacks *s = t->stacks;
-	struct mt_event ref = *staged;
+	struct mt_event pair[2] = {*staged};
 	struct stack_slot *slot;
 
+	if (!mt_tracer_stack_ref_pairs(staged, next))
+		return 0; /* no event of its own: the reference goes */
+	pair[1] = *next;
 	if (!s)
-		return 0;
+		return mt_tracer_append(t, next, 1);
 	slot = slot_for(s, staged->addr);
 	if (!slot->id && !slot->frames && !fetch_frames(t, slot)) {
 		s->unresolved++;
-		return 0; /* the event goes without its stack */
+		return mt_tracer_append(t, next, 1); /* without its stack */
 	}
 	if (!slot->id && write_stack(t, slot, staged))
 		return -1;
-	ref.addr = slot->id;
-	return mt_tracer_append(t, &ref, 1);
+	pair[0].addr = slot->id;
+	return mt_tracer_append(t, pair, 2);
 }
 
 /* ---- where files are mapped ------------------------------------------ */

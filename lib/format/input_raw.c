@@ -222,8 +222,17 @@ static int raw_trailer(struct mt_input *in)
 	in->meta.events = t.events;
 	in->meta.lost = t.lost;
 	in->meta.batches = t.batches;
+	in->meta.incomplete = t.incomplete;
 	if (raw_check_trailer(in, off))
 		return -1;
+	if (t.incomplete)
+		return input_fail(
+		    in, off + offsetof(struct mt_raw_trailer, incomplete),
+		    "trailer: mt-trace marked the trace incomplete: %s",
+		    t.incomplete == MT_INCOMPLETE_SHARED_MEMORY
+			? "the traced command wrote over its --fast "
+			  "recorders' shared memory (records dropped)"
+			: "for a reason this reader does not know");
 	if (fill(in, 1))
 		return input_fail(in, offset_now(in), "data after the trailer");
 	if (in->state < 0)

@@ -84,11 +84,21 @@ struct mt_raw_batch {
 	uint64_t lost;
 };
 
+/* mt_raw_trailer.incomplete / mt_meta.incomplete: why mt-trace itself
+ * knows the stream is not the whole trace (0: it is) */
+enum mt_incomplete {
+	MT_INCOMPLETE_NONE = 0,
+	/* the traced command wrote over the shared memory of --fast's
+	 * recorders: what a ring held was dropped, or a count was not
+	 * taken */
+	MT_INCOMPLETE_SHARED_MEMORY = 1,
+};
+
 struct mt_raw_trailer {
 	uint32_t magic; /* MT_TRAILER_MAGIC */
 	uint32_t exit_kind;
 	int32_t exit_value;
-	uint32_t reserved;
+	uint32_t incomplete; /* enum mt_incomplete */
 	uint64_t end_monotonic_ns;
 	uint64_t events; /* records written in all batches */
 	uint64_t lost;	 /* sum of the batches' lost counts */
@@ -118,6 +128,7 @@ struct mt_meta {
 	uint64_t events;
 	uint64_t lost;
 	uint64_t batches;
+	uint32_t incomplete; /* enum mt_incomplete */
 };
 
 void mt_meta_free(struct mt_meta *meta);

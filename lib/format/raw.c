@@ -296,6 +296,7 @@ int mt_raw_write_trailer(int fd, const struct mt_meta *meta)
 	    .events = meta->events,
 	    .lost = meta->lost,
 	    .batches = meta->batches,
+	    .incomplete = meta->incomplete,
 	};
 
 	return write_all(fd, &trailer, sizeof(trailer));
