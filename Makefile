@@ -276,12 +276,16 @@ test check: $(OUTPUT)/tests/mt-gen $(OUTPUT)/tests/mt-read
 
 # The whole suite again with lib, tools and unit tests under ASan + UBSan,
 # built into build-asan/ (CFLAGS through the environment, so the flags the
-# Makefile appends still apply).
+# Makefile appends still apply); then the --fast drain fuzzed (ASan) for a
+# few seconds: the traced command's memory, which no suite test covers
+# byte by byte.
 ASAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 	-fno-sanitize-recover=all
 check-asan:
 	$(Q)CFLAGS="$(ASAN_CFLAGS)" $(MAKE) --no-print-directory \
 		OUTPUT=build-asan test
+	$(Q)$(MAKE) --no-print-directory FUZZ_TIME=10 \
+		FUZZ_TARGETS=build-fuzz/fuzz_fastdrain fuzz
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c) built with clang; `make fuzz` runs
 # each for FUZZ_TIME seconds from a corpus seeded with mt-gen output.
@@ -307,6 +311,9 @@ build-fuzz/fuzz_elf: FUZZ_EXTRA_SRCS := lib/capture/elf.c
 build-fuzz/fuzz_elf: FUZZ_EXTRA_LIBS := -lelf -lZydis
 build-fuzz/fuzz_elf: lib/capture/elf.c
 build-fuzz/fuzz_report: FUZZ_EXTRA_LIBS := $(LDLIBS_DW)
+# fuzz_fastdrain drains the --fast rings as mt-trace does
+build-fuzz/fuzz_fastdrain: FUZZ_EXTRA_SRCS := lib/capture/tracer_fast_drain.c
+build-fuzz/fuzz_fastdrain: lib/capture/tracer_fast_drain.c
 
 # the seed makers, from the format sources alone (not all of libmt)
 build-fuzz/mt-gen: tests/gen/mt-gen.c $(FUZZ_LIB_SRCS) $(LIB_HDRS) bpf/mt_event.h
