@@ -453,8 +453,7 @@ static uint64_t take_counter(struct mt_fast *f, const uint64_t *shared,
 uint64_t mt_fast_lost(struct mt_fast *f)
 {
 	return take_counter(f, &f->hdr->lost, &f->lost_seen) +
-	       take_counter(f, &f->hdr->no_ring, &f->no_ring_seen) +
-	       f->dropped;
+	       take_counter(f, &f->hdr->no_ring, &f->no_ring_seen) + f->dropped;
 }
 
 void mt_fast_exited(struct mt_fast *f, pid_t pid)
@@ -545,7 +544,7 @@ static void read_pid_table(struct mt_fast *f)
 		if (!pid)
 			break; /* claimed, not yet written: next time */
 		when = record_ns(f, __atomic_load_n(&pids[f->pids_read].when,
-						     __ATOMIC_RELAXED));
+						    __ATOMIC_RELAXED));
 		f->loaded = mt_grow(f->loaded, &f->cap_loaded, f->nloaded + 1,
 				    sizeof(*f->loaded));
 		f->loaded[f->nloaded++] =

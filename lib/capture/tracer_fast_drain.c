@@ -196,9 +196,9 @@ static uint64_t read_stack(struct tracer *t, const struct mt_fast *f,
 	stack.ev.flags = rec->extra & MT_STACK_TRUNCATED;
 	for (uint64_t k = 0; k < nframes; k++) {
 		const uint64_t *data =
-		    (const uint64_t *)&recs[(at + 1 +
-					     k / MT_FAST_FRAMES_PER_RECORD) &
-					    mask];
+		    (const uint64_t
+			 *)&recs[(at + 1 + k / MT_FAST_FRAMES_PER_RECORD) &
+				 mask];
 
 		stack.frames[k] = __atomic_load_n(
 		    &data[k % MT_FAST_FRAMES_PER_RECORD], __ATOMIC_RELAXED);
@@ -271,7 +271,8 @@ static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
 	t->ev =
 	    mt_grow(t->ev, &t->cap_ev, t->nev + (head - tail), sizeof(*t->ev));
 	while (tail != head) {
-		const struct mt_fast_record rec = load_record(&recs[tail & mask]);
+		const struct mt_fast_record rec =
+		    load_record(&recs[tail & mask]);
 		unsigned kind = rec.when_kind & MT_FAST_KIND_MASK;
 		struct mt_fast_record next;
 		struct mt_event *e = &t->ev[t->nev];

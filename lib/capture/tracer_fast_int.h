@@ -61,8 +61,8 @@ struct mt_fast {
 	size_t size;
 	struct mt_fast_ring *rings;
 	struct mt_fast_record *records;
-	uint32_t nrings;		  /* rings[nrings], NRINGS */
-	uint32_t rings_used;		  /* rings claimed, as last taken */
+	uint32_t nrings;		/* rings[nrings], NRINGS */
+	uint32_t rings_used;		/* rings claimed, as last taken */
 	const struct mt_fast_pid *pids; /* the pid table: MAX_PIDS entries */
 	uint32_t max_pids;
 	unsigned stack_depth; /* frames a stack holds at most; 0: none */

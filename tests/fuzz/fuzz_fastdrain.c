@@ -41,8 +41,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FUZZ_RING_MAX 128u
-#define FUZZ_RINGS 4u
-#define DRAINS_MAX 4
+#define FUZZ_RINGS    4u
+#define DRAINS_MAX    4
 
 static struct {
 	unsigned char *mem; /* the shared memory */
@@ -158,8 +158,8 @@ static void layout(struct mt_fast *f, uint64_t ring_records, bool stacks)
 	size_t rings_at = sizeof(struct mt_fast_header);
 	size_t data_at = rings_at + NRINGS * sizeof(struct mt_fast_ring);
 
-	fz.size = data_at + (size_t)NRINGS * ring_records *
-				sizeof(struct mt_fast_record);
+	fz.size = data_at +
+		  (size_t)NRINGS * ring_records * sizeof(struct mt_fast_record);
 	if (!fz.mem)
 		fz.mem = calloc(1, sizeof(struct mt_fast_header) +
 				       NRINGS * sizeof(struct mt_fast_ring) +
@@ -239,7 +239,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 8)
 		return 0;
 	if (!fz.batch) {
-		fz.batch = malloc((size_t)BATCH_MAX_RECORDS * sizeof(*fz.batch));
+		fz.batch =
+		    malloc((size_t)BATCH_MAX_RECORDS * sizeof(*fz.batch));
 		fz.pack = malloc(mt_rawpack_bound(BATCH_MAX_RECORDS));
 		if (!fz.batch || !fz.pack)
 			abort();
