@@ -563,7 +563,9 @@ int mt_tracer_stack_ref(struct tracer *t, const struct mt_event *staged,
 	if (!mt_tracer_stack_ref_pairs(staged, next))
 		return 0; /* no event of its own: the reference goes */
 	pair[1] = *next;
-	if (!s)
+	/* key 0 is no stack's (mt_tracer_stack_seen keeps none): with
+	 * --fast a traced command could send any number of them */
+	if (!s || !staged->addr)
 		return mt_tracer_append(t, next, 1);
 	slot = slot_for(s, staged->addr);
 	if (!slot->id && !slot->frames && !fetch_frames(t, slot)) {
