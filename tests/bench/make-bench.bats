@@ -8,8 +8,11 @@ load ../helpers
 
 @test "make bench (BENCH_QUICK=1) prints the table with every benchmark" {
 	require_bpf
-	run make -C "$TOP" --no-print-directory -s OUTPUT="$MT_BUILD" \
-		BENCH_QUICK=1 bench
+	# each line as it comes, as a TAP comment: minutes of progress, not
+	# of silence
+	run bash -c 'make -C "$1" --no-print-directory -s OUTPUT="$2" \
+		BENCH_QUICK=1 bench 2>&1 | tee >(sed -u "s/^/# /" >&3)
+		exit "${PIPESTATUS[0]}"' _ "$TOP" "$MT_BUILD"
 	assert_success
 	assert_output --partial "BENCH_QUICK=1 make bench"
 	assert_output --partial "machine: $(nproc) CPUs"
