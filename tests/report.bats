@@ -1019,15 +1019,25 @@ svg_clashes() {
 	tail -c +$((size / 4 + 1)) "$T/g.raw" >"$T/tail"
 	cat "$T/head" "$T/tail" | cmp - "$T/g.raw"
 	# the input stalls for 1.5 s after its first quarter: the run is
-	# longer than a second, with events still to come
+	# longer than a second, with events still to come.  The four runs
+	# (each tool, stderr a terminal or not) stall side by side.
+	local tool pids=()
 	for tool in mt-reconstruct mt-report; do
-		script -qec "sh -c '(cat $T/head; sleep 1.5; cat $T/tail) | $tool -o /dev/null'" /dev/null >"$T/tty"
-		grep -q "$tool: [0-9,]* events, [0-9.]* [KM]iB read, [0-9.]* s" "$T/tty"
+		script -qec "sh -c '(cat $T/head; sleep 1.5; cat $T/tail) | $tool -o /dev/null'" /dev/null >"$T/$tool.tty" &
+		pids+=($!)
+		(cat "$T/head"; sleep 1.5; cat "$T/tail") |
+			$tool -o /dev/null 2>"$T/$tool.err" &
+		pids+=($!)
+	done
+	for pid in "${pids[@]}"; do
+		wait "$pid"
+	done
+	for tool in mt-reconstruct mt-report; do
+		grep -q "$tool: [0-9,]* events, [0-9.]* [KM]iB read, [0-9.]* s" "$T/$tool.tty"
 		# and the line is erased at the end
-		grep -q $'\r\033\[K' "$T/tty"
+		grep -q $'\r\033\[K' "$T/$tool.tty"
 		# stderr not a terminal: no progress
-		(cat "$T/head"; sleep 1.5; cat "$T/tail") | $tool -o /dev/null 2>"$T/err"
-		[ ! -s "$T/err" ]
+		[ ! -s "$T/$tool.err" ]
 	done
 }
 
