@@ -55,7 +55,7 @@ DEB_PACKAGES := build-essential binutils clang llvm bpftool libbpf-dev libelf-de
 	zlib1g-dev libzydis-dev libmsgpack-dev libjansson-dev libzstd-dev \
 	liblzma-dev libbz2-dev pkg-config bats bats-support \
 	bats-assert bats-file python3-msgpack valgrind hyperfine zstd time \
-	util-linux procps chromium jq libdw-dev
+	util-linux procps chromium jq libdw-dev strace gdb python3-yaml
 
 LIB_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix lib/,$(LIB_DIRS))))
 LIB_OBJS := $(patsubst lib/%.c,$(OUTPUT)/lib/%.o,$(LIB_SRCS)) \
