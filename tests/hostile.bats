@@ -66,14 +66,14 @@ rejected() {
 
 @test "hostile: a ring's head one before its tail: that ring dropped (32,768 lost), the trace rejected as incomplete" {
 	attack back
-	[ "$secs" -le 5 ]
+	[ "$secs" -le 5 ] || fail "mt-trace took $secs s"
 	grep -q "its head is before its tail" "$T/trace.err"
 	rejected $RING
 }
 
 @test "hostile: a ring's head 2^40 past its tail: the ring dropped, no made-up events, rejected as incomplete" {
 	attack huge
-	[ "$secs" -le 5 ]
+	[ "$secs" -le 5 ] || fail "mt-trace took $secs s"
 	grep -q "its head is past its capacity" "$T/trace.err"
 	rejected $RING
 	# no record read from the ring past what the command made
@@ -82,13 +82,13 @@ rejected() {
 
 @test "hostile: a ring full of random records: dropped at the first one no recorder writes, rejected as incomplete" {
 	attack garbage
-	[ "$secs" -le 5 ]
+	[ "$secs" -le 5 ] || fail "mt-trace took $secs s"
 	rejected $RING
 }
 
 @test "hostile: lost counters near 2^64: not taken (0 lost, not 10^19), the trace rejected as incomplete" {
 	attack counters
-	[ "$secs" -le 5 ]
+	[ "$secs" -le 5 ] || fail "mt-trace took $secs s"
 	refute grep -q "[0-9]\{12,\} events lost" "$T/trace.err"
 	rejected 0
 }
@@ -115,15 +115,15 @@ rejected() {
 
 @test "hostile: a descendant planting huge positions after the command's exit: mt-trace ends within seconds, the trace rejected" {
 	attack linger
-	# the descendant goes on for 8 s
-	[ "$secs" -le 3 ]
+	# the descendant goes on for 8 s (start-up on a busy machine: 1-2 s)
+	[ "$secs" -le 5 ] || fail "mt-trace took $secs s"
 	rejected $RING
 }
 
 @test "hostile: random bytes over the whole layout (5 seeds): no crash, ends in seconds, any loss marked and bounded" {
 	for seed in 1 2 3 4 5; do
 		attack scribble "$seed"
-		[ "$secs" -le 5 ]
+		[ "$secs" -le 5 ] || fail "mt-trace took $secs s"
 		case $trace_status in
 		0) mt-encode -o "$T/out.msgpack" "$T/out.raw" ;;
 		125) rejected any ;;
