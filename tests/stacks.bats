@@ -583,3 +583,47 @@ trace_when_go() {
 	assert_line --index 7 "_start"
 	assert_line "truncated: false"
 }
+
+# A StackRef and its event were appended apart, and a batch that filled
+# between them ended in the StackRef: every later stage rejected the trace
+# ("StackRef ends its batch", 4 runs of 4 before the fix) while mt-trace
+# exited 0.  A drain of more than a batch: mt-trace stopped while three
+# threads allocate (its trace under way, 200 KB written), continued once
+# they are done (the fixture's last log line), a ring large enough that
+# nothing waits for it.
+@test "--stacks: a drain of more than a batch (mt-trace stopped during 3 threads x 60,000 allocations): the trace whole, all 180,000 with their stacks" {
+	export MT_FIXTURE_LOG="$T/fixture.log"
+	mt-trace --stacks --ring-size 128M -o "$T/out.raw" -- \
+		"$MT_FIXTURES/storm_threads" 3 60000 2>"$T/trace.err" &
+	local tracer=$! size=0
+	for _ in $(seq 500); do
+		size=$(stat -c %s "$T/out.raw" 2>/dev/null || echo 0)
+		[ "$size" -ge 200000 ] && break
+		sleep 0.02
+	done
+	kill -STOP "$tracer"
+	grep -q loop_ns "$MT_FIXTURE_LOG" 2>/dev/null &&
+		fail "the threads were done before mt-trace was stopped"
+	for _ in $(seq 1000); do
+		grep -q loop_ns "$MT_FIXTURE_LOG" 2>/dev/null && break
+		sleep 0.02
+	done
+	kill -CONT "$tracer"
+	wait "$tracer"
+	run mt-encode -o "$T/out.msgpack" "$T/out.raw"
+	assert_success
+	run "$PY" - "$T/out.msgpack" <<'PY'
+import sys
+import msgpack
+from mtzstd import open_plain
+n = stacked = 0
+with open_plain(sys.argv[1]) as f:
+    for m in msgpack.Unpacker(f, raw=False, strict_map_key=False):
+        if (m.get("type") == "Malloc" and m.get("size") == 48
+                and m.get("tid") != m.get("pid")):
+            n += 1
+            stacked += "stack" in m
+print(n, stacked)
+PY
+	assert_output "180000 180000"
+}
