@@ -117,9 +117,10 @@ def cmd_meta(args):
     header, events, trailer = load(args.artifact)
     delivered = sum(1 for ev in events if ev["type"] != "Lost")
     lost_records = sum(ev.get("count", 0) for ev in events if ev["type"] == "Lost")
+    by_type = collections.Counter(ev["type"] for ev in events)
     print(json.dumps({"header": header, "trailer": trailer,
-                      "events": delivered, "lost_records": lost_records},
-                     default=repr))
+                      "events": delivered, "lost_records": lost_records,
+                      "by_type": by_type}, default=repr))
     return 0
 
 
