@@ -414,20 +414,31 @@ ten_mib() {
 	cat >"$T/churn.py" <<-'PY'
 		import sys, msgpack
 		n, t0 = int(sys.argv[1]), 10**9
-		out, pk = sys.stdout.buffer, msgpack.Packer()
-		out.write(pk.pack({"type": "Header", "format": "mt", "version": 1,
+		out, pack = sys.stdout.buffer, msgpack.Packer().pack
+		out.write(pack({"type": "Header", "format": "mt", "version": 1,
 		    "command": ["churn"], "page_size": 4096, "root_pid": 100,
 		    "start_monotonic": t0, "allocators_tracked": True}))
-		addr = lambda i: 0x100000 + (i % 2000) * 64
-		ev = lambda k, i, t, **kw: out.write(pk.pack(dict(type=k, pid=100,
-		    tid=100, timestamp=t, **kw)))
+		# one map of each kind, its fields set for each event: the bytes of
+		# dict(type=..., pid=100, tid=100, timestamp=..., ...) in that order
+		malloc = dict(type="Malloc", pid=100, tid=100, timestamp=0, addr=0, size=48)
+		free = dict(type="Free", pid=100, tid=100, timestamp=0, addr=0)
+		lost = dict(type="Lost", pid=100, tid=100, timestamp=0, count=0)
+		chunk = []
 		for i in range(n // 2):
-		    ev("Malloc", i, t0 + 200 * i, addr=addr(i), size=48)
+		    malloc["timestamp"], malloc["addr"] = t0 + 200 * i, 0x100000 + (i % 2000) * 64
+		    chunk.append(pack(malloc))
 		    if i >= 1000:
-		        ev("Free", i, t0 + 200 * i + 100, addr=addr(i - 1000))
+		        free["timestamp"] = t0 + 200 * i + 100
+		        free["addr"] = 0x100000 + ((i - 1000) % 2000) * 64
+		        chunk.append(pack(free))
 		    else:
-		        ev("Lost", i, t0 + 200 * i + 100, count=0)
-		out.write(pk.pack({"type": "Trailer", "complete": True,
+		        lost["timestamp"] = t0 + 200 * i + 100
+		        chunk.append(pack(lost))
+		    if len(chunk) >= 65536:
+		        out.write(b"".join(chunk))
+		        chunk.clear()
+		out.write(b"".join(chunk))
+		out.write(pack({"type": "Trailer", "complete": True,
 		    "exit_code": 0, "end_monotonic": t0 + 100 * n, "events": n,
 		    "lost_events": 0, "batches": 1}))
 	PY
