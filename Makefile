@@ -30,7 +30,7 @@ LIB_INCLUDES := $(addprefix -Ilib/,$(LIB_DIRS))
 LIB_HDRS := $(wildcard $(addsuffix /*.h,$(addprefix lib/,$(LIB_DIRS))))
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-missing-field-initializers \
 	  -I$(OUTPUT) $(LIB_INCLUDES) -Ibpf -D_GNU_SOURCE
-LDLIBS_COMMON := -lmsgpackc -ljansson -lzstd -lz -lm
+LDLIBS_COMMON := -lmsgpackc -ljansson -lzstd -lz -lm -lprotobuf-c
 LDLIBS_BPF := -lbpf -ldw -lelf -lz -lpthread -lZydis
 # libdw: offline symbolization (lib/analysis/symbolize.c), in what links
 # the analysis stage
@@ -55,11 +55,12 @@ DEB_PACKAGES := build-essential binutils clang llvm bpftool libbpf-dev libelf-de
 	zlib1g-dev libzydis-dev libmsgpack-dev libjansson-dev libzstd-dev \
 	liblzma-dev libbz2-dev pkg-config bats bats-support \
 	bats-assert bats-file python3-msgpack valgrind hyperfine zstd time \
-	util-linux procps chromium jq libdw-dev strace gdb python3-yaml
+	util-linux procps chromium jq libdw-dev strace gdb python3-yaml \
+	libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
 
 LIB_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix lib/,$(LIB_DIRS))))
 LIB_OBJS := $(patsubst lib/%.c,$(OUTPUT)/lib/%.o,$(LIB_SRCS)) \
-	$(OUTPUT)/lib/mt_trace_btf.o
+	$(OUTPUT)/lib/mt_trace_btf.o $(OUTPUT)/gen/profile.pb-c.o
 LIBMT := $(OUTPUT)/libmt.a
 
 TOOLS := mt-trace mt-encode mt-reconstruct mt-report
@@ -154,6 +155,21 @@ $(OUTPUT)/mt_version_gen.h: FORCE | $(OUTPUT)
 $(OUTPUT)/lib/common/version.o: $(OUTPUT)/mt_version_gen.h
 .PHONY: FORCE
 FORCE:
+
+# pprof's profile.proto (lib/report/profile.proto) as C, for libprotobuf-c
+# (mt-report --pprof, lib/report/pprof.c); generated at build time by
+# protoc-c (protobuf-c-compiler)
+$(OUTPUT)/gen:
+	$(Q)mkdir -p $@
+$(OUTPUT)/gen/profile.pb-c.c $(OUTPUT)/gen/profile.pb-c.h &: \
+		lib/report/profile.proto | $(OUTPUT)/gen
+	$(call msg,PROTOC,$@)
+	$(Q)protoc-c --c_out=$(OUTPUT)/gen -Ilib/report $<
+$(OUTPUT)/gen/profile.pb-c.o: $(OUTPUT)/gen/profile.pb-c.c \
+		$(OUTPUT)/gen/profile.pb-c.h
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+$(OUTPUT)/lib/report/pprof.o: $(OUTPUT)/gen/profile.pb-c.h
 
 $(LIBMT): $(LIB_OBJS)
 	$(call msg,AR,$@)
@@ -304,13 +320,14 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRCS) $(LIB_HDRS) bpf/mt_event
 		$(FUZZ_EXTRA_LIBS) -o $@
 # fuzz_report runs the analysis stages too
 FUZZ_REPORT_SRCS := $(wildcard lib/analysis/*.c lib/report/*.c) lib/common/human.c
-build-fuzz/fuzz_report: FUZZ_EXTRA_SRCS := $(FUZZ_REPORT_SRCS)
-build-fuzz/fuzz_report: $(FUZZ_REPORT_SRCS)
+build-fuzz/fuzz_report: FUZZ_EXTRA_SRCS := $(FUZZ_REPORT_SRCS) \
+	$(OUTPUT)/gen/profile.pb-c.c -I$(OUTPUT)
+build-fuzz/fuzz_report: $(FUZZ_REPORT_SRCS) $(OUTPUT)/gen/profile.pb-c.c
 # fuzz_elf parses ELF files as mt-trace does (lib/capture/elf.c)
 build-fuzz/fuzz_elf: FUZZ_EXTRA_SRCS := lib/capture/elf.c
 build-fuzz/fuzz_elf: FUZZ_EXTRA_LIBS := -lelf -lZydis
 build-fuzz/fuzz_elf: lib/capture/elf.c
-build-fuzz/fuzz_report: FUZZ_EXTRA_LIBS := $(LDLIBS_DW)
+build-fuzz/fuzz_report: FUZZ_EXTRA_LIBS := $(LDLIBS_DW) -lprotobuf-c
 # fuzz_fastdrain drains the --fast rings as mt-trace does
 build-fuzz/fuzz_fastdrain: FUZZ_EXTRA_SRCS := lib/capture/tracer_fast_drain.c
 build-fuzz/fuzz_fastdrain: lib/capture/tracer_fast_drain.c

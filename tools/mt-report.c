@@ -13,7 +13,9 @@
 
 #include "mt_cli.h"
 #include "mt_flame.h"
+#include "mt_dhat.h"
 #include "mt_human.h"
+#include "mt_pprof.h"
 #include "mt_report.h"
 #include "mt_svg.h"
 #include "mt_top_sites.h"
@@ -41,6 +43,9 @@ struct env {
 	const char *flamegraph;
 	enum mt_site_metric flame_of;
 	bool folded;
+	const char *pprof; /* --pprof FILE */
+	enum mt_pprof_inuse pprof_inuse;
+	const char *dhat;	    /* --dhat FILE */
 	const char *debug_dirs[64]; /* --debug-dir, in recon.symbols */
 };
 
@@ -89,6 +94,15 @@ static const char usage_text[] =
     "--folded)\n"
     "      --folded             folded stacks (flamegraph.pl, inferno, "
     "speedscope)\n"
+    "      --pprof FILE         also a heap profile in pprof's format into "
+    "FILE\n"
+    "                           (go tool pprof, speedscope, Pyroscope, Parca)\n"
+    "      --pprof-inuse WHEN   its inuse values: live at the heap peak "
+    "(peak,\n"
+    "                           default) or not freed at exit (exit)\n"
+    "      --dhat FILE          also DHAT's JSON into FILE (dh_view.html, "
+    "Firefox\n"
+    "                           Profiler)\n"
     "      --space SPACE        what --flamegraph, --folded and --compare "
     "weigh:\n"
     "                           heap (default) or mapped (mmap, mremap, "
@@ -188,6 +202,9 @@ enum {
 	O_SPACE,
 	O_DEBUG_DIR,
 	O_SYSROOT,
+	O_PPROF,
+	O_PPROF_INUSE,
+	O_DHAT,
 };
 
 static const struct option longopts[] = {
@@ -221,6 +238,9 @@ static const struct option longopts[] = {
     {"space", required_argument, NULL, O_SPACE},
     {"debug-dir", required_argument, NULL, O_DEBUG_DIR},
     {"sysroot", required_argument, NULL, O_SYSROOT},
+    {"pprof", required_argument, NULL, O_PPROF},
+    {"pprof-inuse", required_argument, NULL, O_PPROF_INUSE},
+    {"dhat", required_argument, NULL, O_DHAT},
     {NULL, 0, NULL, 0},
 };
 
@@ -264,7 +284,7 @@ static enum mt_site_metric metric_arg(const char *opt, const char *v)
 	return m;
 }
 
-/* The allocation-site options (O_SORT to O_SYSROOT). */
+/* The allocation-site options (O_SORT to O_DHAT). */
 static void sites_option(struct env *env, int c, const char *v)
 {
 	struct mt_sym_opts *sym = &env->recon.symbols;
@@ -300,6 +320,17 @@ static void sites_option(struct env *env, int c, const char *v)
 		break;
 	case O_SYSROOT:
 		sym->sysroot = v;
+		break;
+	case O_PPROF:
+		env->pprof = v;
+		break;
+	case O_PPROF_INUSE:
+		if (mt_pprof_inuse_parse(v, &env->pprof_inuse) < 0)
+			usage_error("--pprof-inuse: not one of peak, exit: %s",
+				    v);
+		break;
+	case O_DHAT:
+		env->dhat = v;
 		break;
 	}
 }
@@ -369,6 +400,9 @@ static void option(struct env *env, int c, const char *v)
 	case O_SPACE:
 	case O_DEBUG_DIR:
 	case O_SYSROOT:
+	case O_PPROF:
+	case O_PPROF_INUSE:
+	case O_DHAT:
 		sites_option(env, c, v);
 		break;
 	default:
@@ -393,9 +427,11 @@ static void parse_args(struct env *env, int argc, char **argv)
 				    argc - optind, argv[optind],
 				    argv[optind + 1],
 				    argc - optind > 2 ? ", ..." : "");
-		if (env->svg || env->flamegraph || env->folded)
-			usage_error("--svg, --flamegraph, --folded: one run at "
-				    "a time, not with --compare");
+		if (env->svg || env->flamegraph || env->folded || env->pprof ||
+		    env->dhat)
+			usage_error("--svg, --flamegraph, --folded, --pprof, "
+				    "--dhat: one run at a time, not with "
+				    "--compare");
 	} else {
 		if (mt_growth_any(&env->growth))
 			usage_error("--max-growth needs --compare BASE HEAD");
@@ -508,6 +544,47 @@ static void write_flamegraph(const struct env *env, json_t *doc)
 		mt_output_close(f, path);
 }
 
+/* --pprof FILE, --dhat FILE: a profile of the heap's sites.  A run
+ * traced without stacks is refused, as by --flamegraph: a profile whose
+ * only frame is "[no stack]" would open in every viewer and show nothing,
+ * and a script saving it would not learn that stacks were missing. */
+static void write_profile(const char *opt, const char *path, json_t *doc,
+			  int (*write)(FILE *, json_t *, const void *),
+			  const void *arg)
+{
+	FILE *f;
+
+	if (!mt_top_sites_present(doc))
+		errx(MT_EXIT_UNUSABLE,
+		     "%s: no call stacks in this run (trace it with mt-trace "
+		     "--stacks)",
+		     opt);
+	f = strcmp(path, "-") ? fopen(path, "w") : stdout;
+	if (!f)
+		err(MT_EXIT_UNUSABLE, "%s", path);
+	if (write(f, doc, arg) < 0)
+		mt_output_failed(f, strcmp(path, "-") ? path : "<stdout>");
+	if (f != stdout)
+		mt_output_close(f, path);
+}
+
+static int pprof_writer(FILE *f, json_t *doc, const void *arg)
+{
+	return mt_pprof_write(f, doc, *(const enum mt_pprof_inuse *)arg);
+}
+
+static int dhat_writer(FILE *f, json_t *doc, const void *arg)
+{
+	(void)arg;
+	return mt_dhat_write(f, doc);
+}
+
+/* a file option's argument is "-": its output takes standard output */
+static bool to_stdout(const char *path)
+{
+	return path && !strcmp(path, "-");
+}
+
 /* The comparison with the sites that grew most: as text after the
  * table, or in the JSON object as "sites_grown". */
 static int compare_with_sites(const struct env *env, FILE *out, json_t *base,
@@ -589,6 +666,11 @@ static int report(const struct env *env, FILE *out, const char *path)
 		write_svg(env->svg, doc, &env->view);
 	if (env->flamegraph)
 		write_flamegraph(env, doc);
+	if (env->pprof)
+		write_profile("--pprof", env->pprof, doc, pprof_writer,
+			      &env->pprof_inuse);
+	if (env->dhat)
+		write_profile("--dhat", env->dhat, doc, dhat_writer, NULL);
 	status = check_gates(env, doc, results);
 	if (env->json) {
 		json_t *facts = mt_report_facts(doc, &env->view);
@@ -618,9 +700,9 @@ static int report(const struct env *env, FILE *out, const char *path)
 		    0)
 			mt_output_failed(out, env->output ? env->output
 							  : "<stdout>");
-	} else if ((!env->svg || strcmp(env->svg, "-") || out != stdout) &&
-		   (!env->flamegraph || strcmp(env->flamegraph, "-") ||
-		    out != stdout)) {
+	} else if (out != stdout ||
+		   (!to_stdout(env->svg) && !to_stdout(env->flamegraph) &&
+		    !to_stdout(env->pprof) && !to_stdout(env->dhat))) {
 		mt_report_text(out, doc, &env->view);
 		for (int sp = 0; sp < MT_SITE_SPACES; sp++) {
 			struct mt_sites_view v = env->sites;
@@ -653,10 +735,11 @@ int main(int argc, char **argv)
 						     : 1;
 	/* and the sites --top shows, unless all are drawn */
 	env.sites.top = env.view.top;
-	env.recon.max_sites =
-	    env.flamegraph || env.folded || env.view.top == MT_ALL ? 0
-	    : env.view.top ? env.view.top
-			   : 1;
+	env.recon.max_sites = env.flamegraph || env.folded || env.pprof ||
+				      env.dhat || env.view.top == MT_ALL
+				  ? 0
+			      : env.view.top ? env.view.top
+					     : 1;
 	/* the list is kept while reading: "all" is bounded there */
 	if (env.view.leaks > env.recon.max_leaks)
 		env.recon.max_leaks = env.view.leaks < MAX_LEAKS_KEPT

@@ -17,6 +17,12 @@ struct site {
 	uint64_t saved; /* live when epoch saved_epoch began */
 	uint64_t metric[MT_SITE_METRICS]; /* [MT_SITE_PEAK] set at the end */
 	uint64_t leaked_blocks;
+	/* blocks held now, when saved, and at the peak (set at the end);
+	 * the most bytes held at once and the blocks then (DHAT's "max");
+	 * for the heap: a range of the address space may be unmapped in
+	 * parts, so its blocks are not counted */
+	uint64_t live_blocks, saved_blocks, peak_blocks;
+	uint64_t max_bytes, max_blocks;
 	uint32_t saved_epoch;
 };
 
@@ -275,6 +281,7 @@ static inline void touch(const struct space *sp, struct site *site)
 	if (site->saved_epoch != sp->epoch) {
 		site->saved_epoch = sp->epoch;
 		site->saved = site->live;
+		site->saved_blocks = site->live_blocks;
 	}
 }
 
@@ -304,6 +311,11 @@ void mt_sites_alloc(struct mt_sites *s, enum mt_site_space space,
 		return;
 	touch(sp, site);
 	site->live += size;
+	site->live_blocks++;
+	if (site->live > site->max_bytes) {
+		site->max_bytes = site->live;
+		site->max_blocks = site->live_blocks;
+	}
 	sp->heap += size;
 	if (sp->heap > sp->peak) {
 		sp->peak = sp->heap;
@@ -320,6 +332,7 @@ static void release(struct space *sp, struct site *site, uint64_t size)
 	/* never below 0, whatever the caller's bookkeeping */
 	size = size < site->live ? size : site->live;
 	site->live -= size;
+	site->live_blocks -= site->live_blocks > 0;
 	sp->heap -= size < sp->heap ? size : sp->heap;
 }
 
@@ -365,10 +378,13 @@ static void settle_peak(struct space *sp)
 
 		/* still at the last peak: what is live now; else what was
 		 * live when the epoch after it began, if changed since */
-		if (sp->at_new_peak || site->saved_epoch != sp->epoch)
+		if (sp->at_new_peak || site->saved_epoch != sp->epoch) {
 			site->metric[MT_SITE_PEAK] = site->live;
-		else
+			site->peak_blocks = site->live_blocks;
+		} else {
 			site->metric[MT_SITE_PEAK] = site->saved;
+			site->peak_blocks = site->saved_blocks;
+		}
 	}
 }
 
@@ -425,6 +441,7 @@ static json_t *frames_json(struct mt_sites *s, size_t id)
 
 static json_t *site_json(struct mt_sites *s, const struct space *sp, size_t id)
 {
+	bool heap = sp == &s->space[MT_SITES_HEAP];
 	const struct site *site = &sp->v[id];
 	json_t *o = json_object();
 	bool truncated = id < s->nstacks && s->stacks[id].truncated;
@@ -435,6 +452,15 @@ static json_t *site_json(struct mt_sites *s, const struct space *sp, size_t id)
 				    json_integer((json_int_t)site->metric[m]));
 	json_object_set_new(o, "not_freed_blocks",
 			    json_integer((json_int_t)site->leaked_blocks));
+	if (heap) {
+		json_object_set_new(
+		    o, "peak_blocks",
+		    json_integer((json_int_t)site->peak_blocks));
+		json_object_set_new(o, "max_bytes",
+				    json_integer((json_int_t)site->max_bytes));
+		json_object_set_new(o, "max_blocks",
+				    json_integer((json_int_t)site->max_blocks));
+	}
 	json_object_set_new(o, "truncated", json_boolean(truncated));
 	json_object_set_new(o, "frames", frames_json(s, id));
 	return o;
