@@ -56,7 +56,7 @@ DEB_PACKAGES := build-essential binutils clang llvm bpftool libbpf-dev libelf-de
 	liblzma-dev libbz2-dev pkg-config bats bats-support \
 	bats-assert bats-file python3-msgpack valgrind hyperfine zstd time \
 	util-linux procps chromium jq libdw-dev strace gdb python3-yaml \
-	libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
+	libprotobuf-c-dev protobuf-c-compiler protobuf-compiler golang-go
 
 LIB_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix lib/,$(LIB_DIRS))))
 LIB_OBJS := $(patsubst lib/%.c,$(OUTPUT)/lib/%.o,$(LIB_SRCS)) \

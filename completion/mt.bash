@@ -40,6 +40,7 @@ _mt_complete_value() {
 		mapfile -t COMPREPLY < <(compgen -f -- "$2")
 		;;
 	BOOL) mapfile -t COMPREPLY < <(compgen -W 'true false' -- "$2") ;;
+	WHEN) mapfile -t COMPREPLY < <(compgen -W 'peak exit' -- "$2") ;; # --pprof-inuse
 	*'|all') mapfile -t COMPREPLY < <(compgen -W 'all' -- "$2") ;;
 	*) COMPREPLY=() ;; # a size, a duration, a name: nothing to offer
 	esac

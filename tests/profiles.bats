@@ -195,6 +195,24 @@ trace_hundred() {
 	refute_line --regexp '^S .*[^n] [0-9]+ [0-9]+ [0-9]+ [0-9]+$'
 }
 
+@test "--pprof of a traced run: go tool pprof reads it: Go's sample types, the fixture's two sites, main's lines" {
+	trace_hundred
+	mt-report --pprof "$T/h.pb.gz" -o /dev/null "$T/h.raw"
+	run go tool pprof -raw "$T/h.pb.gz"
+	assert_success
+	assert_line "alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes"
+	# 100 blocks of 100..199 B (14,950 B) in the loop, one of 7,777 B
+	assert_line --regexp '^ +100 +14950 +100 +14950: [0-9 ]+$'
+	assert_line --regexp '^ +1 +7777 +1 +7777: [0-9 ]+$'
+	# the two calls to malloc, at the fixture's lines (its source)
+	for n in $(grep -n '= malloc(' "$TOP/tests/fixtures/hundred.c" | cut -d: -f1); do
+		assert_line --regexp "M=1 main tests/fixtures/hundred.c:$n s=0\$"
+	done
+	run go tool pprof -top -sample_index=inuse_space "$T/h.pb.gz"
+	assert_success
+	assert_line --regexp '^ +22[.]19kB +100% +100% +22[.]19kB +100% +main$'
+}
+
 @test "--dhat of a traced run: valgrind's DHAT file for the same fixture has the same keys and totals" {
 	trace_hundred
 	mt-report --dhat "$T/mt.json" -o /dev/null "$T/h.raw"
