@@ -40,12 +40,11 @@ volatile __u32 discover_code = 0;
 /*
  * The tracepoint programs (fork, exec, exit, signal_generate, sys_exit,
  * rss_stat) serve a session: set by mt-trace once its tracepoints are
- * attached and its tables reset, cleared when it ends.  Their links are
- * kept attached between sessions of a kept object (tracer_kept.c:
- * attaching a tracepoint patches kernel text with IPIs, the largest part
- * of the step; sys_exit's and rss_stat's only for a second after a
- * session), and this keeps them from acting meanwhile: a process a session
- * left running is neither followed nor stopped by nobody's programs.
+ * attached, cleared when it stops reading.  Its links are closed after
+ * that, by its background detacher (tracer_detach.c), and this keeps them
+ * from acting meanwhile: a process the session left running is neither
+ * followed nor stopped by programs nobody reads, and every syscall on the
+ * machine pays one test until the links are gone.
  */
 volatile __u32 session_live = 0;
 /* Stop a process that maps new code until it is inspected (lossless; the
@@ -61,13 +60,6 @@ const volatile bool stop_for_new_code = true;
  * own: it inherits the breakpoints, not the link.
  */
 const volatile bool fast_links = false;
-/* --fast: what a program that will load the recorder finds at its exec:
- * LD_PRELOAD starting with the recorder's path (the same for every session
- * of a build: a constant), MT_FAST_SHM naming this session's memfd, which
- * it still holds as fd fast_memfd (inode fast_memfd_ino).  Such an exec
- * need not stop.  What names the session is global data, not a constant,
- * so that a later --fast session can reuse the loaded object (mt-trace
- * writes a reused object's global data: tracer_kept.c). */
 /*
  * mt-trace acts for another user (sudo): a process of the tree that execs
  * a program with more rights than theirs (set-user-ID, set-group-ID, file
@@ -78,6 +70,11 @@ const volatile bool fast_links = false;
  * and no process it forks is followed.
  */
 const volatile bool privileged_unseen = false;
+/* --fast: what a program that will load the recorder finds at its exec:
+ * LD_PRELOAD starting with the recorder's path (the same for every session
+ * of a build: a constant), MT_FAST_SHM naming this session's memfd, which
+ * it still holds as fd fast_memfd (inode fast_memfd_ino).  Such an exec
+ * need not stop. */
 const volatile char fast_preload[256] = {};
 const volatile __u32 fast_preload_len = 0;
 volatile char fast_shm[64] = {};

@@ -280,22 +280,32 @@ libc_inode() {
 	awk '/libc\.so\.6$/ { print $5; exit }' "/proc/$1/maps"
 }
 
-# kept N ERR: "K N" from ERR's "N private copies (K kept ... slot S)"
-copies_kept() {
-	sed -n 's/.* \([0-9]*\) private copies (\([0-9]*\) kept from an earlier session, slot \([0-9]*\)).*/\1 \2 \3/p' "$1"
+# libc_dev PID: the device (MAJOR:MINOR, as mountinfo writes it) of the
+# libc.so.6 that PID maps
+libc_dev() {
+	local hex
+	hex=$(awk '/libc\.so\.6$/ { print $4; exit }' "/proc/$1/maps")
+	[ -n "$hex" ] && echo "$((16#${hex%:*})):$((16#${hex#*:}))"
 }
 
-@test "kept copies (/run/mt-trace): a later session binds the copy an earlier one kept; its tree maps it, not the host's libc, with the probe at malloc" {
-	mt-trace --wait-detach -o "$T/first.raw" -- true
+@test "each session copies afresh: its tree maps a private copy, not the host's libc, with the probe at malloc, on a file system no host mount shows" {
 	start_session -v
 	cat "$T/session.err"
-	read -r n kept slot <<<"$(copies_kept "$T/session.err")"
-	echo "copies $n, kept $kept, slot $slot"
-	[ "$kept" -ge 1 ]
+	grep -q 'private copies, ' "$T/session.err"
 	host=$(stat -L -c '%i' "$HOST_LIBC")
 	tree=$(libc_inode "$tree_pid")
+	dev=$(libc_dev "$tree_pid")
+	echo "tree's libc: inode $tree on $dev; host's: inode $host"
 	[ -n "$tree" ]
 	[ "$tree" != "$host" ]
+	# the copy's file system is mounted in the session's namespace alone
+	# (a bind over the path there): the host's mount table has no mount of
+	# it, the session's has
+	[ -n "$dev" ]
+	run awk -v dev="$dev" '$3 == dev' /proc/self/mountinfo
+	assert_output ""
+	run awk -v dev="$dev" '$3 == dev { print $5 }' "/proc/$tree_pid/mountinfo"
+	assert_output --partial "libc.so.6"
 	run "$PY" "$HITS" code "$tree_pid" malloc
 	assert_success
 	[ "$(echo "$output" | jq -r '.mem[0:2]')" = cc ]
@@ -305,230 +315,32 @@ copies_kept() {
 	assert_success
 }
 
-@test "kept copies: two sessions at once hold different slots and map different copies, neither the host's libc" {
+@test "two sessions at once map different copies, neither the host's libc" {
 	start_session -v
 	outside="$tree_pid $session" # the first: teardown ends it
 	first_tree=$tree_pid
-	mv "$T/session.err" "$T/first.err"
 	start_session -v
 	host=$(stat -L -c '%i' "$HOST_LIBC")
 	a=$(libc_inode "$first_tree")
 	b=$(libc_inode "$tree_pid")
-	echo "first $a, second $b, host $host"
+	echo "first $a on $(libc_dev "$first_tree"), second $b on $(libc_dev "$tree_pid"), host $host"
 	[ -n "$a" ]
 	[ -n "$b" ]
-	[ "$a" != "$b" ]
+	[ "$(libc_dev "$first_tree")" != "$(libc_dev "$tree_pid")" ]
 	[ "$a" != "$host" ]
 	[ "$b" != "$host" ]
-	read -r _ _ slot_a <<<"$(copies_kept "$T/first.err")"
-	read -r _ _ slot_b <<<"$(copies_kept "$T/session.err")"
-	echo "slots $slot_a $slot_b"
-	[ -n "$slot_a" ]
-	[ -n "$slot_b" ]
-	[ "$slot_a" != "$slot_b" ]
 	end_session
 }
 
-@test "kept copies: a copy that a process of an earlier tree still maps is not bound again: the next session's tree maps a new copy" {
-	# the tree leaves a sleeper running, mapping the first session's copy
-	# (its libc is read while the copy is still bound: the session's end
-	# unbinds it, and /proc/PID/maps then names it "/")
-	MT_FIXTURE_LOG="$T/left.log" mt-trace -v --wait-detach -o "$T/first.raw" -- \
-		sh -c '"$0" 60 >/dev/null 2>&1 </dev/null &
-			until [ -e "$1" ]; do sleep 0.05; done' \
-		"$MT_FIXTURES/sleeper" "$T/go" 2>"$T/first.err" &
-	first=$!
-	wait_ready "$T/left.log"
-	left=$(jq -r 'select(.info == "ready") | .pid' "$T/left.log")
-	outside=$left
-	old=$(libc_inode "$left")
-	touch "$T/go"
-	wait "$first"
-	# still mapped by it, the session over
-	grep -q " $old " "/proc/$left/maps"
-	start_session -v
-	host=$(stat -L -c '%i' "$HOST_LIBC")
-	new=$(libc_inode "$tree_pid")
-	echo "left running: $old, the new tree: $new, host $host"
-	[ -n "$old" ]
-	[ -n "$new" ]
-	[ "$old" != "$host" ]
-	[ "$new" != "$host" ]
-	[ "$new" != "$old" ]
-	# in the same slot (the first free one: the first session released
-	# it), libc was copied again, not kept
-	read -r _ _ slot_a <<<"$(copies_kept "$T/first.err")"
-	read -r n kept slot_b <<<"$(copies_kept "$T/session.err")"
-	echo "slots $slot_a $slot_b, copies $n, kept $kept"
-	if [ "$slot_a" = "$slot_b" ]; then
-		[ "$kept" -lt "$n" ]
-	fi
-	end_session
-}
-
-# copy_name FILE: the name of FILE's kept copy (confine.c cache_name):
-# its device, inode, size, modification and change times
-copy_name() {
-	stat -c '%d %i %s %Y %y %Z %z' "$1" | awk '{
-		split($6, m, "."); split($10, c, ".");
-		printf "%x-%x-%x-%d.%s-%d.%s", $1, $2, $3, $4, m[2], $8, c[2] }'
-}
-
-# kept_round N: a session probing $T/libc.so.6 (round N); "n kept slot"
-# from its -v line
-kept_round() {
-	run mt-trace -v --wait-detach --libc "$T/libc.so.6" \
-		-o "$T/r$1.raw" -- true
-	assert_success
-	echo "$output" | grep 'private copies' >"$T/r$1.err"
-	cat "$T/r$1.err" >&2
-	copies_kept "$T/r$1.err"
-}
-
-# slots_holding NAME [BUT]: the slots that hold a copy named NAME (and
-# none named BUT)
-slots_holding() {
-	local d
-	for d in /run/mt-trace/*/; do
-		[ -e "$d$1" ] || continue
-		[ -n "${2:-}" ] && [ -e "$d$2" ] && continue
-		basename "$d"
-	done
-}
-
-@test "kept copies are named after their original: a changed file (touch) is copied again" {
-	local name new n kept slot round=1 held
-	cp "$HOST_LIBC" "$T/libc.so.6"
-	name=$(copy_name "$T/libc.so.6")
-	read -r n kept slot <<<"$(kept_round 1)"
-	[ "$n" = 1 ]
-	[ -e "/run/mt-trace/$slot/$name" ]
-	# a later session in a slot holding the copy binds it (other
-	# sessions on the machine may take that slot first: try again)
-	for round in 2 3 4 5 6 7 8 9; do
-		held=" $(slots_holding "$name" | tr '\n' ' ') "
-		read -r n kept slot <<<"$(kept_round $round)"
-		[[ "$held" == *" $slot "* ]] && break
-	done
-	echo "round $round: slot $slot (held in:$held), kept $kept"
-	[[ "$held" == *" $slot "* ]]
-	[ "$n" = 1 ]
-	[ "$kept" = 1 ]
-	# touched: a session in a slot holding the old copy copies it again
-	touch -d '2001-01-01' "$T/libc.so.6"
-	new=$(copy_name "$T/libc.so.6")
-	for round in 10 11 12 13 14 15 16 17; do
-		held=" $(slots_holding "$name" "$new" | tr '\n' ' ') "
-		read -r n kept slot <<<"$(kept_round $round)"
-		[[ "$held" == *" $slot "* ]] && break
-	done
-	echo "round $round: slot $slot (old copy in:$held), kept $kept"
-	[[ "$held" == *" $slot "* ]]
-	[ "$n" = 1 ]
-	[ "$kept" = 0 ]
-	[ -e "/run/mt-trace/$slot/$new" ]
-}
-
-# gone PID: wait (up to 10 s) until PID is no more (not our child)
-gone() {
-	for _ in $(seq 200); do
-		[ -e "/proc/$1" ] || return 0
-		sleep 0.05
-	done
-	echo "$1 still runs" >&2
-	return 1
-}
-
-# slot_inodes SLOT: the inodes of the copies in /run/mt-trace/SLOT, one a
-# line
-slot_inodes() {
-	find "/run/mt-trace/$1" -maxdepth 1 -type f ! -name .released \
-		-printf '%i\n' | sort
-}
-
-# The next session to take a killed session's slot empties it: so the copies
-# left there are never bound again, whichever session takes the slot next
-# (ours below, or another on the machine: the slot is the first free one).
-@test "kept copies: the slot of a session killed with SIGKILL is not marked released; the next session to take it empties it and copies afresh" {
-	local n kept slot got tree round p others holders=""
-	for round in 1 2 3 4 5; do # every slot taken: try again
-		start_session -v
-		read -r n kept slot <<<"$(copies_kept "$T/session.err")"
-		[ -n "$slot" ] && break
-		end_session
-	done
-	cat "$T/session.err"
-	echo "killed session: copies $n, kept $kept, slot $slot"
-	[ -n "$slot" ]
-	slot_inodes "$slot" >"$T/killed.inodes"
-	[ "$(wc -l <"$T/killed.inodes")" -eq "$n" ]
-	# its tree maps one of them as its libc
-	grep -qx "$(libc_inode "$tree_pid")" "$T/killed.inodes"
-	# mt-trace killed mid-session (no detacher runs yet); its tree, left
-	# running, is ended too: nobody maps or holds open the copies now, and
-	# once its other processes (the watchdog) are gone, nobody holds the
-	# slot's lock
-	others=$(pgrep -P "$session" | grep -vx "$tree_pid" || true)
-	kill -KILL "$session"
-	wait "$session" 2>/dev/null || true
-	session=""
-	kill "$tree_pid"
-	for p in $tree_pid $others; do
-		gone "$p"
-	done
-	mv "$T/session.err" "$T/killed.err"
-	# sessions of ours until one takes the slot, each keeping the slot it
-	# took, unless another session took it first
-	for round in 1 2 3 4 5; do
-		if [ -e "/run/mt-trace/$slot/.released" ] ||
-			! flock -n "/run/mt-trace/$slot" true; then
-			echo "round $round: another session took slot $slot"
-			break
-		fi
-		start_session -v
-		grep 'private copies' "$T/session.err"
-		read -r n kept got <<<"$(copies_kept "$T/session.err")"
-		echo "round $round: slot ${got:-none}, copies $n, kept $kept"
-		[ "$got" = "$slot" ] && break
-		holders="$holders $tree_pid $session"
-		outside=$holders # teardown ends them
-		session=""
-	done
-	slot_inodes "$slot" >"$T/next.inodes"
-	echo "the killed session's copies: $(echo $(cat "$T/killed.inodes"))"
-	echo "slot $slot now: $(echo $(cat "$T/next.inodes"))"
-	# none of the killed session's copies is there any more
-	[ -z "$(comm -12 "$T/killed.inodes" "$T/next.inodes")" ]
-	if [ "$got" = "$slot" ]; then
-		# ours took it: its tree maps a new copy
-		[ "$n" -ge 1 ]
-		[ -s "$T/next.inodes" ]
-		tree=$(libc_inode "$tree_pid")
-		[ -n "$tree" ]
-		grep -qx "$tree" "$T/next.inodes"
-		end_session
-	fi
-}
-
-@test "--no-keep-copies: the session copies afresh, takes no slot, and its tree maps none of the kept copies" {
-	# a kept copy of libc exists for this libc (an earlier session's)
-	mt-trace --wait-detach -o "$T/first.raw" -- true
+@test "--no-keep-copies (obsolete: nothing is kept between sessions) is accepted and changes nothing" {
 	start_session -v --no-keep-copies
 	cat "$T/session.err"
-	grep -q 'private copies' "$T/session.err"
-	# no "(K kept from an earlier session, slot S)"
-	[ -z "$(copies_kept "$T/session.err")" ]
+	grep -q 'private copies, ' "$T/session.err"
 	host=$(stat -L -c '%i' "$HOST_LIBC")
 	tree=$(libc_inode "$tree_pid")
-	echo "tree's libc $tree, host $host"
 	[ -n "$tree" ]
 	[ "$tree" != "$host" ]
-	kept=$(find /run/mt-trace -xdev -type f -printf '%i\n' 2>/dev/null)
-	echo "kept copies' inodes: $(echo $kept)"
-	[ -n "$kept" ] # the control: without the option it would be one of them
-	refute grep -qx "$tree" <<<"$kept"
-	run "$PY" "$HITS" code "$tree_pid" malloc
-	assert_success
-	[ "$(echo "$output" | jq -r '.mem[0:2]')" = cc ]
 	end_session
+	run mt-encode "$T/s.raw"
+	assert_success
 }

@@ -652,9 +652,8 @@ links_of() {
 @test "the probes go: just after mt-trace exits by default, before it exits with --wait-detach" {
 	require_bpf
 	require_command bpftool
-	# while a trace runs, its links are there (the check can see them);
-	# --no-keep-copies: nothing of the session is kept for the next one
-	mt-trace --wait-detach --no-keep-copies -o "$T/sleep.raw" -- sleep 1 \
+	# while a trace runs, its links are there (the check can see them)
+	mt-trace --wait-detach -o "$T/sleep.raw" -- sleep 1 \
 		2>/dev/null &
 	tracer=$!
 	for _ in $(seq 50); do
@@ -673,7 +672,7 @@ links_of() {
 	[ "$links" = 0 ]
 	# default: the background detacher removes them, then exits (it
 	# held the programs: they are unloaded only when it is gone)
-	mt-trace --no-keep-copies -o "$T/sleep.raw" -- sleep 0.5 2>/dev/null &
+	mt-trace -o "$T/sleep.raw" -- sleep 0.5 2>/dev/null &
 	tracer=$!
 	progs=$(session_progs "$tracer")
 	wait "$tracer"
@@ -682,72 +681,6 @@ links_of() {
 		sleep 0.1
 	done
 	[ "$(links_of)" = "0 0" ]
-}
-
-@test "the probes go but those kept on the tree's private copies and the tracepoints: pinned, uprobe links and tracepoints only; sys_exit's and rss_stat's gone a second later" {
-	require_bpf
-	require_command bpftool
-	mt-trace -v -o "$T/sleep.raw" -- sleep 0.5 2>"$T/trace.err" &
-	tracer=$!
-	progs=$(session_progs "$tracer")
-	wait "$tracer"
-	cat "$T/trace.err"
-	bslot=$(sed -n 's/.*BPF programs and maps kept.*slot \([0-9]\).*/\1/p' \
-		"$T/trace.err")
-	cslot=$(sed -n 's/.*allocator probes confined.*slot \([0-9]\)).*/\1/p' \
-		"$T/trace.err")
-	if [ -z "$bslot" ]; then # every slot taken by other sessions
-		skip "no slot free for the BPF side"
-	fi
-	# its detacher pins the copies' links and the tracepoints' again,
-	# closes the rest, exits or lingers
-	for _ in $(seq 100); do
-		pgrep -x mt-trace-detach >/dev/null || break
-		sleep 0.1
-	done
-	run "$PY" "$BATS_TEST_DIRNAME/lib/mt_links.py" named $progs
-	echo "links: $output"
-	# of the tracepoints, only those pinned as t-PROGRAM are left (at
-	# most once each: a later session may have taken some)
-	tps=$(grep -c -E '^(raw_tracepoint|perf_event)' <<<"$output" || true)
-	tpins=$(ls /run/mt-trace/bpf/"$bslot"/*/ | grep -c '^t-on_' || true)
-	echo "tracepoint links left: $tps, pinned: $tpins"
-	[ "$tpins" -ge 3 ]
-	[ "$tps" -le "$tpins" ]
-	[ -z "$(grep -E '^(raw_tracepoint|perf_event)' <<<"$output" |
-		grep -v -E ' on_(fork|exec|exit|signal_generate|sys_exit|rss_owner|rss_size)$')" ]
-	links=$output
-	# sys_exit's (every system call) and rss_stat's (every RSS change)
-	# go a second later: the lingering detacher removes their pins
-	for _ in $(seq 50); do
-		pgrep -x mt-trace-linger >/dev/null || break
-		sleep 0.1
-	done
-	if ! pgrep -x mt-trace >/dev/null; then # no later session took them
-		run "$PY" "$BATS_TEST_DIRNAME/lib/mt_links.py" named $progs
-		echo "links a second later: $output"
-		refute_output --partial perf_event
-		refute_output --partial on_sys_exit
-		refute_output --partial on_rss
-		[ -z "$(ls /run/mt-trace/bpf/"$bslot"/*/ |
-			grep -E '^t-on_(sys_exit|rss)')" ]
-	fi
-	output=$(grep -v -E '^(raw_tracepoint|perf_event)' <<<"$links" |
-		cut -d' ' -f1 || true)
-	if [ "$bslot" != "$cslot" ]; then
-		# copies in another slot than the programs' (taken by another
-		# session): nothing is kept
-		assert_output ""
-		return
-	fi
-	# only uprobe_multi ones (type 12) are left, at most one a pin: a
-	# later session may have taken some already
-	pins=$(ls /run/mt-trace/bpf/"$bslot"/*/ | grep -c '^l-' || true)
-	[ "$pins" -ge 1 ]
-	[ "$(grep -c . <<<"$output")" -le "$pins" ]
-	if [ -n "$output" ]; then
-		assert_output --regexp '^(12|uprobe_multi)(\n(12|uprobe_multi))*$'
-	fi
 }
 
 @test "without privileges: mt-trace exits 125 and names the missing capability" {
@@ -975,7 +908,7 @@ command_left() {
 	local pid
 	for pid in $(pgrep -f -- "$TAG"); do
 		case $(cat "/proc/$pid/comm" 2>/dev/null) in
-		mt-trace-detach | mt-trace-linger | "") ;;
+		mt-trace-detach | "") ;;
 		*) echo "$pid" ;;
 		esac
 	done
@@ -1013,8 +946,8 @@ no_command_left() { [ -z "$(command_left)" ]; }
 	[ -s "$T/trace.err" ]
 	# a leftover would be the sleeper (23 s), or mt-trace's child still
 	# held before its exec; both have the unique tag on their command
-	# line (as mt-trace's background detacher has, lingering a second:
-	# not the command).  One on its way out may be seen a moment longer.
+	# line (as mt-trace's background detacher has, for a moment: not the
+	# command).  One on its way out may be seen a moment longer.
 	wait_for 5 no_command_left || true
 	left=$(command_left)
 	for pid in $left; do kill -KILL "$pid" || true; done
@@ -1129,11 +1062,9 @@ total_events() {
 	# reported is split into "perf_event_open( <unfinished ...>" and
 	# "<... perf_event_open resumed>{type=...": the old check missed it
 	# whenever another session was detaching.
-	# --no-keep-copies: the programs are loaded (a kept BPF side is
-	# not: kept.bats)
 	ASAN_OPTIONS=detect_leaks=0 run strace -ff \
 		-e trace=perf_event_open,bpf -o "$T/st" \
-		mt-trace --no-keep-copies -o "$T/t.raw" -- true
+		mt-trace -o "$T/t.raw" -- true
 	assert_success
 	echo "$output" # mt-trace's own words (a warning without RSS?)
 	grep -H 'perf_event_open' "$T"/st.* | cut -c1-200 || true
@@ -1174,9 +1105,8 @@ total_events() {
 @test "the largest maps are made beside the fork, once, and the load uses them" {
 	require_bpf
 	require_command strace
-	# --no-keep-copies: the maps are made (a kept BPF side's are not)
 	ASAN_OPTIONS=detect_leaks=0 run strace -f -e trace=bpf \
-		-o "$T/strace.txt" mt-trace --no-keep-copies -o "$T/t.raw" -- true
+		-o "$T/strace.txt" mt-trace -o "$T/t.raw" -- true
 	assert_success
 	loader=$(awk '/BPF_PROG_LOAD.*prog_name="on_exit"/ { print $1 }' "$T/strace.txt")
 	[ -n "$loader" ]
@@ -1201,8 +1131,7 @@ total_events() {
 # links, so it must work.
 @test "-vv: the first uprobe registration's wait is taken beside the BPF load" {
 	require_bpf
-	# --no-keep-copies: links are made (kept ones need no registration)
-	trace_ok -vv --no-keep-copies -- true
+	trace_ok -vv -- true
 	run grep -E 'uprobe registration warmed beside the BPF load: the first in [0-9.]+ ms, [1-9][0-9]* in all' "$T/trace.err"
 	assert_success
 	run grep 'not warmed' "$T/trace.err"

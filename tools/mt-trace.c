@@ -36,7 +36,7 @@ static void usage(FILE *f)
 	      " [--scan FILE] [--no-stop] [--start-disabled]\n"
 	      "                [--no-backpressure] [--physical]"
 	      " [--interval DURATION] [--wait-detach]\n"
-	      "                [--global-probes] [--no-keep-copies]\n"
+	      "                [--global-probes]\n"
 	      "                [--stacks=BOOL | --no-stacks] [--stack-depth N] "
 	      "[--fast]\n"
 	      "                -- CMD [ARGS...]\n"
@@ -92,12 +92,6 @@ static void usage(FILE *f)
 	      "                            not only the tree's (for trees "
 	      "that leave mt-trace's\n"
 	      "                            mount namespace: nsenter, setns)\n"
-	      "      --no-keep-copies      neither use nor keep for later "
-	      "sessions the private\n"
-	      "                            copies of the allocator files "
-	      "(/run/mt-trace), nor\n"
-	      "                            the BPF programs, maps, links "
-	      "(/run/mt-trace/bpf)\n"
 	      "      --stacks=BOOL         record the call stack of every "
 	      "allocation, mmap,\n"
 	      "                            munmap, mremap and brk (default "
@@ -354,6 +348,8 @@ int main(int argc, char **argv)
 	    {"no-backpressure", no_argument, NULL, OPT_NO_BACKPRESSURE},
 	    {"wait-detach", no_argument, NULL, OPT_WAIT_DETACH},
 	    {"global-probes", no_argument, NULL, OPT_GLOBAL_PROBES},
+	    /* obsolete: nothing is kept between sessions any more; still
+	     * accepted, so that a script that asked for that works */
 	    {"no-keep-copies", no_argument, NULL, OPT_NO_KEEP_COPIES},
 	    {"stacks", optional_argument, NULL, OPT_STACKS},
 	    {"no-stacks", no_argument, NULL, OPT_NO_STACKS},
@@ -446,7 +442,6 @@ int main(int argc, char **argv)
 			o.global_probes = true;
 			break;
 		case OPT_NO_KEEP_COPIES:
-			o.no_keep_copies = true;
 			break;
 		case OPT_STACKS:
 			o.stacks = bool_arg("--stacks", argc, argv);

@@ -25,6 +25,7 @@
 #include "mt_allocators.h"
 #include "mt_attach.h"
 #include "mt_elf.h"
+#include "mt_file_id.h"
 #include "mt_probe.h"
 
 #define BPF_TRACE_UPROBE_MULTI_	   MT_ATTACH_UPROBE_MULTI /* Linux 6.6 */
@@ -56,27 +57,7 @@ void mt_attach_init(struct mt_attach *a, enum mt_probe_mode mode,
 	a->mode = mode;
 	a->enter = enter;
 	a->ret = mode == MT_PROBES_SESSION ? NULL : ret;
-	a->enter_fd = a->ret_fd = -1;
 	a->verbose = verbose;
-}
-
-void mt_attach_set_prog_fds(struct mt_attach *a, int enter_fd, int ret_fd)
-{
-	a->enter_fd = enter_fd;
-	a->ret_fd = ret_fd;
-}
-
-static int prog_fd(const struct mt_attach *a, struct bpf_program *prog)
-{
-	int fd = prog == a->enter ? a->enter_fd : a->ret_fd;
-
-	return fd >= 0 ? fd : bpf_program__fd(prog);
-}
-
-void mt_attach_set_keeper(struct mt_attach *a,
-			  const struct mt_link_keeper *keeper)
-{
-	a->keeper = *keeper;
 }
 
 void mt_attach_set_pid(struct mt_attach *a, pid_t pid)
@@ -108,7 +89,7 @@ const char *mt_probe_mode_name(enum mt_probe_mode mode)
 	return "?";
 }
 
-static int keep_link(struct mt_attach *a, struct bpf_link *link, int fd)
+static int hold_link(struct mt_attach *a, struct bpf_link *link, int fd)
 {
 	if (a->nlinks == sizeof(a->links) / sizeof(a->links[0]))
 		return -ENOSPC;
@@ -147,35 +128,19 @@ static int attach_multi(struct mt_attach *a, struct bpf_program *prog,
 			bool retprobe)
 {
 	uint64_t offsets[n], cookies[n];
-	/* pid 0: every process; the BPF side finds the tree */
-	struct mt_link_spec spec = {.path = path,
-				    .attach_type =
-					mt_probe_attach_type(a->mode),
-				    .retprobe = retprobe,
-				    .pid = a->pid,
-				    .offsets = offsets,
-				    .cookies = cookies,
-				    .n = n};
-	int fd = -1;
+	int fd;
 
 	for (size_t i = 0; i < n; i++) {
 		offsets[i] = p[i].offset;
 		cookies[i] = MT_COOKIE(p[i].fn, a->serial);
 	}
-	if (a->keeper.find)
-		fd = a->keeper.find(a->keeper.ctx, &spec);
-	if (fd >= 0) {
-		a->nfound++;
-	} else {
-		fd = mt_uprobe_multi_link(prog_fd(a, prog), spec.attach_type,
-					  path, offsets, cookies, n, retprobe,
-					  a->pid);
-		if (fd < 0)
-			return fd;
-		if (a->keeper.keep)
-			a->keeper.keep(a->keeper.ctx, &spec, fd);
-	}
-	return keep_link(a, NULL, fd);
+	/* pid 0: every process; the BPF side finds the tree */
+	fd = mt_uprobe_multi_link(bpf_program__fd(prog),
+				  mt_probe_attach_type(a->mode), path, offsets,
+				  cookies, n, retprobe, a->pid);
+	if (fd < 0)
+		return fd;
+	return hold_link(a, NULL, fd);
 }
 
 static int attach_classic(struct mt_attach *a, struct bpf_program *prog,
@@ -193,7 +158,7 @@ static int attach_classic(struct mt_attach *a, struct bpf_program *prog,
 		    prog, a->pid ? a->pid : -1, path, p[i].offset, &opts);
 		if (!link)
 			return -errno;
-		err = keep_link(a, link, -1);
+		err = hold_link(a, link, -1);
 		if (err) {
 			bpf_link__destroy(link);
 			return err;
@@ -247,22 +212,22 @@ int mt_attach_file(struct mt_attach *a, const char *path,
 }
 
 /*
- * Plans already made, by file content (build-id): mt-trace plans its libc
- * from a thread beside the BPF load (mt_attach_prepare) and attaches to
- * the tree's private copy of it (the same bytes): the copy's plan is the
- * thread's, not found again in its symbols on the start's critical path
- * (0.5-1 ms, -vv's "first allocators").  A file without a build-id is
- * planned every time.
+ * Plans already made by this process, by the file's identity
+ * (mt_file_id.h: not a build-id, which anyone can forge): mt-trace plans
+ * its libc from a thread beside the BPF load (mt_attach_prepare) and
+ * attaches to the tree's private copy of it, which stands for the file
+ * it was copied from: the copy's plan is the thread's, not found again in
+ * its symbols on the start's critical path (0.5-1 ms, -vv's "first
+ * allocators").  Kept in memory only, for the session.
  */
-#define KEPT_PLANS 4
-static struct kept_plan {
-	uint8_t id[40];
-	int idlen;
+#define KNOWN_PLANS 4
+static struct known_plan {
+	struct mt_file_id id;
 	int n; /* mt_attach_plan's result */
 	struct mt_attach_plan plan;
-} kept_plans[KEPT_PLANS];
-static size_t nkept_plans;
-static pthread_mutex_t kept_plans_lock = PTHREAD_MUTEX_INITIALIZER;
+} known_plans[KNOWN_PLANS];
+static size_t nknown_plans;
+static pthread_mutex_t known_plans_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static bool plan_copy(struct mt_attach_plan *to,
 		      const struct mt_attach_plan *from)
@@ -282,195 +247,36 @@ static bool plan_copy(struct mt_attach_plan *to,
 	return true;
 }
 
-static int plan_find(const uint8_t *id, int idlen, struct mt_attach_plan *plan)
+static int plan_find(const struct mt_file_id *id, struct mt_attach_plan *plan)
 {
 	int n = 0;
 
-	pthread_mutex_lock(&kept_plans_lock);
-	for (size_t i = 0; i < nkept_plans && !n; i++) {
-		const struct kept_plan *k = &kept_plans[i];
+	pthread_mutex_lock(&known_plans_lock);
+	for (size_t i = 0; i < nknown_plans && !n; i++) {
+		const struct known_plan *k = &known_plans[i];
 
-		if (k->idlen == idlen && memcmp(k->id, id, idlen) == 0 &&
-		    plan_copy(plan, &k->plan))
+		if (mt_file_id_equal(&k->id, id) && plan_copy(plan, &k->plan))
 			n = k->n;
 	}
-	pthread_mutex_unlock(&kept_plans_lock);
+	pthread_mutex_unlock(&known_plans_lock);
 	return n;
 }
 
-static void plan_keep(const uint8_t *id, int idlen,
-		      const struct mt_attach_plan *plan, int n)
+static void plan_remember(const struct mt_file_id *id,
+			  const struct mt_attach_plan *plan, int n)
 {
-	struct kept_plan *k;
+	struct known_plan *k;
 
-	pthread_mutex_lock(&kept_plans_lock);
-	if (nkept_plans < KEPT_PLANS) {
-		k = &kept_plans[nkept_plans];
+	pthread_mutex_lock(&known_plans_lock);
+	if (nknown_plans < KNOWN_PLANS) {
+		k = &known_plans[nknown_plans];
 		if (plan_copy(&k->plan, plan)) {
-			memcpy(k->id, id, idlen);
-			k->idlen = idlen;
+			k->id = *id;
 			k->n = n;
-			nkept_plans++;
+			nknown_plans++;
 		}
 	}
-	pthread_mutex_unlock(&kept_plans_lock);
-}
-
-/*
- * And on disk, for later sessions: the scan behind a libc's plan (free()'s
- * branch scan, ~2 ms of CPU) ran in every session, on a thread beside the
- * start-up that two vCPUs share with it.  mt_attach_keep_plans() names a
- * directory of root's alone (/run/mt-trace/plans) where each plan is a
- * file named after the file's build-id and mt-trace's own (a plan is the
- * work of this build's rules): a fixed header, then the probes.  A file
- * that does not read back whole and sane is not used (the plan is made
- * and written anew).
- */
-#define PLAN_MAGIC "MTPLAN1\n"
-#define PLAN_MAX   64 /* probes of each kind */
-
-struct plan_header {
-	char magic[8];
-	uint32_t family, nenter, nret, pad;
-};
-
-struct plan_entry {
-	uint64_t offset;
-	uint32_t fn, pad;
-};
-
-static int plans_dir = -1;
-static uint8_t self_id[40];
-static int self_idlen;
-static pthread_once_t self_once = PTHREAD_ONCE_INIT;
-static unsigned plans_loaded;
-
-void mt_attach_keep_plans(int dirfd)
-{
-	plans_dir = dirfd;
-}
-
-unsigned mt_attach_plans_loaded(void)
-{
-	return __atomic_load_n(&plans_loaded, __ATOMIC_RELAXED);
-}
-
-static void find_self_id(void)
-{
-	self_idlen =
-	    mt_elf_build_id("/proc/self/exe", self_id, sizeof(self_id));
-}
-
-static void hex(char *out, const uint8_t *id, int len)
-{
-	for (int i = 0; i < len; i++)
-		sprintf(out + 2 * i, "%02x", id[i]);
-}
-
-/* The plan file's name for build-id id, or false (no plans kept) */
-static bool plan_name(const uint8_t *id, int idlen, char *name, size_t size)
-{
-	char file[81], self[81];
-
-	if (plans_dir < 0)
-		return false;
-	pthread_once(&self_once, find_self_id);
-	if (self_idlen <= 0 || size < (size_t)(2 * idlen + 2 * self_idlen + 2))
-		return false;
-	hex(file, id, idlen);
-	hex(self, self_id, self_idlen);
-	snprintf(name, size, "%s-%s", file, self);
-	return true;
-}
-
-static bool plan_sane(const struct plan_header *h, const struct plan_entry *e,
-		      size_t bytes)
-{
-	if (bytes < sizeof(*h) || memcmp(h->magic, PLAN_MAGIC, 8) ||
-	    h->family >= MT_ALLOC_FAMILIES || h->nenter > PLAN_MAX ||
-	    h->nret > PLAN_MAX || h->nenter + h->nret == 0 ||
-	    bytes != sizeof(*h) + (h->nenter + h->nret) * sizeof(*e))
-		return false;
-	for (size_t i = 0; i < h->nenter + h->nret; i++)
-		if (e[i].fn == MT_FN_NONE || e[i].fn >= MT_FN_MAX)
-			return false;
-	return true;
-}
-
-static int plan_load(const uint8_t *id, int idlen, struct mt_attach_plan *plan)
-{
-	struct {
-		struct plan_header h;
-		struct plan_entry e[2 * PLAN_MAX + 1];
-	} buf;
-	char name[256];
-	ssize_t got;
-	int fd;
-
-	if (!plan_name(id, idlen, name, sizeof(name)))
-		return 0;
-	fd = openat(plans_dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	got = read(fd, &buf, sizeof(buf));
-	close(fd);
-	if (got < 0 || !plan_sane(&buf.h, buf.e, got))
-		return 0;
-	memset(plan, 0, sizeof(*plan));
-	plan->family = buf.h.family;
-	plan->enter = calloc(buf.h.nenter + 1, sizeof(*plan->enter));
-	plan->ret = calloc(buf.h.nret + 1, sizeof(*plan->ret));
-	if (!plan->enter || !plan->ret) {
-		mt_attach_plan_free(plan);
-		return 0;
-	}
-	for (uint32_t i = 0; i < buf.h.nenter; i++)
-		plan->enter[plan->nenter++] =
-		    (struct mt_probe_at){buf.e[i].offset, buf.e[i].fn};
-	for (uint32_t i = 0; i < buf.h.nret; i++)
-		plan->ret[plan->nret++] = (struct mt_probe_at){
-		    buf.e[buf.h.nenter + i].offset, buf.e[buf.h.nenter + i].fn};
-	__atomic_add_fetch(&plans_loaded, 1, __ATOMIC_RELAXED);
-	return plan->nenter + plan->nret;
-}
-
-/* Written under a name of its own, then renamed: a reader sees a whole
- * file or none. */
-static void plan_store(const uint8_t *id, int idlen,
-		       const struct mt_attach_plan *plan)
-{
-	struct {
-		struct plan_header h;
-		struct plan_entry e[2 * PLAN_MAX];
-	} buf;
-	char name[256], temp[300];
-	size_t n = 0, bytes;
-	int fd;
-
-	if (plan->nenter > PLAN_MAX || plan->nret > PLAN_MAX ||
-	    !plan_name(id, idlen, name, sizeof(name)))
-		return;
-	memset(&buf, 0, sizeof(buf));
-	memcpy(buf.h.magic, PLAN_MAGIC, 8);
-	buf.h.family = plan->family;
-	buf.h.nenter = plan->nenter;
-	buf.h.nret = plan->nret;
-	for (size_t i = 0; i < plan->nenter; i++, n++)
-		buf.e[n] = (struct plan_entry){.offset = plan->enter[i].offset,
-					       .fn = plan->enter[i].fn};
-	for (size_t i = 0; i < plan->nret; i++, n++)
-		buf.e[n] = (struct plan_entry){.offset = plan->ret[i].offset,
-					       .fn = plan->ret[i].fn};
-	bytes = sizeof(buf.h) + n * sizeof(buf.e[0]);
-	snprintf(temp, sizeof(temp), "%s.%d", name, (int)getpid());
-	fd = openat(plans_dir, temp,
-		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return;
-	if (write(fd, &buf, bytes) != (ssize_t)bytes ||
-	    renameat(plans_dir, temp, plans_dir, name))
-		unlinkat(plans_dir, temp, 0);
-	close(fd);
+	pthread_mutex_unlock(&known_plans_lock);
 }
 
 static int plan_funcs(struct mt_attach *a, const char *path,
@@ -527,21 +333,16 @@ static int plan_funcs(struct mt_attach *a, const char *path,
 int mt_attach_plan(struct mt_attach *a, const char *path, const char *symbols,
 		   struct mt_attach_plan *plan, char *err, size_t errlen)
 {
-	uint8_t id[40];
-	int idlen = strcmp(path, symbols) == 0
-			? mt_elf_build_id(path, id, sizeof(id))
-			: 0;
-	int n = idlen > 0 ? plan_find(id, idlen, plan) : 0;
+	struct mt_file_id id;
+	bool known =
+	    strcmp(path, symbols) == 0 && mt_file_id_of_path(path, &id) == 0;
+	int n = known ? plan_find(&id, plan) : 0;
 
-	if (n <= 0 && idlen > 0 && (n = plan_load(id, idlen, plan)) > 0)
-		plan_keep(id, idlen, plan, n);
 	if (n > 0)
 		return n;
 	n = plan_funcs(a, path, symbols, plan, err, errlen);
-	if (n > 0 && idlen > 0) {
-		plan_keep(id, idlen, plan, n);
-		plan_store(id, idlen, plan);
-	}
+	if (n > 0 && known)
+		plan_remember(&id, plan, n);
 	return n;
 }
 

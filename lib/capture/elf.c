@@ -32,6 +32,7 @@
 #endif
 
 #include "mt_elf.h"
+#include "mt_file_id.h"
 
 /* Symbols read between two givings-back of the file's pages: a window
  * touches at most this many entries and as many pages of names. */
@@ -681,16 +682,15 @@ static size_t skip_null_test(Elf *elf, int fd, uint64_t off, uint64_t size)
 }
 
 /*
- * Answers already found, by file content (build-id) and function: the scan
- * of a whole C library for branches takes ~2 ms, and mt-trace asks it of
- * the same libc at every start, once from a thread beside the BPF load
+ * Answers already found by this process, by file identity (mt_file_id.h:
+ * not a build-id, which anyone can forge) and function: the scan of a
+ * whole C library for branches takes ~2 ms, and mt-trace asks it of the
+ * same libc at every start, once from a thread beside the BPF load
  * (mt_attach_prepare) and again when it attaches, on the tree's private
- * copy (the same bytes, so the same build-id).  A file without a build-id
- * is scanned every time.
+ * copy (which stands for the file it was copied from).
  */
 struct skip_answer {
-	uint8_t id[40];
-	int idlen;
+	struct mt_file_id id;
 	uint64_t off, size;
 	size_t past;
 };
@@ -700,7 +700,7 @@ static struct skip_answer skip_answers[SKIP_ANSWERS];
 static size_t nskip_answers, skip_next;
 static pthread_mutex_t skip_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static bool skip_answer_find(const uint8_t *id, int idlen, uint64_t off,
+static bool skip_answer_find(const struct mt_file_id *id, uint64_t off,
 			     uint64_t size, size_t *past)
 {
 	bool found = false;
@@ -709,8 +709,8 @@ static bool skip_answer_find(const uint8_t *id, int idlen, uint64_t off,
 	for (size_t i = 0; i < nskip_answers && !found; i++) {
 		const struct skip_answer *a = &skip_answers[i];
 
-		found = a->idlen == idlen && a->off == off && a->size == size &&
-			memcmp(a->id, id, idlen) == 0;
+		found = a->off == off && a->size == size &&
+			mt_file_id_equal(&a->id, id);
 		if (found)
 			*past = a->past;
 	}
@@ -718,7 +718,7 @@ static bool skip_answer_find(const uint8_t *id, int idlen, uint64_t off,
 	return found;
 }
 
-static void skip_answer_keep(const uint8_t *id, int idlen, uint64_t off,
+static void skip_answer_keep(const struct mt_file_id *id, uint64_t off,
 			     uint64_t size, size_t past)
 {
 	struct skip_answer *a;
@@ -728,8 +728,7 @@ static void skip_answer_keep(const uint8_t *id, int idlen, uint64_t off,
 	a = &skip_answers[skip_next++ % SKIP_ANSWERS];
 	if (nskip_answers < SKIP_ANSWERS)
 		nskip_answers++;
-	memcpy(a->id, id, idlen);
-	a->idlen = idlen;
+	a->id = *id;
 	a->off = off;
 	a->size = size;
 	a->past = past;
@@ -739,18 +738,18 @@ static void skip_answer_keep(const uint8_t *id, int idlen, uint64_t off,
 size_t mt_probe_skip_null(const char *path, uint64_t off, uint64_t size)
 {
 	struct elf_file f;
-	uint8_t id[40];
-	int idlen;
+	struct mt_file_id id;
+	bool known;
 	size_t past;
 	char err[1];
 
 	if (elf_file_open(&f, path, err, sizeof(err)))
 		return 0;
-	idlen = build_id_of(f.elf, id, sizeof(id));
-	if (idlen <= 0 || !skip_answer_find(id, idlen, off, size, &past)) {
+	known = mt_file_id_of(f.fd, &id) == 0;
+	if (!known || !skip_answer_find(&id, off, size, &past)) {
 		past = skip_null_test(f.elf, f.fd, off, size);
-		if (idlen > 0)
-			skip_answer_keep(id, idlen, off, size, past);
+		if (known)
+			skip_answer_keep(&id, off, size, past);
 	}
 	elf_file_close(&f);
 	return past;

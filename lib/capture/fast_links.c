@@ -47,18 +47,16 @@
 void mt_fast_links_init(struct mt_fast_links *l, int verbose)
 {
 	memset(l, 0, sizeof(*l));
-	l->pid_links_fd = l->enter_fd = l->ret_fd = -1;
+	l->pid_links_fd = -1;
 	l->verbose = verbose;
 	mt_closer_init(&l->closer);
 }
 
 void mt_fast_links_use_bpf(struct mt_fast_links *l, struct mt_trace *skel,
-			   enum mt_probe_mode mode, int enter_fd, int ret_fd)
+			   enum mt_probe_mode mode)
 {
 	l->mode = mode;
 	mt_code_alloc_programs(skel, mode, &l->enter, &l->ret);
-	l->enter_fd = enter_fd;
-	l->ret_fd = ret_fd;
 	l->pid_links_fd = bpf_map__fd(skel->maps.pid_links);
 }
 
@@ -163,8 +161,6 @@ static void give(struct mt_fast_links *l, pid_t pid, const char *why)
 		exit(MT_EXIT_TRACER_FAILED);
 	}
 	mt_attach_init(p->attach, l->mode, l->enter, l->ret, l->verbose);
-	if (l->enter_fd >= 0)
-		mt_attach_set_prog_fds(p->attach, l->enter_fd, l->ret_fd);
 	mt_attach_set_pid(p->attach, pid);
 	mt_attach_set_serial(p->attach, p->serial);
 	for (size_t i = 0; i < l->nfiles; i++)

@@ -36,8 +36,7 @@ struct fast_linked {
 struct mt_fast_links {
 	enum mt_probe_mode mode;
 	struct bpf_program *enter, *ret;
-	int enter_fd, ret_fd; /* a reused object's programs (else -1) */
-	int pid_links_fd;     /* the BPF side's tgid -> serial table */
+	int pid_links_fd; /* the BPF side's tgid -> serial table */
 	int verbose;
 	struct fast_file *files;
 	size_t nfiles, cap_files;
@@ -53,11 +52,9 @@ struct mt_fast_links {
 
 void mt_fast_links_init(struct mt_fast_links *l, int verbose);
 
-/* After each load of the BPF object: the programs links are made with,
- * and their descriptors when the object is a kept one (tracer_kept.c:
- * libbpf did not load them), else -1. */
+/* After each load of the BPF object: the programs links are made with. */
 void mt_fast_links_use_bpf(struct mt_fast_links *l, struct mt_trace *skel,
-			   enum mt_probe_mode mode, int enter_fd, int ret_fd);
+			   enum mt_probe_mode mode);
 
 /* fd is a file the recorder covers, first seen: processes with links get
  * them on it too, and so will every later one. */

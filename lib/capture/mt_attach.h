@@ -13,25 +13,6 @@
 struct bpf_program;
 struct bpf_link;
 
-/* The probes of one uprobe_multi (or session) link. */
-struct mt_link_spec {
-	const char *path;
-	int attach_type;
-	bool retprobe;
-	pid_t pid;
-	const uint64_t *offsets, *cookies;
-	size_t n;
-};
-
-/* Links kept across sessions (tracer_kept.c): find() gives a link kept
- * for spec (a descriptor the caller then holds) or -1; keep() is shown
- * each link made, to keep it if it will. */
-struct mt_link_keeper {
-	void *ctx;
-	int (*find)(void *ctx, const struct mt_link_spec *spec);
-	void (*keep)(void *ctx, const struct mt_link_spec *spec, int fd);
-};
-
 #define MT_MAX_LINKS 256
 
 /* How allocator probes are attached, best first: each needs the
@@ -46,13 +27,9 @@ struct mt_attach {
 	struct bpf_program *enter; /* entry program, or the session program
 				      (cookie = mt_probe_fn) */
 	struct bpf_program *ret;   /* return program; NULL with a session */
-	int enter_fd, ret_fd;	   /* theirs where not libbpf's (a kept object's
-				      programs: tracer_kept.c), or -1 */
 	enum mt_probe_mode mode;
 	pid_t pid;	 /* links trap only this process; 0: every process */
 	uint32_t serial; /* in the cookies (MT_COOKIE_LINK); 0: none */
-	struct mt_link_keeper keeper; /* none: find NULL */
-	size_t nfound;		      /* links found kept */
 	int verbose;
 	size_t nprobes;
 	size_t nlinks;
@@ -63,15 +40,6 @@ struct mt_attach {
 void mt_attach_init(struct mt_attach *a, enum mt_probe_mode mode,
 		    struct bpf_program *enter, struct bpf_program *ret,
 		    int verbose);
-/* The programs' descriptors, where libbpf did not load them (-1: it did):
- * uprobe_multi and session links only. */
-void mt_attach_set_prog_fds(struct mt_attach *a, int enter_fd, int ret_fd);
-
-/* uprobe_multi and session links made from now on are offered to keeper,
- * and asked of it first. */
-void mt_attach_set_keeper(struct mt_attach *a,
-			  const struct mt_link_keeper *keeper);
-
 /*
  * Probes attached from now on trap only process pid (0: every process
  * mapping the file, the default; mt-trace confines those to the traced
@@ -137,12 +105,6 @@ struct mt_attach_plan {
 	struct mt_probe_at *enter, *ret; /* return probes: unless a session */
 };
 
-/* Keep plans of files with a build-id in directory dirfd (root's own;
- * -1: none), for later sessions (see attach.c); how many plans this
- * process found there. */
-void mt_attach_keep_plans(int dirfd);
-unsigned mt_attach_plans_loaded(void);
-
 int mt_attach_plan(struct mt_attach *a, const char *path, const char *symbols,
 		   struct mt_attach_plan *plan, char *err, size_t errlen);
 int mt_attach_planned(struct mt_attach *a, const char *path,
@@ -151,9 +113,10 @@ int mt_attach_planned(struct mt_attach *a, const char *path,
 void mt_attach_plan_free(struct mt_attach_plan *plan);
 
 /* Work out path's probes once, ahead of attaching (from a thread while the
- * BPF side loads): what takes long in it (free()'s branch scan, elf.c) is
- * remembered for the file's content, and the plan made when attaching is
- * then quick. */
+ * BPF side loads): the plan and what takes long in it (free()'s branch
+ * scan, elf.c) are remembered by this process for the file's identity
+ * (mt_file_id.h), and the plan made when attaching to it, or to the
+ * tree's private copy of it, is then quick. */
 void mt_attach_prepare(const char *path);
 
 /* Each link's descriptor to take (which then owns it, and closes it

@@ -25,17 +25,10 @@
 #define MT_CONFINE_MAX_FILES 16
 
 struct mt_confine {
-	bool entered;	    /* in a mount namespace of its own */
-	bool confined;	    /* paths[0] is a private copy for the tree */
-	size_t ncopies;	    /* files bound over by private copies */
-	size_t nreused;	    /* of which kept from an earlier session */
-	int slot;	    /* the cache slot they are in, or -1 */
-	int preferred_slot; /* the slot to try first (set after enter), or -1 */
-	size_t copy_bytes;  /* their size: the memory the tree keeps */
-	bool cache_ready;   /* copies may be kept for later sessions */
-	int slot_fd;	    /* the cache slot held (locked), if bound */
-	char (*bound)[4096]; /* where its copies are bound; NULL: none */
-	size_t nbound;
+	bool entered;	      /* in a mount namespace of its own */
+	bool confined;	      /* paths[0] is a private copy for the tree */
+	size_t ncopies;	      /* files bound over by private copies */
+	size_t copy_bytes;    /* their size: the memory the tree keeps */
 	char why[4096 + 160]; /* not confined: what failed */
 };
 
@@ -53,35 +46,11 @@ struct mt_confine {
  * copied, nothing is confined (-errno, why says what failed).  The others
  * are best effort.  The copies go with the namespace's last process.
  * Both need CAP_SYS_ADMIN; the copy may run in a thread of its own.
- * keep_copies: take copies kept by earlier sessions and keep this one's
- * (confine.c, "Copies kept for later sessions"); false: copy afresh.
+ * Nothing is kept between sessions: each copies afresh.
  */
-int mt_confine_enter(struct mt_confine *c, bool keep_copies);
+int mt_confine_enter(struct mt_confine *c);
 int mt_confine_copy(struct mt_confine *c, const char *const *paths, size_t n,
 		    int verbose);
-
-/*
- * The copies come from a cache kept for later sessions where it can be
- * (confine.c: a ramfs on /run/mt-trace, one slot a session).  A session
- * holds its slot while c (a copy of it in a forked process included)
- * holds slot_fd.  mt_confine_release(), once the probes are gone, unbinds
- * the copies in this namespace and releases the slot for reuse; without
- * it the slot is emptied before its next use.
- */
-void mt_confine_release(struct mt_confine *c);
-/* The cache's root (/run/mt-trace), a ramfs of root's alone, mounted
- * where it was not (in the caller's mount namespace); false where it
- * cannot be (no /run, not root, a file of another's there).  The BPF
- * side kept for later sessions lives under it too (tracer_kept.c). */
-bool mt_confine_cache_root(void);
-/* A directory of root's alone in the cache root, made if need be (the
- * cache root mounted too: in the host's mount namespace), or -1. */
-int mt_confine_cache_dir(const char *name);
-
-/* What c holds in this process, given up (memory, its descriptor of the
- * slot) where a forked process releases the slot: the lock stays with
- * that process's descriptor. */
-void mt_confine_forget(struct mt_confine *c);
 
 /* The allocator libraries besides the C library that most programs load
  * (libstdc++ for operator new; jemalloc, tcmalloc, mimalloc), as paths in

@@ -33,7 +33,6 @@ struct mt_tracer_opts {
 	uint64_t interval_ns; /* --interval for PSS sampling */
 	bool wait_detach;     /* remove the probes before exiting */
 	bool global_probes;   /* --global-probes: not confined to the tree */
-	bool no_keep_copies;  /* --no-keep-copies: none kept in /run/mt-trace */
 	bool stacks;	      /* call stacks of allocations (--stacks) */
 	bool fast; /* --fast: allocator calls recorded in-process (preload) */
 	uint32_t stack_depth; /* deepest stack kept, <= MT_STACK_DEPTH_MAX */

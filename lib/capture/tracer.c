@@ -251,13 +251,9 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 	mt_tracer_stacks_configure(t, skel);
 	mt_backpressure_configure(t, skel);
 	mt_tracer_maps_use(t, skel);
-	err = mt_tracer_kept_load(t, skel);
+	err = mt_trace__load(skel);
 	if (btf_fd >= 0)
 		close(btf_fd);
-	if (err == -EAGAIN) { /* a kept object that would not reset */
-		mt_trace__destroy(skel);
-		return load_bpf(t, mode);
-	}
 	if (err) {
 		/* a kernel without sessions refuses their attach type: the
 		 * caller tries the next mode, which says what failed */
@@ -386,11 +382,6 @@ static void exec_inspected(void *ctx, pid_t pid)
 	mt_tracer_stacks_at_exec(ctx, pid);
 }
 
-static int kept_prog_fd(void *ctx, const struct bpf_program *prog)
-{
-	return mt_tracer_prog_fd(ctx, prog);
-}
-
 static void use_bpf_for_code(struct tracer *t)
 {
 	const struct mt_code_host host = {
@@ -401,16 +392,12 @@ static void use_bpf_for_code(struct tracer *t)
 	    .probe_allocators = t->opts->track_allocators,
 	    .covered = t->fast ? covered_by_preload : NULL,
 	    .before_resume = t->fast ? fast_before_resume : NULL,
-	    .prog_fd = t->kept.reused ? kept_prog_fd : NULL,
 	};
 
 	mt_code_use_bpf(&t->code, t->skel, t->probe_mode, &host,
 			t->opts->verbose);
 	if (t->fast)
-		mt_fast_links_use_bpf(&t->links, t->skel, t->probe_mode,
-				      t->code.attach.enter_fd,
-				      t->code.attach.ret_fd);
-	mt_tracer_kept_links_use(t);
+		mt_fast_links_use_bpf(&t->links, t->skel, t->probe_mode);
 }
 
 /* The kernel refused the links of the current mode (no uprobe sessions
@@ -428,7 +415,6 @@ static int fall_back(struct tracer *t)
 	rings_made(t); /* they go with the object */
 	mt_trace__destroy(t->skel);
 	t->skel = NULL;
-	mt_tracer_kept_unload(t);
 	if (load_bpf(t, next) || make_rings(t))
 		return -1;
 	use_bpf_for_code(t);
@@ -499,28 +485,16 @@ static void exit_phase(struct tracer *t, const char *name)
 }
 
 /* kmem:rss_stat's program on the perf event a thread opened beside the
- * load (tracer_overlap.c), or the last session's link if it is still
- * attached (tracer_kept.c); without either, the skeleton's attach opens
- * its own, and says what failed. */
+ * load (tracer_overlap.c); without it, the skeleton's attach opens its
+ * own, and says what failed. */
 static void attach_rss_size_early(struct tracer *t)
 {
 	struct bpf_program *prog = t->skel->progs.on_rss_size;
 	int fd = mt_tracer_overlap_rss_event(t);
 	struct bpf_link *link;
 
-	if (mt_tracer_kept_take(t, prog) == 0) {
-		if (fd >= 0)
-			close(fd); /* not the event's last: no grace period */
-		bpf_program__set_autoattach(prog, false);
-		return;
-	}
 	if (fd < 0)
 		return;
-	if (t->kept.key_dir >= 0) { /* a link of its own, to be kept */
-		if (mt_tracer_kept_attach_perf(t, prog, fd) == 0)
-			bpf_program__set_autoattach(prog, false);
-		return;
-	}
 	link = bpf_program__attach_perf_event(prog, fd);
 	if (!link) {
 		close(fd);
@@ -545,38 +519,23 @@ static int setup_bpf(struct tracer *t)
 	mt_tracer_confine_copies_finish(t, false);
 	startup_phase(t, "copies (waited)");
 	mt_tracer_overlap_prepared(t);
-	if (t->opts->verbose && mt_attach_plans_loaded())
-		fprintf(stderr, "mt-trace: libc's probe plan: kept by an "
-				"earlier session\n");
 	startup_phase(t, "libc plan (waited)");
 	if (mt_tracer_follows_code(t->opts) && probe_first_allocators(t))
 		return -1;
 	mt_tracer_overlap_probes_made(t);
-	if (t->opts->verbose && t->code.attach.nfound)
-		fprintf(stderr,
-			"mt-trace: libc's allocator probes: %zu links kept by "
-			"an earlier session\n",
-			t->code.attach.nfound);
 	startup_phase(t, "first allocators");
 	inspect_program(t);
 	startup_phase(t, "program inspected");
 	/* raw tracepoints and kmem:rss_stat: the skeleton attaches them */
 	if (t->rss)
 		attach_rss_size_early(t);
-	err = t->kept.reused ? mt_tracer_kept_attach(t)
-			     : mt_trace__attach(t->skel);
+	err = mt_trace__attach(t->skel);
 	if (err) {
 		mt_tracer_explain_privileges("attaching tracepoints", -err,
 					     mt_tracer_verbose > 0);
 		return -1;
 	}
-	if (t->opts->verbose && t->kept.life_links_taken)
-		fprintf(stderr,
-			"mt-trace: tracepoints: %zu links kept by an earlier "
-			"session\n",
-			t->kept.life_links_taken);
-	/* the process-life programs act from now on (kept links included:
-	 * the tables they read are this session's, reset) */
+	/* the process-life programs act from now on */
 	__atomic_store_n(&t->skel->bss->session_live, 1, __ATOMIC_RELEASE);
 	startup_phase(t, "tracepoints");
 	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.traced), &pid, &entry,
@@ -902,11 +861,9 @@ static void start_watchdog(struct tracer *t)
 
 	if (!code_stops && !t->backpressure)
 		return;
-	/* it holds the kept slot too: the maps it reads are the slot's */
 	t->watchdog = mt_watchdog_start(bpf_map__fd(t->skel->maps.traced),
 					bpf_map__fd(t->skel->maps.resumed),
-					bpf_map__fd(t->skel->maps.unthrottled),
-					t->kept.slot_fd);
+					bpf_map__fd(t->skel->maps.unthrottled));
 }
 
 /* mt-trace is ending with every stop undone (mt_tracer_release_stopped(), and
@@ -941,15 +898,10 @@ static void cleanup(struct tracer *t)
 	if (t->fast) /* before the detacher forks: it would hold them */
 		mt_fast_links_free(&t->links);
 	if (!mt_tracer_detach_in_background(t)) {
-		mt_tracer_kept_links_release(t);
-		mt_tracer_kept_tracepoints_release(t, false);
 		mt_tracer_detach_all(t);
-		mt_confine_release(&t->confine);
 		if (t->rss_perf_fd >= 0)
 			close(t->rss_perf_fd);
 		t->rss_perf_fd = -1;
-	} else {
-		mt_confine_forget(&t->confine); /* the detacher releases it */
 	}
 	exit_phase(t, "detach");
 	mt_tracer_release_stopped(t);
@@ -960,7 +912,6 @@ static void cleanup(struct tracer *t)
 	mt_backpressure_unwatch_rings(t);
 	ring_buffer__free(t->rings);
 	mt_trace__destroy(t->skel);
-	mt_tracer_kept_end(t); /* a detacher holds its own copies */
 	free(t->ev);
 	free(t->life);
 	free(t->life_slots);
@@ -989,14 +940,6 @@ static int start_tracing(struct tracer *t)
 	return 0;
 }
 
-/* libc's probe plan kept for later sessions (attach.c), unless nothing is
- * to be kept; in the host's mount namespace (the cache may be mounted) */
-static void keep_plans(const struct mt_tracer_opts *o)
-{
-	if (o->track_allocators && !o->no_keep_copies && geteuid() == 0)
-		mt_attach_keep_plans(mt_confine_cache_dir("plans"));
-}
-
 int mt_trace_run(const struct mt_tracer_opts *opts)
 {
 	struct tracer t = {.opts = opts,
@@ -1005,7 +948,6 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 			   .sample_fd = -1,
 			   .rss_perf_fd = -1,
 			   .watchdog = -1,
-			   .kept = {.slot = -1, .slot_fd = -1, .key_dir = -1},
 			   /* a stop is what --no-stop asks never to see */
 			   .backpressure =
 			       !opts->no_backpressure && !opts->no_stop};
@@ -1035,11 +977,8 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		mt_fast_links_init(&t.links, opts->verbose);
 	}
 	startup_phase(&t, "--fast rings");
-	mt_tracer_kept_begin(&t); /* in the host's mount namespace */
-	keep_plans(opts);
 	mt_tracer_confine_begin(&t);
-	if (!mt_tracer_kept_expected(&t)) /* else its maps are kept */
-		mt_tracer_maps_start(&t);
+	mt_tracer_maps_start(&t);
 	if (!t.batch || sfd < 0 || spawn_child(&t)) {
 		fprintf(stderr, "mt-trace: cannot start the command\n");
 		return MT_EXIT_TRACER_FAILED;

@@ -736,10 +736,6 @@ void mt_code_use_bpf(struct mt_code *c, struct mt_trace *skel,
 	mt_code_alloc_programs(skel, mode, &enter, &ret);
 	mt_attach_destroy(&c->attach);
 	mt_attach_init(&c->attach, mode, enter, ret, verbose);
-	if (host->prog_fd)
-		mt_attach_set_prog_fds(&c->attach,
-				       host->prog_fd(host->ctx, enter),
-				       host->prog_fd(host->ctx, ret));
 	c->code_files_fd = bpf_map__fd(skel->maps.code_files);
 	c->resumed_fd = bpf_map__fd(skel->maps.resumed);
 	c->host = *host;

@@ -47,9 +47,6 @@ struct mt_code_host {
 	/* the process of a NEW_CODE record e, stopped for it, is inspected
 	 * and about to go on (or NULL) */
 	void (*before_resume)(void *ctx, const struct mt_event *e);
-	/* a program's descriptor where libbpf did not load it (a kept
-	 * object's), or NULL: libbpf's */
-	int (*prog_fd)(void *ctx, const struct bpf_program *prog);
 };
 
 /* A code file's identity: device and inode, and the inode's generation,

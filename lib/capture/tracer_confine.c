@@ -92,13 +92,11 @@ void mt_tracer_confine_begin(struct tracer *t)
 		free(job);
 		return;
 	}
-	if (mt_confine_enter(&t->confine, !o->no_keep_copies)) {
+	if (mt_confine_enter(&t->confine)) {
 		say_not_confined(t, job->list[0]);
 		free(job);
 		return;
 	}
-	/* links on copies are kept beside the BPF side (tracer_kept.c) */
-	t->confine.preferred_slot = t->kept.slot;
 	t->confining = job;
 }
 
@@ -140,16 +138,10 @@ void mt_tracer_confine_copies_finish(struct tracer *t, bool quiet)
 	if (!quiet && job->err) {
 		say_not_confined(t, job->list[0]);
 	} else if (!quiet && t->opts->verbose) {
-		char slot[64] = "";
-
-		if (t->confine.slot >= 0)
-			snprintf(slot, sizeof(slot),
-				 " (%zu kept from an earlier session, slot %d)",
-				 t->confine.nreused, t->confine.slot);
 		fprintf(stderr,
 			"mt-trace: allocator probes confined to the tree: %zu "
-			"private copies%s, %zu KiB, in %.2f ms\n",
-			t->confine.ncopies, slot, t->confine.copy_bytes >> 10,
+			"private copies, %zu KiB, in %.2f ms\n",
+			t->confine.ncopies, t->confine.copy_bytes >> 10,
 			job->ns / 1e6);
 	}
 	free(job);

@@ -3,8 +3,8 @@
  * tracer_detach.c - the end of a session's probes: its links closed (in
  * parallel: each waits out RCU grace periods), by a background process of
  * mt-trace's by default, so that mt-trace's exit does not wait for them;
- * what a kept BPF side keeps pinned for the next session first
- * (tracer_kept.c); every process a last BPF program stopped continued.
+ * every process a last BPF program stopped continued.  Nothing of the
+ * session outlives the detacher: no pin, no link, no file, no process.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +19,6 @@
 
 #include <bpf/libbpf.h>
 
-#include "mt_confine.h"
 #include "mt_trace.skel.h"
 #include "tracer_int.h"
 
@@ -29,13 +28,12 @@
  * kernel's event_mutex, which the next session's perf_event_open() of the
  * same tracepoint then waits for (the 8-47 ms outliers of back-to-back
  * `mt-trace -- true`).  So the detacher turns the event off at once and
- * closes it this long after the slots are free: a session started
- * meanwhile holds an event of its own by then, and the close is not the
- * last.  Off and with no program attached, the event costs the rest of
- * the machine a call and two tests per rss_stat.  (Unless its link
- * lingers for the next session, pinned: tracer_kept.c.)
+ * closes it this long after its links: a session started meanwhile holds
+ * an event of its own by then, and the close is not the last.  Off and
+ * with no program attached, the event costs the rest of the machine a
+ * call and two tests per rss_stat.
  */
-#define RSS_EVENT_LINGER_MS 150
+#define RSS_EVENT_CLOSE_DELAY_MS 150
 
 struct detach_job {
 	struct bpf_link **link;
@@ -67,13 +65,11 @@ static void *detach_one(void *arg)
 void mt_tracer_detach_all(struct tracer *t)
 {
 	struct bpf_object_skeleton *s = t->skel ? t->skel->skeleton : NULL;
-	struct detach_job
-	    jobs[MT_MAX_LINKS + MT_UPROBE_WARM_MAX + MT_KEPT_MAX_LINKS + 32];
+	struct detach_job jobs[MT_MAX_LINKS + MT_UPROBE_WARM_MAX + 32];
 	size_t n = 0;
 
-	/* off at once: the slow part of its end is kept for the end (unless
-	 * its link lingers for the next session) */
-	if (t->rss_perf_fd >= 0 && !t->kept.rss_event_kept)
+	/* off at once: the slow part of its end is left for the end */
+	if (t->rss_perf_fd >= 0)
 		ioctl(t->rss_perf_fd, PERF_EVENT_IOC_DISABLE, 0);
 	for (int i = 0; s && i < s->prog_cnt; i++)
 		if (*s->progs[i].link && n < sizeof(jobs) / sizeof(jobs[0]))
@@ -93,11 +89,6 @@ void mt_tracer_detach_all(struct tracer *t)
 		if (n < sizeof(jobs) / sizeof(jobs[0]))
 			jobs[n++] =
 			    (struct detach_job){.fd = &t->warm.link_fds[i]};
-	for (size_t i = 0; i < t->kept.nlinks; i++)
-		if (n < sizeof(jobs) / sizeof(jobs[0]) &&
-		    t->kept.link_fds[i] >= 0)
-			jobs[n++] =
-			    (struct detach_job){.fd = &t->kept.link_fds[i]};
 	for (size_t i = 0; i < n; i++)
 		jobs[i].started = pthread_create(&jobs[i].thread, NULL,
 						 detach_one, &jobs[i]) == 0;
@@ -136,7 +127,7 @@ void mt_tracer_release_stopped(struct tracer *t)
 static _Noreturn void background_detach(struct tracer *t, int parent_alive)
 {
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	struct timespec linger = {0, RSS_EVENT_LINGER_MS * 1000000L};
+	struct timespec delay = {0, RSS_EVENT_CLOSE_DELAY_MS * 1000000L};
 	char byte;
 
 	for (int fd = 0; fd <= 2 && null >= 0; fd++)
@@ -149,20 +140,12 @@ static _Noreturn void background_detach(struct tracer *t, int parent_alive)
 	prctl(PR_SET_NAME, "mt-trace-detach"); /* what ps(1) shows it doing */
 	while (read(parent_alive, &byte, 1) < 0 && errno == EINTR)
 		;
-	mt_tracer_kept_links_release(t);
-	mt_tracer_kept_tracepoints_release(t, true);
 	mt_tracer_detach_all(t);
-	mt_confine_release(&t->confine); /* the probes are gone */
 	mt_tracer_release_stopped(t);
-	/* nothing of the session runs any more: a later one may take its
-	 * slots (and reset the maps this process still holds) */
-	mt_tracer_kept_release_slot(t);
 	if (t->rss_perf_fd >= 0) {
-		if (!t->kept.rss_event_kept) /* else a pinned link holds it */
-			nanosleep(&linger, NULL);
+		nanosleep(&delay, NULL);
 		close(t->rss_perf_fd);
 	}
-	mt_tracer_kept_linger(t);
 	_exit(0);
 }
 

@@ -34,54 +34,6 @@ struct mt_tracer_stacks;
 struct mt_fast;
 struct mt_batch_writer;
 
-/* The BPF side kept for later sessions (tracer_kept.c). */
-enum {
-	MT_KEPT_MAX_PROGS = 32,
-	/* fork, exec, exit, signal_generate; sys_exit, rss_stat's two */
-	MT_KEPT_MAX_LIFE_LINKS = 7,
-	MT_KEPT_MAX_LINGERING = 3, /* sys_exit, rss_stat's two */
-	MT_KEPT_MAX_LINKS = 16,
-	MT_KEPT_MAX_COPY_LINKS = 32,
-	MT_KEPT_PIN_NAME = 64,
-};
-/* A link on a private copy, to be kept after the session. */
-struct mt_kept_link {
-	char name[MT_KEPT_PIN_NAME]; /* its pin's */
-	ino_t ino;		     /* the copy's */
-	int fd;			     /* the session's (in its attach) */
-};
-struct mt_kept {
-	int slot;	     /* the slot held, or -1 */
-	int slot_fd;	     /* its directory, locked while this session runs */
-	int key_dir;	     /* the object's directory in it, or -1 */
-	bool expected;	     /* the slot keeps an object (maybe this one) */
-	bool links_expected; /* and links on copies with it */
-	bool reused;	     /* the programs and maps are the kept ones */
-	bool keeping_links;  /* links on this session's copies are kept */
-	dev_t copies_dev;    /* the copies' file system, when keeping_links */
-	int prog_fds[MT_KEPT_MAX_PROGS]; /* reused: by the object's order */
-	int link_fds[MT_KEPT_MAX_LINKS]; /* reused: the tracepoints' links */
-	size_t nlinks;
-	/* reused: the process-life links among them (kept attached between
-	 * sessions), and how many of those were taken from their pins */
-	struct {
-		const struct bpf_program *prog;
-		int fd;
-	} life_links[MT_KEPT_MAX_LIFE_LINKS];
-	size_t nlife_links, life_links_taken;
-	/* the detacher: the pins of the links that linger (sys_exit's and
-	 * rss_stat's), each with its inode, and whether kmem:rss_stat's perf
-	 * event is among them (not turned off then) */
-	struct {
-		char name[MT_KEPT_PIN_NAME];
-		ino_t ino;
-	} lingering[MT_KEPT_MAX_LINGERING];
-	size_t nlingering;
-	bool rss_event_kept;
-	struct mt_kept_link copy_links[MT_KEPT_MAX_COPY_LINKS];
-	size_t ncopy_links;
-};
-
 struct staged_life {
 	uint64_t timestamp;
 	size_t first; /* index into life_slots */
@@ -109,7 +61,7 @@ struct tracer {
 	bool has_control;
 	int sample_fd; /* timerfd for --physical sampling, or -1 */
 	/* kmem:rss_stat's perf event, held beside its link (or -1): closed
-	 * last, after the slots are free (tracer_detach.c) */
+	 * last (tracer_detach.c) */
 	int rss_perf_fd;
 	struct mt_pss_sweep pss_sweep; /* its rounds */
 	/* processes alive now, from the lifecycle events (for sampling) */
@@ -171,8 +123,6 @@ struct tracer {
 	struct mt_early_cfi *early_cfi;
 	/* kmem:rss_stat's perf event, opened beside the BPF load too */
 	struct mt_early_event *rss_event;
-	/* the BPF side kept for later sessions, or an earlier one's */
-	struct mt_kept kept;
 	/* the largest maps, made by a thread before the load */
 	struct mt_premade_maps *premade;
 	/* the command's program and libraries, found beside it too */
@@ -294,48 +244,10 @@ void mt_tracer_maps_end(struct tracer *t);
  * cannot be more processes). */
 __u32 mt_tracer_process_slots(__u32 max);
 
-/* tracer_kept.c: the BPF side kept for later sessions.  begin() takes a
- * slot (in the host's mount namespace: before mt_tracer_confine_begin);
- * load() loads skel as configured or makes it the kept object (-EAGAIN:
- * skel half made the kept one, to be opened again); with a reused object
- * mt_tracer_prog_fd() gives its programs, attach() attaches what the
- * skeleton's attach would, attach_perf() a program to a perf event it
- * then holds; end() closes what this process holds. */
-void mt_tracer_kept_begin(struct tracer *t);
-bool mt_tracer_kept_expected(const struct tracer *t);
-int mt_tracer_kept_load(struct tracer *t, struct mt_trace *skel);
-void mt_tracer_kept_unload(struct tracer *t);
-int mt_tracer_prog_fd(const struct tracer *t, const struct bpf_program *prog);
-int mt_tracer_kept_attach(struct tracer *t);
-int mt_tracer_kept_attach_perf(struct tracer *t, struct bpf_program *prog,
-			       int perf_fd);
-/* prog's link kept attached by the last session, taken for this one: 0,
- * or -1 (none) */
-int mt_tracer_kept_take(struct tracer *t, const struct bpf_program *prog);
-void mt_tracer_kept_end(struct tracer *t);
-/* The slot given up (the detacher, once nothing of the session runs). */
-void mt_tracer_kept_release_slot(struct tracer *t);
-/* Links on the session's private copies kept beside the object, pinned
- * between sessions only: use() offers them to the allocator probes'
- * attach (once the copies are made), expected() says whether a kept
- * object came with some (no uprobe is then registered: nothing to warm),
- * release() (the detacher, before it closes the session's links) pins
- * those on copies nobody maps. */
-void mt_tracer_kept_links_use(struct tracer *t);
-bool mt_tracer_kept_links_expected(const struct tracer *t);
-void mt_tracer_kept_links_release(struct tracer *t);
-/* At the end (the BPF side's session_live cleared): pin the tracepoints'
- * links for the next session instead of closing them, sys_exit's and
- * rss_stat's only if linger; linger() (the detacher, last) waits, then
- * removes the pins of those no session took meanwhile. */
-void mt_tracer_kept_tracepoints_release(struct tracer *t, bool linger);
-void mt_tracer_kept_linger(struct tracer *t);
-
 /* tracer_detach.c: close the session's links (detach_all, in parallel),
  * or fork a background process that does (detach_in_background: false
- * when it cannot or with --wait-detach), after pinning what is kept for
- * the next session; continue every process the BPF side stopped and
- * mt-trace did not continue (release_stopped). */
+ * when it cannot or with --wait-detach); continue every process the BPF
+ * side stopped and mt-trace did not continue (release_stopped). */
 void mt_tracer_detach_all(struct tracer *t);
 bool mt_tracer_detach_in_background(struct tracer *t);
 void mt_tracer_release_stopped(struct tracer *t);

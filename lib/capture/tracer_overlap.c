@@ -36,9 +36,8 @@ void mt_tracer_open_bpf(struct mt_opened_bpf *o)
 	o->err = o->skel ? 0 : errno;
 }
 
-/* With the BPF side kept (tracer_kept.c) nothing is loaded: opening the
- * object is then the largest part of the "load", and needs nothing of
- * the session's, so a job does it from the start (mt_job.h). */
+/* Opening the object (libbpf reads its ELF and BTF) needs nothing of the
+ * session's, so a job does it from the start (mt_job.h). */
 struct mt_early_open {
 	struct mt_job *job;
 	struct mt_opened_bpf opened;
@@ -264,17 +263,16 @@ bool mt_tracer_overlap_program(struct tracer *t, struct mt_code_program *p)
 	return true;
 }
 
-/* Will the start-up register uprobes?  Not when the links are kept
- * (tracer_kept.c), nor under --fast, whose preload records libc (only
- * --scan's files are probed at the start): the allocator probes' step
- * then waited for the warming's own first registration, its grace period
- * (10-14 ms of `mt-trace --fast -- true`, -vv), for nothing. */
+/* Will the start-up register uprobes?  Not under --fast, whose preload
+ * records libc (only --scan's files are probed at the start): the
+ * allocator probes' step then waited for the warming's own first
+ * registration, its grace period (10-14 ms of `mt-trace --fast -- true`,
+ * -vv), for nothing. */
 static bool warm_wanted(const struct tracer *t)
 {
 	const char *scan = getenv("MT_SCAN");
 
-	if (!mt_tracer_follows_code(t->opts) ||
-	    mt_tracer_kept_links_expected(t))
+	if (!mt_tracer_follows_code(t->opts))
 		return false;
 	return !t->fast || t->opts->nscan || (scan && *scan);
 }

@@ -8,13 +8,11 @@
  * process would stay stopped for good, reparented to init; so would one
  * stopped by backpressure until mt-trace drained a ring (backpressure.c).
  * So mt-trace forks this watchdog once the BPF side is loaded.  It keeps
- * three maps, the lock of the slot they are kept in (tracer_kept.c: no
- * later session resets them before the watchdog is done with them) and
- * a pidfd of mt-trace, nothing else (no link, so mt-trace's death detaches
- * every probe; not the trace's output, so its reader sees the end; its own
- * session, so no signal meant for the command's terminal reaches it), and
- * sleeps until mt-trace ends.  Then every process in `traced` whose stop
- * for new code is not the one `resumed` records (the BPF side writes the
+ * three maps and a pidfd of mt-trace, nothing else (no link, so mt-trace's
+ * death detaches every probe; not the trace's output, so its reader sees the
+ * end; its own session, so no signal meant for the command's terminal reaches
+ * it), and sleeps until mt-trace ends.  Then every process in `traced` whose
+ * stop for new code is not the one `resumed` records (the BPF side writes the
  * first before each stop, mt-trace the second after each SIGCONT), or
  * whose backpressure stop is not the one `unthrottled` records, gets a
  * SIGCONT.
@@ -108,7 +106,7 @@ static int resume_all(const int fds[3], struct undone *u)
 	return n;
 }
 
-#define NKEEP 5
+#define NKEEP 4
 
 /* Close every descriptor but keep[0..NKEEP-1] (sorted here). */
 static void keep_only(int keep[NKEEP])
@@ -133,11 +131,11 @@ static void keep_only(int keep[NKEEP])
 	close_range(lo, ~0u, 0);
 }
 
-static _Noreturn void watch(pid_t tracer, const int fds[3], int hold_fd)
+static _Noreturn void watch(pid_t tracer, const int fds[3])
 {
 	int pidfd = syscall(SYS_pidfd_open, tracer, 0);
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	int keep[NKEEP] = {fds[0], fds[1], fds[2], pidfd, hold_fd};
+	int keep[NKEEP] = {fds[0], fds[1], fds[2], pidfd};
 	struct pollfd p = {.fd = pidfd, .events = POLLIN};
 	struct timespec grace = {0, GRACE_MS * 1000000L};
 	struct undone undone = {.n = 0};
@@ -169,8 +167,7 @@ static _Noreturn void watch(pid_t tracer, const int fds[3], int hold_fd)
 	_exit(0);
 }
 
-int mt_watchdog_start(int traced_fd, int resumed_fd, int unthrottled_fd,
-		      int hold_fd)
+int mt_watchdog_start(int traced_fd, int resumed_fd, int unthrottled_fd)
 {
 	const int fds[3] = {traced_fd, resumed_fd, unthrottled_fd};
 	pid_t tracer = getpid(), pid = fork();
@@ -181,6 +178,6 @@ int mt_watchdog_start(int traced_fd, int resumed_fd, int unthrottled_fd,
 		return -1;
 	}
 	if (pid == 0)
-		watch(tracer, fds, hold_fd);
+		watch(tracer, fds);
 	return pid;
 }

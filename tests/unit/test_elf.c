@@ -14,13 +14,16 @@
 #include <unistd.h>
 
 #include "formats_test.h"
+#include "mt_attach.h"
 #include "mt_elf.h"
+#include "mt_probe.h"
 
 static char dir[] = "/tmp/mt-test-elf-XXXXXX";
 
 /* Assemble body (AT&T) into a shared object; the function is `free`,
- * and `after` the code after its end. */
-static const char *build(const char *name, const char *body, const char *after)
+ * and `after` the code after its end; ldflags: the link's own. */
+static const char *build_with(const char *name, const char *body,
+			      const char *after, const char *ldflags)
 {
 	static char so[256];
 	char src[256], cmd[768];
@@ -37,8 +40,14 @@ static const char *build(const char *name, const char *body, const char *after)
 		"\t.section .note.GNU-stack,\"\",@progbits\n",
 		body, after);
 	fclose(f);
-	snprintf(cmd, sizeof(cmd), "cc -shared -nostdlib -o %s %s", so, src);
+	snprintf(cmd, sizeof(cmd), "cc -shared -nostdlib %s -o %s %s", ldflags,
+		 so, src);
 	return system(cmd) == 0 ? so : NULL;
+}
+
+static const char *build(const char *name, const char *body, const char *after)
+{
+	return build_with(name, body, after, "");
 }
 
 static long skip_of_after(const char *name, const char *body, const char *after)
@@ -274,6 +283,77 @@ static void check_far_branches(void)
 		  5);
 }
 
+/*
+ * Two files with the same build-id and other code (anyone can write any
+ * build-id into a file of theirs): what is remembered of the first (its
+ * free's probe offset, its probe plan) is never used for the second.  A
+ * plan kept by build-id once put a root session's uprobe in the middle of
+ * an instruction of the real libc (issue 31).
+ */
+#define FORGED_ID "-Wl,--build-id=0x6d74666f72676564"
+#define MALLOC_FN                                                              \
+	"\t.globl malloc\n\t.type malloc,@function\nmalloc:\n\tret\n"          \
+	"\t.size malloc, .-malloc\n"
+static void check_forged_build_id(void)
+{
+	/* the real one: free's NULL test skipped (5); the forgery: another
+	 * function jumps past it, so no skip (0), and malloc elsewhere
+	 * (build's path is a static buffer: copied) */
+	const char *built =
+	    build_with("forged_real", PLAIN, MALLOC_FN, FORGED_ID);
+	char *real = built ? strdup(built) : NULL;
+	const char *fake = build_with(
+	    "forged_fake", PLAIN,
+	    "\t.globl other\nother:\n\tjmp free+5\n\tnop\n\tnop\n" MALLOC_FN,
+	    FORGED_ID);
+	struct mt_elf_func real_fn[2] = {{.name = "free"}, {.name = "malloc"}};
+	struct mt_elf_func fake_fn[2] = {{.name = "free"}, {.name = "malloc"}};
+	struct mt_attach_plan real_plan, fake_plan;
+	struct mt_attach planner;
+	uint8_t id_real[40], id_fake[40];
+	char err[256];
+
+	CHECK(real && fake);
+	if (!real || !fake) {
+		free(real);
+		return;
+	}
+	/* the control: the same build-id, malloc at another offset */
+	CHECK_INT(mt_elf_build_id(real, id_real, sizeof(id_real)), 8);
+	CHECK_INT(mt_elf_build_id(fake, id_fake, sizeof(id_fake)), 8);
+	CHECK(memcmp(id_real, id_fake, 8) == 0);
+	CHECK_INT(mt_elf_find_funcs(real, real_fn, 2, err, sizeof(err)), 2);
+	CHECK_INT(mt_elf_find_funcs(fake, fake_fn, 2, err, sizeof(err)), 2);
+	CHECK(real_fn[1].offset != fake_fn[1].offset);
+	/* free's check: the real file's answer first, then the forgery's own */
+	CHECK_INT(mt_probe_skip_null(real, real_fn[0].offset, real_fn[0].size),
+		  5);
+	CHECK_INT(mt_probe_skip_null(fake, fake_fn[0].offset, fake_fn[0].size),
+		  0);
+	/* the plans: each file's own offsets */
+	mt_attach_init(&planner, MT_PROBES_SESSION, NULL, NULL, 0);
+	CHECK(mt_attach_plan(&planner, real, real, &real_plan, err,
+			     sizeof(err)) > 0);
+	CHECK(mt_attach_plan(&planner, fake, fake, &fake_plan, err,
+			     sizeof(err)) > 0);
+	for (size_t i = 0; i < fake_plan.nenter; i++) {
+		if (fake_plan.enter[i].fn == MT_FN_MALLOC)
+			CHECK_INT(fake_plan.enter[i].offset, fake_fn[1].offset);
+		/* past its test %rdi,%rdi alone (single-stepped, not
+		 * emulated: attach.c), not past its NULL test */
+		if (fake_plan.enter[i].fn == MT_FN_FREE)
+			CHECK_INT(fake_plan.enter[i].offset,
+				  fake_fn[0].offset + 3);
+	}
+	for (size_t i = 0; i < real_plan.nenter; i++)
+		if (real_plan.enter[i].fn == MT_FN_FREE)
+			CHECK_INT(real_plan.enter[i].offset,
+				  real_fn[0].offset + 5);
+	mt_attach_plan_free(&real_plan);
+	mt_attach_plan_free(&fake_plan);
+	free(real);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -299,7 +379,7 @@ int main(void)
 	/* the same bytes but the jump goes to free's start, not past its
 	 * test: free sits at the same offset with the same size as in
 	 * from_outside, only the answer differs (answers are remembered by
-	 * the file's content, its build-id, not by where the function is) */
+	 * the file, not by where the function is) */
 	CHECK_INT(
 	    skip_of("to_start", PLAIN "\t.globl other\nother:\n\tjmp free\n"),
 	    5);
@@ -319,6 +399,7 @@ int main(void)
 				 "\tpop %rbp\n1:\tret\n"),
 		  0);
 	check_far_branches();
+	check_forged_build_id();
 	check_refused();
 	check_big_symtab();
 	/* the C library this machine runs: glibc's free is the real case */
