@@ -356,7 +356,16 @@ fuzz: $(FUZZ_TARGETS) build-fuzz/mt-gen build-fuzz/mt-encode
 # make test-bench).
 # `make bench-data` makes the saved trace the offline stages are timed on.
 BENCH_EVENTS ?= $(if $(filter 1,$(BENCH_QUICK)),100000,10000000)
-.PHONY: bench-data
+.PHONY: bench-data bench-deps
+# What make bench uses beyond `make deps` (not the tests): heaptrack, whose
+# `heaptrack -- true` is timed beside `mt-trace -- true` (bench/run).
+BENCH_DEB_PACKAGES := heaptrack
+bench-deps:
+	@if ! dpkg -s $(BENCH_DEB_PACKAGES) >/dev/null 2>&1; then \
+		apt-get update -qq && \
+		apt-get install -y -qq --no-install-recommends \
+			$(BENCH_DEB_PACKAGES); \
+	fi
 $(OUTPUT)/bench:
 	$(Q)mkdir -p $@
 

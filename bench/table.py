@@ -170,6 +170,22 @@ class Table:
             self.tracer_targets(row)
         print()
 
+    def peers(self):
+        """Another memory tracer's fixed cost beside mt-trace's."""
+        for row in self.of_kind("peer"):
+            if "skipped" in row:
+                print("%s -- true: skipped: %s" % (row["name"],
+                                                   row["skipped"]))
+                print()
+                continue
+            runs = load(self.results, row["hf"])["results"]
+            alone, mt, peer = (r["median"] for r in runs[:3])
+            print("fixed cost, median: true %s; mt-trace -- true %s "
+                  "(+%s); %s -- true %s (+%s)"
+                  % (secs(alone), secs(mt), secs(mt - alone), row["name"],
+                     secs(peer), secs(peer - alone)))
+            print()
+
     def fast_targets(self, row):
         limit = FAST_MAX_RATIO.get(row["name"])
         if limit is None:
@@ -494,6 +510,7 @@ def main():
     table = Table(sys.argv[1])
     table.header()
     table.tracer()
+    table.peers()
     table.percall()
     table.stacks()
     table.storm()
