@@ -112,6 +112,10 @@ for b in config["benchmarks"]:
 	[ "$(grep -c -- '--track-allocators=false' <<<"$commands")" -eq 3 ]
 	[ "$(grep -c -- 'physical-or-skip' <<<"$commands")" -eq 3 ]
 	[ "$(grep -c -- '--stacks' <<<"$commands")" -eq 7 ]
+	# the fixed cost of a session, beside heaptrack's (a bench dependency
+	# only: run where it is installed)
+	grep -qx 'build/bin/mt-trace -o build/bench/codspeed-true.raw -- /usr/bin/true' <<<"$commands"
+	grep -qx 'bench/installed-or-skip heaptrack .* /usr/bin/true' <<<"$commands"
 	cd "$TOP"
 	while IFS= read -r cmd; do
 		# shellcheck disable=SC2086  # CodSpeed splits exec into words too
@@ -123,7 +127,7 @@ for b in config["benchmarks"]:
 		}
 		n=$((n + 1))
 	done <<<"$(sed "s|build/|${MT_BUILD#"$TOP"/}/|g" <<<"$commands")"
-	[ "$n" -eq 32 ]
+	[ "$n" -eq 34 ]
 	[ "$(grep -c -- '--fast' <<<"$commands")" -eq 5 ]
 }
 
@@ -139,6 +143,17 @@ for b in config["benchmarks"]:
 	assert_success
 	assert_output --partial "skipped"
 	refute_output --partial "ran:"
+}
+
+@test "installed-or-skip: runs a command only where it is installed" {
+	printf '#!/bin/sh\necho "ran: $*"\n' >"$T/present"
+	chmod +x "$T/present"
+	PATH="$T:$PATH" run "$TOP/bench/installed-or-skip" present -o x true
+	assert_success
+	assert_output "ran: -o x true"
+	run "$TOP/bench/installed-or-skip" mt-no-such-tool -o x true
+	assert_success
+	assert_output --partial "skipped, mt-no-such-tool is not installed"
 }
 
 @test "trace-span: the command's own run, exec to exit; a truncated trace is an error" {
