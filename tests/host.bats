@@ -111,8 +111,16 @@ wait_gone() {
 # mt-trace kept state in /run/mt-trace, and may still run on a machine:
 # what this session did there, nothing, is strace's to tell, below.)
 assert_nothing_left() {
+	# the kernel frees a program's maps after an RCU grace period once the
+	# program's last reference is gone (bpf_prog_put: deferred work), a
+	# moment after the last process: waited for, as the processes are
+	local end=$(($(date +%s%N) + 5000000000))
+	until "$PY" "$STATE" left "$T/held.json" >/dev/null; do
+		[ "$(date +%s%N)" -lt "$end" ] || break
+		sleep 0.05
+	done
 	run "$PY" "$STATE" left "$T/held.json"
-	echo "BPF objects of the session left: ${output:-none}"
+	echo "BPF objects of the session left 5 s after its processes: ${output:-none}"
 	assert_success
 	assert_output ""
 	# mounts: none of its made on the host (bpffs, ramfs, /run/mt-trace)
