@@ -26,21 +26,23 @@ ret_after() {
 # Three sites: 1 the fixture's chain (new_cell, fill_row inlined into
 # make_table, called by main), 2 a truncated stack in no known file, 3
 # main alone.  Site 1 holds 3 blocks (300 B) at most, then 2 (200 B) at
-# the peak (3,200 B) with site 2's one (3,000 B); site 1 leaks those 2,
-# site 3 one (100 B).
+# the peak (3,200 B, at 5 ms) with site 2's one (3,000 B); site 1 leaks
+# those 2, site 3 one (100 B), when the process exits at 10 ms.  Block
+# lifetimes: site 1 3 + 8 + 7 ms, site 2 2 ms, site 3 2 ms.
 chain_artifact() {
 	"$PY" "$TOP/tests/lib/mkartifact.py" >"$T/run.msgpack" <<-EOF
 		CodeFile file=1 path=$BIN build_id=$ID
 		Stack stack=1 frames=1:$RET_MALLOC,1:$RET_TABLE
 		Stack stack=2 frames=0:0x7f0000001000 truncated=1
 		Stack stack=3 frames=1:$RET_TABLE
-		Malloc addr=0x1000 size=100 stack=1
-		Malloc addr=0x2000 size=100 stack=1
-		Malloc addr=0x3000 size=100 stack=1
-		Free addr=0x1000
-		Malloc addr=0x4000 size=3000 stack=2
-		Free addr=0x4000
-		Malloc addr=0x5000 size=100 stack=3
+		Malloc addr=0x1000 size=100 stack=1 t=1000000
+		Malloc addr=0x2000 size=100 stack=1 t=2000000
+		Malloc addr=0x3000 size=100 stack=1 t=3000000
+		Free addr=0x1000 t=4000000
+		Malloc addr=0x4000 size=3000 stack=2 t=5000000
+		Free addr=0x4000 t=7000000
+		Malloc addr=0x5000 size=100 stack=3 t=8000000
+		Exit exit_code=0 t=10000000
 	EOF
 }
 
@@ -146,9 +148,12 @@ decode() {
 	run mt-report --dhat "$T/d.json" -o /dev/null "$T/run.msgpack"
 	assert_success
 	run jq -c '[.dhatFileVersion, .mode, .verb, .bklt, .bkacc, .cmd, .pid, .te, .tg]' "$T/d.json"
-	assert_output '[2,"heap","Allocated",true,false,"prog",100,8,5]'
-	run jq -c '[.pps[] | [.tb, .tbk, .mb, .mbk, .gb, .gbk, .eb, .ebk]]' "$T/d.json"
-	assert_output '[[3000,1,3000,1,3000,1,0,0],[300,3,300,3,200,2,200,2],[100,1,100,1,0,0,100,1]]'
+	assert_output '[2,"heap","Allocated",true,false,"prog",100,10001,5000]'
+	# te: the trace's length, in µs (its trailer, 1 µs after the exit)
+	run sh -c 'mt-report --json "$1" | jq ".duration_ns / 1000"' sh "$T/run.msgpack"
+	assert_output 10001
+	run jq -c '[.pps[] | [.tb, .tbk, .tl, .mb, .mbk, .gb, .gbk, .eb, .ebk]]' "$T/d.json"
+	assert_output '[[3000,1,2000,3000,1,3000,1,0,0],[300,3,18000,300,3,200,2,200,2],[100,1,2000,100,1,0,0,100,1]]'
 	run jq -r '.ftbl[0], (.pps[] | [.fs[] as $i | $i] | map(tostring) | join(","))' "$T/d.json"
 	assert_output "$(printf '%s\n' '[root]' 1,2 3,4,5,6 6)"
 	run jq -r '.ftbl[3], .ftbl[6], .ftbl[2]' "$T/d.json"
@@ -222,12 +227,11 @@ trace_hundred() {
 	run diff <(jq -c 'keys' "$T/vg.json") <(jq -c 'keys' "$T/mt.json")
 	assert_success
 	# a program point's: valgrind's less its access counts (rb, wb: mt
-	# does not see loads and stores) and block lifetimes (tl: mt keeps
-	# none by site)
-	run jq -c '[.pps[] | keys - ["rb", "wb", "tl"]] | unique' "$T/vg.json"
-	assert_output '[["eb","ebk","fs","gb","gbk","mb","mbk","tb","tbk"]]'
+	# does not see loads and stores)
+	run jq -c '[.pps[] | keys - ["rb", "wb"]] | unique' "$T/vg.json"
+	assert_output '[["eb","ebk","fs","gb","gbk","mb","mbk","tb","tbk","tl"]]'
 	run jq -c '[.pps[] | keys] | unique' "$T/mt.json"
-	assert_output '[["eb","ebk","fs","gb","gbk","mb","mbk","tb","tbk"]]'
+	assert_output '[["eb","ebk","fs","gb","gbk","mb","mbk","tb","tbk","tl"]]'
 	# the totals: bytes and blocks allocated, at the peak, at the end
 	tot='[([.pps[].tb] | add), ([.pps[].tbk] | add), ([.pps[].gb] | add),
 		([.pps[].ebk] | add), .ftbl[0], .mode, .dhatFileVersion]'

@@ -94,6 +94,11 @@ void mt_sites_release(struct mt_sites *s, enum mt_site_space space,
 void mt_sites_leak(struct mt_sites *s, enum mt_site_space space, uint64_t stack,
 		   uint64_t size);
 
+/* A heap block of stack ended its life (freed, or its process ended)
+ * ns nanoseconds after it was allocated: summed by site (DHAT's total
+ * lifetime, mt-report --dhat).  Blocks whose free was lost add nothing. */
+void mt_sites_lifetime(struct mt_sites *s, uint64_t stack, uint64_t ns);
+
 /* Whether any Stack record or stack id was seen. */
 bool mt_sites_any(const struct mt_sites *s);
 

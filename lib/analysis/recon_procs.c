@@ -120,9 +120,12 @@ void end_address_space(struct mt_recon *r, struct proc *p, uint64_t t,
 			continue;
 		struct leak lk = {p->pid, b->addr, b->size, b->t, t, why};
 
-		if (r->sites_on)
+		if (r->sites_on) {
 			mt_sites_leak(r->sites, MT_SITES_HEAP, b->stack,
 				      b->size);
+			mt_sites_lifetime(r->sites, b->stack,
+					  t > b->t ? t - b->t : 0);
+		}
 		leak_add(&p->leaks, &lk);
 		leak_add(&r->leaks, &lk);
 	}

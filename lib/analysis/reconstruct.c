@@ -117,8 +117,9 @@ static void heap_alloc(struct mt_recon *r, struct proc *p, uint64_t addr,
 	heap_changed(r, p, t); /* also when a reused address fell out */
 }
 
-/* Returns the bytes released, or -1 when addr was not live. */
-static int64_t heap_release(struct mt_recon *r, struct proc *p, uint64_t addr)
+/* Returns the bytes released, or -1 when addr was not live; t: now */
+static int64_t heap_release(struct mt_recon *r, struct proc *p, uint64_t addr,
+			    uint64_t t)
 {
 	struct block *b = blocks_find(&p->blocks, addr);
 	uint64_t size;
@@ -134,8 +135,10 @@ static int64_t heap_release(struct mt_recon *r, struct proc *p, uint64_t addr)
 	}
 	p->heap_own -= size;
 	r->tree_heap -= size;
-	if (r->sites_on)
+	if (r->sites_on) {
 		mt_sites_release(r->sites, MT_SITES_HEAP, b->stack, size);
+		mt_sites_lifetime(r->sites, b->stack, t > b->t ? t - b->t : 0);
+	}
 	blocks_remove(&p->blocks, b);
 	return (int64_t)size;
 }
@@ -147,7 +150,7 @@ static void on_free(struct mt_recon *r, struct proc *p, uint64_t addr,
 
 	if (!addr)
 		return; /* free(NULL) does nothing */
-	released = heap_release(r, p, addr);
+	released = heap_release(r, p, addr, t);
 	if (released < 0) {
 		p->tot.unknown_frees += r->in_section;
 		return;
@@ -170,7 +173,7 @@ static void on_realloc(struct mt_recon *r, struct proc *p,
 		return;
 	}
 	if (ev->old_addr) {
-		int64_t released = heap_release(r, p, ev->old_addr);
+		int64_t released = heap_release(r, p, ev->old_addr, t);
 
 		if (r->in_section && released < 0)
 			p->tot.unknown_reallocs++;

@@ -23,6 +23,7 @@ struct site {
 	 * parts, so its blocks are not counted */
 	uint64_t live_blocks, saved_blocks, peak_blocks;
 	uint64_t max_bytes, max_blocks;
+	uint64_t lifetimes_ns; /* of its heap blocks, summed */
 	uint32_t saved_epoch;
 };
 
@@ -355,6 +356,11 @@ void mt_sites_leak(struct mt_sites *s, enum mt_site_space space, uint64_t stack,
 	release(sp, site, size);
 }
 
+void mt_sites_lifetime(struct mt_sites *s, uint64_t stack, uint64_t ns)
+{
+	site_of(&s->space[MT_SITES_HEAP], stack)->lifetimes_ns += ns;
+}
+
 bool mt_sites_any(const struct mt_sites *s)
 {
 	return s->any;
@@ -460,6 +466,9 @@ static json_t *site_json(struct mt_sites *s, const struct space *sp, size_t id)
 				    json_integer((json_int_t)site->max_bytes));
 		json_object_set_new(o, "max_blocks",
 				    json_integer((json_int_t)site->max_blocks));
+		json_object_set_new(
+		    o, "lifetimes_ns",
+		    json_integer((json_int_t)site->lifetimes_ns));
 	}
 	json_object_set_new(o, "truncated", json_boolean(truncated));
 	json_object_set_new(o, "frames", frames_json(s, id));

@@ -101,14 +101,16 @@ oom:
 
 static json_t *program_point(json_t *site, json_t *fs)
 {
-	return json_pack(
-	    "{sI sI sI sI sI sI sI sI so}", "tb",
-	    site_int(site, "allocated_bytes"), "tbk",
-	    site_int(site, "allocations"), "mb", site_int(site, "max_bytes"),
-	    "mbk", site_int(site, "max_blocks"), "gb",
-	    site_int(site, "peak_bytes"), "gbk", site_int(site, "peak_blocks"),
-	    "eb", site_int(site, "not_freed_bytes"), "ebk",
-	    site_int(site, "not_freed_blocks"), "fs", fs);
+	return json_pack("{sI sI sI sI sI sI sI sI sI so}", "tb",
+			 site_int(site, "allocated_bytes"), "tbk",
+			 site_int(site, "allocations"), "tl",
+			 site_int(site, "lifetimes_ns") / 1000, "mb",
+			 site_int(site, "max_bytes"), "mbk",
+			 site_int(site, "max_blocks"), "gb",
+			 site_int(site, "peak_bytes"), "gbk",
+			 site_int(site, "peak_blocks"), "eb",
+			 site_int(site, "not_freed_bytes"), "ebk",
+			 site_int(site, "not_freed_blocks"), "fs", fs);
 }
 
 static json_t *program_points(json_t *doc, json_t *ftbl)

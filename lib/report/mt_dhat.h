@@ -6,15 +6,16 @@
  * and the Firefox Profiler read it.  One program point ("pp") per site:
  *
  *   tb, tbk   bytes and blocks allocated (realloc's new block is one)
+ *   tl        its blocks' lifetimes summed (to the free, or to the end
+ *             of the process for a block not freed)
  *   mb, mbk   the most bytes the site held at once, and its blocks then
  *   gb, gbk   held at the tree's heap peak (DHAT's t-gmax)
  *   eb, ebk   still held when its process ended (DHAT's t-end)
  *   fs        its frames, innermost first, as indices into "ftbl"
  *
  * Times are in microseconds (dhat-rs's unit): "te" is the trace's
- * length, "tg" when the heap peaked.  mt does not keep block lifetimes by
- * site, so "tl" is left out (dh_view then shows no average lifetime);
- * nor block accesses ("bkacc": false).
+ * length, "tg" when the heap peaked.  mt does not see loads and stores,
+ * so there are no access counts ("bkacc": false).
  */
 #ifndef MT_DHAT_H
 #define MT_DHAT_H
