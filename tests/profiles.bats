@@ -247,3 +247,40 @@ trace_hundred() {
 		| sub("^0x[0-9a-fA-F]+: "; "") | sub(" \\(.*/"; " (")] | unique | .[]' "$T/mt.json"
 	assert_output --partial "main (hundred.c:"
 }
+
+@test "--dhat of a traced run: valgrind's own viewer (dh_view.js, in headless Chromium) reads it" {
+	trace_hundred
+	CHROMIUM=$(command -v chromium || true)
+	if [ -z "$CHROMIUM" ]; then
+		[ -z "${CI:-}" ] || return 1
+		skip "chromium not installed (make deps)"
+	fi
+	VIEW=/usr/libexec/valgrind/dh_view.js # valgrind's package
+	[ -f "$VIEW" ]
+	mt-report --dhat "$T/mt.json" -o /dev/null "$T/h.raw"
+	# the viewer's page, the file handed to it as its "Load..." would
+	{
+		printf '<!DOCTYPE html><html><head><meta charset="UTF-8">'
+		printf '<script src="file://%s"></script><script>var mt = ' "$VIEW"
+		cat "$T/mt.json"
+		printf ';</script></head><body onload="onLoad(); tryFunc(() => '
+		printf '{ gData = mt; buildTree(); displayTree(0, 0, 0); })">'
+		printf '</body></html>\n'
+	} >"$T/dh.html"
+	"$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run \
+		--disable-background-networking --disable-component-update \
+		--disable-sync --user-data-dir="$(mktemp -d "$T/chr.XXXX")" \
+		--allow-file-access-from-files --dump-dom "$T/dh.html" \
+		2>/dev/null >"$T/dom.html"
+	run grep -c 'class="error"' "$T/dom.html"
+	assert_output 0
+	run sh -c 'sed "s/<[^>]*>//g" "$1" | tr -s " \n" " "' sh "$T/dom.html"
+	assert_output --partial "Total: 22,727 bytes (100%"
+	assert_output --partial "101 blocks (100%"
+	assert_output --partial "At t-gmax: 22,727 bytes (100%) in 101 blocks (100%)"
+	assert_output --partial "At t-end: 0 bytes (0%) in 0 blocks (0%)"
+	assert_output --partial "Max: 14,950 bytes in 100 blocks"
+	assert_output --regexp "#1: 0x[0-9a-f]+: main \(tests/fixtures/hundred.c:15\)"
+	assert_output --partial "avg lifetime"
+	refute_output --partial "NaN"
+}
