@@ -250,7 +250,7 @@ mapped_artifact() {
 	assert_output '[0,0,[]]'
 }
 
-@test "--flamegraph on a run without stacks: exit 2, said why" {
+@test "--flamegraph, --folded on a run without stacks: exit 2, said why" {
 	mk nostack <<-EOF
 		Malloc addr=0x1000 size=100
 	EOF
@@ -261,9 +261,12 @@ mapped_artifact() {
 	assert_success
 	run jq -c '[.sites, .mapped_sites]' <<<"$output"
 	assert_output '[null,null]'
+	run mt-report --folded "$T/nostack.msgpack"
+	assert_failure 2
+	assert_output "mt-report: --folded: no call stacks in this run (trace it with mt-trace --stacks)"
 	run mt-report --folded --space mapped "$T/nostack.msgpack"
-	assert_success
-	assert_output ""
+	assert_failure 2
+	assert_output --partial "--folded: no call stacks in this run"
 }
 
 @test "symbolized offline: the binary gone, its debug file by build-id in --debug-dir; another build-id never used" {

@@ -662,6 +662,12 @@ static int report(const struct env *env, FILE *out, const char *path)
 	json_t *results = json_array();
 	int status;
 
+	/* --folded with nothing folded would print nothing and succeed:
+	 * a script piping it to flamegraph.pl would not learn why */
+	if (env->folded && !mt_top_sites_present(doc))
+		errx(MT_EXIT_UNUSABLE,
+		     "--folded: no call stacks in this run (trace it with "
+		     "mt-trace --stacks)");
 	if (env->svg)
 		write_svg(env->svg, doc, &env->view);
 	if (env->flamegraph)
