@@ -56,7 +56,8 @@ DEB_PACKAGES := build-essential binutils clang llvm bpftool libbpf-dev libelf-de
 	liblzma-dev libbz2-dev pkg-config bats bats-support \
 	bats-assert bats-file python3-msgpack valgrind hyperfine zstd time \
 	util-linux procps chromium jq libdw-dev strace gdb python3-yaml \
-	libprotobuf-c-dev protobuf-c-compiler protobuf-compiler golang-go
+	libprotobuf-c-dev protobuf-c-compiler protobuf-compiler golang-go \
+	libclang-rt-14-dev
 
 LIB_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix lib/,$(LIB_DIRS))))
 LIB_OBJS := $(patsubst lib/%.c,$(OUTPUT)/lib/%.o,$(LIB_SRCS)) \
@@ -324,9 +325,10 @@ build-fuzz/fuzz_report: FUZZ_EXTRA_SRCS := $(FUZZ_REPORT_SRCS) \
 	$(OUTPUT)/gen/profile.pb-c.c -I$(OUTPUT)
 build-fuzz/fuzz_report: $(FUZZ_REPORT_SRCS) $(OUTPUT)/gen/profile.pb-c.c
 # fuzz_elf parses ELF files as mt-trace does (lib/capture/elf.c)
-build-fuzz/fuzz_elf: FUZZ_EXTRA_SRCS := lib/capture/elf.c
+# (and its caches' key, lib/capture/file_id.c)
+build-fuzz/fuzz_elf: FUZZ_EXTRA_SRCS := lib/capture/elf.c lib/capture/file_id.c
 build-fuzz/fuzz_elf: FUZZ_EXTRA_LIBS := -lelf -lZydis
-build-fuzz/fuzz_elf: lib/capture/elf.c
+build-fuzz/fuzz_elf: lib/capture/elf.c lib/capture/file_id.c
 build-fuzz/fuzz_report: FUZZ_EXTRA_LIBS := $(LDLIBS_DW) -lprotobuf-c
 # fuzz_fastdrain drains the --fast rings as mt-trace does
 build-fuzz/fuzz_fastdrain: FUZZ_EXTRA_SRCS := lib/capture/tracer_fast_drain.c
