@@ -739,6 +739,29 @@ man_options() {
 	grep -q 'still reachable' "$TOP/man/mt-report.1"
 }
 
+@test "one of a thing is singular: 1 event was lost, 1 free, 1 more process" {
+	{
+		echo "Lost count=1"
+		ten_mib
+		echo "Free addr=0x77000"
+		echo "Fork pid=200 ppid=100"
+		echo "Fork pid=201 ppid=100"
+	} | mk a
+	run mt-report --top 4 "$T/a.msgpack"
+	assert_success
+	assert_line "lost events: 1 (a ring buffer was full: the figures miss them; --strict fails on any)"
+	assert_line "unknown     1 free of addresses never allocated in the trace"
+	assert_line "(1 more process: --top all lists all)"
+	run mt-report --allow-incomplete --strict "$T/a.msgpack"
+	assert_failure 1
+	assert_line "mt-report: strict: 1 event was lost"
+	run mt-report --max-peak-heap 1GiB "$T/a.msgpack"
+	assert_failure 2
+	assert_line "mt-report: incomplete trace: $T/a.msgpack: 1 event was lost, the figures the gates check miss them (--allow-incomplete accepts it)"
+	mt-report --allow-incomplete --svg "$T/a.svg" "$T/a.msgpack" >/dev/null
+	grep -q '>1 event lost<' "$T/a.svg"
+}
+
 @test "lost events and an incomplete trace come first, in every mode" {
 	ten_mib | sed '1i Lost count=4' | mk a --no-trailer
 	run bash -c 'mt-report --allow-incomplete "$1" 2>/dev/null' _ "$T/a.msgpack"

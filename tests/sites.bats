@@ -88,11 +88,11 @@ chain_artifact() {
 	run mt-report --top 2 --stack-depth 2 "$T/run.msgpack"
 	assert_success
 	assert_output --partial "top allocation sites by bytes live at the heap peak (3 distinct stacks)"
-	assert_output --partial "#1   2.93 KiB at peak, 2.93 KiB allocated in 1 calls, 0 B not freed"
+	assert_output --partial "#1   2.93 KiB at peak, 2.93 KiB allocated in 1 call, 0 B not freed"
 	assert_output --partial "        0x7f0000001000"
 	assert_output --partial "        new_cell  inlined.c:"
 	assert_output --partial "... 2 more frames (--stack-depth)"
-	assert_output --partial "(1 more sites: --top all lists all)"
+	assert_output --partial "(1 more site: --top all lists all)"
 	refute_output --partial "#3 "
 	run mt-report --sort leaked --top 1 "$T/run.msgpack"
 	assert_success

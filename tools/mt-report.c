@@ -476,10 +476,11 @@ static int check_complete(const struct env *env, json_t *doc, const char *path)
 	if (why)
 		warnx("incomplete trace: %s%s", why, accept);
 	else if (lost && verdict_asked(env))
-		warnx("incomplete trace: %s: %llu events were lost, the "
+		warnx("incomplete trace: %s: %llu event%s lost, the "
 		      "figures the gates check miss them%s",
 		      strcmp(path, "-") ? path : "<stdin>",
-		      (unsigned long long)lost, accept);
+		      (unsigned long long)lost, lost == 1 ? " was" : "s were",
+		      accept);
 	else
 		return 0;
 	return env->allow_incomplete ? 0 : MT_EXIT_UNUSABLE;

@@ -17,6 +17,12 @@ char *mt_fmt_bytes(char *buf, size_t len, uint64_t bytes);
 /* "1,234,567".  Returns buf. */
 char *mt_fmt_count(char *buf, size_t len, uint64_t n);
 
+/* "s" unless n is one: "1 call", "2 calls", "0 calls". */
+static inline const char *mt_plural(uint64_t n)
+{
+	return n == 1 ? "" : "s";
+}
+
 /* "812 ns", "12.3 us", "4.5 ms", "1.23 s", "1234 s": one style, three
  * significant digits, whole seconds past 999 s.  Returns buf. */
 char *mt_fmt_duration(char *buf, size_t len, uint64_t ns);

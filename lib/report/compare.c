@@ -71,8 +71,9 @@ int mt_report_gates(json_t *doc, const struct mt_gates *g, char *reason,
 				      "complete", mt_report_is_complete(doc),
 				      "ok", ok));
 		if (lost) {
-			snprintf(reason, len, "strict: %llu events were lost",
-				 (unsigned long long)lost);
+			snprintf(reason, len, "strict: %llu event%s lost",
+				 (unsigned long long)lost,
+				 lost == 1 ? " was" : "s were");
 			failed = 1;
 		} else if (!ok) {
 			snprintf(reason, len, "strict: incomplete trace");

@@ -187,7 +187,8 @@ static void value_text(char *buf, size_t len, enum mt_site_metric m, uint64_t v)
 	char n[64];
 
 	if (m == MT_SITE_COUNT)
-		snprintf(buf, len, "%s calls", mt_fmt_count(n, sizeof(n), v));
+		snprintf(buf, len, "%s call%s", mt_fmt_count(n, sizeof(n), v),
+			 mt_plural(v));
 	else
 		mt_fmt_bytes(buf, len, (double)v);
 }

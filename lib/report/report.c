@@ -835,10 +835,12 @@ void mt_report_text(FILE *out, json_t *doc, const struct mt_view *view)
 			     "available for this run\n");
 	if (tracked && mt_json_u64(doc, "tree.totals.unknown_frees", 0))
 		fprintf(out,
-			"unknown     %s frees of addresses never allocated "
+			"unknown     %s free%s of addresses never allocated "
 			"in the trace\n",
 			mt_fmt_count(
 			    n1, sizeof(n1),
+			    mt_json_u64(doc, "tree.totals.unknown_frees", 0)),
+			mt_plural(
 			    mt_json_u64(doc, "tree.totals.unknown_frees", 0)));
 	if (tracked)
 		fprintf(out, "peak heap   %s at %s\n",
@@ -875,8 +877,8 @@ void mt_report_text(FILE *out, json_t *doc, const struct mt_view *view)
 	}
 	nrows = process_count(doc);
 	if (nrows > view->top)
-		fprintf(out, "(%zu more processes: --top all lists all)\n",
-			nrows - view->top);
+		fprintf(out, "(%zu more process%s: --top all lists all)\n",
+			nrows - view->top, nrows - view->top == 1 ? "" : "es");
 	free(rows);
 	json_decref(by_pid);
 	if (tracked) {

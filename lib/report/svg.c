@@ -535,8 +535,8 @@ static void warnings(FILE *out, json_t *doc, bool heap_shown)
 	if (lost) {
 		char c[32];
 
-		snprintf(text[n++], sizeof(text[0]), "%s events lost",
-			 mt_fmt_count(c, sizeof(c), lost));
+		snprintf(text[n++], sizeof(text[0]), "%s event%s lost",
+			 mt_fmt_count(c, sizeof(c), lost), mt_plural(lost));
 	}
 	if (!heap_shown)
 		snprintf(text[n++], sizeof(text[0]),

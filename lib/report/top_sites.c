@@ -112,12 +112,13 @@ static void print_site(FILE *out, size_t rank, json_t *site,
 	bool mapped = v->space == MT_SITES_MAPPED;
 
 	fprintf(
-	    out, "  #%-3zu %s at peak, %s %s in %s calls, %s not %s\n", rank,
+	    out, "  #%-3zu %s at peak, %s %s in %s call%s, %s not %s\n", rank,
 	    mt_fmt_bytes(peak, sizeof(peak), value_of(site, 0)),
 	    mt_fmt_bytes(allocated, sizeof(allocated),
 			 (double)value_of(site, MT_SITE_ALLOCATED)),
 	    mapped ? "mapped" : "allocated",
 	    mt_fmt_count(calls, sizeof(calls), value_of(site, MT_SITE_COUNT)),
+	    mt_plural(value_of(site, MT_SITE_COUNT)),
 	    mt_fmt_bytes(leaked, sizeof(leaked),
 			 (double)value_of(site, MT_SITE_LEAKED)),
 	    mapped ? "unmapped" : "freed");
@@ -144,10 +145,10 @@ void mt_top_sites_text(FILE *out, json_t *doc, const struct mt_sites_view *v)
 	if (!json_is_array(site_list(doc, v->space)) || (mapped && !count) ||
 	    !(sites = sorted_sites(doc, v->space, v->sort, &n)))
 		return;
-	fprintf(out, "\ntop %s sites by %s (%s distinct stacks)\n",
+	fprintf(out, "\ntop %s sites by %s (%s distinct stack%s)\n",
 		mapped ? "address-space (mmap, mremap, brk)" : "allocation",
 		mt_site_metric_words(v->space, v->sort),
-		mt_fmt_count(total, sizeof(total), count));
+		mt_fmt_count(total, sizeof(total), count), mt_plural(count));
 	if (n == 0)
 		fputs("  (none)\n", out);
 	for (size_t i = 0; i < n && i < v->top; i++)
@@ -156,8 +157,8 @@ void mt_top_sites_text(FILE *out, json_t *doc, const struct mt_sites_view *v)
 	if (count > n)
 		n = (size_t)count;
 	if (n > v->top)
-		fprintf(out, "  (%zu more sites: --top all lists all)\n",
-			n - v->top);
+		fprintf(out, "  (%zu more site%s: --top all lists all)\n",
+			n - v->top, mt_plural(n - v->top));
 	free(sites);
 }
 
