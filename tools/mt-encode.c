@@ -83,11 +83,10 @@ static void usage(FILE *f)
 
 static void usage_error(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "mt-encode: ");
+	fputs("mt-encode: ", stderr);
 	fprintf(stderr, fmt, arg);
 	fprintf(stderr, "\n");
-	usage(stderr);
-	exit(EXIT_FAIL);
+	mt_try_help(EXIT_FAIL);
 }
 
 static int parse_level(const char *s)
@@ -167,9 +166,8 @@ static void parse_args(int argc, char **argv, struct env *env)
 		case 'h':
 			usage(stdout);
 			exit(0);
-		default:
-			usage(stderr);
-			exit(EXIT_FAIL);
+		default: /* getopt said what */
+			mt_try_help(EXIT_FAIL);
 		}
 	}
 	if (argc - optind > 1)
@@ -400,6 +398,7 @@ int main(int argc, char **argv)
 	const char *name;
 	int status = 0, werr;
 
+	mt_cli_name(argv);
 	parse_args(argc, argv, &env);
 	check_terminals(&env);
 	/* a closed pipe is a write error (EPIPE), exit 2, not a signal */

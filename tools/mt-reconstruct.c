@@ -74,7 +74,7 @@ static const char usage_text[] =
     "from\n"
     "                             another machine)\n"
     "  -h, --help                 this help\n"
-    "      --version              the version\n"
+    "  -V, --version              the version\n"
     "\n"
     "exit status: 0 ok, 2 unusable or incomplete input (the timelines of "
     "what\n"
@@ -96,8 +96,7 @@ usage_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vwarnx(fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "Try 'mt-reconstruct --help'.\n");
-	exit(MT_EXIT_UNUSABLE);
+	mt_try_help(MT_EXIT_UNUSABLE);
 }
 
 static uint64_t count_arg(const char *opt, const char *v)
@@ -184,8 +183,7 @@ static void option(struct env *env, int c, const char *v)
 		usage(stdout, 0);
 		break;
 	default: /* getopt said what */
-		fprintf(stderr, "Try 'mt-reconstruct --help'.\n");
-		exit(MT_EXIT_UNUSABLE);
+		mt_try_help(MT_EXIT_UNUSABLE);
 	}
 }
 
@@ -211,7 +209,7 @@ static const char *parse_args(struct env *env, int argc, char **argv)
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1)
+	while ((c = getopt_long(argc, argv, "o:hV", longopts, NULL)) != -1)
 		option(env, c, optarg);
 	if (argc - optind > 1)
 		usage_error("one FILE at a time, not %d (%s, %s%s)",
@@ -246,6 +244,7 @@ int main(int argc, char **argv)
 	mt_output_init();
 	mt_recon_opts_default(&env.opts);
 	env.opts.max_sites = 100;
+	mt_cli_name(argv);
 	path = parse_args(&env, argc, argv);
 	name = env.output ? env.output : "<stdout>";
 

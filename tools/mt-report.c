@@ -112,7 +112,7 @@ static const char usage_text[] =
     "      --sysroot DIR        the traced files under DIR (another "
     "machine's trace)\n"
     "  -h, --help               this help\n"
-    "      --version            the version\n"
+    "  -V, --version            the version\n"
     "\n"
     "gates (exit 1 when one fails):\n"
     "      --max-peak-heap SIZE        --max-total-allocated SIZE\n"
@@ -141,8 +141,7 @@ usage_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vwarnx(fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "Try 'mt-report --help'.\n");
-	exit(MT_EXIT_UNUSABLE);
+	mt_try_help(MT_EXIT_UNUSABLE);
 }
 
 static uint64_t size_arg(const char *opt, const char *v)
@@ -382,6 +381,7 @@ static void option(struct env *env, int c, const char *v)
 		if (mt_growth_parse(v, &env->growth, why, sizeof(why)) < 0)
 			usage_error("--max-growth: %s", why);
 		break;
+	case 'V':
 	case O_VERSION:
 		mt_print_version(stdout, "mt-report");
 		mt_output_close(stdout, "<stdout>");
@@ -390,8 +390,7 @@ static void option(struct env *env, int c, const char *v)
 		usage(stdout, 0);
 		break;
 	case '?': /* getopt said what */
-		fprintf(stderr, "Try 'mt-report --help'.\n");
-		exit(MT_EXIT_UNUSABLE);
+		mt_try_help(MT_EXIT_UNUSABLE);
 	case O_SORT:
 	case O_STACK_DEPTH:
 	case O_FLAMEGRAPH:
@@ -414,7 +413,7 @@ static void parse_args(struct env *env, int argc, char **argv)
 {
 	int c;
 
-	while ((c = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1)
+	while ((c = getopt_long(argc, argv, "ho:V", longopts, NULL)) != -1)
 		option(env, c, optarg);
 	if (env->compare_base) {
 		if (argc - optind == 0)
@@ -735,6 +734,7 @@ int main(int argc, char **argv)
 	mt_output_init();
 	mt_growth_none(&env.growth);
 	mt_recon_opts_default(&env.recon);
+	mt_cli_name(argv);
 	parse_args(&env, argc, argv);
 	/* reconstructing in-process, keep only what is shown */
 	env.recon.doc_procs = env.view.top == MT_ALL ? 0

@@ -16,6 +16,7 @@
 #include "mt_human.h"
 #include "mt_tracer.h"
 #include "mt_user.h"
+#include "mt_cli.h"
 #include "mt_version.h"
 
 /* 1 MiB holds ~18,700 events: two threads storming on two cores (~1.3 M
@@ -120,7 +121,7 @@ static void usage(FILE *f)
 	      "libbpf's debug\n"
 	      "                            output too\n"
 	      "  -h, --help                this text\n"
-	      "      --version             mt-trace's version\n"
+	      "  -V, --version             mt-trace's version\n"
 	      "\n"
 	      "CMD starts after '--' (or at the first argument that is not an "
 	      "option).\n"
@@ -155,8 +156,7 @@ static _Noreturn void usage_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vwarnx(fmt, ap);
 	va_end(ap);
-	fputs("Try 'mt-trace --help'.\n", stderr);
-	exit(MT_EXIT_TRACER_FAILED);
+	mt_try_help(MT_EXIT_TRACER_FAILED);
 }
 
 static bool parse_bool(const char *s, const char *what)
@@ -396,9 +396,9 @@ int main(int argc, char **argv)
 		o.fast = parse_bool(env, "MT_FAST");
 	/* getopt's own messages name the tool as every other message does,
 	 * not the path it was run by */
-	argv[0] = (char *)"mt-trace";
+	mt_cli_name(argv);
 	/* '+': stop at the first non-option, CMD's own options are CMD's */
-	while ((c = getopt_long(argc, argv, "+o:vh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:vVh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			out.trace_path = value_of("-o");
@@ -474,13 +474,13 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 'V':
 		case OPT_VERSION:
 			mt_print_version(stdout, "mt-trace");
 			return 0;
 		default:
 			/* getopt said which option */
-			fputs("Try 'mt-trace --help'.\n", stderr);
-			return MT_EXIT_TRACER_FAILED;
+			mt_try_help(MT_EXIT_TRACER_FAILED);
 		}
 	}
 	if (optind >= argc)

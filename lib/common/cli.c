@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* cli.c - output errors as exit statuses, the waiting-for-stdin note. */
 #include <err.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -102,4 +104,25 @@ void mt_progress_end(struct mt_progress *p)
 	if (p->shown)
 		fprintf(stderr, "\r\033[K");
 	p->shown = false;
+}
+
+void mt_cli_name(char **argv)
+{
+	argv[0] = program_invocation_short_name;
+}
+
+void mt_try_help(int status)
+{
+	fprintf(stderr, "Try '%s --help'.\n", program_invocation_short_name);
+	exit(status);
+}
+
+void mt_usage_error(int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vwarnx(fmt, ap);
+	va_end(ap);
+	mt_try_help(status);
 }

@@ -15,6 +15,17 @@
 enum { MT_EXIT_OK = 0, MT_EXIT_GATE = 1, MT_EXIT_UNUSABLE = 2 };
 
 /*
+ * Usage errors, one style in every tool: "mt-X: what was wrong", then
+ * "Try 'mt-X --help'." on stderr, exit status.  mt_cli_name() makes
+ * argv[0] the tool's name, so getopt's own messages ("unrecognized
+ * option") name the tool as err(3) does, never the path it was run by.
+ */
+void mt_cli_name(char **argv);
+void mt_try_help(int status) __attribute__((noreturn));
+void mt_usage_error(int status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
+/*
  * A closed pipe becomes a write error (EPIPE) instead of SIGPIPE, so that
  * mt_output_close() can exit with the documented status.
  */
