@@ -78,6 +78,26 @@ session_progs() {
 	done
 }
 
+@test "the trace never to a terminal; a warning when it and CMD's stdout share a file" {
+	run script -qec "mt-trace -- true" /dev/null
+	assert_failure 125
+	assert_output --partial "mt-trace: refusing to write a binary trace to a terminal; pipe it to mt-encode or use -o FILE"
+	require_bpf
+	msg="mt-trace: the trace and CMD's stdout both go to"
+	run --separate-stderr bash -c 'mt-trace -o "$1" -- echo hi >>"$1"' _ "$T/t.raw"
+	assert_success
+	[ "$stderr" = "$msg $T/t.raw: they will mix; give CMD's stdout its own file with --child-stdout FILE, or the trace with -o FILE" ]
+	run --separate-stderr bash -c 'mt-trace -o "$1" --child-stdout "$1" -- true' _ "$T/t.raw"
+	[[ "$stderr" == "$msg $T/t.raw: "* ]]
+	run bash -c 'mt-trace -- true 2>&1 | grep -a "$1"' _ "$msg standard output"
+	assert_success
+	# apart: no warning
+	run --separate-stderr bash -c 'mt-trace -o "$1" -- echo hi >"$1.out"' _ "$T/t.raw"
+	assert_success
+	[ "$stderr" = "" ]
+	[ "$(cat "$T/t.raw.out")" = hi ]
+}
+
 # ---- allocator calls: exact events, addresses from the fixture ----------
 
 @test "malloc + free: one Malloc(4321), one Free, same address" {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mt_event.h"
@@ -227,6 +228,21 @@ struct outputs {
 	struct mt_output trace, child;
 };
 
+/* The trace and CMD's stdout in one file interleave into neither a trace
+ * nor CMD's output (`mt-trace -o t -- cmd >t`, `2>&1 | mt-encode`). */
+static void warn_if_shared(int trace_fd, int child_fd, const char *trace_name)
+{
+	struct stat a, b;
+
+	if (fstat(trace_fd, &a) || fstat(child_fd, &b) ||
+	    a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+		return;
+	warnx("the trace and CMD's stdout both go to %s: they will mix; "
+	      "give CMD's stdout its own file with --child-stdout FILE, or "
+	      "the trace with -o FILE",
+	      trace_name);
+}
+
 /* Open what mt-trace writes as the user it works for (mt_user.h). */
 static void open_outputs(struct outputs *out, struct mt_tracer_opts *o,
 			 const struct mt_user *user)
@@ -258,6 +274,12 @@ static void open_outputs(struct outputs *out, struct mt_tracer_opts *o,
 		}
 		o->child_stdout_fd = out->child.fd;
 	}
+	warn_if_shared(out->trace.fd >= 0 ? out->trace.fd : STDOUT_FILENO,
+		       out->child.fd >= 0	   ? out->child.fd
+		       : o->child_stdout_to_stderr ? STDERR_FILENO
+						   : STDOUT_FILENO,
+		       out->trace.fd >= 0 ? out->trace_path
+					  : "standard output");
 }
 
 /* MT_SCAN=FILE:FILE...: after --scan's files, as if named with it (empty
