@@ -41,6 +41,11 @@ _mt_complete_value() {
 		;;
 	BOOL) mapfile -t COMPREPLY < <(compgen -W 'true false' -- "$2") ;;
 	WHEN) mapfile -t COMPREPLY < <(compgen -W 'peak exit' -- "$2") ;; # --pprof-inuse
+	METRIC) # --sort, --flamegraph-of
+		mapfile -t COMPREPLY < <(compgen -W \
+			'peak allocated count not-freed' -- "$2")
+		;;
+	SPACE) mapfile -t COMPREPLY < <(compgen -W 'heap mapped' -- "$2") ;;
 	*'|all') mapfile -t COMPREPLY < <(compgen -W 'all' -- "$2") ;;
 	*) COMPREPLY=() ;; # a size, a duration, a name: nothing to offer
 	esac
@@ -82,9 +87,12 @@ _mt() {
 		_mt_complete_value "$value" "$cur"
 		return
 	fi
+	# each name once: --help may show one with and without a value
+	# ("--stacks[=BOOL]", "--no-stacks" beside "--stacks BOOL")
 	if [[ $cur == -* ]]; then
 		mapfile -t COMPREPLY < <(compgen -W \
-			"$(_mt_help_options "$tool" | cut -d' ' -f1)" -- "$cur")
+			"$(_mt_help_options "$tool" | cut -d' ' -f1 | sort -u)" \
+			-- "$cur")
 		return
 	fi
 	compopt -o filenames 2>/dev/null

@@ -870,10 +870,17 @@ complete_words() {
 	chmod +x "$T/bin/mtdemo-cmd"
 	PATH="$T/bin:$PATH" run complete_words mt-trace -v -- mtdemo-c
 	assert_output "mtdemo-cmd"
-	# every option --help lists is offered
+	# values of the options that take a name
+	run complete_words mt-report --sort ""
+	assert_output "$(printf '%s\n' peak allocated count not-freed)"
+	run complete_words mt-report --flamegraph-of n
+	assert_output "not-freed"
+	run complete_words mt-report --space ""
+	assert_output "$(printf '%s\n' heap mapped)"
+	# every option --help lists is offered, once
 	for t in mt-trace mt-encode mt-reconstruct mt-report; do
 		diff <("$MT_BIN/$t" --help | grep -oE -- '--[a-z][a-z-]*' | sort -u) \
-			<(complete_words "$t" - | sort -u)
+			<(complete_words "$t" - | sort)
 	done
 }
 
