@@ -113,9 +113,15 @@ int mt_output_open(struct mt_output *out, const struct mt_user *u,
 void mt_output_remove_if_unused(const struct mt_output *out,
 				const struct mt_user *u, const char *path);
 
-/* In the command's process, before exec: become u (groups, gid, uid) with
- * HOME, USER, LOGNAME and SHELL from its passwd entry.  Nothing when not
- * under sudo.  0 or -errno. */
+struct mt_child_env;
+
+/* Before the command is forked: HOME, USER, LOGNAME and SHELL from u's
+ * passwd entry in its environment.  Nothing when not under sudo.  0, or
+ * -1 when out of memory. */
+int mt_user_env(const struct mt_user *u, struct mt_child_env *env);
+
+/* In the command's process, before exec: become u (groups, gid, uid).
+ * Nothing when not under sudo.  0 or -errno. */
 int mt_user_become(const struct mt_user *u);
 
 #endif /* MT_USER_H */

@@ -37,6 +37,7 @@
 #include <bpf/libbpf.h>
 
 #include "mt_attach.h"
+#include "mt_child_env.h"
 #include "mt_confine.h"
 #include "mt_control.h"
 #include "mt_core_btf.h"
@@ -72,7 +73,7 @@ static void redirect_child_stdout(const struct mt_tracer_opts *o)
 }
 
 static void run_child(const struct mt_tracer_opts *o,
-		      const struct mt_fast *fast, int release_fd,
+		      const struct mt_fast *fast, char **env, int release_fd,
 		      int exec_err_fd)
 {
 	sigset_t none;
@@ -88,16 +89,15 @@ static void run_child(const struct mt_tracer_opts *o,
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL);
 	redirect_child_stdout(o);
-	if (o->control_path)
-		setenv("MT_CONTROL", o->control_path, 1);
 	if (fast)
-		mt_fast_child_env(fast);
+		mt_fast_child_fds(fast);
 	e = mt_user_become(o->user);
 	if (e) {
 		fprintf(stderr, "mt-trace: cannot become uid %u: %s\n",
 			(unsigned)o->user->uid, strerror(-e));
 		_exit(MT_EXIT_TRACER_FAILED);
 	}
+	environ = env; /* made before the fork (mt_child_env.h) */
 	execvp(o->argv[0], o->argv);
 	e = errno;
 	if (write(exec_err_fd, &e, sizeof(e)) < 0)
@@ -105,24 +105,51 @@ static void run_child(const struct mt_tracer_opts *o,
 	_exit(e == ENOENT ? MT_EXIT_NOT_FOUND : MT_EXIT_CANNOT_EXEC);
 }
 
+/* The command's environment: mt-trace's, with what the command's
+ * side of mt-trace reads in it.  0, or -1 when out of memory. */
+static int child_environment(const struct tracer *t, struct mt_child_env *env)
+{
+	const struct mt_tracer_opts *o = t->opts;
+
+	if (mt_child_env_init(env))
+		return -1;
+	if ((o->control_path &&
+	     mt_child_env_set(env, "MT_CONTROL", o->control_path)) ||
+	    (t->fast && mt_fast_child_env(t->fast, getpid(), env)) ||
+	    mt_user_env(o->user, env)) {
+		mt_child_env_free(env);
+		return -1;
+	}
+	return 0;
+}
+
 static int spawn_child(struct tracer *t)
 {
 	int release[2], exec_err[2];
+	struct mt_child_env env;
 
+	if (child_environment(t, &env)) {
+		fprintf(stderr, "mt-trace: the command's environment: %s\n",
+			strerror(ENOMEM));
+		return -1;
+	}
 	if (pipe2(release, O_CLOEXEC) || pipe2(exec_err, O_CLOEXEC)) {
 		fprintf(stderr, "mt-trace: pipe: %s\n", strerror(errno));
+		mt_child_env_free(&env);
 		return -1;
 	}
 	t->child = fork();
 	if (t->child < 0) {
 		fprintf(stderr, "mt-trace: fork: %s\n", strerror(errno));
+		mt_child_env_free(&env);
 		return -1;
 	}
 	if (t->child == 0) {
 		close(release[1]);
 		close(exec_err[0]);
-		run_child(t->opts, t->fast, release[0], exec_err[1]);
+		run_child(t->opts, t->fast, env.vars, release[0], exec_err[1]);
 	}
+	mt_child_env_free(&env);
 	close(release[0]);
 	close(exec_err[1]);
 	t->release_fd = release[1];

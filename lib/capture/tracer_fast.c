@@ -40,6 +40,7 @@
 #include "mt_stack.h"
 #include "mt_trace.skel.h"
 #include "mt_user.h"
+#include "mt_child_env.h"
 #include "tracer_fast.h"
 #include "tracer_fast_int.h"
 #include "tracer_int.h"
@@ -363,22 +364,30 @@ static void shm_description(const struct mt_fast *f, pid_t tracer, char *out,
 		 (unsigned long long)st.st_ino, (int)tracer);
 }
 
-void mt_fast_child_env(const struct mt_fast *f)
+int mt_fast_child_env(const struct mt_fast *f, pid_t tracer,
+		      struct mt_child_env *env)
 {
-	const char *old = getenv("LD_PRELOAD");
-	char desc[128], *preload;
+	const char *old = mt_child_env_get(env, "LD_PRELOAD");
+	char desc[128], *preload = NULL;
+	int rc;
 
+	shm_description(f, tracer, desc, sizeof(desc));
+	if (mt_child_env_set(env, MT_FAST_ENV, desc))
+		return -1;
+	if (!old || !*old)
+		return mt_child_env_set(env, "LD_PRELOAD", f->preload);
+	if (asprintf(&preload, "%s:%s", f->preload, old) < 0)
+		return -1;
+	rc = mt_child_env_set(env, "LD_PRELOAD", preload);
+	free(preload);
+	return rc;
+}
+
+void mt_fast_child_fds(const struct mt_fast *f)
+{
 	/* the recorder of every program the command runs maps them */
 	fcntl(f->memfd, F_SETFD, 0);
 	fcntl(f->wakefd, F_SETFD, 0);
-	shm_description(f, getppid(), desc, sizeof(desc));
-	setenv(MT_FAST_ENV, desc, 1);
-	if (old && *old && asprintf(&preload, "%s:%s", f->preload, old) > 0) {
-		setenv("LD_PRELOAD", preload, 1);
-		free(preload);
-	} else {
-		setenv("LD_PRELOAD", f->preload, 1);
-	}
 }
 
 void mt_fast_configure(struct mt_fast *f, struct mt_trace *skel)

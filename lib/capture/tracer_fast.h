@@ -20,6 +20,7 @@ struct mt_trace;
 struct mt_code_key;
 struct mt_stack_file;
 struct mt_cfi_row;
+struct mt_child_env;
 
 /* Before the command is forked: the shared memory, the wake-up eventfd,
  * the preload's path; with stack_depth (--stacks), room for the unwind
@@ -38,9 +39,15 @@ void mt_fast_stack_file(struct mt_fast *f, const struct mt_code_key *key,
  * before the command runs): the files published so far are forgotten. */
 void mt_fast_stacks_reset(struct mt_fast *f);
 
-/* In the forked child, before exec: LD_PRELOAD (prepended) and the shared
- * memory's description in the environment, its fds kept across exec. */
-void mt_fast_child_env(const struct mt_fast *f);
+/* Before the command is forked by tracer (mt-trace's pid): LD_PRELOAD
+ * (prepended) and the shared memory's description in its environment.
+ * 0, or -1 when out of memory. */
+int mt_fast_child_env(const struct mt_fast *f, pid_t tracer,
+		      struct mt_child_env *env);
+
+/* In the forked child, before exec: the shared memory's fds kept across
+ * exec (system calls only: nothing that allocates). */
+void mt_fast_child_fds(const struct mt_fast *f);
 
 /* Before the BPF side loads: what an exec'd program that will load the
  * recorder finds (its exec then need not stop, bpf/mt_trace.bpf.c); and

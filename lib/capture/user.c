@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "mt_child_env.h"
 #include "mt_user.h"
 
 static int parse_id(const char *s, unsigned long *id)
@@ -413,16 +414,25 @@ void mt_output_remove_if_unused(const struct mt_output *out,
 	mt_user_fs_end(&saved);
 }
 
+int mt_user_env(const struct mt_user *u, struct mt_child_env *env)
+{
+	if (!u->is_sudo)
+		return 0;
+	/* what `sudo -u USER` (env_reset) sets from the passwd entry */
+	if (mt_child_env_set(env, "HOME", u->home) ||
+	    mt_child_env_set(env, "USER", u->name) ||
+	    mt_child_env_set(env, "LOGNAME", u->name) ||
+	    mt_child_env_set(env, "SHELL", u->shell))
+		return -1;
+	return 0;
+}
+
 int mt_user_become(const struct mt_user *u)
 {
 	if (!u->is_sudo)
 		return 0;
 	if (setgroups(u->ngroups, u->groups) || setgid(u->gid) ||
 	    setuid(u->uid))
-		return -errno;
-	/* what `sudo -u USER` (env_reset) sets from the passwd entry */
-	if (setenv("HOME", u->home, 1) || setenv("USER", u->name, 1) ||
-	    setenv("LOGNAME", u->name, 1) || setenv("SHELL", u->shell, 1))
 		return -errno;
 	return 0;
 }
