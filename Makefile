@@ -61,7 +61,8 @@ DEB_PACKAGES := build-essential binutils clang llvm bpftool libbpf-dev libelf-de
 
 LIB_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix lib/,$(LIB_DIRS))))
 LIB_OBJS := $(patsubst lib/%.c,$(OUTPUT)/lib/%.o,$(LIB_SRCS)) \
-	$(OUTPUT)/lib/mt_trace_btf.o $(OUTPUT)/gen/profile.pb-c.o
+	$(OUTPUT)/lib/mt_trace_btf.o $(OUTPUT)/gen/profile.pb-c.o \
+	$(OUTPUT)/lib/report/html_assets.o
 LIBMT := $(OUTPUT)/libmt.a
 
 TOOLS := mt-trace mt-encode mt-reconstruct mt-report
@@ -171,6 +172,13 @@ $(OUTPUT)/gen/profile.pb-c.o: $(OUTPUT)/gen/profile.pb-c.c \
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 $(OUTPUT)/lib/report/pprof.o: $(OUTPUT)/gen/profile.pb-c.h
+
+# mt-report --html's script and style, built in (lib/report/html_assets.S)
+$(OUTPUT)/lib/report/html_assets.o: lib/report/html_assets.S \
+		lib/report/html_page.js lib/report/html_page.css | $(OUTPUT)/lib
+	$(call msg,AS,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -c $< -o $@
 
 $(LIBMT): $(LIB_OBJS)
 	$(call msg,AR,$@)
@@ -320,7 +328,8 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRCS) $(LIB_HDRS) bpf/mt_event
 		$< $(FUZZ_LIB_SRCS) $(FUZZ_EXTRA_SRCS) $(LDLIBS_COMMON) \
 		$(FUZZ_EXTRA_LIBS) -o $@
 # fuzz_report runs the analysis stages too
-FUZZ_REPORT_SRCS := $(wildcard lib/analysis/*.c lib/report/*.c) lib/common/human.c
+FUZZ_REPORT_SRCS := $(wildcard lib/analysis/*.c lib/report/*.c) lib/common/human.c \
+	lib/report/html_assets.S lib/common/version.c
 build-fuzz/fuzz_report: FUZZ_EXTRA_SRCS := $(FUZZ_REPORT_SRCS) \
 	$(OUTPUT)/gen/profile.pb-c.c -I$(OUTPUT)
 build-fuzz/fuzz_report: $(FUZZ_REPORT_SRCS) $(OUTPUT)/gen/profile.pb-c.c

@@ -14,6 +14,7 @@
 #include "mt_cli.h"
 #include "mt_flame.h"
 #include "mt_dhat.h"
+#include "mt_html.h"
 #include "mt_human.h"
 #include "mt_pprof.h"
 #include "mt_report.h"
@@ -33,6 +34,7 @@ struct env {
 	const char *output; /* NULL: stdout */
 	struct mt_view view;
 	const char *svg;
+	const char *html; /* --html FILE */
 	const char *compare_base;
 	bool allow_incomplete;
 	struct mt_growth growth;
@@ -70,6 +72,9 @@ static const char usage_text[] =
     "(default 10)\n"
     "      --svg FILE           also plot memory over time into FILE "
     "(- : stdout)\n"
+    "      --html FILE          also one self-contained page into FILE: "
+    "summary,\n"
+    "                           timeline, flame graph, sites, processes\n"
     "      --resolution DURATION  bucket width when reconstructing "
     "(e.g. 1ms)\n"
     "      --section NAME       count only between markers NAME and "
@@ -204,6 +209,7 @@ enum {
 	O_PPROF,
 	O_PPROF_INUSE,
 	O_DHAT,
+	O_HTML,
 };
 
 static const struct option longopts[] = {
@@ -214,6 +220,7 @@ static const struct option longopts[] = {
     {"top", required_argument, NULL, O_TOP},
     {"leaks", required_argument, NULL, O_LEAKS},
     {"svg", required_argument, NULL, O_SVG},
+    {"html", required_argument, NULL, O_HTML},
     {"resolution", required_argument, NULL, O_RES},
     {"section", required_argument, NULL, O_SECTION},
     {"allow-incomplete", no_argument, NULL, O_ALLOW_INCOMPLETE},
@@ -360,6 +367,9 @@ static void option(struct env *env, int c, const char *v)
 	case O_SVG:
 		env->svg = v;
 		break;
+	case O_HTML:
+		env->html = v;
+		break;
 	case O_RES:
 		if (mt_parse_duration(v, &env->recon.resolution_ns) < 0)
 			usage_error("--resolution: not a duration (e.g. 1ms, "
@@ -426,11 +436,11 @@ static void parse_args(struct env *env, int argc, char **argv)
 				    argc - optind, argv[optind],
 				    argv[optind + 1],
 				    argc - optind > 2 ? ", ..." : "");
-		if (env->svg || env->flamegraph || env->folded || env->pprof ||
-		    env->dhat)
-			usage_error("--svg, --flamegraph, --folded, --pprof, "
-				    "--dhat: one run at a time, not with "
-				    "--compare");
+		if (env->svg || env->html || env->flamegraph || env->folded ||
+		    env->pprof || env->dhat)
+			usage_error("--svg, --html, --flamegraph, --folded, "
+				    "--pprof, --dhat: one run at a time, not "
+				    "with --compare");
 	} else {
 		if (mt_growth_any(&env->growth))
 			usage_error("--max-growth needs --compare BASE HEAD");
@@ -521,6 +531,20 @@ static void write_svg(const char *path, json_t *doc, const struct mt_view *view)
 		err(MT_EXIT_UNUSABLE, "%s", path);
 	if (mt_svg_write(f, doc, &opts) < 0)
 		mt_output_failed(f, path);
+	if (f != stdout)
+		mt_output_close(f, path);
+}
+
+/* --html FILE: the page lists what --json would */
+static void write_html(const struct env *env, json_t *doc)
+{
+	const char *path = env->html;
+	FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
+
+	if (!f)
+		err(MT_EXIT_UNUSABLE, "%s", path);
+	if (mt_html_write(f, doc, &env->view, &env->sites) < 0)
+		mt_output_failed(f, f == stdout ? "<stdout>" : path);
 	if (f != stdout)
 		mt_output_close(f, path);
 }
@@ -670,6 +694,8 @@ static int report(const struct env *env, FILE *out, const char *path)
 		     "mt-trace --stacks)");
 	if (env->svg)
 		write_svg(env->svg, doc, &env->view);
+	if (env->html)
+		write_html(env, doc);
 	if (env->flamegraph)
 		write_flamegraph(env, doc);
 	if (env->pprof)
@@ -707,8 +733,9 @@ static int report(const struct env *env, FILE *out, const char *path)
 			mt_output_failed(out, env->output ? env->output
 							  : "<stdout>");
 	} else if (out != stdout ||
-		   (!to_stdout(env->svg) && !to_stdout(env->flamegraph) &&
-		    !to_stdout(env->pprof) && !to_stdout(env->dhat))) {
+		   (!to_stdout(env->svg) && !to_stdout(env->html) &&
+		    !to_stdout(env->flamegraph) && !to_stdout(env->pprof) &&
+		    !to_stdout(env->dhat))) {
 		mt_report_text(out, doc, &env->view);
 		for (int sp = 0; sp < MT_SITE_SPACES; sp++) {
 			struct mt_sites_view v = env->sites;
@@ -743,7 +770,8 @@ int main(int argc, char **argv)
 	/* and the sites --top shows, unless all are drawn */
 	env.sites.top = env.view.top;
 	env.recon.max_sites = env.flamegraph || env.folded || env.pprof ||
-				      env.dhat || env.view.top == MT_ALL
+				      env.dhat || env.html ||
+				      env.view.top == MT_ALL
 				  ? 0
 			      : env.view.top ? env.view.top
 					     : 1;

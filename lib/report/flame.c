@@ -82,8 +82,8 @@ int mt_flame_folded(FILE *out, json_t *doc, enum mt_site_space space,
 /* The tree of frames                                                   */
 
 struct node {
-	const char *name; /* borrowed from the document */
-	uint64_t value;
+	const char *name;		 /* borrowed from the document */
+	uint64_t value[MT_SITE_METRICS]; /* by every metric at once */
 	struct node *child; /* first child; siblings in name order */
 	struct node *next;
 };
@@ -106,6 +106,12 @@ static struct node *child_named(struct node *parent, const char *name)
 	return n;
 }
 
+static void add_values(struct node *n, const uint64_t v[MT_SITE_METRICS])
+{
+	for (int m = 0; m < MT_SITE_METRICS; m++)
+		n->value[m] += v[m];
+}
+
 static void tree_free(struct node *n)
 {
 	while (n) {
@@ -117,9 +123,9 @@ static void tree_free(struct node *n)
 	}
 }
 
-/* root's children: every site's stack, root first, weighted by m */
-static int tree_build(struct node *root, json_t *doc, enum mt_site_space space,
-		      enum mt_site_metric m)
+/* root's children: every site's stack, root first, weighted by every
+ * metric (a site with nothing in any is left out) */
+static int tree_build(struct node *root, json_t *doc, enum mt_site_space space)
 {
 	size_t i;
 	json_t *site;
@@ -127,37 +133,40 @@ static int tree_build(struct node *root, json_t *doc, enum mt_site_space space,
 	json_array_foreach(sites_of(doc, space), i, site)
 	{
 		json_t *frames = json_object_get(site, "frames");
-		uint64_t v = site_value(site, m);
+		uint64_t v[MT_SITE_METRICS], any = 0;
 		size_t n = json_array_size(frames);
 		struct node *at = root;
 
-		if (!v)
+		for (int m = 0; m < MT_SITE_METRICS; m++)
+			any |= v[m] = site_value(site, (enum mt_site_metric)m);
+		if (!any)
 			continue;
-		root->value += v;
+		add_values(root, v);
 		if (json_is_true(json_object_get(site, "truncated")) &&
 		    !(at = child_named(at, "[truncated]")))
 			return -1;
 		if (n == 0 && !(at = child_named(at, "[no stack]")))
 			return -1;
 		if (at != root)
-			at->value += v;
+			add_values(at, v);
 		for (size_t k = n; k-- > 0;) {
 			at = child_named(at,
 					 frame_name(json_array_get(frames, k)));
 			if (!at)
 				return -1;
-			at->value += v;
+			add_values(at, v);
 		}
 	}
 	return 0;
 }
 
-static unsigned tree_depth(const struct node *n)
+/* the rows of frames with a value by m */
+static unsigned tree_depth(const struct node *n, enum mt_site_metric m)
 {
 	unsigned d = 0;
 
 	for (const struct node *c = n->child; c; c = c->next) {
-		unsigned dc = tree_depth(c);
+		unsigned dc = c->value[m] ? tree_depth(c, m) : 0;
 
 		d = dc > d ? dc : d;
 	}
@@ -208,19 +217,21 @@ static void colour(const char *name, unsigned rgb[3])
 static void draw(struct canvas *c, const struct node *n, double x,
 		 unsigned depth)
 {
-	double w = (double)n->value * c->scale;
+	double w = (double)n->value[c->metric] * c->scale;
 	double y = TITLE_H + PAD + depth * ROW; /* the root on top */
 	char value[64];
 	unsigned rgb[3];
 
 	if (w < MIN_WIDTH)
 		return;
-	value_text(value, sizeof(value), c->metric, n->value);
+	value_text(value, sizeof(value), c->metric, n->value[c->metric]);
 	colour(n->name, rgb);
 	fputs("<g><title>", c->out);
 	mt_svg_text(c->out, n->name, SIZE_MAX);
 	fprintf(c->out, " (%s, %.2f%%)</title>", value,
-		c->total ? 100.0 * (double)n->value / (double)c->total : 0);
+		c->total
+		    ? 100.0 * (double)n->value[c->metric] / (double)c->total
+		    : 0);
 	fprintf(c->out,
 		"<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
 		"fill=\"rgb(%u,%u,%u)\" rx=\"2\"/>",
@@ -238,7 +249,7 @@ static void draw(struct canvas *c, const struct node *n, double x,
 	fputs("</g>\n", c->out);
 	for (const struct node *k = n->child; k; k = k->next) {
 		draw(c, k, x, depth + 1);
-		x += (double)k->value * c->scale;
+		x += (double)k->value[c->metric] * c->scale;
 	}
 }
 
@@ -259,15 +270,15 @@ int mt_flame_svg(FILE *out, json_t *doc, enum mt_site_space space,
 	struct canvas c = {.out = out, .metric = m};
 	char value[64];
 
-	if (tree_build(&root, doc, space, m) < 0) {
+	if (tree_build(&root, doc, space) < 0) {
 		tree_free(root.child);
 		errno = ENOMEM;
 		return -1;
 	}
-	c.total = root.value;
-	c.scale = root.value ? (W - 2 * PAD) / (double)root.value : 0;
-	c.height = TITLE_H + tree_depth(&root) * ROW + 2 * PAD;
-	value_text(value, sizeof(value), m, root.value);
+	c.total = root.value[m];
+	c.scale = c.total ? (W - 2 * PAD) / (double)c.total : 0;
+	c.height = TITLE_H + tree_depth(&root, m) * ROW + 2 * PAD;
+	value_text(value, sizeof(value), m, c.total);
 	fprintf(out,
 		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
@@ -282,7 +293,7 @@ int mt_flame_svg(FILE *out, json_t *doc, enum mt_site_space space,
 		W, c.height, W, c.height, W / 2,
 		space == MT_SITES_MAPPED ? "Address-space" : "Allocation",
 		metric_title(space, m), W / 2, value);
-	if (root.value)
+	if (c.total)
 		draw(&c, &root, PAD, 0);
 	else
 		fprintf(out,
@@ -295,4 +306,37 @@ int mt_flame_svg(FILE *out, json_t *doc, enum mt_site_space space,
 	fputs("</svg>\n", out);
 	tree_free(root.child);
 	return ferror(out) ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* JSON, for the HTML page's script                                     */
+
+/* {"n": name, "v": [values by metric], "c": [children]}; children in name
+ * order, "c" left out of leaves */
+static json_t *node_json(const struct node *n)
+{
+	json_t *o = json_object(), *v = json_array(), *c = json_array();
+
+	for (int m = 0; m < MT_SITE_METRICS; m++)
+		json_array_append_new(v, json_integer((json_int_t)n->value[m]));
+	json_object_set_new(o, "n", json_string(n->name));
+	json_object_set_new(o, "v", v);
+	for (const struct node *k = n->child; k; k = k->next)
+		json_array_append_new(c, node_json(k));
+	if (json_array_size(c))
+		json_object_set_new(o, "c", c);
+	else
+		json_decref(c);
+	return o;
+}
+
+json_t *mt_flame_tree_json(json_t *doc, enum mt_site_space space)
+{
+	struct node root = {.name = "all"};
+	json_t *o = NULL;
+
+	if (tree_build(&root, doc, space) == 0)
+		o = node_json(&root);
+	tree_free(root.child);
+	return o;
 }

@@ -27,4 +27,13 @@ int mt_flame_folded(FILE *out, json_t *doc, enum mt_site_space space,
 int mt_flame_svg(FILE *out, json_t *doc, enum mt_site_space space,
 		 enum mt_site_metric m);
 
+/*
+ * The same tree for a script (mt-report --html): {"n": name, "v": [bytes
+ * at the peak, bytes allocated, calls, bytes not freed] (mt_site_metric's
+ * order), "c": [children, by name]}, the root named "all".  A frame with
+ * nothing by a metric is still listed (its value 0).  NULL on
+ * out-of-memory.
+ */
+json_t *mt_flame_tree_json(json_t *doc, enum mt_site_space space);
+
 #endif /* MT_FLAME_H */
