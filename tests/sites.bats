@@ -5,6 +5,7 @@
 # -O2 -g with inlining (tests/fixtures/sym/inlined.c).  Addresses come from
 # objdump, names and lines from addr2line: binutils, not mt.
 
+bats_require_minimum_version 1.5.0
 load helpers
 
 setup() {
@@ -323,6 +324,60 @@ mapped_artifact() {
 	assert_success
 	run jq -c '[.sites_grown[] | [.growth, .base, .head, .frames[0]]]' <<<"$output"
 	assert_output '[[700,300,1000,"new_cell"],[100,0,100,"main"]]'
+}
+
+@test "--compare: the sites are listed by the metric whose limit failed (bytes allocated, not live at the peak)" {
+	chain_artifact "$BIN" "$ID" base
+	# the chain allocates 1,000 B (base 300) in blocks freed at once:
+	# nothing of it is live at the peak (3,000 B of site 2, base 3,300)
+	{
+		echo "CodeFile file=1 path=$BIN build_id=$ID"
+		echo "Stack stack=1 frames=1:$RET_MALLOC,1:$RET_TABLE"
+		echo "Stack stack=2 frames=0:0x7f0000001000 truncated=1"
+		echo "Stack stack=3 frames=1:$RET_TABLE"
+		for i in 1 2 3 4 5 6 7 8 9 10; do
+			echo "Malloc addr=0x1000 size=100 stack=1"
+			echo "Free addr=0x1000"
+		done
+		echo "Malloc addr=0x4000 size=3000 stack=2"
+		echo "Free addr=0x4000"
+		echo "Malloc addr=0x5000 size=100 stack=3"
+	} | mk head
+	# total allocated 3,400 B -> 4,100 B (+20.6%): the limit of 10% fails
+	run mt-report --compare "$T/base.msgpack" "$T/head.msgpack" \
+		--max-growth total_allocated=10%
+	assert_failure 1
+	assert_output --partial "total allocated        3.32 KiB     4.00 KiB    +20.6%  FAIL"
+	assert_output --partial "allocation sites that grew most, by bytes allocated"
+	assert_output --partial "#1   +700 B (300 B -> 1000 B)"
+	refute_output --partial "(none grew)"
+	run --separate-stderr mt-report --compare "$T/base.msgpack" \
+		"$T/head.msgpack" --json --max-growth total_allocated=10%
+	assert_failure 1
+	run jq -c '.sites_grown_by, [.sites_grown[] | [.growth, .base, .head,
+		.frames[0]]]' <<<"$output"
+	assert_output "$(printf '%s\n' '{"space":"heap","metric":"allocated"}' \
+		'[[700,300,1000,"new_cell"]]')"
+	# a gate on HEAD alone, the same
+	run mt-report --compare "$T/base.msgpack" "$T/head.msgpack" \
+		--max-total-allocated 4000
+	assert_failure 1
+	assert_output --partial "allocation sites that grew most, by bytes allocated"
+	assert_output --partial "#1   +700 B (300 B -> 1000 B)"
+	# calls: 3 -> 10 at the chain
+	run mt-report --compare "$T/base.msgpack" "$T/head.msgpack" \
+		--max-growth allocations=0
+	assert_output --partial "allocation sites that grew most, by allocation calls"
+	assert_output --partial "#1   +7 (3 -> 10)"
+	# --sort chooses: by bytes live at the peak, nothing grew
+	run mt-report --compare "$T/base.msgpack" "$T/head.msgpack" \
+		--max-growth total_allocated=10% --sort peak
+	assert_output --partial "allocation sites that grew most, by bytes live at the heap peak"
+	assert_output --partial "(none grew)"
+	# no limit failed: by --sort's default, as before
+	run mt-report --compare "$T/base.msgpack" "$T/head.msgpack"
+	assert_success
+	assert_output --partial "(none grew)"
 }
 
 @test "traced with --stacks: the fixture's site exact, its frames as addr2line names them" {

@@ -42,6 +42,7 @@ struct env {
 	struct mt_recon_opts recon;
 	/* allocation sites */
 	struct mt_sites_view sites;
+	bool sites_chosen; /* --sort or --space given */
 	const char *flamegraph;
 	enum mt_site_metric flame_of;
 	bool folded;
@@ -300,6 +301,7 @@ static void sites_option(struct env *env, int c, const char *v)
 	switch (c) {
 	case O_SORT:
 		env->sites.sort = metric_arg("--sort", v);
+		env->sites_chosen = true;
 		break;
 	case O_STACK_DEPTH:
 		env->sites.stack_depth =
@@ -317,6 +319,7 @@ static void sites_option(struct env *env, int c, const char *v)
 	case O_SPACE:
 		if (mt_site_space_parse(v, &env->sites.space) < 0)
 			usage_error("--space: not one of heap, mapped: %s", v);
+		env->sites_chosen = true;
 		break;
 	case O_DEBUG_DIR:
 		if (sym->ndebug_dirs == max_dirs)
@@ -609,12 +612,30 @@ static bool to_stdout(const char *path)
 	return path && !strcmp(path, "-");
 }
 
+/* The sites a comparison lists: by the metric whose limit failed (a
+ * --max-growth limit, else a gate on HEAD), as the sites make it up (a
+ * failed total_allocated: the bytes each site allocated), unless --sort
+ * or --space chose; else by --sort in --space. */
+static struct mt_sites_view growth_view(const struct env *env, json_t *base,
+					json_t *head)
+{
+	struct mt_sites_view v = env->sites;
+	int m = mt_report_growth_failed(base, head, &env->growth);
+
+	if (m < 0)
+		m = mt_report_gate_failed(head, &env->gates);
+	if (m >= 0 && !env->sites_chosen)
+		mt_metric_sites((enum mt_metric)m, &v.space, &v.sort);
+	return v;
+}
+
 /* The comparison with the sites that grew most: as text after the
- * table, or in the JSON object as "sites_grown". */
+ * table, or in the JSON object as "sites_grown" (by "sites_grown_by"). */
 static int compare_with_sites(const struct env *env, FILE *out, json_t *base,
 			      json_t *head, char *reason, size_t len)
 {
-	json_t *grown = mt_sites_growth(base, head, &env->sites), *o;
+	struct mt_sites_view v = growth_view(env, base, head);
+	json_t *grown = mt_sites_growth(base, head, &v), *o;
 	char *text = NULL;
 	size_t text_len = 0;
 	FILE *mem = env->json ? open_memstream(&text, &text_len) : out;
@@ -625,7 +646,7 @@ static int compare_with_sites(const struct env *env, FILE *out, json_t *base,
 	failed = mt_report_compare(mem, base, head, &env->growth, env->json,
 				   json_flags(env, out), reason, len);
 	if (!env->json) {
-		mt_sites_growth_text(out, grown, &env->sites);
+		mt_sites_growth_text(out, grown, &v);
 		json_decref(grown);
 		return failed;
 	}
@@ -635,6 +656,10 @@ static int compare_with_sites(const struct env *env, FILE *out, json_t *base,
 	if (!o)
 		errx(MT_EXIT_UNUSABLE, "the comparison is not JSON");
 	json_object_set_new(o, "sites_grown", grown);
+	json_object_set_new(o, "sites_grown_by",
+			    json_pack("{s:s, s:s}", "space",
+				      mt_site_space_name(v.space), "metric",
+				      mt_site_metric_name(v.sort)));
 	json_dumpf(o, out, json_flags(env, out));
 	fputc('\n', out);
 	json_decref(o);

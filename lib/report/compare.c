@@ -125,6 +125,64 @@ static const struct metric {
     {"peak physical", "peak_physical", "tree.physical.total.peak", true, false},
 };
 
+static double change_pct(json_t *base, json_t *head, const struct metric *m);
+
+int mt_report_growth_failed(json_t *base, json_t *head,
+			    const struct mt_growth *limits)
+{
+	for (size_t i = 0; i < MT_METRICS; i++) {
+		double pct = change_pct(base, head, &metrics[i]);
+
+		if (!isnan(pct) && limits->max_pct[i] >= 0 &&
+		    pct > limits->max_pct[i])
+			return (int)i;
+	}
+	return -1;
+}
+
+int mt_report_gate_failed(json_t *doc, const struct mt_gates *g)
+{
+	const struct {
+		bool on;
+		uint64_t limit;
+		enum mt_metric m;
+	} gates[] = {
+	    {g->has_peak_heap, g->max_peak_heap, MT_PEAK_HEAP},
+	    {g->has_total_allocated, g->max_total_allocated,
+	     MT_TOTAL_ALLOCATED},
+	    {g->has_allocations, g->max_allocations, MT_ALLOCATIONS},
+	    {g->has_not_freed, g->max_not_freed, MT_NOT_FREED},
+	    {g->has_peak_rss, g->max_peak_rss, MT_PEAK_RSS},
+	};
+
+	for (size_t i = 0; i < sizeof(gates) / sizeof(gates[0]); i++)
+		if (gates[i].on && mt_json_u64(doc, metrics[gates[i].m].path,
+					       0) > gates[i].limit)
+			return (int)gates[i].m;
+	return -1;
+}
+
+bool mt_metric_sites(enum mt_metric m, enum mt_site_space *space,
+		     enum mt_site_metric *by)
+{
+	static const struct {
+		enum mt_site_space space;
+		enum mt_site_metric by;
+	} sites[] = {
+	    [MT_PEAK_HEAP] = {MT_SITES_HEAP, MT_SITE_PEAK},
+	    [MT_TOTAL_ALLOCATED] = {MT_SITES_HEAP, MT_SITE_ALLOCATED},
+	    [MT_ALLOCATIONS] = {MT_SITES_HEAP, MT_SITE_COUNT},
+	    [MT_NOT_FREED] = {MT_SITES_HEAP, MT_SITE_LEAKED},
+	    [MT_PEAK_MAPPED] = {MT_SITES_MAPPED, MT_SITE_PEAK},
+	};
+
+	if (m >= sizeof(sites) / sizeof(sites[0]))
+		return false; /* RSS, physical: no site holds pages */
+	*space = sites[m].space;
+	*by = sites[m].by;
+	return true;
+}
+
 void mt_growth_none(struct mt_growth *g)
 {
 	for (size_t i = 0; i < MT_METRICS; i++)

@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "mt_reconstruct.h"
+#include "mt_sites.h"
 
 /*
  * Load FILE ("-" or NULL: stdin): mt-reconstruct's timelines JSON as is,
@@ -105,6 +106,21 @@ int mt_growth_parse(const char *spec, struct mt_growth *g, char *err,
 int mt_report_compare(FILE *out, json_t *base, json_t *head,
 		      const struct mt_growth *limits, bool as_json,
 		      size_t json_flags, char *reason, size_t len);
+
+/* The first metric that grew by more than its limit (an enum mt_metric),
+ * or -1: what mt_report_compare's verdict failed on. */
+int mt_report_growth_failed(json_t *base, json_t *head,
+			    const struct mt_growth *limits);
+
+/* The first gate doc fails on a value (an enum mt_metric), or -1 (none,
+ * or only --strict). */
+int mt_report_gate_failed(json_t *doc, const struct mt_gates *g);
+
+/* The allocation sites that make up metric m: their space and the site
+ * metric (total_allocated: the bytes each site allocated).  false for
+ * RSS and physical memory, which no site holds. */
+bool mt_metric_sites(enum mt_metric m, enum mt_site_space *space,
+		     enum mt_site_metric *by);
 
 /* The command line, shell-quoted so that it can be pasted.  Into buf. */
 const char *mt_report_command(json_t *doc, char *buf, size_t len);
