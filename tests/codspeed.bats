@@ -159,3 +159,15 @@ VECTOR="$TOP/tests/data/codspeed-realloc.MemtrackArtifact.msgpack"
 	[ "$(jq -c "$totals" "$T/cs.json")" = "$(jq -c "$totals" "$T/mt.json")" ]
 	[ "$(jq .tree.totals.allocations "$T/cs.json")" -gt 5000 ]
 }
+
+@test "--codspeed: the lost events it cannot carry, singular when one (issue 35)" {
+	require_built "$MT_BUILD/tests/mt-gen"
+	for n in 1 2; do
+		"$MT_BUILD/tests/mt-gen" --events 10 --lost "$n" -o "$T/l$n.raw"
+		run --separate-stderr mt-encode --codspeed "$T/out$n" "$T/l$n.raw"
+		assert_success
+		echo "$stderr" >"$T/err$n"
+	done
+	grep -q ": 1 event lost by the tracer, not in it" "$T/err1"
+	grep -q ": 2 events lost by the tracer, not in it" "$T/err2"
+}

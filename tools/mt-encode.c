@@ -352,9 +352,9 @@ static void codspeed_note(const struct mt_artifact *a, const char *path)
 	}
 	if (mt_artifact_lost(a)) {
 		mt_fmt_count(count, sizeof(count), mt_artifact_lost(a));
-		warnx("%s: %s events lost by the tracer, not in it (CodSpeed's "
-		      "format has no record of them)",
-		      path, count);
+		warnx("%s: %s event%s lost by the tracer, not in it "
+		      "(CodSpeed's format has no record of them)",
+		      path, count, mt_plural(mt_artifact_lost(a)));
 	}
 }
 

@@ -41,6 +41,7 @@
 #include "mt_confine.h"
 #include "mt_control.h"
 #include "mt_core_btf.h"
+#include "mt_human.h"
 #include "mt_elf.h"
 #include "mt_grow.h"
 #include "mt_probe.h"
@@ -1077,12 +1078,12 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		    (unsigned long long)t.releases_held);
 	if (end.lost && !end.incomplete)
 		fprintf(stderr,
-			"mt-trace: %llu events lost (ring buffer "
+			"mt-trace: %llu event%s lost (ring buffer "
 			"full); try a larger --ring-size\n",
-			(unsigned long long)end.lost);
+			(unsigned long long)end.lost, mt_plural(end.lost));
 	else if (end.lost)
-		fprintf(stderr, "mt-trace: %llu events lost\n",
-			(unsigned long long)end.lost);
+		fprintf(stderr, "mt-trace: %llu event%s lost\n",
+			(unsigned long long)end.lost, mt_plural(end.lost));
 	exit_phase(&t, "last drain, end");
 	cleanup(&t);
 	timed_phase(&t, "exit", "total", t.exit_ns);
