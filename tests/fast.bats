@@ -678,3 +678,51 @@ PY
 		[ "$output" = "60000 60000" ] || fail "run $run: $output"
 	done
 }
+
+# thread_order ARTIFACT: per thread, every record of the file stamped at or
+# after the one before it (python3-msgpack); prints "records N threads N",
+# or the first records out of order and fails.
+thread_order() {
+	"$PY" - "$1" <<'PY'
+import sys
+import msgpack
+from mtzstd import open_plain
+last, n, bad = {}, 0, []
+with open_plain(sys.argv[1]) as f:
+    for i, m in enumerate(msgpack.Unpacker(f, raw=False,
+                                           strict_map_key=False)):
+        if "tid" not in m or "timestamp" not in m:
+            continue
+        n += 1
+        k, t = (m["pid"], m["tid"]), m["timestamp"]
+        if k in last and t < last[k][0]:
+            bad.append("record %d (%s, tid %d) at %d after a %s at %d"
+                       % (i, m["type"], k[1], t, last[k][1], last[k][0]))
+            continue
+        last[k] = (t, m["type"])
+print("records %d threads %d" % (n, len(last)))
+if bad:
+    sys.exit("\n".join(bad[:5]))
+PY
+}
+
+# A recorder stamped a record, then claimed its thread's ring (its first
+# page faulted: an Rss event of the BPF side, stamped later) or walked its
+# stack (--stacks: up to 1.2 ms) and published it: a drain in between
+# wrote the later Rss events first (6 runs of 10 with 32 threads here).
+# Records are stamped as published, and one that comes late anyway (its
+# thread preempted) is placed at the drain's watermark.
+@test "--fast, --fast --stacks and the default mode: 32 threads, per thread every record in time order (the encoded file, python3-msgpack)" {
+	for opts in "--fast --stacks" "--fast" ""; do
+		for run in 1 2 3 4 5; do
+			# shellcheck disable=SC2086 # the options
+			trace_ok $opts -- "$MT_FIXTURES/threads" 32 50 ||
+				fail "$opts: run $run"
+			run thread_order "$T/out.msgpack"
+			echo "# $opts run $run: $output"
+			assert_success
+			assert_output --regexp "^records [0-9]+ threads 33$"
+			[ -z "$opts" ] && break # the probes: one run
+		done
+	done
+}

@@ -157,6 +157,26 @@ static void sort_by_time(struct mt_event *ev, size_t n)
 	}
 }
 
+/*
+ * A record stamped before the last drain's watermark that was not in the
+ * rings then (reserved on one CPU, committed after the drain read the
+ * ring) is placed at the watermark: records up to it are written, and
+ * per thread the file is in time order.  The map is monotonic, so the
+ * sorted events stay sorted.
+ */
+static void after_written(struct tracer *t)
+{
+	uint64_t floor = t->written_until;
+
+	for (size_t i = 0; i < t->nev && t->ev[i].timestamp < floor; i++)
+		t->ev[i].timestamp = floor;
+	for (size_t j = 0; j < t->nlife; j++)
+		if (t->life[j].timestamp < floor) {
+			t->life[j].timestamp = floor;
+			t->life_slots[t->life[j].first].timestamp = floor;
+		}
+}
+
 /* Keep the staged lifecycle records from first on (held for the next
  * drain) at the front of their arrays. */
 void mt_tracer_keep_life_from(struct tracer *t, size_t first)
@@ -226,6 +246,7 @@ int mt_tracer_collect(struct tracer *t, bool final)
 		return -1;
 	}
 	sort_by_time(t->ev, t->nev);
+	after_written(t);
 	/* the preloaded recorders' rings after the events ring, merged in
 	 * by time: what a process recorded before its Exit is read by now */
 	if (t->fast && mt_fast_collect(t, until))

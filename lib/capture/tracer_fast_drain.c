@@ -751,9 +751,16 @@ int mt_fast_collect(struct tracer *t, uint64_t until)
 	/* no record is stamped after the drain's clock reading (1 ms for
 	 * the time line's rounding) */
 	max_ns = (f->tsc ? f->cur.ns : limit) + 1000000;
-	for (uint32_t i = 0; i < used; i++)
+	for (uint32_t i = 0; i < used; i++) {
 		if (!f->abandoned[i])
 			take_head(f, i);
+		/* a record published after an earlier drain wrote past its
+		 * stamp (its thread was preempted between the two) is placed
+		 * at that drain's watermark: per thread, the file is in time
+		 * order */
+		if (f->ring_last[i] < t->written_until)
+			f->ring_last[i] = t->written_until;
+	}
 	direct = sole_busy_ring(t, f, used, until);
 	if (direct != UINT32_MAX &&
 	    read_ring_direct(t, f, direct, limit, max_ns, until))

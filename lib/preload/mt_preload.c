@@ -381,6 +381,11 @@ static __attribute__((noinline)) void put_stacked(unsigned kind, uint64_t when,
 	}
 	if (!ring_room(t, need))
 		return;
+	/* stamped as published: the walk, a ring's claim or a wait for room
+	 * took time in which the BPF side stamped this thread's page faults,
+	 * and mt-trace may have written those already (per thread, the file
+	 * is in time order) */
+	when = now();
 	if (send) {
 		*ring_slot(t, k++) = (struct mt_fast_record){
 		    when << MT_FAST_KIND_BITS | MT_FAST_KIND_STACK, key, n,
@@ -418,6 +423,7 @@ put_slow(unsigned kind, uint64_t when, uint64_t addr, uint64_t size,
 	}
 	if (!ring_room(t, 1))
 		return;
+	when = now(); /* as published (put_stacked: why) */
 	*ring_slot(t, 0) = (struct mt_fast_record){
 	    when << MT_FAST_KIND_BITS | kind, addr, size, extra};
 	publish(t, 1);
