@@ -24,8 +24,10 @@ LLVM_STRIP ?= llvm-strip
 ARCH := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 
 CFLAGS ?= -O2 -g
-# lib/ by stage (lib/README.md): every folder's headers are on the path
-LIB_DIRS := common format capture analysis report
+# lib/ by stage (lib/README.md): every folder's headers are on the path;
+# capture/ is laid out in sub-folders by job, each on the path too
+CAPTURE_DIRS := $(addprefix capture/,session probes recorder stacks writer)
+LIB_DIRS := common format $(CAPTURE_DIRS) analysis report
 LIB_INCLUDES := $(addprefix -Ilib/,$(LIB_DIRS))
 LIB_HDRS := $(wildcard $(addsuffix /*.h,$(addprefix lib/,$(LIB_DIRS))))
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-missing-field-initializers \
@@ -81,7 +83,8 @@ UNITS := $(patsubst tests/unit/%.c,$(OUTPUT)/unit/%,$(UNIT_SRCS))
 .SECONDARY:
 
 # mt-trace --fast's in-process recorder (lib/preload/, LD_PRELOAD): a
-# library of its own, outside libmt.a, sharing only lib/capture/mt_fast.h
+# library of its own, outside libmt.a, sharing only
+# lib/capture/recorder/mt_fast.h
 PRELOAD := $(OUTPUT)/lib/libmt-preload.so
 
 all: $(TOOL_BINS) $(PRELOAD)
@@ -125,10 +128,11 @@ $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 # programs that have no sanitizer runtime.  Frame pointers: --stacks
 # finds the program's call into it by its own frame chain.
 PRELOAD_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE \
-	-Ilib/capture -Ibpf -fPIC -shared -fexceptions -fvisibility=hidden \
+	-Ilib/capture/recorder -Ibpf -fPIC -shared -fexceptions -fvisibility=hidden \
 	-fno-builtin -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
 PRELOAD_SRCS := $(wildcard lib/preload/*.c)
-$(PRELOAD): $(PRELOAD_SRCS) $(wildcard lib/preload/*.h) lib/capture/mt_fast.h \
+$(PRELOAD): $(PRELOAD_SRCS) $(wildcard lib/preload/*.h) \
+		lib/capture/recorder/mt_fast.h \
 		bpf/mt_event.h bpf/mt_stack.h \
 		| $(OUTPUT)/lib
 	$(call msg,CCLD,$@)
@@ -143,7 +147,7 @@ $(OUTPUT)/lib/%.o: lib/%.c $(LIB_HDRS) bpf/mt_event.h | $(OUTPUT)/lib
 # or its layout: those that include it must be rebuilt whenever it changes
 # (a stale one reads another program's or map's place in it).
 SKEL_USERS := $(patsubst %.c,$(OUTPUT)/%.o,$(shell grep -l \
-	'include "mt_trace.skel.h"' lib/capture/*.c))
+	'include "mt_trace.skel.h"' lib/capture/*/*.c))
 $(SKEL_USERS): $(BPF_SKELS)
 $(LIB_OBJS): | $(BPF_SKELS)
 
@@ -281,7 +285,8 @@ install: all
 	for t in $(TOOLS); do ln -sf mt $(COMPLETIONS)/$$t; done
 
 format:
-	clang-format -i bpf/*.c bpf/*.h lib/*/*.c lib/*/*.h tools/*.c \
+	clang-format -i bpf/*.c bpf/*.h lib/*/*.c lib/*/*.h lib/capture/*/*.c \
+		lib/capture/*/*.h tools/*.c \
 		$(wildcard tests/fixtures/*.c tests/fixtures/*.h tests/unit/*.c)
 
 clean:
@@ -333,15 +338,17 @@ FUZZ_REPORT_SRCS := $(wildcard lib/analysis/*.c lib/report/*.c) lib/common/human
 build-fuzz/fuzz_report: FUZZ_EXTRA_SRCS := $(FUZZ_REPORT_SRCS) \
 	$(OUTPUT)/gen/profile.pb-c.c -I$(OUTPUT)
 build-fuzz/fuzz_report: $(FUZZ_REPORT_SRCS) $(OUTPUT)/gen/profile.pb-c.c
-# fuzz_elf parses ELF files as mt-trace does (lib/capture/elf.c)
-# (and its caches' key, lib/capture/file_id.c)
-build-fuzz/fuzz_elf: FUZZ_EXTRA_SRCS := lib/capture/elf.c lib/capture/file_id.c
+# fuzz_elf parses ELF files as mt-trace does (lib/capture/probes/elf.c)
+# (and its caches' key, lib/capture/probes/file_id.c)
+FUZZ_ELF_SRCS := lib/capture/probes/elf.c lib/capture/probes/file_id.c
+build-fuzz/fuzz_elf: FUZZ_EXTRA_SRCS := $(FUZZ_ELF_SRCS)
 build-fuzz/fuzz_elf: FUZZ_EXTRA_LIBS := -lelf -lZydis
-build-fuzz/fuzz_elf: lib/capture/elf.c lib/capture/file_id.c
+build-fuzz/fuzz_elf: $(FUZZ_ELF_SRCS)
 build-fuzz/fuzz_report: FUZZ_EXTRA_LIBS := $(LDLIBS_DW) -lprotobuf-c
 # fuzz_fastdrain drains the --fast rings as mt-trace does
-build-fuzz/fuzz_fastdrain: FUZZ_EXTRA_SRCS := lib/capture/tracer_fast_drain.c
-build-fuzz/fuzz_fastdrain: lib/capture/tracer_fast_drain.c
+FUZZ_FASTDRAIN_SRCS := lib/capture/recorder/tracer_fast_drain.c
+build-fuzz/fuzz_fastdrain: FUZZ_EXTRA_SRCS := $(FUZZ_FASTDRAIN_SRCS)
+build-fuzz/fuzz_fastdrain: $(FUZZ_FASTDRAIN_SRCS)
 
 # the seed makers, from the format sources alone (not all of libmt)
 build-fuzz/mt-gen: tests/gen/mt-gen.c $(FUZZ_LIB_SRCS) $(LIB_HDRS) bpf/mt_event.h

@@ -37,8 +37,8 @@ enum mt_probe_fn {
 #define MT_COOKIE_FN(c) ((unsigned)((c)&0xff))
 /* The high 32 bits: 0 for a probe every traced process shares, else the
  * serial number of one process's own links (mt-trace --fast: a process
- * without the preloaded recorder, lib/capture/fast_links.c).  Its calls
- * count only while the `pid_links` table holds that serial for it: links
+ * without the preloaded recorder, lib/capture/recorder/fast_links.c).  Its
+ * calls count only while the `pid_links` table holds that serial for it: links
  * being closed (their process exec'd a program that carries the recorder,
  * or got new links) record nothing more, even while they still trap. */
 #define MT_COOKIE_LINK(c)   ((__u32)((c) >> 32))

@@ -2,7 +2,7 @@
 /*
  * mt_stack.h - what the BPF side's stack unwinder shares with mt-trace:
  * the unwind rows mt-trace builds from each code file's .eh_frame
- * (lib/capture/cfi.c) and the kernel side walks, the table telling which
+ * (lib/capture/stacks/cfi.c) and the kernel side walks, the table telling which
  * rows belong to which file, and the ring records carrying stacks.  Not
  * a stream format: the raw stream's stack records are in mt_event.h.
  */

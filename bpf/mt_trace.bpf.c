@@ -53,8 +53,8 @@ const volatile bool stop_for_new_code = true;
 /*
  * mt-trace --fast: libc and libstdc++ carry no probes for the tree; a
  * process whose program does not load the preloaded recorder gets links
- * of its own instead (lib/capture/fast_links.c).  Whether a program will
- * load it is known only once it is exec'd, so every exec stops for
+ * of its own instead (lib/capture/recorder/fast_links.c).  Whether a program
+ * will load it is known only once it is exec'd, so every exec stops for
  * mt-trace to look (not only those of programs never seen), and a fork
  * child of a process with its own links stops before it runs, to get its
  * own: it inherits the breakpoints, not the link.
@@ -149,7 +149,7 @@ struct {
 /* A stop for new code is on record in its process's `traced` entry
  * (struct mt_traced: stopped), written before the stop, gone at exit;
  * `resumed` holds the latest such stop mt-trace has undone.  Together
- * they tell mt-trace's watchdog (lib/capture/watchdog.c) who is still
+ * they tell mt-trace's watchdog (lib/capture/session/watchdog.c) who is still
  * waiting, should mt-trace die. */
 TGID_TIMES(resumed);
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Probes trap only the traced tree (issue 12 part 2; lib/capture/confine.c):
+# Probes trap only the traced tree (issue 12 part 2; lib/capture/probes/confine.c):
 # a process started outside the tree is never trapped by a session's
 # allocator probes, its libc text stays the file's, valgrind beside a
 # session works; --global-probes and a missing CAP_SYS_ADMIN fall back to

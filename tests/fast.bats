@@ -385,7 +385,7 @@ PYEOF
 # its tests reported as it ends, not one test silent for minutes.
 
 # Processes that run without the recorder get uprobe links of their own
-# on libc and libstdc++ (lib/capture/fast_links.c), made before their
+# on libc and libstdc++ (lib/capture/recorder/fast_links.c), made before their
 # first instruction: a program exec'd without LD_PRELOAD, a set-user-ID
 # one (the loader ignores LD_PRELOAD), and the fork children of either.
 # The truths: each fixture's own log of its calls (check_log: every call

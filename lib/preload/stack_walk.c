@@ -5,8 +5,8 @@
  * records what it finds).
  *
  * The walk is the BPF side's (bpf/mt_stack.bpf.h, unwind_step), with the
- * unwind rows mt-trace built for it (lib/capture/cfi.c) and shares in the
- * same memory as the rings (struct mt_fast_stacks): the same frames, at a
+ * unwind rows mt-trace built for it (lib/capture/stacks/cfi.c) and shares in
+ * the same memory as the rings (struct mt_fast_stacks): the same frames, at a
  * fraction of the cost (man/mt-trace.1, STACKS).  Each thread keeps the
  * code ranges and the rules of the return addresses it met, and the keys
  * of the stacks it sent, so that a stack is sent once and then only its

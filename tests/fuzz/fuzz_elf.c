@@ -2,8 +2,8 @@
 /*
  * fuzz_elf - libFuzzer entry: any bytes as a file a traced process maps as
  * code, through everything mt-trace does with such a file as root
- * (lib/capture/elf.c): the allocator symbols looked up, the build ID read,
- * and for each function found, the placement of its probe (the NULL test
+ * (lib/capture/probes/elf.c): the allocator symbols looked up, the build ID
+ * read, and for each function found, the placement of its probe (the NULL test
  * of free-like functions decoded, the file's code scanned for branches).
  * The file is a memfd, named by /proc/self/fd/N as mt-trace names the
  * files it inspects.  Nothing may crash, hang, leak or read out of bounds.

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz_fastdrain - libFuzzer entry: any bytes as the shared memory of
- * mt-trace --fast (lib/capture/mt_fast.h), which the traced command maps
- * read-write, drained by mt-trace's own drain (lib/capture/
+ * mt-trace --fast (lib/capture/recorder/mt_fast.h), which the traced command
+ * maps read-write, drained by mt-trace's own drain (lib/capture/recorder/
  * tracer_fast_drain.c, linked as it is) a few times, the memory written
  * again between drains as a command running beside the drain would.
  *

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * test_child_env.c - the traced command's environment, made before the
- * fork (lib/capture/mt_child_env.h): mt-trace's own variables kept in
+ * fork (lib/capture/session/mt_child_env.h): mt-trace's own variables kept in
  * order, a set variable replaced in place (one NAME= only: a second one
  * would leave which one the program reads to its libc), new ones added,
  * NULL-terminated after every change, and mt-trace's own environment

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * test_grow.c - mt_grow (lib/capture/mt_grow.h), the doubling every table
- * of mt-trace's engine grows by: room for what is asked, the elements
+ * test_grow.c - mt_grow (lib/capture/session/mt_grow.h), the doubling every
+ * table of mt-trace's engine grows by: room for what is asked, the elements
  * kept; and a need whose bytes, or whose doubling, pass what a size_t
  * holds ends mt-trace (125, "out of memory") instead of wrapping to a
  * small buffer or doubling to 0 for ever.  Each such call runs in a child
