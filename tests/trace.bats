@@ -1121,7 +1121,7 @@ total_events() {
 
 # The kernel builds a hash table's buckets and a ring's pages when the map
 # is made: the largest are made by a thread while the command is forked
-# (tracer_maps.c), and the load takes them instead of making its own.
+# (parallel_maps.c), and the load takes them instead of making its own.
 @test "the largest maps are made beside the fork, once, and the load uses them" {
 	require_bpf
 	require_command strace
@@ -1147,7 +1147,7 @@ total_events() {
 
 # The first uprobe registration after a quiet spell waits for an RCU grace
 # period (5-15 ms); a thread takes that wait beside the BPF load with probes
-# on a file nobody maps (uprobe_warm.c).  The kernels here have uprobe_multi
+# on a file nobody maps (uprobe_grace.c).  The kernels here have uprobe_multi
 # links, so it must work.
 @test "-vv: the first uprobe registration's wait is taken beside the BPF load" {
 	require_bpf

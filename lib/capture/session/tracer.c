@@ -513,7 +513,7 @@ static void exit_phase(struct tracer *t, const char *name)
 }
 
 /* kmem:rss_stat's program on the perf event a thread opened beside the
- * load (tracer_overlap.c); without it, the skeleton's attach opens its
+ * load (parallel_start.c); without it, the skeleton's attach opens its
  * own, and says what failed. */
 static void attach_rss_size_early(struct tracer *t)
 {

@@ -16,7 +16,7 @@
 #include "fast_links.h"
 #include "mt_attach.h"
 #include "mt_clock.h"
-#include "mt_uprobe_warm.h"
+#include "mt_uprobe_grace.h"
 #include "mt_confine.h"
 #include "mt_job.h"
 #include "mt_control.h"
@@ -115,10 +115,10 @@ struct tracer {
 	/* --fast: links of their own for processes without the recorder */
 	struct mt_fast_links links;
 	/* the first uprobe registration's grace period, waited for beside
-	 * the BPF load (uprobe_warm.c) */
+	 * the BPF load (uprobe_grace.c) */
 	struct mt_uprobe_warm warm;
 	/* libc's probes worked out beside the BPF load (mt_attach_prepare) */
-	struct mt_job *preparing; /* libc's probe plan (tracer_overlap.c) */
+	struct mt_job *preparing; /* libc's probe plan (parallel_start.c) */
 	/* --stacks: libc's unwind rows, built beside the BPF load too */
 	struct mt_early_cfi *early_cfi;
 	/* kmem:rss_stat's perf event, opened beside the BPF load too */
@@ -233,7 +233,7 @@ void mt_tracer_confine_begin(struct tracer *t);
 void mt_tracer_confine_copies_start(struct tracer *t);
 void mt_tracer_confine_copies_finish(struct tracer *t, bool quiet);
 
-/* tracer_maps.c: the largest maps made by a thread while the command is
+/* parallel_maps.c: the largest maps made by a thread while the command is
  * forked (start: after the namespace is entered), used by the load when
  * they are what the object asks for (use: before mt_trace__load), given
  * up once the BPF side is set up (end). */
@@ -252,7 +252,7 @@ void mt_tracer_detach_all(struct tracer *t);
 bool mt_tracer_detach_in_background(struct tracer *t);
 void mt_tracer_release_stopped(struct tracer *t);
 
-/* The rest done beside the BPF load (tracer_overlap.c): start it after the
+/* The rest done beside the BPF load (parallel_start.c): start it after the
  * fork; wait for libc's plan before attaching; stop the warming once the
  * allocator probes are made; end both (a failed start). */
 void mt_tracer_overlap_start(struct tracer *t);

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * tracer_overlap.c - start-up work done by threads while the BPF side
+ * parallel_start.c - start-up work done by threads while the BPF side
  * loads (the private copies have theirs in tracer_confine.c): the first
- * uprobe registration's grace period (uprobe_warm.c), libc's probe plan,
+ * uprobe registration's grace period (uprobe_grace.c), libc's probe plan,
  * whose branch scan is remembered for the attach (elf.c), with --stacks
  * libc's unwind rows (cfi.c), kmem:rss_stat's perf event, and the files
  * the command's program will map (tracer_code.c).

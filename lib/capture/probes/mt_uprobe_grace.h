@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* mt_uprobe_warm.h - the first uprobe registration's grace period, waited
- * for beside the BPF load (see uprobe_warm.c). */
+/* mt_uprobe_grace.h - the first uprobe registration's grace period, waited
+ * for beside the BPF load (see uprobe_grace.c). */
 #ifndef MT_UPROBE_WARM_H
 #define MT_UPROBE_WARM_H
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * uprobe_warm.c - the first uprobe registration's grace period, waited for
+ * uprobe_grace.c - the first uprobe registration's grace period, waited for
  * beside the BPF load instead of after it.
  *
  * Every uprobe registration takes dup_mmap_sem for writing, and the first
@@ -30,7 +30,7 @@
 
 #include "mt_attach.h"
 #include "mt_clock.h"
-#include "mt_uprobe_warm.h"
+#include "mt_uprobe_grace.h"
 
 /* a registration while the semaphore is warm; the window after the last
  * one is a grace period, 5 ms or more here */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tracer_maps.c - the BPF side's largest maps, made by a thread while
+ * parallel_maps.c - the BPF side's largest maps, made by a thread while
  * mt-trace forks the command and opens the BPF object, for the load to use
  * (bpf_map__reuse_fd) instead of making them itself, one after the other,
  * on the start-up's critical path.
