@@ -86,9 +86,9 @@ enum mt_drop_reason {
 /* Values of the BPF side's `traced` table. */
 enum mt_traced_state {
 	MT_TRACED = 1,	      /* its events are recorded */
-	MT_AWAITING_EXEC = 2, /* mt-trace's forked copy of itself, held at the
-			       * door: traced from its exec on, so nothing of
-			       * mt-trace's own address space is recorded */
+	MT_AWAITING_EXEC = 2, /* mt-trace's forked copy of itself, held before
+			       * its exec: traced from its exec on, so nothing
+			       * of mt-trace's own address space is recorded */
 	MT_PRIVILEGED = 3,    /* it exec'd a program that runs with more
 			       * rights than the user mt-trace acts for
 			       * (privileged_unseen): its exit alone is */

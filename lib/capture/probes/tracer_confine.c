@@ -112,7 +112,7 @@ static void *confine_copy(void *arg)
 }
 
 /* After the fork: the command shares the namespace, and sees the copies
- * as soon as they are bound (it waits at the door until then). */
+ * as soon as they are bound (it waits on its release pipe until then). */
 void mt_tracer_confine_copies_start(struct tracer *t)
 {
 	struct confine_job *job = t->confining;

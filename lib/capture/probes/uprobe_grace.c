@@ -32,9 +32,9 @@
 #include "mt_clock.h"
 #include "mt_uprobe_grace.h"
 
-/* a registration while the semaphore is warm; the window after the last
- * one is a grace period, 5 ms or more here */
-#define WARM_INTERVAL_MS 3
+/* a registration while the semaphore is on its writer path; the window after
+ * the last one is a grace period, 5 ms or more here */
+#define GRACE_INTERVAL_MS 3
 
 /* A program that does nothing, for links that never fire. */
 static int load_nothing(void)
@@ -47,11 +47,11 @@ static int load_nothing(void)
 		    .expected_attach_type =
 			(enum bpf_attach_type)MT_ATTACH_UPROBE_MULTI);
 
-	return bpf_prog_load(BPF_PROG_TYPE_KPROBE, "mt_warm", "GPL", insns,
+	return bpf_prog_load(BPF_PROG_TYPE_KPROBE, "mt_grace", "GPL", insns,
 			     sizeof(insns) / sizeof(insns[0]), &opts);
 }
 
-static int register_one(struct mt_uprobe_warm *w)
+static int register_one(struct mt_uprobe_grace *w)
 {
 	uint64_t offset = 0;
 	int fd = mt_uprobe_multi_link(w->prog_fd, MT_ATTACH_UPROBE_MULTI,
@@ -64,7 +64,7 @@ static int register_one(struct mt_uprobe_warm *w)
 }
 
 /* true: asked to stop (or the wait failed) */
-static bool wait_or_stop(struct mt_uprobe_warm *w, int ms)
+static bool wait_or_stop(struct mt_uprobe_grace *w, int ms)
 {
 	struct pollfd p = {.fd = w->stop_pipe[0], .events = POLLIN};
 	int n;
@@ -75,15 +75,15 @@ static bool wait_or_stop(struct mt_uprobe_warm *w, int ms)
 	return n != 0;
 }
 
-static void *warm(void *arg)
+static void *grace_thread(void *arg)
 {
-	struct mt_uprobe_warm *w = arg;
+	struct mt_uprobe_grace *w = arg;
 	uint64_t start = mt_clock_ns(CLOCK_MONOTONIC);
 
 	w->err = register_one(w);
 	w->first_ns = mt_clock_ns(CLOCK_MONOTONIC) - start;
-	while (!w->err && w->nlinks < MT_UPROBE_WARM_MAX &&
-	       !wait_or_stop(w, WARM_INTERVAL_MS))
+	while (!w->err && w->nlinks < MT_UPROBE_GRACE_MAX &&
+	       !wait_or_stop(w, GRACE_INTERVAL_MS))
 		w->err = register_one(w);
 	return NULL;
 }
@@ -97,7 +97,7 @@ static void close_fd(int *fd)
 
 /* What the registering needs and the links do not hold (they hold the
  * program and the file themselves). */
-static void close_setup(struct mt_uprobe_warm *w)
+static void close_setup(struct mt_uprobe_grace *w)
 {
 	close_fd(&w->stop_pipe[0]);
 	close_fd(&w->stop_pipe[1]);
@@ -105,11 +105,11 @@ static void close_setup(struct mt_uprobe_warm *w)
 	close_fd(&w->file_fd);
 }
 
-void mt_uprobe_warm_start(struct mt_uprobe_warm *w)
+void mt_uprobe_grace_start(struct mt_uprobe_grace *w)
 {
 	memset(w, 0, sizeof(*w));
 	w->prog_fd = w->file_fd = w->stop_pipe[0] = w->stop_pipe[1] = -1;
-	w->file_fd = memfd_create("mt-warm", MFD_CLOEXEC);
+	w->file_fd = memfd_create("mt-grace", MFD_CLOEXEC);
 	w->prog_fd = load_nothing();
 	if (w->file_fd < 0 || w->prog_fd < 0 ||
 	    pipe2(w->stop_pipe, O_CLOEXEC) ||
@@ -119,17 +119,17 @@ void mt_uprobe_warm_start(struct mt_uprobe_warm *w)
 		return;
 	}
 	snprintf(w->path, sizeof(w->path), "/proc/self/fd/%d", w->file_fd);
-	w->running = pthread_create(&w->thread, NULL, warm, w) == 0;
+	w->running = pthread_create(&w->thread, NULL, grace_thread, w) == 0;
 	if (!w->running)
 		close_setup(w);
 }
 
-void mt_uprobe_warm_stop(struct mt_uprobe_warm *w)
+void mt_uprobe_grace_stop(struct mt_uprobe_grace *w)
 {
 	if (!w->running)
 		return;
 	if (write(w->stop_pipe[1], "", 1) < 0) {
-		/* the thread stops at MT_UPROBE_WARM_MAX links anyway */
+		/* the thread stops at MT_UPROBE_GRACE_MAX links anyway */
 	}
 	pthread_join(w->thread, NULL);
 	w->running = false;

@@ -32,27 +32,27 @@
  * them, code_files (mt_probe.h), the lifecycle ring. */
 #define LIFECYCLE_BYTES (1u << 20)
 
-struct premade_map {
+struct parallel_map {
 	const char *name;
 	enum bpf_map_type type;
 	__u32 key_size, value_size, max_entries, flags;
 	int fd; /* -1: not made */
 };
 
-enum { PREMADE_MAX = 6 };
+enum { PARALLEL_MAPS_MAX = 6 };
 
-struct mt_premade_maps {
-	struct premade_map maps[PREMADE_MAX];
+struct mt_parallel_maps {
+	struct parallel_map maps[PARALLEL_MAPS_MAX];
 	size_t n;
 	pthread_t thread;
 	bool threaded;
 };
 
-static void premade_add(struct mt_premade_maps *p, const char *name,
-			enum bpf_map_type type, __u32 key_size,
-			__u32 value_size, __u32 max_entries, __u32 flags)
+static void parallel_map_add(struct mt_parallel_maps *p, const char *name,
+			     enum bpf_map_type type, __u32 key_size,
+			     __u32 value_size, __u32 max_entries, __u32 flags)
 {
-	p->maps[p->n++] = (struct premade_map){
+	p->maps[p->n++] = (struct parallel_map){
 	    .name = name,
 	    .type = type,
 	    .key_size = key_size,
@@ -86,10 +86,10 @@ __u32 mt_tracer_process_slots(__u32 max)
 
 static void *make_maps(void *arg)
 {
-	struct mt_premade_maps *p = arg;
+	struct mt_parallel_maps *p = arg;
 
 	for (size_t i = 0; i < p->n; i++) {
-		struct premade_map *m = &p->maps[i];
+		struct parallel_map *m = &p->maps[i];
 		LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = m->flags);
 
 		m->fd = bpf_map_create(m->type, m->name, m->key_size,
@@ -100,37 +100,37 @@ static void *make_maps(void *arg)
 	return NULL;
 }
 
-void mt_tracer_maps_start(struct tracer *t)
+void mt_tracer_parallel_maps_start(struct tracer *t)
 {
-	struct mt_premade_maps *p = calloc(1, sizeof(*p));
+	struct mt_parallel_maps *p = calloc(1, sizeof(*p));
 	__u32 slots;
 
 	if (!p)
 		return;
 	slots = mt_tracer_process_slots(MT_PROCESS_SLOTS);
-	premade_add(p, "traced", BPF_MAP_TYPE_HASH, sizeof(__u32),
-		    sizeof(struct mt_traced), slots, BPF_F_NO_PREALLOC);
-	premade_add(p, "resumed", BPF_MAP_TYPE_HASH, sizeof(__u32),
-		    sizeof(__u64), slots, BPF_F_NO_PREALLOC);
-	premade_add(p, "unthrottled", BPF_MAP_TYPE_HASH, sizeof(__u32),
-		    sizeof(__u64), slots, BPF_F_NO_PREALLOC);
-	premade_add(p, "code_files", BPF_MAP_TYPE_HASH,
-		    sizeof(struct mt_code_key), sizeof(struct mt_code_seen),
-		    MT_CODE_FILE_SLOTS, BPF_F_NO_PREALLOC);
-	premade_add(p, "events", BPF_MAP_TYPE_RINGBUF, 0, 0,
-		    t->opts->ring_bytes, 0);
-	premade_add(p, "lifecycle", BPF_MAP_TYPE_RINGBUF, 0, 0, LIFECYCLE_BYTES,
-		    0);
+	parallel_map_add(p, "traced", BPF_MAP_TYPE_HASH, sizeof(__u32),
+			 sizeof(struct mt_traced), slots, BPF_F_NO_PREALLOC);
+	parallel_map_add(p, "resumed", BPF_MAP_TYPE_HASH, sizeof(__u32),
+			 sizeof(__u64), slots, BPF_F_NO_PREALLOC);
+	parallel_map_add(p, "unthrottled", BPF_MAP_TYPE_HASH, sizeof(__u32),
+			 sizeof(__u64), slots, BPF_F_NO_PREALLOC);
+	parallel_map_add(
+	    p, "code_files", BPF_MAP_TYPE_HASH, sizeof(struct mt_code_key),
+	    sizeof(struct mt_code_seen), MT_CODE_FILE_SLOTS, BPF_F_NO_PREALLOC);
+	parallel_map_add(p, "events", BPF_MAP_TYPE_RINGBUF, 0, 0,
+			 t->opts->ring_bytes, 0);
+	parallel_map_add(p, "lifecycle", BPF_MAP_TYPE_RINGBUF, 0, 0,
+			 LIFECYCLE_BYTES, 0);
 	p->threaded = pthread_create(&p->thread, NULL, make_maps, p) == 0;
 	if (!p->threaded) { /* the load makes them */
 		free(p);
 		return;
 	}
-	t->premade = p;
+	t->parallel_maps = p;
 }
 
 /* Is map exactly what m is? */
-static bool maps_match(const struct bpf_map *map, const struct premade_map *m)
+static bool maps_match(const struct bpf_map *map, const struct parallel_map *m)
 {
 	return bpf_map__type(map) == m->type &&
 	       bpf_map__key_size(map) == m->key_size &&
@@ -139,9 +139,9 @@ static bool maps_match(const struct bpf_map *map, const struct premade_map *m)
 	       bpf_map__map_flags(map) == m->flags;
 }
 
-static struct mt_premade_maps *premade_done(struct tracer *t)
+static struct mt_parallel_maps *parallel_maps_done(struct tracer *t)
 {
-	struct mt_premade_maps *p = t->premade;
+	struct mt_parallel_maps *p = t->parallel_maps;
 
 	if (p && p->threaded) {
 		pthread_join(p->thread, NULL);
@@ -150,12 +150,12 @@ static struct mt_premade_maps *premade_done(struct tracer *t)
 	return p;
 }
 
-void mt_tracer_maps_use(struct tracer *t, struct mt_trace *skel)
+void mt_tracer_parallel_maps_use(struct tracer *t, struct mt_trace *skel)
 {
-	struct mt_premade_maps *p = premade_done(t);
+	struct mt_parallel_maps *p = parallel_maps_done(t);
 
 	for (size_t i = 0; p && i < p->n; i++) {
-		struct premade_map *m = &p->maps[i];
+		struct parallel_map *m = &p->maps[i];
 		struct bpf_map *map =
 		    bpf_object__find_map_by_name(skel->obj, m->name);
 
@@ -167,9 +167,9 @@ void mt_tracer_maps_use(struct tracer *t, struct mt_trace *skel)
 	}
 }
 
-void mt_tracer_maps_end(struct tracer *t)
+void mt_tracer_parallel_maps_end(struct tracer *t)
 {
-	struct mt_premade_maps *p = premade_done(t);
+	struct mt_parallel_maps *p = parallel_maps_done(t);
 
 	if (!p)
 		return;
@@ -177,5 +177,5 @@ void mt_tracer_maps_end(struct tracer *t)
 		if (p->maps[i].fd >= 0)
 			close(p->maps[i].fd);
 	free(p);
-	t->premade = NULL;
+	t->parallel_maps = NULL;
 }

@@ -38,21 +38,21 @@ void mt_tracer_open_bpf(struct mt_opened_bpf *o)
 
 /* Opening the object (libbpf reads its ELF and BTF) needs nothing of the
  * session's, so a job does it from the start (mt_job.h). */
-struct mt_early_open {
+struct mt_parallel_open {
 	struct mt_job *job;
 	struct mt_opened_bpf opened;
 };
 
 static void open_bpf_job(void *arg)
 {
-	struct mt_early_open *e = arg;
+	struct mt_parallel_open *e = arg;
 
 	mt_tracer_open_bpf(&e->opened);
 }
 
-void mt_tracer_overlap_open_start(struct tracer *t)
+void mt_tracer_parallel_open_start(struct tracer *t)
 {
-	struct mt_early_open *e = calloc(1, sizeof(*e));
+	struct mt_parallel_open *e = calloc(1, sizeof(*e));
 
 	if (!e)
 		return;
@@ -61,25 +61,25 @@ void mt_tracer_overlap_open_start(struct tracer *t)
 		free(e);
 		return;
 	}
-	t->early_open = e;
+	t->parallel_open = e;
 }
 
-bool mt_tracer_overlap_opened(struct tracer *t, struct mt_opened_bpf *o)
+bool mt_tracer_parallel_opened(struct tracer *t, struct mt_opened_bpf *o)
 {
-	struct mt_early_open *e = t->early_open;
+	struct mt_parallel_open *e = t->parallel_open;
 
 	if (!e)
 		return false;
 	mt_job_finish(e->job);
 	*o = e->opened;
 	free(e);
-	t->early_open = NULL;
+	t->parallel_open = NULL;
 	return true;
 }
 
 /* libc's unwind table, built by a thread, and the build-id of its bytes
  * (the tree maps private copies of libc: other files, the same bytes) */
-struct mt_early_cfi {
+struct mt_parallel_cfi {
 	pthread_t thread;
 	char *path;
 	uint8_t build_id[64];
@@ -108,7 +108,7 @@ static void start_preparing(struct tracer *t)
 
 static void *build_cfi(void *arg)
 {
-	struct mt_early_cfi *e = arg;
+	struct mt_parallel_cfi *e = arg;
 	char err[256];
 	int fd = open(e->path, O_RDONLY | O_CLOEXEC);
 
@@ -125,7 +125,7 @@ static void start_building_cfi(struct tracer *t)
 {
 	const char *libc =
 	    t->opts->libc_path ? t->opts->libc_path : mt_self_libc();
-	struct mt_early_cfi *e;
+	struct mt_parallel_cfi *e;
 
 	if (!t->opts->stacks || !libc[0])
 		return;
@@ -144,7 +144,7 @@ static void start_building_cfi(struct tracer *t)
 		free(e);
 		return;
 	}
-	t->early_cfi = e;
+	t->parallel_cfi = e;
 }
 
 /*
@@ -156,7 +156,7 @@ static void start_building_cfi(struct tracer *t)
  * stacks: perf_trace_init -> mutex_lock, load 2-4); a thread opens it
  * while the BPF side loads, and the program is attached to it after.
  */
-struct mt_early_event {
+struct mt_parallel_event {
 	struct mt_job *job;
 	int fd; /* -1: not opened */
 };
@@ -164,7 +164,7 @@ struct mt_early_event {
 /* The same event as libbpf's attach opens: every process, CPU 0. */
 static void open_rss_event(void *arg)
 {
-	struct mt_early_event *e = arg;
+	struct mt_parallel_event *e = arg;
 	struct perf_event_attr attr = {
 	    .type = PERF_TYPE_TRACEPOINT,
 	    .size = sizeof(attr),
@@ -180,9 +180,9 @@ static void open_rss_event(void *arg)
 		e->fd = -1;
 }
 
-void mt_tracer_overlap_rss_start(struct tracer *t)
+void mt_tracer_parallel_rss_start(struct tracer *t)
 {
-	struct mt_early_event *e;
+	struct mt_parallel_event *e;
 
 	if (!t->rss)
 		return;
@@ -198,9 +198,9 @@ void mt_tracer_overlap_rss_start(struct tracer *t)
 	t->rss_event = e;
 }
 
-int mt_tracer_overlap_rss_event(struct tracer *t)
+int mt_tracer_parallel_rss_event(struct tracer *t)
 {
-	struct mt_early_event *e = t->rss_event;
+	struct mt_parallel_event *e = t->rss_event;
 	int fd;
 
 	if (!e)
@@ -215,7 +215,7 @@ int mt_tracer_overlap_rss_event(struct tracer *t)
 /* The command's program and its libraries, found by a thread: finding
  * them and reading their symbols (~0.3 ms for true, ~0.7 for ls) needs
  * no BPF. */
-struct mt_early_program {
+struct mt_parallel_program {
 	struct mt_job *job;
 	const char *file, *libc;
 	struct mt_code_program program;
@@ -223,7 +223,7 @@ struct mt_early_program {
 
 static void find_program(void *arg)
 {
-	struct mt_early_program *e = arg;
+	struct mt_parallel_program *e = arg;
 
 	mt_code_find_program(&e->program, e->file, e->libc);
 }
@@ -233,7 +233,7 @@ static void find_program(void *arg)
 static void start_finding_program(struct tracer *t)
 {
 	const struct mt_tracer_opts *o = t->opts;
-	struct mt_early_program *e;
+	struct mt_parallel_program *e;
 
 	if (!mt_tracer_follows_code(o) || (o->user && o->user->is_sudo))
 		return;
@@ -247,28 +247,28 @@ static void start_finding_program(struct tracer *t)
 		free(e);
 		return;
 	}
-	t->early_program = e;
+	t->parallel_program = e;
 }
 
-bool mt_tracer_overlap_program(struct tracer *t, struct mt_code_program *p)
+bool mt_tracer_parallel_program(struct tracer *t, struct mt_code_program *p)
 {
-	struct mt_early_program *e = t->early_program;
+	struct mt_parallel_program *e = t->parallel_program;
 
 	if (!e)
 		return false;
 	mt_job_finish(e->job);
 	*p = e->program;
 	free(e);
-	t->early_program = NULL;
+	t->parallel_program = NULL;
 	return true;
 }
 
 /* Will the start-up register uprobes?  Not under --fast, whose preload
  * records libc (only --scan's files are probed at the start): the
- * allocator probes' step then waited for the warming's own first
- * registration, its grace period (10-14 ms of `mt-trace --fast -- true`,
+ * allocator probes' step then waited for the first of the grace-period
+ * registrations, its grace period (10-14 ms of `mt-trace --fast -- true`,
  * -vv), for nothing. */
-static bool warm_wanted(const struct tracer *t)
+static bool grace_wanted(const struct tracer *t)
 {
 	const char *scan = getenv("MT_SCAN");
 
@@ -277,28 +277,28 @@ static bool warm_wanted(const struct tracer *t)
 	return !t->fast || t->opts->nscan || (scan && *scan);
 }
 
-void mt_tracer_overlap_start(struct tracer *t)
+void mt_tracer_parallel_start(struct tracer *t)
 {
-	if (warm_wanted(t))
-		mt_uprobe_warm_start(&t->warm);
+	if (grace_wanted(t))
+		mt_uprobe_grace_start(&t->uprobe_grace);
 	start_preparing(t);
 	start_building_cfi(t);
 	start_finding_program(t);
 }
 
 /* The thread's table, once it is done (freed unless taken). */
-static struct mt_early_cfi *early_cfi_done(struct tracer *t)
+static struct mt_parallel_cfi *parallel_cfi_done(struct tracer *t)
 {
-	struct mt_early_cfi *e = t->early_cfi;
+	struct mt_parallel_cfi *e = t->parallel_cfi;
 
 	if (e) {
 		pthread_join(e->thread, NULL);
-		t->early_cfi = NULL;
+		t->parallel_cfi = NULL;
 	}
 	return e;
 }
 
-static void early_cfi_free(struct mt_early_cfi *e)
+static void parallel_cfi_free(struct mt_parallel_cfi *e)
 {
 	if (!e)
 		return;
@@ -308,37 +308,37 @@ static void early_cfi_free(struct mt_early_cfi *e)
 	free(e);
 }
 
-bool mt_tracer_overlap_cfi(struct tracer *t, const uint8_t *build_id,
-			   size_t build_id_len, struct mt_cfi_table *table)
+bool mt_tracer_parallel_cfi(struct tracer *t, const uint8_t *build_id,
+			    size_t build_id_len, struct mt_cfi_table *table)
 {
-	struct mt_early_cfi *e = t->early_cfi;
+	struct mt_parallel_cfi *e = t->parallel_cfi;
 	bool built;
 
 	/* another file (the program, mapped before libc) does not wait */
 	if (!e || build_id_len != (size_t)e->build_id_len ||
 	    memcmp(build_id, e->build_id, build_id_len) != 0)
 		return false;
-	e = early_cfi_done(t);
+	e = parallel_cfi_done(t);
 	built = e->rc == 0;
 	if (built) {
 		*table = e->table;
 		e->rc = -1; /* taken */
 	}
-	early_cfi_free(e);
+	parallel_cfi_free(e);
 	return built;
 }
 
-void mt_tracer_overlap_prepared(struct tracer *t)
+void mt_tracer_parallel_prepared(struct tracer *t)
 {
 	mt_job_finish(t->preparing);
 	t->preparing = NULL;
 }
 
-void mt_tracer_overlap_probes_made(struct tracer *t)
+void mt_tracer_parallel_probes_made(struct tracer *t)
 {
-	const struct mt_uprobe_warm *w = &t->warm;
+	const struct mt_uprobe_grace *w = &t->uprobe_grace;
 
-	mt_uprobe_warm_stop(&t->warm);
+	mt_uprobe_grace_stop(&t->uprobe_grace);
 	if (t->opts->verbose < 2)
 		return;
 	if (w->nlinks)
@@ -352,26 +352,27 @@ void mt_tracer_overlap_probes_made(struct tracer *t)
 			strerror(-w->err));
 }
 
-void mt_tracer_overlap_end(struct tracer *t)
+void mt_tracer_parallel_end(struct tracer *t)
 {
 	struct mt_opened_bpf opened;
 
-	if (mt_tracer_overlap_opened(t, &opened)) { /* a failed start */
+	if (mt_tracer_parallel_opened(t, &opened)) { /* a failed start */
 		mt_trace__destroy(opened.skel);
 		if (opened.btf_fd >= 0)
 			close(opened.btf_fd);
 	}
-	mt_uprobe_warm_stop(&t->warm); /* a failed start: still warming */
-	mt_tracer_overlap_prepared(t);
-	early_cfi_free(early_cfi_done(t));
-	if (t->early_program) { /* a failed start: not inspected */
+	/* a failed start: still registering */
+	mt_uprobe_grace_stop(&t->uprobe_grace);
+	mt_tracer_parallel_prepared(t);
+	parallel_cfi_free(parallel_cfi_done(t));
+	if (t->parallel_program) { /* a failed start: not inspected */
 		struct mt_code_program p;
 
-		mt_tracer_overlap_program(t, &p);
+		mt_tracer_parallel_program(t, &p);
 		mt_code_program_free(&p);
 	}
 	if (t->rss_event) { /* a failed start: not attached */
-		int fd = mt_tracer_overlap_rss_event(t);
+		int fd = mt_tracer_parallel_rss_event(t);
 
 		if (fd >= 0)
 			close(fd);

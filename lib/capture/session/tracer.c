@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tracer.c - mt-trace's engine: start the command held at the door, load
+ * tracer.c - mt-trace's engine: start the command held before its exec, load
  * and attach the BPF side, let the command go, and turn the ring buffers
  * into the raw stream until the command exits.
  *
@@ -81,7 +81,7 @@ static void run_child(const struct mt_tracer_opts *o,
 	char go;
 	int e;
 
-	/* die with mt-trace while waiting at the door; not after */
+	/* die with mt-trace while waiting on the release pipe; not after */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (read(release_fd, &go, 1) != 1)
 		_exit(MT_EXIT_TRACER_FAILED); /* mt-trace gave up */
@@ -243,7 +243,7 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 	struct mt_trace *skel;
 	int btf_fd, err;
 
-	if (!mt_tracer_overlap_opened(t, &opened))
+	if (!mt_tracer_parallel_opened(t, &opened))
 		mt_tracer_open_bpf(&opened);
 	skel = opened.skel;
 	btf_fd = opened.btf_fd;
@@ -278,7 +278,7 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 	t->probe_mode = mode;
 	mt_tracer_stacks_configure(t, skel);
 	mt_backpressure_configure(t, skel);
-	mt_tracer_maps_use(t, skel);
+	mt_tracer_parallel_maps_use(t, skel);
 	err = mt_trace__load(skel);
 	if (btf_fd >= 0)
 		close(btf_fd);
@@ -481,7 +481,7 @@ static void inspect_program(struct tracer *t)
 {
 	struct mt_code_program p;
 
-	if (!mt_tracer_overlap_program(t, &p))
+	if (!mt_tracer_parallel_program(t, &p))
 		return;
 	mt_code_inspect_program(&t->code, &p, t->child);
 	mt_code_program_free(&p);
@@ -515,10 +515,10 @@ static void exit_phase(struct tracer *t, const char *name)
 /* kmem:rss_stat's program on the perf event a thread opened beside the
  * load (parallel_start.c); without it, the skeleton's attach opens its
  * own, and says what failed. */
-static void attach_rss_size_early(struct tracer *t)
+static void attach_rss_size_opened(struct tracer *t)
 {
 	struct bpf_program *prog = t->skel->progs.on_rss_size;
-	int fd = mt_tracer_overlap_rss_event(t);
+	int fd = mt_tracer_parallel_rss_event(t);
 	struct bpf_link *link;
 
 	if (fd < 0)
@@ -546,17 +546,17 @@ static int setup_bpf(struct tracer *t)
 	startup_phase(t, "BPF load");
 	mt_tracer_confine_copies_finish(t, false);
 	startup_phase(t, "copies (waited)");
-	mt_tracer_overlap_prepared(t);
+	mt_tracer_parallel_prepared(t);
 	startup_phase(t, "libc plan (waited)");
 	if (mt_tracer_follows_code(t->opts) && probe_first_allocators(t))
 		return -1;
-	mt_tracer_overlap_probes_made(t);
+	mt_tracer_parallel_probes_made(t);
 	startup_phase(t, "first allocators");
 	inspect_program(t);
 	startup_phase(t, "program inspected");
 	/* raw tracepoints and kmem:rss_stat: the skeleton attaches them */
 	if (t->rss)
-		attach_rss_size_early(t);
+		attach_rss_size_opened(t);
 	err = mt_trace__attach(t->skel);
 	if (err) {
 		mt_tracer_explain_privileges("attaching tracepoints", -err,
@@ -572,7 +572,7 @@ static int setup_bpf(struct tracer *t)
 			strerror(errno));
 		return -1;
 	}
-	mt_tracer_maps_end(t); /* the skeleton holds its own */
+	mt_tracer_parallel_maps_end(t); /* the skeleton holds its own */
 	return 0;
 }
 
@@ -910,8 +910,8 @@ static void cleanup(struct tracer *t)
 {
 	rings_made(t); /* a start that failed before it waited */
 	mt_tracer_confine_copies_finish(t, true);
-	mt_tracer_overlap_end(t);
-	mt_tracer_maps_end(t);
+	mt_tracer_parallel_end(t);
+	mt_tracer_parallel_maps_end(t);
 	if (t->has_control)
 		mt_control_close(&t->control);
 	if (t->sample_fd >= 0)
@@ -993,7 +993,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	sfd = make_signalfd(&old);
 	libbpf_set_print(libbpf_print);
 	mt_tracer_verbose = opts->verbose;
-	mt_tracer_overlap_open_start(&t);
+	mt_tracer_parallel_open_start(&t);
 	if (opts->fast && opts->track_allocators &&
 	    !(t.fast = mt_fast_start(opts->verbose,
 				     opts->stacks ? opts->stack_depth : 0))) {
@@ -1006,25 +1006,25 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	}
 	startup_phase(&t, "--fast rings");
 	mt_tracer_confine_begin(&t);
-	mt_tracer_maps_start(&t);
+	mt_tracer_parallel_maps_start(&t);
 	if (!t.batch || sfd < 0 || spawn_child(&t)) {
 		fprintf(stderr, "mt-trace: cannot start the command\n");
 		return MT_EXIT_TRACER_FAILED;
 	}
 	mt_tracer_confine_copies_start(&t);
-	mt_tracer_overlap_start(&t);
+	mt_tracer_parallel_start(&t);
 	/* RSS needs the classic kmem:rss_stat tracepoint, so tracefs */
 	t.rss = opts->rss && mt_tracer_ensure_tracefs(&t) == 0;
 	if (opts->rss && !t.rss)
 		fprintf(stderr, "mt-trace: warning: tracing without RSS\n");
-	mt_tracer_overlap_rss_start(&t);
+	mt_tracer_parallel_rss_start(&t);
 	mt_tracer_live_add(&t, t.child);
 	startup_phase(&t, "fork, tracefs");
 	if (opts->physical)
 		fprintf(stderr, "mt-trace: physical memory: %s\n",
 			mt_physical_method_note(opts->verbose > 0));
 	if (start_tracing(&t)) {
-		/* closing the door makes the waiting child exit */
+		/* closing the release pipe makes the waiting child exit */
 		close(t.release_fd);
 		waitpid(t.child, NULL, 0);
 		cleanup(&t);

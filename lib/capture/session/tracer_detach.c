@@ -65,7 +65,7 @@ static void *detach_one(void *arg)
 void mt_tracer_detach_all(struct tracer *t)
 {
 	struct bpf_object_skeleton *s = t->skel ? t->skel->skeleton : NULL;
-	struct detach_job jobs[MT_MAX_LINKS + MT_UPROBE_WARM_MAX + 32];
+	struct detach_job jobs[MT_MAX_LINKS + MT_UPROBE_GRACE_MAX + 32];
 	size_t n = 0;
 
 	/* off at once: the slow part of its end is left for the end */
@@ -85,10 +85,10 @@ void mt_tracer_detach_all(struct tracer *t)
 		else if (a->link_fds[i] >= 0)
 			jobs[n++] = (struct detach_job){.fd = &a->link_fds[i]};
 	}
-	for (size_t i = 0; i < t->warm.nlinks; i++)
+	for (size_t i = 0; i < t->uprobe_grace.nlinks; i++)
 		if (n < sizeof(jobs) / sizeof(jobs[0]))
-			jobs[n++] =
-			    (struct detach_job){.fd = &t->warm.link_fds[i]};
+			jobs[n++] = (struct detach_job){
+			    .fd = &t->uprobe_grace.link_fds[i]};
 	for (size_t i = 0; i < n; i++)
 		jobs[i].started = pthread_create(&jobs[i].thread, NULL,
 						 detach_one, &jobs[i]) == 0;

@@ -116,19 +116,19 @@ struct tracer {
 	struct mt_fast_links links;
 	/* the first uprobe registration's grace period, waited for beside
 	 * the BPF load (uprobe_grace.c) */
-	struct mt_uprobe_warm warm;
+	struct mt_uprobe_grace uprobe_grace;
 	/* libc's probes worked out beside the BPF load (mt_attach_prepare) */
 	struct mt_job *preparing; /* libc's probe plan (parallel_start.c) */
 	/* --stacks: libc's unwind rows, built beside the BPF load too */
-	struct mt_early_cfi *early_cfi;
+	struct mt_parallel_cfi *parallel_cfi;
 	/* kmem:rss_stat's perf event, opened beside the BPF load too */
-	struct mt_early_event *rss_event;
+	struct mt_parallel_event *rss_event;
 	/* the largest maps, made by a thread before the load */
-	struct mt_premade_maps *premade;
+	struct mt_parallel_maps *parallel_maps;
 	/* the command's program and libraries, found beside it too */
-	struct mt_early_program *early_program;
+	struct mt_parallel_program *parallel_program;
 	/* the BPF object, opened by a thread from mt-trace's start */
-	struct mt_early_open *early_open;
+	struct mt_parallel_open *parallel_open;
 };
 
 /* tracer_privileges.c: capabilities and tracefs */
@@ -237,9 +237,9 @@ void mt_tracer_confine_copies_finish(struct tracer *t, bool quiet);
  * forked (start: after the namespace is entered), used by the load when
  * they are what the object asks for (use: before mt_trace__load), given
  * up once the BPF side is set up (end). */
-void mt_tracer_maps_start(struct tracer *t);
-void mt_tracer_maps_use(struct tracer *t, struct mt_trace *skel);
-void mt_tracer_maps_end(struct tracer *t);
+void mt_tracer_parallel_maps_start(struct tracer *t);
+void mt_tracer_parallel_maps_use(struct tracer *t, struct mt_trace *skel);
+void mt_tracer_parallel_maps_end(struct tracer *t);
 /* Slots for a table keyed by process: max, or pid_max when fewer (there
  * cannot be more processes). */
 __u32 mt_tracer_process_slots(__u32 max);
@@ -253,12 +253,13 @@ bool mt_tracer_detach_in_background(struct tracer *t);
 void mt_tracer_release_stopped(struct tracer *t);
 
 /* The rest done beside the BPF load (parallel_start.c): start it after the
- * fork; wait for libc's plan before attaching; stop the warming once the
- * allocator probes are made; end both (a failed start). */
-void mt_tracer_overlap_start(struct tracer *t);
-void mt_tracer_overlap_prepared(struct tracer *t);
-void mt_tracer_overlap_probes_made(struct tracer *t);
-void mt_tracer_overlap_end(struct tracer *t);
+ * fork; wait for libc's plan before attaching; stop the grace-period
+ * registrations once the allocator probes are made; end both (a failed start).
+ */
+void mt_tracer_parallel_start(struct tracer *t);
+void mt_tracer_parallel_prepared(struct tracer *t);
+void mt_tracer_parallel_probes_made(struct tracer *t);
+void mt_tracer_parallel_end(struct tracer *t);
 /* The BPF object opened (libbpf reads its ELF and BTF: 1-3 ms here) with
  * the built-in kernel BTF's file for the load (btf_fd, or -1 and why). */
 struct mt_opened_bpf {
@@ -271,23 +272,23 @@ struct mt_opened_bpf {
 void mt_tracer_open_bpf(struct mt_opened_bpf *o);
 /* The same by a thread from mt-trace's start (open_start); opened() waits
  * for it and moves it to *o, false when there is none (taken already). */
-void mt_tracer_overlap_open_start(struct tracer *t);
-bool mt_tracer_overlap_opened(struct tracer *t, struct mt_opened_bpf *o);
+void mt_tracer_parallel_open_start(struct tracer *t);
+bool mt_tracer_parallel_opened(struct tracer *t, struct mt_opened_bpf *o);
 
 /* kmem:rss_stat's perf event (RSS: tracefs is there by now), opened by a
  * thread; its fd once it is (the caller's to close), or -1 if it could
  * not be. */
-void mt_tracer_overlap_rss_start(struct tracer *t);
-int mt_tracer_overlap_rss_event(struct tracer *t);
+void mt_tracer_parallel_rss_start(struct tracer *t);
+int mt_tracer_parallel_rss_event(struct tracer *t);
 /* The command's program and libraries, found beside the BPF load
  * (mt_code_find_program): waits for them, moves them to *p (the caller's
  * to free); false if none were looked for. */
-bool mt_tracer_overlap_program(struct tracer *t, struct mt_code_program *p);
+bool mt_tracer_parallel_program(struct tracer *t, struct mt_code_program *p);
 /* The unwind table of a file with this build-id, when one was built
  * beside the BPF load (libc's): waits for it, moves it to *table; false
  * otherwise. */
 struct mt_cfi_table;
-bool mt_tracer_overlap_cfi(struct tracer *t, const uint8_t *build_id,
-			   size_t build_id_len, struct mt_cfi_table *table);
+bool mt_tracer_parallel_cfi(struct tracer *t, const uint8_t *build_id,
+			    size_t build_id_len, struct mt_cfi_table *table);
 
 #endif /* MT_TRACER_INT_H */

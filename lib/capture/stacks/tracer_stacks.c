@@ -334,7 +334,7 @@ int mt_tracer_stack_file(struct tracer *t, int fd, const char *path,
 	struct file_identity id;
 	struct mt_cfi_table table;
 	char via[64], err[256];
-	bool early;
+	bool built_in_parallel;
 	int rc;
 
 	if (!s)
@@ -350,10 +350,10 @@ int mt_tracer_stack_file(struct tracer *t, int fd, const char *path,
 	file.generation_known = id.generation_known;
 	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
 	describe_file(s, file.id, via, path);
-	early =
-	    mt_tracer_overlap_cfi(t, s->files[file.id - 1].build_id,
-				  s->files[file.id - 1].build_id_len, &table);
-	rc = early ? 0 : mt_cfi_build(fd, &table, err, sizeof(err));
+	built_in_parallel =
+	    mt_tracer_parallel_cfi(t, s->files[file.id - 1].build_id,
+				   s->files[file.id - 1].build_id_len, &table);
+	rc = built_in_parallel ? 0 : mt_cfi_build(fd, &table, err, sizeof(err));
 	if (rc == 0) {
 		file.vaddr_minus_offset = table.vaddr_minus_offset;
 		publish_rows(t, &table, &file, path);
@@ -362,7 +362,9 @@ int mt_tracer_stack_file(struct tracer *t, int fd, const char *path,
 				"mt-trace: %s: %zu unwind rows (%zu it "
 				"cannot follow)%s\n",
 				path, table.nrows, table.unsupported,
-				early ? ", built beside the BPF load" : "");
+				built_in_parallel
+				    ? ", built beside the BPF load"
+				    : "");
 	} else if (t->opts->verbose) {
 		fprintf(stderr, "mt-trace: %s: no unwind rows: %s\n", path,
 			err);
