@@ -27,7 +27,8 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set by mt-trace before load. */
 const volatile __u64 page_size = 4096;
 /* Wake the consumer only once this much is waiting: a wakeup per event
- * costs ~3 us (FACTS.md); a timer in mt-trace drains the rest. */
+ * costs more than the event (docs/ARCHITECTURE.md); a timer in mt-trace
+ * drains the rest. */
 const volatile __u64 wakeup_bytes = 1 << 20;
 /* RSS updates share the lifecycle ring; they wake the consumer only at
  * this fill level, fork/exec/exit always do */

@@ -6,8 +6,9 @@
  * one program sees both ends of a call, and its answer at the entry says
  * whether the return is wanted, so an untraced process pays one trap a
  * call, not two.  Before 6.10, one uprobe_multi link takes the entries and
- * a second the returns; before 6.6, classic links, one per probe (a classic
- * link costs ~110 ms to detach, FACTS.md).  libbpf 1.1 predates both, so
+ * a second the returns; before 6.6, classic links, one per probe (each
+ * waits out grace periods to detach: docs/ARCHITECTURE.md has the
+ * figures).  libbpf 1.1 predates both, so
  * multi and session links are made with the raw bpf(2) call.
  */
 #include <errno.h>

@@ -406,7 +406,7 @@ static int is_emulated(const uint8_t *c, size_t len)
  * argument register and not rsp (so a probe after it sees the same
  * arguments and stack), else 0.  A whitelist of exact encodings: anything
  * else is refused, since a probe placed mid-instruction corrupts the
- * target (FACTS.md).
+ * target (docs/ARCHITECTURE.md, "What is measured where").
  */
 static size_t harmless_insn_len(const uint8_t *c, size_t len)
 {

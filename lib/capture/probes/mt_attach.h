@@ -45,7 +45,8 @@ void mt_attach_init(struct mt_attach *a, enum mt_probe_mode mode,
  * mapping the file, the default; mt-trace confines those to the traced
  * tree with private copies, mt_confine.h).  The kernel filters by the
  * process's memory: a fork child inherits the breakpoints but not the
- * filter, so it needs links of its own before it runs (FACTS.md).  For
+ * filter, so it needs links of its own before it runs (tests/fast.bats
+ * shows it; docs/ARCHITECTURE.md).  For
  * --fast: a process that cannot carry the preload can be probed alone.
  */
 void mt_attach_set_pid(struct mt_attach *a, pid_t pid);

@@ -41,7 +41,8 @@ int mt_elf_read_code(const char *path, uint64_t off, uint8_t *buf, size_t len);
 /*
  * How many bytes a uprobe may be moved past the start of code (x86-64) so
  * that it lands on an instruction the kernel emulates instead of
- * single-stepping (FACTS.md: ~0.5 us instead of ~9.5 us).  Only whitelisted
+ * single-stepping, which costs many times more (docs/ARCHITECTURE.md,
+ * "What is measured where").  Only whitelisted
  * instructions that change neither the argument registers (rdi, rsi, rdx,
  * rcx, r8, r9) nor rsp are skipped; 0 when nothing can be gained safely.
  * Entry-only probes may use it; a return probe must stay at the entry.

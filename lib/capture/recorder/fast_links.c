@@ -19,11 +19,11 @@
  * recorder: the BPF side ignores them at once (their serial number, in
  * their cookies, is no longer the one `pid_links` holds for the process:
  * MT_COOKIE_LINK), and they are closed off mt-trace's path (closer.c), as
- * closing one waits for grace periods (31-59 ms).  Every trap walks every
- * link on the probed function (~28 ns each, FACTS.md), so links of exited
- * processes do not stay.  Making one costs 0.01-0.05 ms when others were
- * made just before, 8-12 ms after a pause; the probe offsets are read from
- * each file once.
+ * closing one waits for grace periods.  Every trap walks every link on
+ * the probed function, so links of exited processes do not stay.  Making
+ * one is fast right after another, slow after a pause; the probe offsets
+ * are read from each file once.  (The figures: docs/ARCHITECTURE.md,
+ * "What is measured where".)
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -3,7 +3,8 @@
  * closer.c - close BPF links off mt-trace's path.
  *
  * Closing the last reference to a uprobe link waits for RCU grace periods
- * in the kernel: 31-59 ms a link, up to 188 (FACTS.md).  mt-trace closes
+ * in the kernel, tens of milliseconds a link (docs/ARCHITECTURE.md, "What
+ * is measured where", and the command that measures it).  mt-trace closes
  * links while the traced command runs (--fast: each process without the
  * recorder has links of its own, closed when it exits or execs a program
  * that carries the recorder), and must not sit in close(2) meanwhile:
@@ -17,7 +18,7 @@
  * descriptor), and only then may the closing process close what it got
  * before: had it closed first, mt-trace's close would be the last.  It
  * closes many at once, each in a thread of its own (grace periods
- * overlap: 500 links closed in 2.4 s with 16 threads, 30.7 s one by one),
+ * overlap: a dozen times faster than one by one),
  * while it goes on receiving, and exits when mt-trace closes the socket
  * or dies.
  */

@@ -4,7 +4,7 @@
  *
  * The exact way is to count pages as the kernel's reverse map adds and
  * removes them (folio_add_*_rmap_*, folio_remove_rmap_*), which only fentry
- * reaches.  Where fentry is refused (kernel lockdown: FACTS.md), mt-trace
+ * reaches.  Where fentry is refused (kernel lockdown), mt-trace
  * samples each live traced process's /proc/PID/smaps_rollup instead.
  */
 #include <errno.h>

@@ -4,7 +4,7 @@
  * and attach the BPF side, let the command go, and turn the ring buffers
  * into the raw stream until the command exits.
  *
- * Start-up order matters (FACTS.md, "losing nothing"): the child is forked
+ * Start-up order matters (docs/ARCHITECTURE.md): the child is forked
  * first and blocks on a pipe; only when its pid is in the traced table and
  * every probe is attached does one byte release it to exec, so the new
  * program's first instruction (ld.so, constructors) is already traced.

@@ -58,7 +58,8 @@ static void *detach_one(void *arg)
 
 /*
  * Detaching is where the time goes at exit: each tracepoint or uprobe link
- * waits for its own RCU grace periods (tens of ms each, FACTS.md).  Done
+ * waits for its own RCU grace periods (tens of ms each:
+ * docs/ARCHITECTURE.md, "What is measured where").  Done
  * in parallel the waits overlap, and `mt-trace -- true` ends in a fraction
  * of the time.
  */
