@@ -99,6 +99,10 @@ void mt_sites_leak(struct mt_sites *s, enum mt_site_space space, uint64_t stack,
  * lifetime, mt-report --dhat).  Blocks whose free was lost add nothing. */
 void mt_sites_lifetime(struct mt_sites *s, uint64_t stack, uint64_t ns);
 
+/* A heap block of stack was temporary: freed (or reallocated) before its
+ * thread's next allocation (recon_temp.c). */
+void mt_sites_temporary(struct mt_sites *s, uint64_t stack);
+
 /* Whether any Stack record or stack id was seen. */
 bool mt_sites_any(const struct mt_sites *s);
 

@@ -77,6 +77,7 @@ static void totals_emit(struct emit *e, const char *key, const struct totals *t)
 	emit_int(e, "unknown_reallocs", t->unknown_reallocs);
 	emit_int(e, "failed_allocations", t->failed_allocations);
 	emit_int(e, "reused_addresses", t->reused_addresses);
+	emit_int(e, "temporary", t->temporary);
 	emit_close(e, false);
 }
 
@@ -218,6 +219,25 @@ static void proc_emit(struct emit *e, struct mt_recon *r, struct proc_sum *p)
 	totals_emit(e, "totals", &p->tot);
 	leaks_emit(e, "not_freed", &p->leaks, false);
 	emit_close(e, false);
+}
+
+/* Heap blocks freed, by how long they lived: every bucket, "to_ns" the
+ * next one's lower bound (null for the last). */
+static json_t *lifetimes_json(const struct mt_recon *r)
+{
+	json_t *a = json_array();
+
+	for (unsigned b = 0; b < LIFE_BUCKETS; b++)
+		json_array_append_new(
+		    a, json_pack(
+			   "{s:I, s:o, s:I, s:I}", "from_ns",
+			   (json_int_t)lifetime_from(b), "to_ns",
+			   b + 1 < LIFE_BUCKETS
+			       ? json_integer((json_int_t)lifetime_from(b + 1))
+			       : json_null(),
+			   "count", (json_int_t)r->life_count[b], "bytes",
+			   (json_int_t)r->life_bytes[b]));
+	return a;
 }
 
 static json_t *histogram_json(const struct mt_recon *r)
@@ -433,6 +453,7 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 	totals_emit(&e, "totals", &sum);
 	leaks_emit(&e, "not_freed", &r->leaks, true);
 	json_object_set_new(tree, "histogram", histogram_json(r));
+	json_object_set_new(tree, "lifetimes", lifetimes_json(r));
 	json_object_set_new(tree, "top_sizes", top_sizes_json(r));
 	json_object_set_new(doc, "tree", tree);
 	json_object_set_new(doc, "markers", json_incref(r->markers));

@@ -32,7 +32,9 @@
 #define SIZE_TABLE_MAX 65536 /* slots; half hold sizes counted exactly */
 #define SMALL_SIZES    4096  /* sizes below: counted in a dense array */
 #define HIST_BUCKETS   65
-#define RECENT	       1024 /* recently seen processes, by pid */
+/* block lifetimes: [0, 1 us), [1 us, 10 us), ... [1 s, 10 s), 10 s on */
+#define LIFE_BUCKETS 9
+#define RECENT	     1024 /* recently seen processes, by pid */
 
 /* Absolute per-process values (RSS from kmem:rss_stat, PSS samples): each
  * process keeps its current value, the tree their sum. */
@@ -86,6 +88,7 @@ struct block {
 	uint64_t size;	/* | INHERITED, OUTSIDE */
 	uint64_t t;	/* first seen, ns since origin */
 	uint32_t stack; /* its call stack (mt_sites.h), 0: none */
+	uint32_t tid;	/* the thread that allocated it */
 };
 
 struct blocks {
@@ -124,6 +127,9 @@ struct totals {
 	uint64_t failed_allocations;
 	uint64_t reused_addresses; /* allocated while still live: a free was
 				      missed (lost events) */
+	/* blocks freed (or reallocated) before the thread that allocated
+	 * them allocated again: heaptrack's temporary allocations */
+	uint64_t temporary;
 };
 
 struct leak {
@@ -271,7 +277,27 @@ struct mt_recon {
 	struct mt_sites *sites;
 	bool sites_on;
 	uint64_t cur_stack;
+	/* the thread of the event being applied, and each thread's latest
+	 * allocation (recon_temp.c): what makes a block temporary */
+	uint32_t cur_tid;
+	struct thread_last *last;
+	size_t last_mask, last_used;
+	/* heap blocks freed, by lifetime (recon_temp.c's buckets) */
+	uint64_t life_count[LIFE_BUCKETS], life_bytes[LIFE_BUCKETS];
 };
+
+/* ---- temporary blocks, lifetimes (recon_temp.c) ---------------------- */
+
+/* A thread allocated the block at addr (it is its latest). */
+void temp_allocated(struct mt_recon *r, uint32_t tid, uint64_t addr);
+/* The block at addr, allocated by tid, is released: whether it is
+ * temporary (tid allocated nothing since). */
+bool temp_released(struct mt_recon *r, uint32_t tid, uint64_t addr);
+/* A heap block of size bytes freed ns after its allocation. */
+void lifetime_count(struct mt_recon *r, uint64_t ns, uint64_t size);
+/* The lower bound of lifetime bucket b in ns (b < LIFE_BUCKETS). */
+uint64_t lifetime_from(unsigned b);
+void temp_free(struct mt_recon *r);
 
 /* Process p's series of gauge g; NULL for a PSS gauge it never had. */
 static inline struct series *proc_gauge_s(struct proc *p, enum gauge g)

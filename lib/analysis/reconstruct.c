@@ -104,7 +104,9 @@ static void heap_alloc(struct mt_recon *r, struct proc *p, uint64_t addr,
 		p->blocks.used++;
 	}
 	if (r->in_section) {
-		*b = (struct block){addr, size, t, (uint32_t)r->cur_stack};
+		*b = (struct block){addr, size, t, (uint32_t)r->cur_stack,
+				    r->cur_tid};
+		temp_allocated(r, r->cur_tid, addr);
 		if (r->sites_on)
 			mt_sites_alloc(r->sites, MT_SITES_HEAP, r->cur_stack,
 				       size, true);
@@ -135,6 +137,12 @@ static int64_t heap_release(struct mt_recon *r, struct proc *p, uint64_t addr,
 	}
 	p->heap_own -= size;
 	r->tree_heap -= size;
+	lifetime_count(r, t > b->t ? t - b->t : 0, size);
+	if (temp_released(r, b->tid, addr)) {
+		p->tot.temporary++;
+		if (r->sites_on)
+			mt_sites_temporary(r->sites, b->stack);
+	}
 	if (r->sites_on) {
 		mt_sites_release(r->sites, MT_SITES_HEAP, b->stack, size);
 		mt_sites_lifetime(r->sites, b->stack, t > b->t ? t - b->t : 0);
@@ -419,6 +427,7 @@ void mt_recon_event(struct mt_recon *r, const struct mt_record *rec)
 		return;
 	p->events++;
 	r->cur_stack = rec->stack;
+	r->cur_tid = ev->tid;
 	on_memory(r, p, ev, t);
 }
 
@@ -588,6 +597,7 @@ void mt_recon_free(struct mt_recon *r)
 	free(r->pids);
 	free(r->kept);
 	mt_sites_free(r->sites);
+	temp_free(r);
 	free(r->heap.pts);
 	free(r->mapped.pts);
 	for (int g = 0; g < NGAUGES; g++)

@@ -24,6 +24,7 @@ struct site {
 	uint64_t live_blocks, saved_blocks, peak_blocks;
 	uint64_t max_bytes, max_blocks;
 	uint64_t lifetimes_ns; /* of its heap blocks, summed */
+	uint64_t temporary;    /* its heap blocks that were temporary */
 	uint32_t saved_epoch;
 };
 
@@ -361,6 +362,11 @@ void mt_sites_lifetime(struct mt_sites *s, uint64_t stack, uint64_t ns)
 	site_of(&s->space[MT_SITES_HEAP], stack)->lifetimes_ns += ns;
 }
 
+void mt_sites_temporary(struct mt_sites *s, uint64_t stack)
+{
+	site_of(&s->space[MT_SITES_HEAP], stack)->temporary++;
+}
+
 bool mt_sites_any(const struct mt_sites *s)
 {
 	return s->any;
@@ -469,6 +475,8 @@ static json_t *site_json(struct mt_sites *s, const struct space *sp, size_t id)
 		json_object_set_new(
 		    o, "lifetimes_ns",
 		    json_integer((json_int_t)site->lifetimes_ns));
+		json_object_set_new(o, "temporary",
+				    json_integer((json_int_t)site->temporary));
 	}
 	json_object_set_new(o, "truncated", json_boolean(truncated));
 	json_object_set_new(o, "frames", frames_json(s, id));

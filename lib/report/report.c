@@ -660,6 +660,73 @@ static void print_histogram(FILE *out, json_t *doc)
 	}
 }
 
+/* "temporary   4 of 11 allocations (36.4%) freed before their
+ * thread's next allocation" (timelines of mt 0.4 and earlier have no
+ * count: nothing said) */
+static void print_temporary(FILE *out, json_t *doc, bool tracked)
+{
+	json_t *v = mt_json_path(doc, "tree.totals.temporary");
+	uint64_t n = mt_json_u64(doc, "tree.totals.temporary", 0);
+	uint64_t all = mt_json_u64(doc, "tree.totals.allocations", 0);
+	char a[32], b[32];
+
+	if (!tracked || !json_is_integer(v))
+		return;
+	fprintf(out,
+		"temporary   %s of %s allocation%s (%.1f%%) freed before "
+		"their thread's next allocation\n",
+		mt_fmt_count(a, sizeof(a), n), mt_fmt_count(b, sizeof(b), all),
+		mt_plural(all), all ? 100.0 * (double)n / (double)all : 0.0);
+}
+
+/* How long the blocks freed lived, from the first bucket with any to
+ * the last, then the blocks never freed. */
+static void print_lifetimes(FILE *out, json_t *doc)
+{
+	json_t *life = mt_json_path(doc, "tree.lifetimes"), *h;
+	size_t first = SIZE_MAX, last = 0, i;
+	uint64_t most = 0;
+
+	json_array_foreach(life, i, h)
+	{
+		uint64_t c = mt_json_u64(h, "count", 0);
+
+		if (!c)
+			continue;
+		first = first < i ? first : i;
+		last = i;
+		most = c > most ? c : most;
+	}
+	if (first == SIZE_MAX)
+		return;
+	fprintf(out, "\nlifetimes of the blocks freed (allocation to free "
+		     "or realloc)\n");
+	fprintf(out, "  %-24s %13s %11s\n", "lifetime", "count", "bytes");
+	for (i = first; i <= last; i++) {
+		char range[64], lo[24], hi[24], c[32], b[32];
+		uint64_t count;
+
+		h = json_array_get(life, i);
+		count = mt_json_u64(h, "count", 0);
+		mt_fmt_duration(lo, sizeof(lo), mt_json_u64(h, "from_ns", 0));
+		if (!json_is_integer(json_object_get(h, "to_ns")))
+			snprintf(range, sizeof(range), "%s or more", lo);
+		else if (!mt_json_u64(h, "from_ns", 0))
+			snprintf(range, sizeof(range), "under %s",
+				 mt_fmt_duration(hi, sizeof(hi),
+						 mt_json_u64(h, "to_ns", 0)));
+		else
+			snprintf(range, sizeof(range), "[%s, %s)", lo,
+				 mt_fmt_duration(hi, sizeof(hi),
+						 mt_json_u64(h, "to_ns", 0)));
+		fprintf(out, "  %-24s %13s %11s  %.*s\n", range,
+			mt_fmt_count(c, sizeof(c), count),
+			mt_fmt_bytes(b, sizeof(b), mt_json_u64(h, "bytes", 0)),
+			(int)((count * 30 + most - 1) / most),
+			"##############################");
+	}
+}
+
 static void print_top_sizes(FILE *out, json_t *doc)
 {
 	json_t *sizes = mt_json_path(doc, "tree.top_sizes.sizes");
@@ -850,6 +917,7 @@ void mt_report_text(FILE *out, json_t *doc, const struct mt_view *view)
 			    n2, sizeof(n2),
 			    mt_json_u64(doc, "tree.heap.peak_t_ns", 0)));
 
+	print_temporary(out, doc, tracked);
 	print_peak(out, doc, "peak RSS    %s at %s", "tree.rss.total");
 	print_peak(out, doc, "  anon      %s at %s", "tree.rss.anon");
 	print_peak(out, doc, "peak phys   %s at %s", "tree.physical.total");
@@ -883,6 +951,7 @@ void mt_report_text(FILE *out, json_t *doc, const struct mt_view *view)
 	json_decref(by_pid);
 	if (tracked) {
 		print_histogram(out, doc);
+		print_lifetimes(out, doc);
 		print_top_sizes(out, doc);
 		print_not_freed(out, doc, view->leaks);
 	}
@@ -906,6 +975,7 @@ static json_t *row_facts(json_t *o, bool tracked)
 	    {"reallocs", "totals.reallocs", true},
 	    {"average_size", "totals.average_size", true},
 	    {"unknown_frees", "totals.unknown_frees", true},
+	    {"temporary_allocations", "totals.temporary", true},
 	    {"not_freed", NOT_FREED_BYTES, true},
 	    {"not_freed_blocks", NOT_FREED_BLOCKS, true},
 	    {"peak_mapped", "mapped.peak", false},
@@ -1008,6 +1078,10 @@ json_t *mt_report_facts(json_t *doc, const struct mt_view *view)
 	json_object_set_new(
 	    f, "top_sizes",
 	    tracked ? json_deep_copy(mt_json_path(doc, "tree.top_sizes.sizes"))
+		    : json_null());
+	json_object_set_new(
+	    f, "lifetimes",
+	    tracked ? json_deep_copy(mt_json_path(doc, "tree.lifetimes"))
 		    : json_null());
 	json_object_set_new(f, "largest_not_freed",
 			    tracked ? not_freed_list(doc, view->leaks)

@@ -33,6 +33,13 @@ static uint64_t value_of(json_t *site, enum mt_site_metric m)
 	return v > 0 ? (uint64_t)v : 0;
 }
 
+static uint64_t value_of_key(json_t *site, const char *key)
+{
+	json_int_t v = json_integer_value(json_object_get(site, key));
+
+	return v > 0 ? (uint64_t)v : 0;
+}
+
 static void value_text(char *buf, size_t len, enum mt_site_metric m, uint64_t v)
 {
 	if (m == MT_SITE_COUNT)
@@ -122,6 +129,12 @@ static void print_site(FILE *out, size_t rank, json_t *site,
 	    mt_fmt_bytes(leaked, sizeof(leaked),
 			 (double)value_of(site, MT_SITE_LEAKED)),
 	    mapped ? "unmapped" : "freed");
+	if (!mapped && value_of_key(site, "temporary"))
+		fprintf(out,
+			"        %s of the calls temporary (freed before "
+			"their thread's next allocation)\n",
+			mt_fmt_count(calls, sizeof(calls),
+				     value_of_key(site, "temporary")));
 	if (n == 0)
 		fputs("        (no stack recorded)\n", out);
 	for (size_t k = 0; k < shown; k++)
