@@ -123,6 +123,7 @@ setup() {
 		"allocations=\($t.allocations)", "frees=\($t.frees)",
 		"reallocs=\($t.reallocs)", "not_freed=\($t.not_freed)",
 		"not_freed_blocks=\($t.not_freed_blocks)",
+		"temporary_allocations=\($t.temporary_allocations)",
 		"peak_mapped=\($t.peak_mapped)"' "$T/facts.json")
 	assert_output "$expected"
 	# known by construction, and worded as the text report words them
