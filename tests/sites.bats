@@ -380,6 +380,39 @@ mapped_artifact() {
 	assert_output --partial "(none grew)"
 }
 
+@test "a truncated stack says which file the unwinder stopped in" {
+	mk t <<-EOF
+		CodeFile file=1 path=$BIN build_id=$ID
+		Stack stack=1 frames=1:$RET_TABLE truncated=1
+		Stack stack=2 frames=0:0x7f0000001000 truncated=1
+		Malloc addr=0x1000 size=100 stack=1
+		Malloc addr=0x2000 size=50 stack=2
+	EOF
+	run mt-report --folded "$T/t.msgpack"
+	assert_success
+	assert_output "$(printf '%s\n' '[truncated in inlined];main 100' \
+		'[truncated];0x7f0000001000 50')"
+	mt-report --flamegraph "$T/t.svg" "$T/t.msgpack"
+	grep -q '<title>\[truncated in inlined\] (100 B, 66.67%)</title>' "$T/t.svg"
+	# the name is the flame graph's: --json's sites stay as they were
+	run mt-report --json --flamegraph "$T/u.svg" "$T/t.msgpack"
+	assert_output --partial "\"truncated\":true"
+	refute_output --partial "_trunc"
+}
+
+@test "traced with --stacks: one name per frame, without symbol versions (__libc_start_main, not @@GLIBC_2.34)" {
+	require_bpf
+	require_built "$MT_FIXTURES/stacks/stacks"
+	mt-trace --stacks -o "$T/s.raw" -- "$MT_FIXTURES/stacks/stacks" direct \
+		>/dev/null
+	run mt-report --folded "$T/s.raw"
+	assert_success
+	refute_output --partial "@"
+	assert_line --partial ";__libc_start_main;__libc_start_call_main;main;app_outer;app_inner;stk_mid;stk_leaf 4321"
+	run mt-report --stack-depth 0 "$T/s.raw"
+	refute_output --partial "@GLIBC"
+}
+
 @test "traced with --stacks: the fixture's site exact, its frames as addr2line names them" {
 	require_bpf
 	run bash -c 'mt-trace --stacks -- "$1" 100 2>"$2/trace.err" |

@@ -416,6 +416,21 @@ static const char *demangled(struct mt_symbolizer *s, const char *name)
 	return remember(s, d) ? d : name;
 }
 
+/* A symbol's name without its version: the symbol table names the
+ * default version's function "__libc_start_main@@GLIBC_2.34" (and an
+ * older one "memcpy@GLIBC_2.2.5"); every output names it as the code
+ * calls it, once. */
+static const char *unversioned(struct mt_symbolizer *s, const char *name)
+{
+	const char *at = name ? strchr(name, '@') : NULL;
+	char *d;
+
+	if (!at || at == name)
+		return name;
+	d = strndup(name, (size_t)(at - name));
+	return remember(s, d) ? d : name;
+}
+
 /* A function's name: its linkage name demangled where it has one (C++:
  * qualified, with its parameters), else its plain name; both through
  * DW_AT_abstract_origin / DW_AT_specification. */
@@ -608,8 +623,9 @@ static void symbolize(struct mt_symbolizer *s, uint32_t file, uint64_t elf_addr,
 		GElf_Off symoff;
 		GElf_Sym sym;
 		const char *symname =
-		    demangled(s, dwfl_module_addrinfo(f->mod, addr, &symoff,
-						      &sym, NULL, NULL, NULL));
+		    demangled(s, unversioned(s, dwfl_module_addrinfo(
+						    f->mod, addr, &symoff, &sym,
+						    NULL, NULL, NULL)));
 		Dwfl_Line *line = dwfl_module_getsrc(f->mod, addr);
 		int lineno = 0;
 		const char *src =

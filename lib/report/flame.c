@@ -36,10 +36,47 @@ static const char *frame_name(json_t *frame)
 	return name && *name ? name : "?";
 }
 
+/*
+ * The frame above a truncated stack: the unwinder stopped before its
+ * root, in the code file of the outermost frame it recorded ("[truncated
+ * in libpython3.11.so.1.0]").  Kept in the site's object, so that every
+ * output borrows the one name.
+ */
+static const char *truncated_name(json_t *site)
+{
+	json_t *frames = json_object_get(site, "frames");
+	json_t *outer = json_array_get(frames, json_array_size(frames) - 1);
+	const char *obj = json_string_value(json_object_get(outer, "object"));
+	const char *name = json_string_value(json_object_get(site, "_trunc"));
+	char *s;
+
+	if (name)
+		return name;
+	if (obj && strrchr(obj, '/'))
+		obj = strrchr(obj, '/') + 1;
+	if (!obj || !*obj || asprintf(&s, "[truncated in %s]", obj) < 0)
+		return "[truncated]";
+	json_object_set_new(site, "_trunc", json_string(s));
+	free(s);
+	name = json_string_value(json_object_get(site, "_trunc"));
+	return name ? name : "[truncated]";
+}
+
 static json_t *sites_of(json_t *doc, enum mt_site_space space)
 {
 	return json_object_get(
 	    json_object_get(doc, mt_site_space_section(space)), "sites");
+}
+
+/* the names truncated_name kept, gone once they are written: the
+ * document is the report's, --json writes its sites as they were */
+static void forget_truncated_names(json_t *doc, enum mt_site_space space)
+{
+	size_t i;
+	json_t *site;
+
+	json_array_foreach(sites_of(doc, space), i, site)
+	    json_object_del(site, "_trunc");
 }
 
 static uint64_t site_value(json_t *site, enum mt_site_metric m)
@@ -64,8 +101,10 @@ int mt_flame_folded(FILE *out, json_t *doc, enum mt_site_space space,
 
 		if (!v)
 			continue;
-		if (json_is_true(json_object_get(site, "truncated")))
-			fputs("[truncated];", out);
+		if (json_is_true(json_object_get(site, "truncated"))) {
+			folded_name(out, truncated_name(site));
+			fputc(';', out);
+		}
 		if (n == 0)
 			fputs("[no stack]", out);
 		for (size_t k = n; k-- > 0;) {
@@ -75,7 +114,80 @@ int mt_flame_folded(FILE *out, json_t *doc, enum mt_site_space space,
 		}
 		fprintf(out, " %" PRIu64 "\n", v);
 	}
+	forget_truncated_names(doc, space);
 	return ferror(out) ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Short names                                                          */
+
+static bool ident_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '_';
+}
+
+/* the end of the bracketed text that starts at s (s[0] is its opener),
+ * or the end of s when it is not closed */
+static const char *closing(const char *s, char open, char close)
+{
+	int depth = 0;
+
+	for (; *s; s++) {
+		depth += *s == open;
+		depth -= *s == close;
+		if (!depth)
+			return s;
+	}
+	return s - 1;
+}
+
+char *mt_flame_short_name(const char *name, char *buf, size_t len)
+{
+	size_t o = 0;
+
+#define PUT(c)                                                                 \
+	do {                                                                   \
+		if (o + 1 < len)                                               \
+			buf[o++] = (c);                                        \
+	} while (0)
+	for (const char *s = name; *s; s++) {
+		/* operator<, operator(), operator<<=: the operator's own
+		 * characters are its name, not brackets */
+		if (!strncmp(s, "operator", 8) &&
+		    (s == name || !ident_char(s[-1])) && !ident_char(s[8])) {
+			for (int k = 0; k < 8; k++)
+				PUT(s[k]);
+			s += 8;
+			if (*s == '(' && s[1] == ')')
+				PUT(*s++);
+			while (*s && strchr("<>=!+-*/%^&|~[]),", *s))
+				PUT(*s++);
+			s--;
+		} else if (*s == '<' || *s == '(') {
+			char close = *s == '<' ? '>' : ')';
+
+			if (!strncmp(s, "(anonymous namespace)", 21)) {
+				for (int k = 0; k < 21; k++)
+					PUT(s[k]);
+				s += 20;
+				continue;
+			}
+			PUT(*s);
+			if (s[1] != close) {
+				PUT('.');
+				PUT('.');
+				PUT('.');
+			}
+			s = closing(s, *s, close);
+			PUT(close);
+		} else {
+			PUT(*s);
+		}
+	}
+#undef PUT
+	buf[len ? (o < len ? o : len - 1) : 0] = '\0';
+	return buf;
 }
 
 /* ------------------------------------------------------------------ */
@@ -143,7 +255,7 @@ static int tree_build(struct node *root, json_t *doc, enum mt_site_space space)
 			continue;
 		add_values(root, v);
 		if (json_is_true(json_object_get(site, "truncated")) &&
-		    !(at = child_named(at, "[truncated]")))
+		    !(at = child_named(at, truncated_name(site))))
 			return -1;
 		if (n == 0 && !(at = child_named(at, "[no stack]")))
 			return -1;
@@ -238,11 +350,13 @@ static void draw(struct canvas *c, const struct node *n, double x,
 		x, y, w, ROW - 1, rgb[0], rgb[1], rgb[2]);
 	if (w > 3 * CHAR_W) {
 		size_t fit = (size_t)((w - 6) / CHAR_W);
-		size_t len = strlen(n->name);
+		char shown[512];
+		size_t len =
+		    strlen(mt_flame_short_name(n->name, shown, sizeof(shown)));
 
 		fprintf(c->out, "<text x=\"%.2f\" y=\"%.1f\">", x + 3,
 			y + ROW - 5);
-		mt_svg_text(c->out, n->name, len <= fit ? len : fit - 2);
+		mt_svg_text(c->out, shown, len <= fit ? len : fit - 2);
 		fputs(len <= fit ? "" : "..", c->out);
 		fputs("</text>", c->out);
 	}
@@ -305,6 +419,7 @@ int mt_flame_svg(FILE *out, json_t *doc, enum mt_site_space space,
 						 : "allocation");
 	fputs("</svg>\n", out);
 	tree_free(root.child);
+	forget_truncated_names(doc, space);
 	return ferror(out) ? -1 : 0;
 }
 
@@ -319,7 +434,11 @@ static json_t *node_json(const struct node *n)
 
 	for (int m = 0; m < MT_SITE_METRICS; m++)
 		json_array_append_new(v, json_integer((json_int_t)n->value[m]));
+	char shown[512];
+
 	json_object_set_new(o, "n", json_string(n->name));
+	if (strcmp(mt_flame_short_name(n->name, shown, sizeof(shown)), n->name))
+		json_object_set_new(o, "s", json_string(shown));
 	json_object_set_new(o, "v", v);
 	for (const struct node *k = n->child; k; k = k->next)
 		json_array_append_new(c, node_json(k));
@@ -338,5 +457,6 @@ json_t *mt_flame_tree_json(json_t *doc, enum mt_site_space space)
 	if (tree_build(&root, doc, space) == 0)
 		o = node_json(&root);
 	tree_free(root.child);
+	forget_truncated_names(doc, space);
 	return o;
 }

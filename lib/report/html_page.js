@@ -105,8 +105,10 @@
       row("peak_heap", "peak heap", num(T.peak_heap, fmtBytes), T.peak_heap_t_ns);
       row("total_allocated", "allocated", num(T.total_allocated, fmtBytes));
       row("allocations", "allocations (realloc included)", num(T.allocations, fmtCount));
-      row("frees", "frees (realloc's not included)", num(T.frees, fmtCount));
+      row("frees", "frees (free() calls)", num(T.frees, fmtCount));
       row("reallocs", "reallocs", num(T.reallocs, fmtCount));
+      if (T.realloc_frees !== undefined && T.realloc_frees !== null)
+        row("realloc_frees", "blocks released by realloc", num(T.realloc_frees, fmtCount));
       row("not_freed", "not freed", num(T.not_freed, fmtBytes));
       row("not_freed_blocks", "blocks not freed", num(T.not_freed_blocks, fmtCount));
       if (T.temporary_allocations !== undefined)
@@ -363,9 +365,9 @@
         g.append(sv("title", {}, n.n + " (" + valueText(n.v[metric]) + ", " + pct + "%)"),
           sv("rect", { x: x.toFixed(2), y: d * ROW, width: w.toFixed(2), height: ROW - 1, fill: colour(n.n), rx: 2 }));
         if (w > 3 * CHAR) {
-          const fit = Math.floor((w - 6) / CHAR);
+          const fit = Math.floor((w - 6) / CHAR), shown = n.s || n.n;
           g.append(sv("text", { x: (x + 3).toFixed(2), y: d * ROW + ROW - 5 },
-            n.n.length <= fit ? n.n : n.n.slice(0, fit - 2) + ".."));
+            shown.length <= fit ? shown : shown.slice(0, fit - 2) + ".."));
         }
         if (re && re.test(n.n)) g.classList.add("match");
         g.addEventListener("click", () => { zoom = path; draw(); });

@@ -20,6 +20,14 @@
 
 #include "mt_sites.h"
 
+/*
+ * A long C++ name as a flame graph's frame shows it: template arguments
+ * and parameters elided ("std::vector<...>::_M_realloc_insert<...>(...)"),
+ * operators and "(anonymous namespace)" kept; the full name stays the
+ * frame's name (its tooltip, folded stacks, --json).  Into buf.
+ */
+char *mt_flame_short_name(const char *name, char *buf, size_t len);
+
 /* doc: a timelines document; space: its heap or its address-space sites.
  * 0, or -1 when writing failed (errno). */
 int mt_flame_folded(FILE *out, json_t *doc, enum mt_site_space space,

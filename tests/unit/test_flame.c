@@ -22,7 +22,8 @@ static const char *doc_text =
     "   {\"function\": \"main\"}]},"
     " {\"stack\": 2, \"peak_bytes\": 100, \"allocated_bytes\": 100,"
     "  \"allocations\": 1, \"not_freed_bytes\": 100, \"truncated\": true,"
-    "  \"frames\": [{\"function\": \"a;b<c>\"}, {\"function\": \"main\"}]},"
+    "  \"frames\": [{\"function\": \"a;b<c>\"}, {\"function\": \"main\","
+    "   \"object\": \"/usr/lib/libx.so.1\"}]},"
     " {\"stack\": 0, \"peak_bytes\": 0, \"allocated_bytes\": 5,"
     "  \"allocations\": 1, \"not_freed_bytes\": 0, \"frames\": []}"
     "]}}";
@@ -49,6 +50,34 @@ static size_t count(const char *hay, const char *needle)
 	return n;
 }
 
+/* Long C++ names as the flame graph shows them; operators kept. */
+static void short_names(void)
+{
+	static const char *const cases[][2] = {
+	    {"main", "main"},
+	    {"f()", "f()"},
+	    {"std::vector<int, std::allocator<int> >::_M_realloc_insert<int "
+	     "const&>(__gnu_cxx::__normal_iterator<int*, std::vector<int, "
+	     "std::allocator<int> > >, int const&)",
+	     "std::vector<...>::_M_realloc_insert<...>(...)"},
+	    {"operator new(unsigned long)", "operator new(...)"},
+	    {"bool std::operator< <char>(std::string const&, char const*)",
+	     "bool std::operator< <...>(...)"},
+	    {"foo::operator()(int) const", "foo::operator()(...) const"},
+	    {"std::ostream::operator<<(int)", "std::ostream::operator<<(...)"},
+	    {"(anonymous namespace)::helper(int)",
+	     "(anonymous namespace)::helper(...)"},
+	    {"unclosed<int", "unclosed<...>"},
+	};
+	char buf[128];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		CHECK_STR(mt_flame_short_name(cases[i][0], buf, sizeof(buf)),
+			  cases[i][1]);
+	/* cut to the buffer, never past it */
+	CHECK_STR(mt_flame_short_name("abcdefgh", buf, 4), "abc");
+}
+
 int main(void)
 {
 	json_t *doc = json_loads(doc_text, 0, NULL);
@@ -56,16 +85,23 @@ int main(void)
 
 	CHECK(doc != NULL);
 	text = capture(doc, MT_SITE_PEAK, false);
+	/* a truncated stack: in the file of its outermost frame */
 	CHECK_STR(text, "main;fill_row;new_cell 300\n"
-			"[truncated];main;a:b<c> 100\n");
+			"[truncated in libx.so.1];main;a:b<c> 100\n");
 	free(text);
 	text = capture(doc, MT_SITE_ALLOCATED, false);
 	CHECK_STR(text, "main;fill_row;new_cell 1000\n"
-			"[truncated];main;a:b<c> 100\n"
+			"[truncated in libx.so.1];main;a:b<c> 100\n"
 			"[no stack] 5\n");
 	free(text);
 	text = capture(doc, MT_SITE_LEAKED, false);
-	CHECK_STR(text, "[truncated];main;a:b<c> 100\n");
+	CHECK_STR(text, "[truncated in libx.so.1];main;a:b<c> 100\n");
+	/* the name is the report's: the document's sites as they were */
+	CHECK(
+	    json_object_get(
+		json_array_get(
+		    json_object_get(json_object_get(doc, "sites"), "sites"), 1),
+		"_trunc") == NULL);
 	free(text);
 
 	text = capture(doc, MT_SITE_PEAK, true);
@@ -82,5 +118,6 @@ int main(void)
 	free(text);
 
 	json_decref(doc);
+	short_names();
 	return test_summary("test_flame");
 }
