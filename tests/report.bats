@@ -357,8 +357,8 @@ screenshot() {
 		    else:
 		        live.append(0x100000 + i * 4096)
 		        print("Malloc addr=%d size=%d" % (live[-1], random.randint(1, 20000)))
-		    if i % 500 == 0:
-		        print("Mmap addr=%d size=4MiB" % (0x7f0000000000 + i * 0x1000000))
+		    if i % 500 == 0:  # mapped within 4 times the heap: drawn
+		        print("Mmap addr=%d size=1MiB" % (0x7f0000000000 + i * 0x1000000))
 		print("Exit exit_code=0")
 	EOF
 	mk a <"$T/s"
@@ -977,7 +977,8 @@ svg_clashes() {
 	mt-report --section bench --svg "$T/s.svg" "$T/s.msgpack" >/dev/null
 	run svg_clashes "$T/s.svg"
 	assert_output ""
-	grep -q '<text x="90" y="550">202</text>' "$T/s.svg"
+	# (a round number: 202 us, the section's start, was labelled so)
+	grep -q '<text x="90.0" y="550">200</text>' "$T/s.svg"
 	grep -q '>section bench</text>' "$T/s.svg"
 	# the checker does see a clash where there is one
 	sed '/>peak heap /p' "$T/s.svg" >"$T/bad.svg"
@@ -986,6 +987,39 @@ svg_clashes() {
 	sed 's/\(>peak heap [^<]*\)/\1 and much more text to run into a line/' "$T/a.svg" >"$T/bad.svg"
 	run svg_clashes "$T/bad.svg"
 	assert_output --partial "line through: peak heap"
+}
+
+@test "--svg: mapped memory many times the heap is not drawn (the legend says so); values on hover" {
+	# 100 MiB mapped, 1 MiB of heap: on one axis the heap would be a
+	# line along the bottom
+	mk a <<-EOF
+		Mmap addr=0x7f0000000000 size=100MiB
+		+1ms
+		Malloc addr=0x1000 size=1MiB
+		+1ms
+		Free addr=0x1000
+		+1ms
+		Exit exit_code=0
+	EOF
+	mt-report --svg "$T/a.svg" "$T/a.msgpack" >/dev/null
+	refute grep -q 'stroke="#1f77b4"' "$T/a.svg"
+	grep -q '>mapped, tree (peak 100 MiB: 100 times the rest, not drawn)<' "$T/a.svg"
+	grep -q '>memory (KiB)<' "$T/a.svg"
+	grep -q '<title>heap: peak 1.00 MiB at 1 ms, at the end 0 B</title>' "$T/a.svg"
+	# hover: 100 columns over the plot, each with what the series held
+	[ "$(grep -c '<rect [^>]*><title>' "$T/a.svg")" = 100 ]
+	grep -q '<title>1.5 ms - 1.53 ms: heap 1.00 MiB, mapped 100 MiB</title>' "$T/a.svg"
+	grep -q '<title>2.97 ms - 3 ms: heap 0 B, mapped 100 MiB</title>' "$T/a.svg"
+	# 2 MiB of heap, 4 MiB mapped: one axis for both
+	mk b <<-EOF
+		Mmap addr=0x7f0000000000 size=4MiB
+		Malloc addr=0x1000 size=2MiB
+		+1ms
+		Exit exit_code=0
+	EOF
+	mt-report --svg "$T/b.svg" "$T/b.msgpack" >/dev/null
+	grep -q 'stroke="#1f77b4"' "$T/b.svg"
+	grep -q '>mapped, tree (peak 4.00 MiB)<' "$T/b.svg"
 }
 
 @test "--svg: a line for each of the heaviest processes besides the tree's" {

@@ -159,7 +159,10 @@ static void x_axis(struct plot *p)
 
 	if (step < 1)
 		step = 1;
-	/* no rounding up: the plot ends where the trace ended */
+	/* a plot that starts late (the tracer starting up, a section)
+	 * starts at a round number, its first tick's; no rounding up at
+	 * the end: the plot ends where the trace ended */
+	p->t_min = floor(p->t_min / step) * step;
 	fprintf(p->out, "<g font-size=\"12\" fill=\"#333\" "
 			"text-anchor=\"middle\">\n");
 	/* counted, not accumulated: at large times t += step may not move t
@@ -206,12 +209,14 @@ static void x_axis(struct plot *p)
 
 /* Step line through the buckets: rise to the bucket's maximum at its
  * start, hold it to the bucket's end, then settle at its last value. */
-static void draw_series(struct plot *p, json_t *s, const char *color,
-			double stroke_width, double end_t)
+static void draw_series(struct plot *p, json_t *s, const char *what,
+			const char *color, double stroke_width, double end_t)
 {
 	json_t *pts = json_object_get(s, "points");
 	double width = (double)mt_json_u64(s, "bucket_ns", 1);
 	size_t i, n = json_array_size(pts);
+	uint64_t peak = mt_json_u64(s, "peak", 0);
+	char v[32], t[32];
 	json_t *pt;
 
 	if (!n)
@@ -238,7 +243,16 @@ static void draw_series(struct plot *p, json_t *s, const char *color,
 		fprintf(p->out, " H%.1f V%.1f H%.1f V%.1f", px(p, t), py(p, mx),
 			px(p, t_end), py(p, ls));
 	}
-	fprintf(p->out, " H%.1f\"/>\n", px(p, end_t));
+	fprintf(p->out, " H%.1f\">", px(p, end_t));
+	fputs("<title>", p->out);
+	xml_text(p->out, what);
+	fprintf(p->out, ": peak %s", mt_fmt_bytes(v, sizeof(v), peak));
+	if (json_is_integer(json_object_get(s, "peak_t_ns")))
+		fprintf(p->out, " at %s",
+			mt_fmt_duration(t, sizeof(t),
+					mt_json_u64(s, "peak_t_ns", 0)));
+	fprintf(p->out, ", at the end %s</title></path>\n",
+		mt_fmt_bytes(v, sizeof(v), mt_json_u64(s, "final", 0)));
 }
 
 /* Whether the step line of s passes through the box (pixels): the values
@@ -559,7 +573,81 @@ static const struct tree_series {
     {"tree.rss.total", "RSS", "#2ca02c"},
     {"tree.physical.total", "physical", "#9467bd"},
 };
-#define NTREE (sizeof(tree_series) / sizeof(tree_series[0]))
+#define NTREE  (sizeof(tree_series) / sizeof(tree_series[0]))
+#define MAPPED 1 /* tree_series' mapped memory */
+/* mapped memory more than this many times the heap's and RSS's peaks
+ * is not drawn */
+#define SQUASH 4.0
+/* hover columns over the plot, each with the values in its time span */
+#define HOVER_COLS 100
+
+/* The most each column of the plot holds of series s: the level held
+ * into it and every bucket's maximum within it. */
+static void series_columns(const struct plot *p, json_t *s, double *col)
+{
+	json_t *pts = json_object_get(s, "points"), *pt;
+	double span = p->t_max - p->t_min, level = 0;
+	int c = 0;
+	size_t i;
+
+	for (int k = 0; k < HOVER_COLS; k++)
+		col[k] = 0;
+	json_array_foreach(pts, i, pt)
+	{
+		double t = (double)json_integer_value(json_array_get(pt, 0));
+		double mx = (double)json_integer_value(json_array_get(pt, 1));
+		double ct =
+		    span > 0 ? floor((t - p->t_min) / span * HOVER_COLS) : 0;
+
+		if (ct >= HOVER_COLS)
+			break;
+		for (; c < ct; c++)
+			col[c] = fmax(col[c], level);
+		if (ct >= 0)
+			col[c] = fmax(col[c], fmax(level, mx));
+		level = (double)json_integer_value(json_array_get(pt, 2));
+	}
+	for (; c < HOVER_COLS; c++)
+		col[c] = fmax(col[c], level);
+}
+
+/* Values on hover, with no script: transparent columns over the plot,
+ * each titled with its time span and the most each tree series held in
+ * it ("1.20 s - 1.30 s: heap 12.9 MiB, mapped 296 MiB, RSS 18.0 MiB"). */
+static void hover_columns(struct plot *p, json_t *doc, const bool *shown)
+{
+	double col[NTREE][HOVER_COLS];
+	double span = p->t_max - p->t_min;
+	char a[32], b[32], v[32];
+
+	for (size_t i = 0; i < NTREE; i++)
+		if (shown[i])
+			series_columns(
+			    p, mt_json_path(doc, tree_series[i].path), col[i]);
+	fprintf(p->out, "<g fill=\"transparent\">\n");
+	for (int k = 0; k < HOVER_COLS; k++) {
+		double t0 = p->t_min + span * k / HOVER_COLS;
+		double t1 = p->t_min + span * (k + 1) / HOVER_COLS;
+		const char *sep = ": ";
+
+		fprintf(p->out,
+			"<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
+			"height=\"%d\"><title>%s - %s",
+			px(p, t0), TOP, px(p, t1) - px(p, t0), PH,
+			mt_fmt_duration(a, sizeof(a), (uint64_t)t0),
+			mt_fmt_duration(b, sizeof(b), (uint64_t)t1));
+		for (size_t i = 0; i < NTREE; i++) {
+			if (!shown[i])
+				continue;
+			fprintf(
+			    p->out, "%s%s %s", sep, tree_series[i].name,
+			    mt_fmt_bytes(v, sizeof(v), (uint64_t)col[i][k]));
+			sep = ", ";
+		}
+		fputs("</title></rect>\n", p->out);
+	}
+	fputs("</g>\n", p->out);
+}
 
 /* The heaviest processes' lines: thin, in colours of their own. */
 static const char *const proc_colors[MT_SVG_MAX_PROCS] = {
@@ -656,7 +744,7 @@ int mt_svg_write(FILE *out, json_t *doc, const struct mt_svg_opts *opts)
 	char buf[64], label[128];
 	bool heap_shown =
 	    !json_is_false(json_object_get(doc, "allocators_tracked"));
-	bool shown[NTREE] = {0};
+	bool shown[NTREE] = {0}, mapped_off = false;
 	size_t nprocs = proc_lines(doc, opts, heap_shown, procs);
 	size_t entries = 0;
 
@@ -669,7 +757,7 @@ int mt_svg_write(FILE *out, json_t *doc, const struct mt_svg_opts *opts)
 			continue;
 		shown[i] = true;
 		entries++;
-		if ((double)mt_json_u64(s, "peak", 0) > p.v_max)
+		if (i != MAPPED && (double)mt_json_u64(s, "peak", 0) > p.v_max)
 			p.v_max = (double)mt_json_u64(s, "peak", 0);
 		if (series_end(s) > p.t_max)
 			p.t_max = series_end(s);
@@ -677,6 +765,17 @@ int mt_svg_write(FILE *out, json_t *doc, const struct mt_svg_opts *opts)
 			p.t_min = series_start(s);
 	}
 	double end_t = p.t_max;
+	double mapped_peak = (double)mt_json_u64(doc, "tree.mapped.peak", 0);
+
+	/* mapped memory many times the rest would flatten the heap and the
+	 * RSS to the bottom (296 MiB mapped, 12.9 MiB of heap): it is not
+	 * drawn then, its legend says so; else it shares the axis */
+	double times = p.v_max > 0 ? mapped_peak / p.v_max : 0;
+
+	if (shown[MAPPED] && p.v_max > 0 && times > SQUASH)
+		mapped_off = true;
+	else if (shown[MAPPED] && mapped_peak > p.v_max)
+		p.v_max = mapped_peak;
 
 	/* a long quiet start (the tracer starting up, a section late in the
 	 * run): begin the axis where something happens */
@@ -709,19 +808,32 @@ int mt_svg_write(FILE *out, json_t *doc, const struct mt_svg_opts *opts)
 		"fill=\"none\" stroke=\"#333\"/>\n",
 		LEFT, TOP, PW, PH);
 	for (size_t i = NTREE; i-- > 0;)
-		if (shown[i])
+		if (shown[i] && !(i == MAPPED && mapped_off))
 			draw_series(&p, mt_json_path(doc, tree_series[i].path),
-				    tree_series[i].color, 1.5, end_t);
+				    tree_series[i].name, tree_series[i].color,
+				    1.5, end_t);
 	/* thin, over the tree's: a process alone for a while draws the
 	 * tree's line too, which then shows on both sides of its own */
 	for (size_t i = nprocs; i-- > 0;)
-		draw_series(&p, procs[i].series, proc_colors[i], 1, end_t);
+		draw_series(&p, procs[i].series, procs[i].label, proc_colors[i],
+			    1, end_t);
+	hover_columns(&p, doc, shown);
 	entries = 0;
 	for (size_t i = 0; i < NTREE; i++) {
 		json_t *s = mt_json_path(doc, tree_series[i].path);
 
 		if (!shown[i])
 			continue;
+		if (i == MAPPED && mapped_off) {
+			snprintf(label, sizeof(label),
+				 "mapped, tree (peak %s: %.0f times the rest, "
+				 "not drawn)",
+				 mt_fmt_bytes(buf, sizeof(buf),
+					      mt_json_u64(s, "peak", 0)),
+				 times);
+			legend_entry(out, entries++, "#c8d8e8", 1.5, label);
+			continue;
+		}
 		mark_peak(&p, s, tree_series[i].name, tree_series[i].color);
 		snprintf(
 		    label, sizeof(label), "%s, tree (peak %s)",
