@@ -121,7 +121,8 @@ setup() {
 		"lost_events=\(.lost_events)", "peak_heap=\($t.peak_heap)",
 		"total_allocated=\($t.total_allocated)",
 		"allocations=\($t.allocations)", "frees=\($t.frees)",
-		"reallocs=\($t.reallocs)", "not_freed=\($t.not_freed)",
+		"reallocs=\($t.reallocs)", "realloc_frees=\($t.realloc_frees)",
+		"not_freed=\($t.not_freed)",
 		"not_freed_blocks=\($t.not_freed_blocks)",
 		"temporary_allocations=\($t.temporary_allocations)",
 		"peak_mapped=\($t.peak_mapped)"' "$T/facts.json")

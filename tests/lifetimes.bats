@@ -99,3 +99,15 @@ temp_artifact() {
 		([.lifetimes[].count] | add)]' <<<"$output"
 	assert_output '[200,200,150,200]'
 }
+
+@test "the counts add up: allocs - frees - blocks released by realloc = blocks not freed" {
+	temp_artifact
+	run mt-report "$T/run.msgpack"
+	assert_success
+	assert_output --partial "(allocs: calls that returned a block, realloc's included; frees: free() of a block
+ allocated in the trace; besides them realloc released 1 block)"
+	run mt-report --json --compact "$T/run.msgpack"
+	run jq -c '.tree | [.allocations, .frees, .realloc_frees, .not_freed_blocks,
+		.allocations - .frees - .realloc_frees == .not_freed_blocks]' <<<"$output"
+	assert_output '[7,5,1,1,true]'
+}

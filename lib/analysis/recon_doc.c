@@ -78,6 +78,7 @@ static void totals_emit(struct emit *e, const char *key, const struct totals *t)
 	emit_int(e, "failed_allocations", t->failed_allocations);
 	emit_int(e, "reused_addresses", t->reused_addresses);
 	emit_int(e, "temporary", t->temporary);
+	emit_int(e, "realloc_frees", t->realloc_frees);
 	emit_close(e, false);
 }
 

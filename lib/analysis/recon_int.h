@@ -130,6 +130,9 @@ struct totals {
 	/* blocks freed (or reallocated) before the thread that allocated
 	 * them allocated again: heaptrack's temporary allocations */
 	uint64_t temporary;
+	/* blocks released by realloc (moved, or realloc(p, 0)): with frees,
+	 * what allocations - blocks not freed adds up to */
+	uint64_t realloc_frees;
 };
 
 struct leak {

@@ -183,10 +183,12 @@ static void on_realloc(struct mt_recon *r, struct proc *p,
 	if (ev->old_addr) {
 		int64_t released = heap_release(r, p, ev->old_addr, t);
 
-		if (r->in_section && released < 0)
+		if (r->in_section && released < 0) {
 			p->tot.unknown_reallocs++;
-		else if (r->in_section)
+		} else if (r->in_section) {
+			p->tot.realloc_frees++;
 			p->tot.freed_bytes += (uint64_t)released;
+		}
 	}
 	if (ev->addr)
 		heap_alloc(r, p, ev->addr, ev->size, t);

@@ -660,6 +660,29 @@ static void print_histogram(FILE *out, json_t *doc)
 	}
 }
 
+/* What the table's allocs and frees count, so that they add up:
+ * allocs - frees - released by realloc = blocks not freed (timelines
+ * without realloc_frees, of mt 0.4 and earlier: the words alone). */
+static void print_counts_note(FILE *out, json_t *tree)
+{
+	json_t *v = mt_json_path(tree, "totals.realloc_frees");
+	uint64_t n = mt_json_u64(tree, "totals.realloc_frees", 0);
+	char a[32];
+
+	fputs("(allocs: calls that returned a block, realloc's included; "
+	      "frees: free() of a block\n",
+	      out);
+	if (json_is_integer(v))
+		fprintf(out,
+			" allocated in the trace; besides them realloc "
+			"released %s block%s)\n",
+			mt_fmt_count(a, sizeof(a), n), mt_plural(n));
+	else
+		fputs(" allocated in the trace, not those realloc "
+		      "released)\n",
+		      out);
+}
+
 /* "temporary   4 of 11 allocations (36.4%) freed before their
  * thread's next allocation" (timelines of mt 0.4 and earlier have no
  * count: nothing said) */
@@ -947,6 +970,8 @@ void mt_report_text(FILE *out, json_t *doc, const struct mt_view *view)
 	if (nrows > view->top)
 		fprintf(out, "(%zu more process%s: --top all lists all)\n",
 			nrows - view->top, nrows - view->top == 1 ? "" : "es");
+	if (tracked)
+		print_counts_note(out, json_object_get(doc, "tree"));
 	free(rows);
 	json_decref(by_pid);
 	if (tracked) {
@@ -973,6 +998,7 @@ static json_t *row_facts(json_t *o, bool tracked)
 	    {"allocations", "totals.allocations", true},
 	    {"frees", "totals.frees", true},
 	    {"reallocs", "totals.reallocs", true},
+	    {"realloc_frees", "totals.realloc_frees", true},
 	    {"average_size", "totals.average_size", true},
 	    {"unknown_frees", "totals.unknown_frees", true},
 	    {"temporary_allocations", "totals.temporary", true},
