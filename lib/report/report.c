@@ -669,7 +669,7 @@ static void print_counts_note(FILE *out, json_t *tree)
 	uint64_t n = mt_json_u64(tree, "totals.realloc_frees", 0);
 	char a[32];
 
-	fputs("(allocs: calls that returned a block, realloc's included; "
+	fputs("\n(allocs: calls that returned a block, realloc's included; "
 	      "frees: free() of a block\n",
 	      out);
 	if (json_is_integer(v))

@@ -2,14 +2,16 @@
 /*
  * fuzz_report - libFuzzer entry: any bytes through what mt-report does
  * with them: an event stream is reconstructed (with and without a
- * --section) and reported as text, JSON facts and SVG; timelines JSON is
- * reported as is.  Nothing may crash, hang, leak or read out of bounds.
+ * --section) and reported as text, JSON facts, SVG and HTML; timelines
+ * JSON is reported as is.  Nothing may crash, hang, leak or read out of
+ * bounds.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "mt_flame.h"
+#include "mt_html.h"
 #include "mt_reconstruct.h"
 #include "mt_report.h"
 #include "mt_svg.h"
@@ -54,6 +56,9 @@ static void report_all(json_t *doc, FILE *sink)
 		json_decref(top);
 		json_decref(grown);
 	}
+	/* the HTML page: the facts, series and flame trees as its data */
+	mt_html_write(sink, doc, &view,
+		      &(struct mt_sites_view){.sort = MT_SITE_PEAK, .top = 3});
 	json_decref(results);
 	json_decref(facts);
 }
