@@ -15,6 +15,7 @@
 
 #include "mt_event.h"
 #include "mt_human.h"
+#include "mt_log.h"
 #include "mt_tracer.h"
 #include "mt_user.h"
 #include "mt_cli.h"
@@ -330,6 +331,14 @@ static void open_inputs(struct mt_tracer_opts *o, size_t nscan_opts)
 	}
 }
 
+/* What lib/ says (mt_log.h), on stderr: "mt-trace: [warning: ]TEXT". */
+static void say(const struct mt_log_msg *m, void *arg)
+{
+	(void)arg;
+	fprintf(stderr, "mt-trace: %s%s\n",
+		m->level == MT_LOG_WARNING ? "warning: " : "", m->text);
+}
+
 int main(int argc, char **argv)
 {
 	enum {
@@ -419,6 +428,7 @@ int main(int argc, char **argv)
 	/* getopt's own messages name the tool as every other message does,
 	 * not the path it was run by */
 	mt_cli_name(argv);
+	mt_log_set_sink(say, NULL);
 	/* '+': stop at the first non-option, CMD's own options are CMD's */
 	while ((c = getopt_long(argc, argv, "+o:vVh", longopts, NULL)) != -1) {
 		switch (c) {

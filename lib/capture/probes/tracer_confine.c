@@ -15,6 +15,7 @@
 
 #include "mt_confine.h"
 #include "mt_elf.h"
+#include "mt_log.h"
 #include "tracer_fast.h"
 #include "tracer_int.h"
 
@@ -59,12 +60,11 @@ struct confine_job {
 
 static void say_not_confined(const struct tracer *t, const char *path)
 {
-	fprintf(stderr,
-		"mt-trace: warning: allocator probes are global: every "
-		"process on the machine that maps %s pays a trap per "
-		"allocator call while this trace runs (confining them "
-		"to the traced tree failed: %s)\n",
-		path, t->confine.why);
+	mt_warning("allocator probes are global: every "
+		   "process on the machine that maps %s pays a trap per "
+		   "allocator call while this trace runs (confining them "
+		   "to the traced tree failed: %s)",
+		   path, t->confine.why);
 }
 
 void mt_tracer_confine_begin(struct tracer *t)
@@ -97,7 +97,7 @@ void mt_tracer_confine_begin(struct tracer *t)
 		free(job);
 		return;
 	}
-	t->confining = job;
+	t->parallel.copies = job;
 }
 
 static void *confine_copy(void *arg)
@@ -113,9 +113,9 @@ static void *confine_copy(void *arg)
 
 /* After the fork: the command shares the namespace, and sees the copies
  * as soon as they are bound (it waits on its release pipe until then). */
-void mt_tracer_confine_copies_start(struct tracer *t)
+void mt_tracer_confine_copies_begin(struct tracer *t)
 {
-	struct confine_job *job = t->confining;
+	struct confine_job *job = t->parallel.copies;
 
 	if (!job)
 		return;
@@ -126,23 +126,33 @@ void mt_tracer_confine_copies_start(struct tracer *t)
 }
 
 /* Wait for the copies; say how it went unless quiet (a failed start). */
-void mt_tracer_confine_copies_finish(struct tracer *t, bool quiet)
+static void copies_finish(struct tracer *t, bool quiet)
 {
-	struct confine_job *job = t->confining;
+	struct confine_job *job = t->parallel.copies;
 
 	if (!job)
 		return;
 	if (job->threaded)
 		pthread_join(job->thread, NULL);
-	t->confining = NULL;
+	t->parallel.copies = NULL;
 	if (!quiet && job->err) {
 		say_not_confined(t, job->list[0]);
 	} else if (!quiet && t->opts->verbose) {
-		fprintf(stderr,
-			"mt-trace: allocator probes confined to the tree: %zu "
-			"private copies, %zu KiB, in %.2f ms\n",
-			t->confine.ncopies, t->confine.copy_bytes >> 10,
-			job->ns / 1e6);
+		mt_verbose("allocator probes confined to the tree: %zu "
+			   "private copies, %zu KiB, in %.2f ms",
+			   t->confine.ncopies, t->confine.copy_bytes >> 10,
+			   job->ns / 1e6);
 	}
 	free(job);
+}
+
+int mt_tracer_confine_copies_await(struct tracer *t)
+{
+	copies_finish(t, false);
+	return 0;
+}
+
+void mt_tracer_confine_copies_end(struct tracer *t)
+{
+	copies_finish(t, true);
 }

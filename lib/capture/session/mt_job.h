@@ -21,8 +21,12 @@ struct mt_job;
  * (then run it yourself).  Without a thread, mt_job_finish() runs it. */
 struct mt_job *mt_job_start(void (*run)(void *arg), void *arg);
 
-/* Return once run(arg) is done: here, if the thread has not begun it.
- * Frees job (NULL: nothing). */
+/* Return once run(arg) is done: here, if the thread has not begun it
+ * (NULL, or a job finished already: at once). */
 void mt_job_finish(struct mt_job *job);
+
+/* Finish it, wait for its thread to be gone and free job (NULL:
+ * nothing): the end of a job, by whoever started it. */
+void mt_job_end(struct mt_job *job);
 
 #endif /* MT_JOB_H */

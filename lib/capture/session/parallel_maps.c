@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mt_log.h"
 #include "mt_trace.skel.h"
 #include "tracer_int.h"
 
@@ -100,7 +101,7 @@ static void *make_maps(void *arg)
 	return NULL;
 }
 
-void mt_tracer_parallel_maps_start(struct tracer *t)
+void mt_tracer_parallel_maps_begin(struct tracer *t)
 {
 	struct mt_parallel_maps *p = calloc(1, sizeof(*p));
 	__u32 slots;
@@ -126,7 +127,7 @@ void mt_tracer_parallel_maps_start(struct tracer *t)
 		free(p);
 		return;
 	}
-	t->parallel_maps = p;
+	t->parallel.maps = p;
 }
 
 /* Is map exactly what m is? */
@@ -141,13 +142,19 @@ static bool maps_match(const struct bpf_map *map, const struct parallel_map *m)
 
 static struct mt_parallel_maps *parallel_maps_done(struct tracer *t)
 {
-	struct mt_parallel_maps *p = t->parallel_maps;
+	struct mt_parallel_maps *p = t->parallel.maps;
 
 	if (p && p->threaded) {
 		pthread_join(p->thread, NULL);
 		p->threaded = false;
 	}
 	return p;
+}
+
+int mt_tracer_parallel_maps_await(struct tracer *t)
+{
+	parallel_maps_done(t);
+	return 0;
 }
 
 void mt_tracer_parallel_maps_use(struct tracer *t, struct mt_trace *skel)
@@ -162,8 +169,7 @@ void mt_tracer_parallel_maps_use(struct tracer *t, struct mt_trace *skel)
 		if (m->fd < 0 || !map || !maps_match(map, m))
 			continue;
 		if (bpf_map__reuse_fd(map, m->fd) && t->opts->verbose)
-			fprintf(stderr, "mt-trace: map %s made again\n",
-				m->name);
+			mt_verbose("map %s made again", m->name);
 	}
 }
 
@@ -177,5 +183,5 @@ void mt_tracer_parallel_maps_end(struct tracer *t)
 		if (p->maps[i].fd >= 0)
 			close(p->maps[i].fd);
 	free(p);
-	t->parallel_maps = NULL;
+	t->parallel.maps = NULL;
 }

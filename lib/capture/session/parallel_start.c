@@ -21,6 +21,7 @@
 #include "mt_core_btf.h"
 #include "mt_elf.h"
 #include "mt_job.h"
+#include "mt_log.h"
 #include "mt_user.h"
 #include "mt_trace.skel.h"
 #include "tracer_int.h"
@@ -41,6 +42,7 @@ void mt_tracer_open_bpf(struct mt_opened_bpf *o)
 struct mt_parallel_open {
 	struct mt_job *job;
 	struct mt_opened_bpf opened;
+	bool taken;
 };
 
 static void open_bpf_job(void *arg)
@@ -50,31 +52,54 @@ static void open_bpf_job(void *arg)
 	mt_tracer_open_bpf(&e->opened);
 }
 
-void mt_tracer_parallel_open_start(struct tracer *t)
+void mt_tracer_open_begin(struct tracer *t)
 {
 	struct mt_parallel_open *e = calloc(1, sizeof(*e));
 
 	if (!e)
-		return;
+		return; /* the load opens it */
 	e->job = mt_job_start(open_bpf_job, e);
 	if (!e->job) {
 		free(e);
 		return;
 	}
-	t->parallel_open = e;
+	t->parallel.open = e;
+}
+
+int mt_tracer_open_await(struct tracer *t)
+{
+	if (t->parallel.open)
+		mt_job_finish(t->parallel.open->job);
+	return 0;
 }
 
 bool mt_tracer_parallel_opened(struct tracer *t, struct mt_opened_bpf *o)
 {
-	struct mt_parallel_open *e = t->parallel_open;
+	struct mt_parallel_open *e = t->parallel.open;
 
-	if (!e)
+	if (!e || e->taken)
 		return false;
 	mt_job_finish(e->job);
 	*o = e->opened;
-	free(e);
-	t->parallel_open = NULL;
+	e->taken = true;
 	return true;
+}
+
+void mt_tracer_open_end(struct tracer *t)
+{
+	struct mt_parallel_open *e = t->parallel.open;
+	struct mt_opened_bpf opened;
+
+	if (!e)
+		return;
+	if (mt_tracer_parallel_opened(t, &opened)) { /* not taken */
+		mt_trace__destroy(opened.skel);
+		if (opened.btf_fd >= 0)
+			close(opened.btf_fd);
+	}
+	mt_job_end(e->job);
+	free(e);
+	t->parallel.open = NULL;
 }
 
 /* libc's unwind table, built by a thread, and the build-id of its bytes
@@ -96,14 +121,28 @@ static void prepare_libc(void *path)
 /* Where libc's probes go takes ~2 ms to work out (free()'s branch scan):
  * a thread does it while the BPF side loads.  --fast needs it too, for the
  * links of processes without the recorder (fast_links.c). */
-static void start_preparing(struct tracer *t)
+void mt_tracer_libc_plan_begin(struct tracer *t)
 {
 	const char *libc =
 	    t->opts->libc_path ? t->opts->libc_path : mt_self_libc();
 
 	if (!t->opts->track_allocators || !libc[0])
 		return;
-	t->preparing = mt_job_start(prepare_libc, (void *)libc);
+	/* NULL: the attach works it out itself */
+	t->parallel.libc_plan = mt_job_start(prepare_libc, (void *)libc);
+}
+
+int mt_tracer_libc_plan_await(struct tracer *t)
+{
+	mt_job_finish(t->parallel.libc_plan);
+	return 0;
+}
+
+void mt_tracer_libc_plan_end(struct tracer *t)
+{
+	mt_job_end(
+	    t->parallel.libc_plan); /* what it made: the attach's cache */
+	t->parallel.libc_plan = NULL;
 }
 
 static void *build_cfi(void *arg)
@@ -121,7 +160,7 @@ static void *build_cfi(void *arg)
 /* libc's 28 k unwind rows take ~8 ms to build (libdw reads its .eh_frame),
  * and its first process needs them before it runs: a thread builds them
  * while the BPF side loads, for mt_tracer_stack_file() to take. */
-static void start_building_cfi(struct tracer *t)
+void mt_tracer_cfi_begin(struct tracer *t)
 {
 	const char *libc =
 	    t->opts->libc_path ? t->opts->libc_path : mt_self_libc();
@@ -144,7 +183,7 @@ static void start_building_cfi(struct tracer *t)
 		free(e);
 		return;
 	}
-	t->parallel_cfi = e;
+	t->parallel.cfi = e;
 }
 
 /*
@@ -158,7 +197,7 @@ static void start_building_cfi(struct tracer *t)
  */
 struct mt_parallel_event {
 	struct mt_job *job;
-	int fd; /* -1: not opened */
+	int fd; /* -1: not opened, or taken */
 };
 
 /* The same event as libbpf's attach opens: every process, CPU 0. */
@@ -180,7 +219,7 @@ static void open_rss_event(void *arg)
 		e->fd = -1;
 }
 
-void mt_tracer_parallel_rss_start(struct tracer *t)
+void mt_tracer_rss_begin(struct tracer *t)
 {
 	struct mt_parallel_event *e;
 
@@ -195,21 +234,40 @@ void mt_tracer_parallel_rss_start(struct tracer *t)
 		free(e);
 		return;
 	}
-	t->rss_event = e;
+	t->parallel.rss_event = e;
+}
+
+int mt_tracer_rss_await(struct tracer *t)
+{
+	if (t->parallel.rss_event)
+		mt_job_finish(t->parallel.rss_event->job);
+	return 0;
 }
 
 int mt_tracer_parallel_rss_event(struct tracer *t)
 {
-	struct mt_parallel_event *e = t->rss_event;
+	struct mt_parallel_event *e = t->parallel.rss_event;
 	int fd;
 
 	if (!e)
 		return -1;
 	mt_job_finish(e->job);
 	fd = e->fd;
-	free(e);
-	t->rss_event = NULL;
+	e->fd = -1;
 	return fd;
+}
+
+void mt_tracer_rss_end(struct tracer *t)
+{
+	struct mt_parallel_event *e = t->parallel.rss_event;
+
+	if (!e)
+		return;
+	mt_job_end(e->job);
+	if (e->fd >= 0) /* not attached */
+		close(e->fd);
+	free(e);
+	t->parallel.rss_event = NULL;
 }
 
 /* The command's program and its libraries, found by a thread: finding
@@ -219,6 +277,7 @@ struct mt_parallel_program {
 	struct mt_job *job;
 	const char *file, *libc;
 	struct mt_code_program program;
+	bool taken;
 };
 
 static void find_program(void *arg)
@@ -230,7 +289,7 @@ static void find_program(void *arg)
 
 /* Not for a command run as another user: execvp(3) searches with its
  * rights, not ours. */
-static void start_finding_program(struct tracer *t)
+void mt_tracer_program_begin(struct tracer *t)
 {
 	const struct mt_tracer_opts *o = t->opts;
 	struct mt_parallel_program *e;
@@ -247,26 +306,46 @@ static void start_finding_program(struct tracer *t)
 		free(e);
 		return;
 	}
-	t->parallel_program = e;
+	t->parallel.program = e;
+}
+
+int mt_tracer_program_await(struct tracer *t)
+{
+	if (t->parallel.program)
+		mt_job_finish(t->parallel.program->job);
+	return 0;
 }
 
 bool mt_tracer_parallel_program(struct tracer *t, struct mt_code_program *p)
 {
-	struct mt_parallel_program *e = t->parallel_program;
+	struct mt_parallel_program *e = t->parallel.program;
 
-	if (!e)
+	if (!e || e->taken)
 		return false;
 	mt_job_finish(e->job);
 	*p = e->program;
-	free(e);
-	t->parallel_program = NULL;
+	e->taken = true;
 	return true;
+}
+
+void mt_tracer_program_end(struct tracer *t)
+{
+	struct mt_parallel_program *e = t->parallel.program;
+	struct mt_code_program p;
+
+	if (!e)
+		return;
+	if (mt_tracer_parallel_program(t, &p)) /* not inspected */
+		mt_code_program_free(&p);
+	mt_job_end(e->job);
+	free(e);
+	t->parallel.program = NULL;
 }
 
 /* Will the start-up register uprobes?  Not under --fast, whose preload
  * records libc (only --scan's files are probed at the start): the
- * allocator probes' step then waited for the first of the grace-period
- * registrations, its grace period (10-14 ms of `mt-trace --fast -- true`,
+ * allocator probes' step then waited for the warming's own first
+ * registration, its grace period (10-14 ms of `mt-trace --fast -- true`,
  * -vv), for nothing. */
 static bool grace_wanted(const struct tracer *t)
 {
@@ -277,23 +356,20 @@ static bool grace_wanted(const struct tracer *t)
 	return !t->fast || t->opts->nscan || (scan && *scan);
 }
 
-void mt_tracer_parallel_start(struct tracer *t)
+void mt_tracer_grace_begin(struct tracer *t)
 {
 	if (grace_wanted(t))
-		mt_uprobe_grace_start(&t->uprobe_grace);
-	start_preparing(t);
-	start_building_cfi(t);
-	start_finding_program(t);
+		mt_uprobe_grace_start(&t->parallel.uprobe_grace);
 }
 
 /* The thread's table, once it is done (freed unless taken). */
 static struct mt_parallel_cfi *parallel_cfi_done(struct tracer *t)
 {
-	struct mt_parallel_cfi *e = t->parallel_cfi;
+	struct mt_parallel_cfi *e = t->parallel.cfi;
 
 	if (e) {
 		pthread_join(e->thread, NULL);
-		t->parallel_cfi = NULL;
+		t->parallel.cfi = NULL;
 	}
 	return e;
 }
@@ -311,7 +387,7 @@ static void parallel_cfi_free(struct mt_parallel_cfi *e)
 bool mt_tracer_parallel_cfi(struct tracer *t, const uint8_t *build_id,
 			    size_t build_id_len, struct mt_cfi_table *table)
 {
-	struct mt_parallel_cfi *e = t->parallel_cfi;
+	struct mt_parallel_cfi *e = t->parallel.cfi;
 	bool built;
 
 	/* another file (the program, mapped before libc) does not wait */
@@ -328,53 +404,31 @@ bool mt_tracer_parallel_cfi(struct tracer *t, const uint8_t *build_id,
 	return built;
 }
 
-void mt_tracer_parallel_prepared(struct tracer *t)
+void mt_tracer_cfi_end(struct tracer *t)
 {
-	mt_job_finish(t->preparing);
-	t->preparing = NULL;
+	parallel_cfi_free(parallel_cfi_done(t)); /* not taken */
 }
 
-void mt_tracer_parallel_probes_made(struct tracer *t)
+/* The allocator probes are made: the warming stops (its links stay until
+ * the session's go). */
+int mt_tracer_grace_await(struct tracer *t)
 {
-	const struct mt_uprobe_grace *w = &t->uprobe_grace;
+	const struct mt_uprobe_grace *w = &t->parallel.uprobe_grace;
 
-	mt_uprobe_grace_stop(&t->uprobe_grace);
+	mt_uprobe_grace_stop(&t->parallel.uprobe_grace);
 	if (t->opts->verbose < 2)
-		return;
+		return 0;
 	if (w->nlinks)
-		fprintf(stderr,
-			"mt-trace: uprobe registration warmed beside the BPF "
-			"load: the first in %.2f ms, %zu in all\n",
-			w->first_ns / 1e6, w->nlinks);
+		mt_detail("uprobe registration warmed beside the BPF "
+			  "load: the first in %.2f ms, %zu in all",
+			  w->first_ns / 1e6, w->nlinks);
 	else if (w->err)
-		fprintf(stderr,
-			"mt-trace: uprobe registration not warmed: %s\n",
-			strerror(-w->err));
+		mt_detail("uprobe registration not warmed: %s",
+			  strerror(-w->err));
+	return 0;
 }
 
-void mt_tracer_parallel_end(struct tracer *t)
+void mt_tracer_grace_end(struct tracer *t)
 {
-	struct mt_opened_bpf opened;
-
-	if (mt_tracer_parallel_opened(t, &opened)) { /* a failed start */
-		mt_trace__destroy(opened.skel);
-		if (opened.btf_fd >= 0)
-			close(opened.btf_fd);
-	}
-	/* a failed start: still registering */
-	mt_uprobe_grace_stop(&t->uprobe_grace);
-	mt_tracer_parallel_prepared(t);
-	parallel_cfi_free(parallel_cfi_done(t));
-	if (t->parallel_program) { /* a failed start: not inspected */
-		struct mt_code_program p;
-
-		mt_tracer_parallel_program(t, &p);
-		mt_code_program_free(&p);
-	}
-	if (t->rss_event) { /* a failed start: not attached */
-		int fd = mt_tracer_parallel_rss_event(t);
-
-		if (fd >= 0)
-			close(fd);
-	}
+	mt_uprobe_grace_stop(&t->parallel.uprobe_grace);
 }

@@ -44,6 +44,7 @@
 #include "mt_human.h"
 #include "mt_elf.h"
 #include "mt_grow.h"
+#include "mt_log.h"
 #include "mt_probe.h"
 #include "mt_pss.h"
 #include "mt_stack.h"
@@ -326,21 +327,22 @@ static void make_rings_job(void *arg)
 {
 	struct tracer *t = arg;
 
-	t->rings_rc = make_rings(t);
+	t->parallel.rings_rc = make_rings(t);
 }
 
 static void start_rings(struct tracer *t)
 {
-	t->rings_job = mt_job_start(make_rings_job, t);
-	if (!t->rings_job)
+	t->parallel.rings_rc = 0;
+	t->parallel.rings = mt_job_start(make_rings_job, t);
+	if (!t->parallel.rings)
 		make_rings_job(t);
 }
 
 static int rings_made(struct tracer *t)
 {
-	mt_job_finish(t->rings_job);
-	t->rings_job = NULL;
-	return t->rings_rc;
+	mt_job_finish(t->parallel.rings);
+	t->parallel.rings_ready = t->parallel.rings_rc == 0;
+	return t->parallel.rings_rc;
 }
 
 /* The first probe mode to try: the best there is, or MT_PROBES's (session,
@@ -487,29 +489,16 @@ static void inspect_program(struct tracer *t)
 	mt_code_program_free(&p);
 }
 
-/* -vv: where the start-up time went, one phase at a time (bench/run's
- * "true" row is this whole sequence plus the exit). */
-static void timed_phase(struct tracer *t, const char *stage, const char *name,
-			uint64_t since_ns)
+/* -vv: the time from the command's end to mt-trace's, one phase at a
+ * time (what the process's own exit takes after that, the kernel's, is
+ * not in it; the start-up's are the plan's, below) */
+static void exit_phase(struct tracer *t, const char *name, uint64_t since_ns)
 {
 	uint64_t now = mt_clock_ns(CLOCK_MONOTONIC);
 
 	if (t->opts->verbose > 1)
-		fprintf(stderr, "mt-trace: %s: %-18s %6.2f ms\n", stage, name,
-			(now - since_ns) / 1e6);
+		mt_detail("exit: %-18s %6.2f ms", name, (now - since_ns) / 1e6);
 	t->phase_ns = now;
-}
-
-static void startup_phase(struct tracer *t, const char *name)
-{
-	timed_phase(t, "start-up", name, t->phase_ns);
-}
-
-/* -vv: and the time from the command's end to mt-trace's (what the
- * process's own exit takes after that, the kernel's, is not in it) */
-static void exit_phase(struct tracer *t, const char *name)
-{
-	timed_phase(t, "exit", name, t->phase_ns);
 }
 
 /* kmem:rss_stat's program on the perf event a thread opened beside the
@@ -531,49 +520,6 @@ static void attach_rss_size_opened(struct tracer *t)
 	t->skel->links.on_rss_size = link; /* closes fd when destroyed */
 	t->rss_perf_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* closed last */
 	bpf_program__set_autoattach(prog, false);
-}
-
-static int setup_bpf(struct tracer *t)
-{
-	__u32 pid = t->child;
-	struct mt_traced entry = {.state = MT_AWAITING_EXEC};
-	int err;
-
-	t->ncpus = libbpf_num_possible_cpus();
-	if (load_best(t))
-		return -1;
-	start_rings(t);
-	startup_phase(t, "BPF load");
-	mt_tracer_confine_copies_finish(t, false);
-	startup_phase(t, "copies (waited)");
-	mt_tracer_parallel_prepared(t);
-	startup_phase(t, "libc plan (waited)");
-	if (mt_tracer_follows_code(t->opts) && probe_first_allocators(t))
-		return -1;
-	mt_tracer_parallel_probes_made(t);
-	startup_phase(t, "first allocators");
-	inspect_program(t);
-	startup_phase(t, "program inspected");
-	/* raw tracepoints and kmem:rss_stat: the skeleton attaches them */
-	if (t->rss)
-		attach_rss_size_opened(t);
-	err = mt_trace__attach(t->skel);
-	if (err) {
-		mt_tracer_explain_privileges("attaching tracepoints", -err,
-					     mt_tracer_verbose > 0);
-		return -1;
-	}
-	/* the process-life programs act from now on */
-	__atomic_store_n(&t->skel->bss->session_live, 1, __ATOMIC_RELEASE);
-	startup_phase(t, "tracepoints");
-	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.traced), &pid, &entry,
-				BPF_ANY)) {
-		fprintf(stderr, "mt-trace: traced table: %s\n",
-			strerror(errno));
-		return -1;
-	}
-	mt_tracer_parallel_maps_end(t); /* the skeleton holds its own */
-	return 0;
 }
 
 /* ---- the loop ------------------------------------------------------------ */
@@ -908,10 +854,9 @@ static void stop_watchdog(struct tracer *t)
 
 static void cleanup(struct tracer *t)
 {
-	rings_made(t); /* a start that failed before it waited */
-	mt_tracer_confine_copies_finish(t, true);
-	mt_tracer_parallel_end(t);
-	mt_tracer_parallel_maps_end(t);
+	mt_startup_end(&t->plan); /* its work, begun and not taken */
+	mt_tracer_parallel_maps_end(
+	    t); /* awaited, not given up: a failed start */
 	if (t->has_control)
 		mt_control_close(&t->control);
 	if (t->sample_fd >= 0)
@@ -931,7 +876,7 @@ static void cleanup(struct tracer *t)
 			close(t->rss_perf_fd);
 		t->rss_perf_fd = -1;
 	}
-	exit_phase(t, "detach");
+	exit_phase(t, "detach", t->phase_ns);
 	mt_tracer_release_stopped(t);
 	free(t->live);
 	mt_code_free(&t->code);
@@ -946,32 +891,284 @@ static void cleanup(struct tracer *t)
 	mt_tracer_writer_end(t);
 	free(t->batch);
 	mt_fast_free(t->fast); /* descendants still running record no more */
-	exit_phase(t, "free");
+	exit_phase(t, "free", t->phase_ns);
 }
 
-/* Everything between the command's fork and its release to exec. */
-static int start_tracing(struct tracer *t)
+/* ---- the start-up -------------------------------------------------------
+ *
+ * Its steps, each a function of the session (0, or -1 said), and the work
+ * begun beside them; the plan below says in which order, what each needs
+ * and makes, and what runs beside what.  Order matters: the command is
+ * forked first and waits on its release pipe; only when its pid is in the
+ * traced table and every probe is attached does one byte release it to
+ * exec, so its first instruction is traced.
+ */
+
+static struct tracer *ctx_tracer(void *ctx)
 {
-	if (open_control(t) || setup_bpf(t) || start_sampling(t) ||
-	    write_header(t))
+	return ctx;
+}
+
+/* --fast: the preloaded recorders' rings, before the fork (the command
+ * inherits them) */
+static int step_fast_rings(void *ctx)
+{
+	struct tracer *t = ctx_tracer(ctx);
+	const struct mt_tracer_opts *o = t->opts;
+
+	if (!o->fast || !o->track_allocators)
+		return 0;
+	t->fast = mt_fast_start(o->verbose, o->stacks ? o->stack_depth : 0);
+	if (!t->fast)
 		return -1;
-	start_watchdog(t);
-	startup_phase(t, "header, watchdog");
-	if (rings_made(t))
-		return -1;
-	startup_phase(t, "rings (waited)");
-	if (release_child(t))
-		return -1;
-	/* a step of its own: the command, woken, may take this CPU first */
-	startup_phase(t, "command released");
-	timed_phase(t, "start-up", "total", t->start_monotonic_ns);
+	mt_fast_set_enabled(t->fast, !o->start_disabled);
+	mt_fast_links_init(&t->links, o->verbose);
 	return 0;
+}
+
+static int step_namespace(void *ctx)
+{
+	mt_tracer_confine_begin(ctx_tracer(ctx));
+	return 0; /* without it, the probes are global (said) */
+}
+
+static int step_fork(void *ctx)
+{
+	struct tracer *t = ctx_tracer(ctx);
+
+	if (spawn_child(t))
+		return -1;
+	mt_tracer_live_add(t, t->child);
+	return 0;
+}
+
+/* RSS needs the classic kmem:rss_stat tracepoint, so tracefs */
+static int step_tracefs(void *ctx)
+{
+	struct tracer *t = ctx_tracer(ctx);
+
+	t->rss = t->opts->rss && mt_tracer_ensure_tracefs(t) == 0;
+	if (t->opts->rss && !t->rss)
+		mt_warning("tracing without RSS");
+	if (t->opts->physical)
+		mt_note("physical memory: %s",
+			mt_physical_method_note(t->opts->verbose > 0));
+	return 0;
+}
+
+static int step_control(void *ctx)
+{
+	return open_control(ctx_tracer(ctx));
+}
+
+static int step_load(void *ctx)
+{
+	struct tracer *t = ctx_tracer(ctx);
+
+	t->ncpus = libbpf_num_possible_cpus();
+	return load_best(t);
+}
+
+static void begin_rings(void *ctx)
+{
+	start_rings(ctx_tracer(ctx));
+}
+
+static int await_rings(void *ctx)
+{
+	return rings_made(ctx_tracer(ctx));
+}
+
+static void end_rings(void *ctx)
+{
+	struct tracer *t = ctx_tracer(ctx);
+
+	mt_job_end(t->parallel.rings); /* made, or a start that failed */
+	t->parallel.rings = NULL;
+}
+
+static int step_first_allocators(void *ctx)
+{
+	struct tracer *t = ctx_tracer(ctx);
+
+	if (!mt_tracer_follows_code(t->opts))
+		return 0;
+	return probe_first_allocators(t);
+}
+
+static int step_inspect_program(void *ctx)
+{
+	inspect_program(ctx_tracer(ctx));
+	return 0;
+}
+
+/* raw tracepoints and kmem:rss_stat: the skeleton attaches them */
+static int step_tracepoints(void *ctx)
+{
+	struct tracer *t = ctx_tracer(ctx);
+	int err;
+
+	if (t->rss)
+		attach_rss_size_opened(t);
+	err = mt_trace__attach(t->skel);
+	if (err) {
+		mt_tracer_explain_privileges("attaching tracepoints", -err,
+					     mt_tracer_verbose > 0);
+		return -1;
+	}
+	/* the process-life programs act from now on */
+	__atomic_store_n(&t->skel->bss->session_live, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static int step_traced_table(void *ctx)
+{
+	struct tracer *t = ctx_tracer(ctx);
+	__u32 pid = t->child;
+	struct mt_traced entry = {.state = MT_AWAITING_EXEC};
+
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.traced), &pid, &entry,
+				BPF_ANY)) {
+		mt_error("traced table: %s", strerror(errno));
+		return -1;
+	}
+	mt_tracer_parallel_maps_end(t); /* the skeleton holds its own */
+	return 0;
+}
+
+static int step_sampling(void *ctx)
+{
+	return start_sampling(ctx_tracer(ctx));
+}
+
+static int step_header(void *ctx)
+{
+	return write_header(ctx_tracer(ctx));
+}
+
+static int step_watchdog(void *ctx)
+{
+	start_watchdog(ctx_tracer(ctx));
+	return 0; /* without one, a stopped process waits for mt-trace */
+}
+
+/* a step of its own: the command, woken, may take this CPU first */
+static int step_release(void *ctx)
+{
+	return release_child(ctx_tracer(ctx));
+}
+
+/* The work begun beside the steps: the same functions over the context */
+#define BESIDE(what)                                                           \
+	static void begin_##what(void *ctx)                                    \
+	{                                                                      \
+		mt_tracer_##what##_begin(ctx_tracer(ctx));                     \
+	}                                                                      \
+	static void end_##what(void *ctx)                                      \
+	{                                                                      \
+		mt_tracer_##what##_end(ctx_tracer(ctx));                       \
+	}
+#define AWAITED(what)                                                          \
+	BESIDE(what)                                                           \
+	static int await_##what(void *ctx)                                     \
+	{                                                                      \
+		return mt_tracer_##what##_await(ctx_tracer(ctx));              \
+	}
+AWAITED(open)
+AWAITED(parallel_maps)
+AWAITED(confine_copies)
+AWAITED(grace)
+AWAITED(libc_plan)
+BESIDE(cfi)
+AWAITED(program)
+AWAITED(rss)
+
+/*
+ * The plan.  A step with run() runs on mt-trace's thread; one with
+ * begin() starts work beside the later steps (a thread, mt_job.h), which
+ * the step named by `until` waits for (-vv: "NAME (waited)"), or which its
+ * consumer takes when it needs it.  Two vCPUs: the work beside is what
+ * needs no BPF (opening the object, the maps, the copies, the plans), so
+ * that the kernel's load on one CPU is overlapped by it on the other.
+ */
+static const struct mt_step startup_plan[] = {
+    {"open BPF object", "", "the skeleton, opened (ELF, BTF)",
+     .begin = begin_open, .until = "BPF load", .await = await_open,
+     .end = end_open},
+    {"--fast rings", "", "the recorders' shared rings (--fast)",
+     .run = step_fast_rings},
+    {"mount namespace", "", "mt-trace in the tree's namespace",
+     .run = step_namespace, .end = end_confine_copies},
+    {"largest maps", "", "the largest maps' fds", .begin = begin_parallel_maps,
+     .until = "BPF load", .await = await_parallel_maps,
+     .end = end_parallel_maps},
+    {"fork", "the recorders' rings, the namespace",
+     "the command, held before its exec; its pidfd", .run = step_fork},
+    {"private copies", "the namespace, the fork",
+     "the allocator files' copies, bound", .begin = begin_confine_copies,
+     .until = "first allocators", .await = await_confine_copies,
+     .end = end_confine_copies},
+    {"uprobe grace period", "", "the first registration's grace period waited",
+     .begin = begin_grace, .until = "program inspected", .await = await_grace,
+     .end = end_grace},
+    {"libc plan", "", "where libc's probes go", .begin = begin_libc_plan,
+     .until = "first allocators", .await = await_libc_plan,
+     .end = end_libc_plan},
+    {"libc unwind rows", "", "libc's CFI table (--stacks)", .begin = begin_cfi,
+     .end = end_cfi},
+    {"program found", "", "the command's program and libraries, read",
+     .begin = begin_program, .until = "program inspected",
+     .await = await_program, .end = end_program},
+    {"tracefs", "the namespace", "tracefs mounted, or RSS off",
+     .run = step_tracefs},
+    {"rss_stat event", "tracefs", "kmem:rss_stat's perf event",
+     .begin = begin_rss, .until = "tracepoints", .await = await_rss,
+     .end = end_rss},
+    {"control FIFO", "", "--control's FIFO, open", .run = step_control},
+    {"BPF load", "the skeleton, the maps", "programs and maps, loaded",
+     .run = step_load},
+    {"rings", "the loaded maps", "the rings' consumer", .begin = begin_rings,
+     .until = "release", .await = await_rings, .end = end_rings},
+    {"first allocators", "the load, the copies, libc's plan",
+     "libc's and --scan's probes, attached", .run = step_first_allocators},
+    {"program inspected", "the load, the program found",
+     "its files probed before its exec", .run = step_inspect_program},
+    {"tracepoints", "the load, the rss_stat event", "the tracepoints, attached",
+     .run = step_tracepoints},
+    {"traced table", "the load, the fork", "the command's pid, traced",
+     .run = step_traced_table},
+    {"sampling timer", "", "--physical's timer", .run = step_sampling},
+    {"header", "the fork", "the stream's header, written", .run = step_header},
+    {"watchdog", "the load", "the process that continues stopped ones",
+     .run = step_watchdog},
+    {"release", "everything above", "the command, running",
+     .run = step_release},
+};
+
+/* The start-up failed: the command, waiting on its release pipe, exits
+ * as the pipe closes; the rest is let go of. */
+static void failed_start(struct tracer *t)
+{
+	t->start_failed = true;
+	mt_startup_end(&t->plan);
+	if (t->release_fd >= 0)
+		close(t->release_fd);
+	t->release_fd = -1;
+	if (t->child > 0)
+		waitpid(t->child, NULL, 0);
+	t->child = 0;
+	cleanup(t);
+	if (t->pidfd >= 0)
+		close(t->pidfd);
+	if (t->exec_err_fd >= 0)
+		close(t->exec_err_fd);
 }
 
 int mt_trace_run(const struct mt_tracer_opts *opts)
 {
 	struct tracer t = {.opts = opts,
 			   .release_fd = -1,
+			   .exec_err_fd = -1,
 			   .pidfd = -1,
 			   .sample_fd = -1,
 			   .rss_perf_fd = -1,
@@ -991,45 +1188,28 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	t.batch = malloc(sizeof(struct mt_raw_batch) +
 			 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
 	sfd = make_signalfd(&old);
-	libbpf_set_print(libbpf_print);
-	mt_tracer_verbose = opts->verbose;
-	mt_tracer_parallel_open_start(&t);
-	if (opts->fast && opts->track_allocators &&
-	    !(t.fast = mt_fast_start(opts->verbose,
-				     opts->stacks ? opts->stack_depth : 0))) {
+	if (!t.batch || sfd < 0) {
+		mt_error("cannot start the command: %s",
+			 strerror(t.batch ? errno : ENOMEM));
+		if (sfd >= 0)
+			close(sfd);
+		sigprocmask(SIG_SETMASK, &old, NULL);
 		free(t.batch);
 		return MT_EXIT_TRACER_FAILED;
 	}
-	if (t.fast) {
-		mt_fast_set_enabled(t.fast, !opts->start_disabled);
-		mt_fast_links_init(&t.links, opts->verbose);
-	}
-	startup_phase(&t, "--fast rings");
-	mt_tracer_confine_begin(&t);
-	mt_tracer_parallel_maps_start(&t);
-	if (!t.batch || sfd < 0 || spawn_child(&t)) {
-		fprintf(stderr, "mt-trace: cannot start the command\n");
+	libbpf_set_print(libbpf_print);
+	mt_tracer_verbose = opts->verbose;
+	mt_startup_init(&t.plan, startup_plan,
+			sizeof(startup_plan) / sizeof(startup_plan[0]), &t,
+			opts->verbose, t.start_monotonic_ns);
+	if (mt_startup_run(&t.plan)) {
+		failed_start(&t);
+		close(sfd);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		mt_startup_test_stop(&t.plan); /* let go of everything */
 		return MT_EXIT_TRACER_FAILED;
 	}
-	mt_tracer_confine_copies_start(&t);
-	mt_tracer_parallel_start(&t);
-	/* RSS needs the classic kmem:rss_stat tracepoint, so tracefs */
-	t.rss = opts->rss && mt_tracer_ensure_tracefs(&t) == 0;
-	if (opts->rss && !t.rss)
-		fprintf(stderr, "mt-trace: warning: tracing without RSS\n");
-	mt_tracer_parallel_rss_start(&t);
-	mt_tracer_live_add(&t, t.child);
-	startup_phase(&t, "fork, tracefs");
-	if (opts->physical)
-		fprintf(stderr, "mt-trace: physical memory: %s\n",
-			mt_physical_method_note(opts->verbose > 0));
-	if (start_tracing(&t)) {
-		/* closing the release pipe makes the waiting child exit */
-		close(t.release_fd);
-		waitpid(t.child, NULL, 0);
-		cleanup(&t);
-		return MT_EXIT_TRACER_FAILED;
-	}
+	mt_startup_timed(&t.plan, "total", t.start_monotonic_ns);
 	if (trace_loop(&t, sfd)) {
 		/* the output is gone: do not leave the command running (nor
 		 * stopped, should the BPF side have stopped it just now) */
@@ -1084,9 +1264,9 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	else if (end.lost)
 		fprintf(stderr, "mt-trace: %llu event%s lost\n",
 			(unsigned long long)end.lost, mt_plural(end.lost));
-	exit_phase(&t, "last drain, end");
+	exit_phase(&t, "last drain, end", t.phase_ns);
 	cleanup(&t);
-	timed_phase(&t, "exit", "total", t.exit_ns);
+	exit_phase(&t, "total", t.exit_ns);
 	if (end.incomplete) /* said already, and in the trailer */
 		return MT_EXIT_TRACER_FAILED;
 	return err ? MT_EXIT_TRACER_FAILED : status;

@@ -86,10 +86,10 @@ void mt_tracer_detach_all(struct tracer *t)
 		else if (a->link_fds[i] >= 0)
 			jobs[n++] = (struct detach_job){.fd = &a->link_fds[i]};
 	}
-	for (size_t i = 0; i < t->uprobe_grace.nlinks; i++)
+	for (size_t i = 0; i < t->parallel.uprobe_grace.nlinks; i++)
 		if (n < sizeof(jobs) / sizeof(jobs[0]))
 			jobs[n++] = (struct detach_job){
-			    .fd = &t->uprobe_grace.link_fds[i]};
+			    .fd = &t->parallel.uprobe_grace.link_fds[i]};
 	for (size_t i = 0; i < n; i++)
 		jobs[i].started = pthread_create(&jobs[i].thread, NULL,
 						 detach_one, &jobs[i]) == 0;
@@ -162,7 +162,9 @@ bool mt_tracer_detach_in_background(struct tracer *t)
 	int parent_alive[2];
 	pid_t pid;
 
-	if (t->opts->wait_detach || !t->skel || pipe2(parent_alive, O_CLOEXEC))
+	/* a failed start lets go of everything before it returns */
+	if (t->opts->wait_detach || t->start_failed || !t->skel ||
+	    pipe2(parent_alive, O_CLOEXEC))
 		return false;
 	pid = fork();
 	if (pid < 0) {

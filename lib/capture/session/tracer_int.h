@@ -19,6 +19,7 @@
 #include "mt_uprobe_grace.h"
 #include "mt_confine.h"
 #include "mt_job.h"
+#include "mt_startup.h"
 #include "mt_control.h"
 #include "mt_event.h"
 #include "mt_probe.h"
@@ -34,6 +35,37 @@ struct mt_tracer_stacks;
 struct mt_fast;
 struct mt_batch_writer;
 
+/*
+ * The work the start-up's plan (tracer.c) begins beside its steps, each
+ * piece awaited by the step that needs it or taken by its consumer, and
+ * ended by the plan (mt_startup_end) when nobody took it.
+ */
+struct tracer_parallel {
+	/* the BPF object, opened from mt-trace's start (parallel_start.c) */
+	struct mt_parallel_open *open;
+	/* the largest maps, made while the command is forked (parallel_maps.c)
+	 */
+	struct mt_parallel_maps *maps;
+	/* the tree's private copies, made while the BPF side loads
+	 * (tracer_confine.c) */
+	struct confine_job *copies;
+	/* the first uprobe registration's grace period (uprobe_grace.c); its
+	 * links are closed with the session's (tracer_detach.c) */
+	struct mt_uprobe_grace uprobe_grace;
+	/* libc's probe plan (mt_attach_prepare) */
+	struct mt_job *libc_plan;
+	/* --stacks: libc's unwind rows, taken by the first of its files */
+	struct mt_parallel_cfi *cfi;
+	/* the command's program and libraries, found */
+	struct mt_parallel_program *program;
+	/* kmem:rss_stat's perf event, opened */
+	struct mt_parallel_event *rss_event;
+	/* the rings' consumer, made after the load (tracer.c) */
+	struct mt_job *rings;
+	int rings_rc;	  /* its result */
+	bool rings_ready; /* awaited: the drain may read them */
+};
+
 struct staged_life {
 	uint64_t timestamp;
 	size_t first; /* index into life_slots */
@@ -46,10 +78,7 @@ struct tracer {
 	struct mt_code code;	       /* finding and probing allocators */
 	enum mt_probe_mode probe_mode; /* what the loaded programs are for */
 	struct mt_confine confine;     /* the tree's private allocator files */
-	struct confine_job *confining; /* copies being made (tracer.c) */
 	struct ring_buffer *rings;
-	struct mt_job *rings_job; /* making rings, or NULL (tracer.c) */
-	int rings_rc;		  /* its result */
 	pid_t child;
 	int pidfd;
 	int release_fd;	 /* write end: one byte lets the child exec */
@@ -114,21 +143,13 @@ struct tracer {
 	struct mt_fast *fast;
 	/* --fast: links of their own for processes without the recorder */
 	struct mt_fast_links links;
-	/* the first uprobe registration's grace period, waited for beside
-	 * the BPF load (uprobe_grace.c) */
-	struct mt_uprobe_grace uprobe_grace;
-	/* libc's probes worked out beside the BPF load (mt_attach_prepare) */
-	struct mt_job *preparing; /* libc's probe plan (parallel_start.c) */
-	/* --stacks: libc's unwind rows, built beside the BPF load too */
-	struct mt_parallel_cfi *parallel_cfi;
-	/* kmem:rss_stat's perf event, opened beside the BPF load too */
-	struct mt_parallel_event *rss_event;
-	/* the largest maps, made by a thread before the load */
-	struct mt_parallel_maps *parallel_maps;
-	/* the command's program and libraries, found beside it too */
-	struct mt_parallel_program *parallel_program;
-	/* the BPF object, opened by a thread from mt-trace's start */
-	struct mt_parallel_open *parallel_open;
+	/* the start-up: its plan (tracer.c), and the work it began beside
+	 * its steps, which it ends */
+	struct mt_startup plan;
+	struct tracer_parallel parallel;
+	/* it failed: the session's end waits for its detach (tracer_detach.c)
+	 */
+	bool start_failed;
 };
 
 /* tracer_privileges.c: capabilities and tracefs */
@@ -227,17 +248,20 @@ void mt_backpressure_unwatch_rings(struct tracer *t);
 void mt_backpressure_exited(struct tracer *t, pid_t pid);
 
 /* Probes for the tree alone (tracer_confine.c): enter the namespace before
- * the command is forked, copy in a thread after, wait before attaching
- * (quiet: say nothing, on a failed start). */
+ * the command is forked (begin), copy in a thread after (copies_begin),
+ * wait before attaching (copies_await); copies_end lets go of the copying
+ * quietly (a failed start; idempotent). */
 void mt_tracer_confine_begin(struct tracer *t);
-void mt_tracer_confine_copies_start(struct tracer *t);
-void mt_tracer_confine_copies_finish(struct tracer *t, bool quiet);
+void mt_tracer_confine_copies_begin(struct tracer *t);
+int mt_tracer_confine_copies_await(struct tracer *t);
+void mt_tracer_confine_copies_end(struct tracer *t);
 
 /* parallel_maps.c: the largest maps made by a thread while the command is
- * forked (start: after the namespace is entered), used by the load when
- * they are what the object asks for (use: before mt_trace__load), given
- * up once the BPF side is set up (end). */
-void mt_tracer_parallel_maps_start(struct tracer *t);
+ * forked (begin: after the namespace is entered; await: before the load),
+ * used by the load when they are what the object asks for (use: before
+ * mt_trace__load), given up once the BPF side is set up (end). */
+void mt_tracer_parallel_maps_begin(struct tracer *t);
+int mt_tracer_parallel_maps_await(struct tracer *t);
 void mt_tracer_parallel_maps_use(struct tracer *t, struct mt_trace *skel);
 void mt_tracer_parallel_maps_end(struct tracer *t);
 /* Slots for a table keyed by process: max, or pid_max when fewer (there
@@ -246,20 +270,19 @@ __u32 mt_tracer_process_slots(__u32 max);
 
 /* tracer_detach.c: close the session's links (detach_all, in parallel),
  * or fork a background process that does (detach_in_background: false
- * when it cannot or with --wait-detach); continue every process the BPF
- * side stopped and mt-trace did not continue (release_stopped). */
+ * when it cannot, with --wait-detach or after a failed start); continue every
+ * process the BPF side stopped and mt-trace did not continue (release_stopped).
+ */
 void mt_tracer_detach_all(struct tracer *t);
 bool mt_tracer_detach_in_background(struct tracer *t);
 void mt_tracer_release_stopped(struct tracer *t);
 
-/* The rest done beside the BPF load (parallel_start.c): start it after the
- * fork; wait for libc's plan before attaching; stop the grace-period
- * registrations once the allocator probes are made; end both (a failed start).
+/*
+ * The rest of the work begun beside the start-up's steps
+ * (parallel_start.c), each piece with its begin (it may decide it is not
+ * wanted), its await (before the step that needs it) and its end (wait
+ * for it if under way, let go of what nobody took; idempotent).
  */
-void mt_tracer_parallel_start(struct tracer *t);
-void mt_tracer_parallel_prepared(struct tracer *t);
-void mt_tracer_parallel_probes_made(struct tracer *t);
-void mt_tracer_parallel_end(struct tracer *t);
 /* The BPF object opened (libbpf reads its ELF and BTF: 1-3 ms here) with
  * the built-in kernel BTF's file for the load (btf_fd, or -1 and why). */
 struct mt_opened_bpf {
@@ -270,25 +293,41 @@ struct mt_opened_bpf {
 	const char *why;
 };
 void mt_tracer_open_bpf(struct mt_opened_bpf *o);
-/* The same by a thread from mt-trace's start (open_start); opened() waits
- * for it and moves it to *o, false when there is none (taken already). */
-void mt_tracer_parallel_open_start(struct tracer *t);
+/* The same by a thread from mt-trace's start; opened() moves it to *o,
+ * false when there is none (taken already). */
+void mt_tracer_open_begin(struct tracer *t);
+int mt_tracer_open_await(struct tracer *t);
+void mt_tracer_open_end(struct tracer *t);
 bool mt_tracer_parallel_opened(struct tracer *t, struct mt_opened_bpf *o);
-
-/* kmem:rss_stat's perf event (RSS: tracefs is there by now), opened by a
- * thread; its fd once it is (the caller's to close), or -1 if it could
- * not be. */
-void mt_tracer_parallel_rss_start(struct tracer *t);
-int mt_tracer_parallel_rss_event(struct tracer *t);
-/* The command's program and libraries, found beside the BPF load
- * (mt_code_find_program): waits for them, moves them to *p (the caller's
- * to free); false if none were looked for. */
-bool mt_tracer_parallel_program(struct tracer *t, struct mt_code_program *p);
-/* The unwind table of a file with this build-id, when one was built
- * beside the BPF load (libc's): waits for it, moves it to *table; false
- * otherwise. */
+/* The first uprobe registration's grace period, waited for by a thread;
+ * await: the allocator probes are made, the warming stops. */
+void mt_tracer_grace_begin(struct tracer *t);
+int mt_tracer_grace_await(struct tracer *t);
+void mt_tracer_grace_end(struct tracer *t);
+/* libc's probe plan (mt_attach_prepare), awaited before the probes. */
+void mt_tracer_libc_plan_begin(struct tracer *t);
+int mt_tracer_libc_plan_await(struct tracer *t);
+void mt_tracer_libc_plan_end(struct tracer *t);
+/* --stacks: libc's unwind table, taken by the stacks (parallel_cfi: the
+ * table of a file with this build-id, when it is the one built: waits
+ * for it, moves it to *table; false otherwise). */
 struct mt_cfi_table;
+void mt_tracer_cfi_begin(struct tracer *t);
+void mt_tracer_cfi_end(struct tracer *t);
 bool mt_tracer_parallel_cfi(struct tracer *t, const uint8_t *build_id,
 			    size_t build_id_len, struct mt_cfi_table *table);
+/* The command's program and libraries, found (mt_code_find_program);
+ * parallel_program moves them to *p (the caller's to free), false if none
+ * were looked for. */
+void mt_tracer_program_begin(struct tracer *t);
+int mt_tracer_program_await(struct tracer *t);
+void mt_tracer_program_end(struct tracer *t);
+bool mt_tracer_parallel_program(struct tracer *t, struct mt_code_program *p);
+/* kmem:rss_stat's perf event (RSS: tracefs is there by now), opened;
+ * rss_event: its fd (the caller's to close), or -1 if it could not be. */
+void mt_tracer_rss_begin(struct tracer *t);
+int mt_tracer_rss_await(struct tracer *t);
+void mt_tracer_rss_end(struct tracer *t);
+int mt_tracer_parallel_rss_event(struct tracer *t);
 
 #endif /* MT_TRACER_INT_H */

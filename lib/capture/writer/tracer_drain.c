@@ -240,7 +240,7 @@ int mt_tracer_collect(struct tracer *t, bool final)
 
 	/* rings still being made (tracer.c): the command is not released
 	 * yet, no BPF program has written to them */
-	rc = t->rings_job ? 0 : ring_buffer__consume(t->rings);
+	rc = t->parallel.rings_ready ? ring_buffer__consume(t->rings) : 0;
 	if (rc < 0 && rc != -EINTR) {
 		fprintf(stderr, "mt-trace: ring buffer: %s\n", strerror(-rc));
 		return -1;
