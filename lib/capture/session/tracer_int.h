@@ -147,8 +147,7 @@ struct tracer {
 	 * its steps, which it ends */
 	struct mt_startup plan;
 	struct tracer_parallel parallel;
-	/* it failed: the session's end waits for its detach (tracer_detach.c)
-	 */
+	/* it failed: the end waits for the detach (tracer_detach.c) */
 	bool start_failed;
 };
 
@@ -270,9 +269,9 @@ __u32 mt_tracer_process_slots(__u32 max);
 
 /* tracer_detach.c: close the session's links (detach_all, in parallel),
  * or fork a background process that does (detach_in_background: false
- * when it cannot, with --wait-detach or after a failed start); continue every
- * process the BPF side stopped and mt-trace did not continue (release_stopped).
- */
+ * when it cannot, with --wait-detach or after a failed start); continue
+ * every process the BPF side stopped and mt-trace did not continue
+ * (release_stopped). */
 void mt_tracer_detach_all(struct tracer *t);
 bool mt_tracer_detach_in_background(struct tracer *t);
 void mt_tracer_release_stopped(struct tracer *t);
