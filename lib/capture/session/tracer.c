@@ -74,10 +74,10 @@ static void redirect_child_stdout(const struct mt_tracer_opts *o)
 		dup2(STDERR_FILENO, STDOUT_FILENO);
 }
 
-static void run_child(const struct mt_tracer_opts *o,
-		      const struct mt_fast *fast, char **env, int release_fd,
+static void run_child(const struct tracer *t, char **env, int release_fd,
 		      int exec_err_fd)
 {
+	const struct mt_tracer_opts *o = t->opts;
 	sigset_t none;
 	char go;
 	int e;
@@ -90,9 +90,11 @@ static void run_child(const struct mt_tracer_opts *o,
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL);
+	if (t->sigint_ignored) /* as mt-trace found it (make_signalfd) */
+		signal(SIGINT, SIG_IGN);
 	redirect_child_stdout(o);
-	if (fast)
-		mt_fast_child_fds(fast);
+	if (t->fast)
+		mt_fast_child_fds(t->fast);
 	e = mt_user_become(o->user);
 	if (e) {
 		fprintf(stderr, "mt-trace: cannot become uid %u: %s\n",
@@ -149,7 +151,7 @@ static int spawn_child(struct tracer *t)
 	if (t->child == 0) {
 		close(release[1]);
 		close(exec_err[0]);
-		run_child(t->opts, t->fast, env.vars, release[0], exec_err[1]);
+		run_child(t, env.vars, release[0], exec_err[1]);
 	}
 	mt_child_env_free(&env);
 	close(release[0]);
@@ -524,9 +526,13 @@ static void attach_rss_size_opened(struct tracer *t)
 
 /* ---- the loop ------------------------------------------------------------ */
 
-static int make_signalfd(sigset_t *old)
+/* SIGINT is mt-trace's even when it came ignored (a shell's `cmd &`):
+ * one sent to it by pid is meant for it (forward_signal); the command
+ * gets the disposition mt-trace was given. */
+static int make_signalfd(struct tracer *t, sigset_t *old)
 {
 	sigset_t set;
+	struct sigaction was;
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -534,7 +540,35 @@ static int make_signalfd(sigset_t *old)
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGQUIT);
 	sigprocmask(SIG_BLOCK, &set, old);
+	if (sigaction(SIGINT, NULL, &was) == 0 && was.sa_handler == SIG_IGN) {
+		t->sigint_ignored = true;
+		signal(SIGINT, SIG_DFL); /* blocked: read from the signalfd */
+	}
 	return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+/*
+ * SIGINT sent to mt-trace alone (kill, a CI runner's timeout, a script
+ * that started it in the background): the first is passed to every
+ * process of the tree, as a terminal's ^C reaches its process group; the
+ * next kills them.  The session then ends as usual, with the command's
+ * end: a complete trace.
+ */
+static void interrupt_tree(struct tracer *t)
+{
+	int sig = t->interrupts++ ? SIGKILL : SIGINT;
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->nlive; i++)
+		n += kill(t->live[i], sig) == 0;
+	if (sig == SIGINT)
+		mt_note("interrupted: SIGINT passed to the %zu process%s of "
+			"the command; another SIGINT kills them",
+			n, n == 1 ? "" : "es");
+	else
+		mt_note("interrupted again: the %zu process%s of the command "
+			"killed",
+			n, n == 1 ? "" : "es");
 }
 
 /*
@@ -549,9 +583,12 @@ static void forward_signal(struct tracer *t, int sfd)
 	while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_code == SI_KERNEL)
 			continue;
+		if (si.ssi_signo == SIGINT) {
+			interrupt_tree(t);
+			continue;
+		}
 		if (t->opts->verbose)
-			fprintf(stderr, "mt-trace: passing signal %u on\n",
-				si.ssi_signo);
+			mt_verbose("passing signal %u on", si.ssi_signo);
 		kill(t->child, si.ssi_signo);
 	}
 }
@@ -1187,7 +1224,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	signal(SIGPIPE, SIG_IGN);
 	t.batch = malloc(sizeof(struct mt_raw_batch) +
 			 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
-	sfd = make_signalfd(&old);
+	sfd = make_signalfd(&t, &old);
 	if (!t.batch || sfd < 0) {
 		mt_error("cannot start the command: %s",
 			 strerror(t.batch ? errno : ENOMEM));

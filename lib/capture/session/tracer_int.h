@@ -81,9 +81,11 @@ struct tracer {
 	struct ring_buffer *rings;
 	pid_t child;
 	int pidfd;
-	int release_fd;	 /* write end: one byte lets the child exec */
-	int exec_err_fd; /* read end: errno of a failed exec */
-	pid_t watchdog;	 /* continues stopped processes if we die, or -1 */
+	int release_fd;	     /* write end: one byte lets the child exec */
+	int exec_err_fd;     /* read end: errno of a failed exec */
+	pid_t watchdog;	     /* continues stopped processes if we die, or -1 */
+	bool sigint_ignored; /* mt-trace came with SIGINT ignored */
+	int interrupts;	     /* SIGINTs sent to mt-trace alone */
 	int ncpus;
 	bool rss; /* kmem:rss_stat is traced */
 	struct mt_control control;
