@@ -335,6 +335,10 @@ static void open_inputs(struct mt_tracer_opts *o, size_t nscan_opts)
 static void say(const struct mt_log_msg *m, void *arg)
 {
 	(void)arg;
+	if (m->verbatim) {
+		fputs(m->text, stderr);
+		return;
+	}
 	fprintf(stderr, "mt-trace: %s%s\n",
 		m->level == MT_LOG_WARNING ? "warning: " : "", m->text);
 }
@@ -429,6 +433,7 @@ int main(int argc, char **argv)
 	 * not the path it was run by */
 	mt_cli_name(argv);
 	mt_log_set_sink(say, NULL);
+	mt_log_set_oom_status(MT_EXIT_TRACER_FAILED);
 	/* '+': stop at the first non-option, CMD's own options are CMD's */
 	while ((c = getopt_long(argc, argv, "+o:vVh", longopts, NULL)) != -1) {
 		switch (c) {

@@ -12,6 +12,7 @@
 #define MT_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 
 enum mt_log_level {
 	MT_LOG_ERROR,	/* what failed: the tool's exit says the rest */
@@ -25,6 +26,9 @@ struct mt_log_msg {
 	enum mt_log_level level;
 	const char *step; /* the step under way, or NULL */
 	const char *text; /* one line or more, without the final newline */
+	/* another library's words (libbpf's), to be shown as they are: no
+	 * prefix, their own newlines */
+	bool verbatim;
 };
 
 typedef void (*mt_log_sink)(const struct mt_log_msg *m, void *arg);
@@ -38,6 +42,15 @@ void mt_log_step(const char *step);
 void mt_log(enum mt_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void mt_logv(enum mt_log_level level, const char *fmt, va_list ap);
+void mt_log_verbatim(enum mt_log_level level, const char *fmt, va_list ap);
+
+/*
+ * Out of memory, lib/'s one policy (lib/README.md): say so through the
+ * sink and exit with the status the tool gave (mt-trace: 125; 1 when none
+ * was given).  Never returns.
+ */
+void mt_out_of_memory(void) __attribute__((noreturn));
+void mt_log_set_oom_status(int status);
 
 #define mt_error(...)	mt_log(MT_LOG_ERROR, __VA_ARGS__)
 #define mt_warning(...) mt_log(MT_LOG_WARNING, __VA_ARGS__)

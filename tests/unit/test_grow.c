@@ -16,6 +16,7 @@
 
 #include "formats_test.h"
 #include "mt_grow.h"
+#include "mt_log.h"
 
 /* Under ASan (make check-asan) too: a size no allocator can give is a
  * NULL from realloc, as from glibc's, not an abort. */
@@ -78,6 +79,8 @@ static void overflows(void)
 
 int main(void)
 {
+	/* what mt-trace's main sets (lib/README.md, out of memory) */
+	mt_log_set_oom_status(MT_EXIT_TRACER_FAILED);
 	grows();
 	overflows();
 	return test_summary("test_grow");

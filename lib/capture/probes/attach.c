@@ -23,6 +23,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "mt_log.h"
 #include "mt_allocators.h"
 #include "mt_attach.h"
 #include "mt_elf.h"
@@ -201,8 +202,7 @@ static uint64_t entry_offset(struct mt_attach *a, const char *path,
 		skip = got > 0 ? mt_probe_skip(code, got) : 0;
 	}
 	if (skip && a->verbose > 1)
-		fprintf(stderr, "mt-trace: %s: %s probe at +%zu\n", path, name,
-			skip);
+		mt_detail("%s: %s probe at +%zu", path, name, skip);
 	return off + skip;
 }
 

@@ -45,6 +45,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mt_log.h"
 #include "mt_confine.h"
 #include "mt_file_id.h"
 #include "mt_user.h"
@@ -311,9 +312,8 @@ int mt_confine_copy(struct mt_confine *c, const char *const *paths, size_t n,
 			c->ncopies++;
 			c->copy_bytes += src[i].st.st_size;
 		} else if (verbose) {
-			fprintf(stderr,
-				"mt-trace: %s: probed for everyone: %s\n",
-				paths[i], other.why);
+			mt_verbose("%s: probed for everyone: %s", paths[i],
+				   other.why);
 		}
 	}
 	place_drop(&place);

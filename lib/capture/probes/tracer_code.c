@@ -38,6 +38,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "mt_log.h"
 #include "mt_allocators.h"
 #include "mt_attach.h"
 #include "mt_clock.h"
@@ -198,10 +199,9 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
 		if (family == MT_ALLOC_NONE) /* the preload itself */
 			return 0;
 		if (c->verbose)
-			fprintf(stderr,
-				"mt-trace: %s: %s, recorded by the "
-				"preload (--fast)\n",
-				path, mt_alloc_family_name(family));
+			mt_verbose("%s: %s, recorded by the "
+				   "preload (--fast)",
+				   path, mt_alloc_family_name(family));
 		c->host.allocator_found(c->host.ctx, pid, path, family);
 		return 0;
 	}
@@ -224,16 +224,14 @@ static int inspect_file(struct mt_code *c, int fd, const char *path, pid_t pid,
 	if (n == -ENOEXEC && why == MAPPED_BY_PROCESS)
 		n = 0;
 	if (n < 0) {
-		fprintf(stderr,
-			"mt-trace: warning: %s: allocators not traced: %s\n",
-			path, err);
+		mt_warning("%s: allocators not traced: %s", path, err);
 		return 0;
 	}
 	if (n == 0 || family == MT_ALLOC_NONE)
 		return 0;
 	if (c->verbose)
-		fprintf(stderr, "mt-trace: %s: %s, %d probes\n", path,
-			mt_alloc_family_name(family), n);
+		mt_verbose("%s: %s, %d probes", path,
+			   mt_alloc_family_name(family), n);
 	c->host.allocator_found(c->host.ctx, pid, path, family);
 	return 0;
 }
@@ -245,7 +243,7 @@ static int inspect_path(struct mt_code *c, const char *path, pid_t pid)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {
-		fprintf(stderr, "mt-trace: %s: %s\n", name, strerror(errno));
+		mt_error("%s: %s", name, strerror(errno));
 		return -1;
 	}
 	inspect_file(c, fd, name, pid, NAMED_BY_USER, NULL);
@@ -514,10 +512,9 @@ int mt_code_inspect_program(struct mt_code *c, const struct mt_code_program *p,
 	describe_loader(c, p, pid);
 	inspect_found_libraries(c, p, pid);
 	if (c->verbose > 1)
-		fprintf(stderr,
-			"mt-trace: %s inspected before its exec, and %zu "
-			"libraries of the %zu found for it\n",
-			g->path, c->libraries_inspected - before, p->n - 1);
+		mt_detail("%s inspected before its exec, and %zu "
+			  "libraries of the %zu found for it",
+			  g->path, c->libraries_inspected - before, p->n - 1);
 	return 0;
 }
 
@@ -613,10 +610,9 @@ static void resume(struct mt_code *c, const struct mt_event *e)
 	bpf_map_update_elem(c->resumed_fd, &pid, &stop, BPF_ANY);
 	c->stops++;
 	if (c->verbose > 1) /* the stop's time: the BPF side's clock */
-		fprintf(stderr,
-			"mt-trace: pid %u continued, stopped %.2f ms for new "
-			"code\n",
-			e->pid, (mt_clock_ns(CLOCK_MONOTONIC) - stop) / 1e6);
+		mt_detail("pid %u continued, stopped %.2f ms for new "
+			  "code",
+			  e->pid, (mt_clock_ns(CLOCK_MONOTONIC) - stop) / 1e6);
 }
 
 void mt_code_exited(struct mt_code *c, pid_t pid)
@@ -671,11 +667,10 @@ void mt_code_inspect_queued(struct mt_code *c)
 					c->host.exec_inspected(c->host.ctx,
 							       e.pid);
 			} else if (c->verbose) {
-				fprintf(stderr,
-					"mt-trace: pid %u: code at %#llx: "
-					"cannot open its file: %s\n",
-					e.pid, (unsigned long long)e.addr,
-					strerror(errno));
+				mt_verbose("pid %u: code at %#llx: "
+					   "cannot open its file: %s",
+					   e.pid, (unsigned long long)e.addr,
+					   strerror(errno));
 			}
 			mark_inspected(c, &id);
 		}
@@ -741,8 +736,7 @@ void mt_code_use_bpf(struct mt_code *c, struct mt_trace *skel,
 	c->host = *host;
 	c->verbose = verbose;
 	if (verbose)
-		fprintf(stderr, "mt-trace: allocator probes: %s\n",
-			mt_probe_mode_name(mode));
+		mt_verbose("allocator probes: %s", mt_probe_mode_name(mode));
 }
 
 int mt_code_probe_first(struct mt_code *c, const char *path, pid_t pid)
@@ -751,7 +745,7 @@ int mt_code_probe_first(struct mt_code *c, const char *path, pid_t pid)
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
 
 	if (fd < 0) {
-		fprintf(stderr, "mt-trace: %s: %s\n", name, strerror(errno));
+		mt_error("%s: %s", name, strerror(errno));
 		return -1;
 	}
 	rc = inspect_file(c, fd, name, pid, NAMED_BY_USER, NULL);
@@ -762,11 +756,10 @@ int mt_code_probe_first(struct mt_code *c, const char *path, pid_t pid)
 void mt_code_free(struct mt_code *c)
 {
 	if (c->verbose)
-		fprintf(stderr,
-			"mt-trace: stops for new code: %zu; inspected ahead, "
-			"programs: %zu, libraries: %zu\n",
-			c->stops, c->programs_inspected,
-			c->libraries_inspected);
+		mt_verbose("stops for new code: %zu; inspected ahead, "
+			   "programs: %zu, libraries: %zu",
+			   c->stops, c->programs_inspected,
+			   c->libraries_inspected);
 	mt_attach_destroy(&c->attach);
 	for (size_t i = 0; i < c->ndonors; i++)
 		free(c->donors[i].path);

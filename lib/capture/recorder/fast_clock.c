@@ -47,6 +47,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 
+#include "mt_log.h"
 #include "fast_clock.h"
 
 #define CLOCKSOURCE                                                            \
@@ -220,9 +221,7 @@ static int read_choice(enum mt_fast_clock_choice *choice)
 		*choice = MT_CLOCK_GETTIME;
 		return 0;
 	}
-	fprintf(stderr,
-		"mt-trace: MT_FAST_CLOCK: '%s' is neither auto nor gettime\n",
-		env);
+	mt_error("MT_FAST_CLOCK: '%s' is neither auto nor gettime", env);
 	return -1;
 }
 

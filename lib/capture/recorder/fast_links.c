@@ -36,6 +36,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "mt_log.h"
 #include "fast_links.h"
 #include "mt_event.h"
 #include "mt_grow.h"
@@ -73,10 +74,9 @@ static void link_file(struct mt_fast_links *l, struct fast_linked *p,
 	n = mt_attach_planned(p->attach, via, &ff->plan, err, sizeof(err));
 	l->links_made += p->attach->nlinks - before;
 	if (n < 0)
-		fprintf(stderr,
-			"mt-trace: warning: pid %d: %s: allocators not traced: "
-			"%s\n",
-			(int)p->pid, ff->path, err);
+		mt_warning("pid %d: %s: allocators not traced: "
+			   "%s",
+			   (int)p->pid, ff->path, err);
 }
 
 void mt_fast_links_file(struct mt_fast_links *l, int fd)
@@ -91,7 +91,7 @@ void mt_fast_links_file(struct mt_fast_links *l, int fd)
 	len = readlink(via, path, sizeof(path) - 1);
 	path[len > 0 ? len : 1] = '\0';
 	if (ff.fd < 0) {
-		fprintf(stderr, "mt-trace: %s: %s\n", path, strerror(errno));
+		mt_error("%s: %s", path, strerror(errno));
 		return;
 	}
 	mt_attach_init(&planner, l->mode, l->enter, l->ret, l->verbose);
@@ -99,12 +99,11 @@ void mt_fast_links_file(struct mt_fast_links *l, int fd)
 	n = mt_attach_plan(&planner, via, via, &ff.plan, err, sizeof(err));
 	if (n <= 0 || !(ff.path = strdup(path))) {
 		if (n < 0)
-			fprintf(stderr,
-				"mt-trace: warning: %s: allocators of "
-				"processes without the recorder not "
-				"traced: "
-				"%s\n",
-				path, err);
+			mt_warning("%s: allocators of "
+				   "processes without the recorder not "
+				   "traced: "
+				   "%s",
+				   path, err);
 		mt_attach_plan_free(&ff.plan);
 		close(ff.fd);
 		return;
@@ -157,8 +156,7 @@ static void give(struct mt_fast_links *l, pid_t pid, const char *why)
 	p->serial = l->last_serial;
 	p->attach = malloc(sizeof(*p->attach));
 	if (!p->attach) {
-		fprintf(stderr, "mt-trace: out of memory\n");
-		exit(MT_EXIT_TRACER_FAILED);
+		mt_out_of_memory();
 	}
 	mt_attach_init(p->attach, l->mode, l->enter, l->ret, l->verbose);
 	mt_attach_set_pid(p->attach, pid);
@@ -170,11 +168,10 @@ static void give(struct mt_fast_links *l, pid_t pid, const char *why)
 	if (old)
 		retire(l, old);
 	if (l->verbose)
-		fprintf(stderr,
-			"mt-trace: --fast: pid %d: %s: traced by "
-			"uprobe links "
-			"of its own\n",
-			(int)pid, why);
+		mt_verbose("--fast: pid %d: %s: traced by "
+			   "uprobe links "
+			   "of its own",
+			   (int)pid, why);
 }
 
 /* Process pid has links no more. */
@@ -221,17 +218,15 @@ void mt_fast_links_flush(struct mt_fast_links *l)
 void mt_fast_links_free(struct mt_fast_links *l)
 {
 	if (l->verbose)
-		fprintf(stderr,
-			"mt-trace: --fast: %llu execs stopped for mt-trace to "
-			"look at their program\n",
-			(unsigned long long)l->execs_stopped);
+		mt_verbose("--fast: %llu execs stopped for mt-trace to "
+			   "look at their program",
+			   (unsigned long long)l->execs_stopped);
 	if (l->verbose && l->processes_linked)
-		fprintf(stderr,
-			"mt-trace: --fast: %llu processes without the "
-			"recorder traced by links of their own (%llu "
-			"links)\n",
-			(unsigned long long)l->processes_linked,
-			(unsigned long long)l->links_made);
+		mt_verbose("--fast: %llu processes without the "
+			   "recorder traced by links of their own (%llu "
+			   "links)",
+			   (unsigned long long)l->processes_linked,
+			   (unsigned long long)l->links_made);
 	while (l->nprocs)
 		take(l, l->procs[0].pid);
 	mt_closer_end(&l->closer);

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mt_log.h"
 #include "fast_clock.h"
 #include "mt_event.h"
 #include "mt_fast.h"
@@ -147,9 +148,9 @@ static int find_preload(char *out, size_t len)
 		snprintf(out, len, "%s", env);
 		if (usable_preload(out))
 			return 0;
-		fprintf(stderr, "mt-trace: MT_PRELOAD: %s: %s\n", env,
-			errno ? strerror(errno)
-			      : "not a regular file without spaces or colons");
+		mt_error("MT_PRELOAD: %s: %s", env,
+			 errno ? strerror(errno)
+			       : "not a regular file without spaces or colons");
 		return -1;
 	}
 	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -274,10 +275,9 @@ static int ring_size(struct mt_fast *f)
 	n = strtoull(env, &end, 10);
 	if (errno || *end || n < RING_RECORDS_MIN || n > RING_RECORDS_MAX ||
 	    (n & (n - 1))) {
-		fprintf(stderr,
-			"mt-trace: MT_FAST_RING_RECORDS: '%s' is not a power "
-			"of two from %u to %u\n",
-			env, RING_RECORDS_MIN, RING_RECORDS_MAX);
+		mt_error("MT_FAST_RING_RECORDS: '%s' is not a power "
+			 "of two from %u to %u",
+			 env, RING_RECORDS_MIN, RING_RECORDS_MAX);
 		return -1;
 	}
 	f->ring_records = n;
@@ -301,8 +301,8 @@ static void decide_clock(struct mt_fast *f)
 				f->cur.ns);
 	}
 	if (f->verbose)
-		fprintf(stderr, "mt-trace: --fast: times from %s (%s)\n",
-			f->tsc ? "the TSC" : "clock_gettime", f->clock_why);
+		mt_verbose("--fast: times from %s (%s)",
+			   f->tsc ? "the TSC" : "clock_gettime", f->clock_why);
 }
 
 struct mt_fast *mt_fast_start(int verbose, unsigned stack_depth)
@@ -311,16 +311,15 @@ struct mt_fast *mt_fast_start(int verbose, unsigned stack_depth)
 	struct stat st;
 
 	if (!f) {
-		fprintf(stderr, "mt-trace: out of memory\n");
+		mt_error("out of memory");
 		return NULL;
 	}
 	f->memfd = f->wakefd = -1;
 	f->verbose = verbose;
 	if (find_preload(f->preload, sizeof(f->preload))) {
-		fprintf(stderr,
-			"mt-trace: --fast: libmt-preload.so not found beside "
-			"mt-trace (../lib or ../lib/mt) nor in MT_PRELOAD (a "
-			"readable path without spaces or colons)\n");
+		mt_error("--fast: libmt-preload.so not found beside "
+			 "mt-trace (../lib or ../lib/mt) nor in MT_PRELOAD (a "
+			 "readable path without spaces or colons)");
 		mt_fast_free(f);
 		return NULL;
 	}
@@ -333,15 +332,13 @@ struct mt_fast *mt_fast_start(int verbose, unsigned stack_depth)
 		return NULL;
 	}
 	if (make_shared(f, stack_depth)) {
-		fprintf(stderr, "mt-trace: --fast: shared memory: %s\n",
-			strerror(errno));
+		mt_error("--fast: shared memory: %s", strerror(errno));
 		mt_fast_free(f);
 		return NULL;
 	}
 	if (verbose)
-		fprintf(stderr,
-			"mt-trace: --fast: %s, %u rings of %u records\n",
-			f->preload, NRINGS, (unsigned)f->ring_records);
+		mt_verbose("--fast: %s, %u rings of %u records", f->preload,
+			   NRINGS, (unsigned)f->ring_records);
 	/* the vDSO check, when the rule needs it, runs beside the fork and
 	 * the BPF object's opening (mt_fast_configure waits for it) */
 	if (mt_fast_clock_facts(&f->clock)) {
@@ -431,11 +428,10 @@ void mt_fast_damaged(struct mt_fast *f, enum mt_fast_damage why)
 	if (f->damage)
 		return;
 	f->damage = why;
-	fprintf(stderr,
-		"mt-trace: --fast: the traced command wrote over %s of the "
-		"recorders' shared memory: what no recorder writes is "
-		"dropped, the trace is marked incomplete\n",
-		said[why]);
+	mt_error("--fast: the traced command wrote over %s of the "
+		 "recorders' shared memory: what no recorder writes is "
+		 "dropped, the trace is marked incomplete",
+		 said[why]);
 }
 
 bool mt_fast_incomplete(const struct mt_fast *f)
@@ -913,10 +909,9 @@ void mt_fast_free(struct mt_fast *f)
 		    __atomic_load_n(&f->hdr->waits, __ATOMIC_RELAXED);
 
 		if (f->verbose && waits <= MT_FAST_COUNTER_MAX)
-			fprintf(stderr,
-				"mt-trace: --fast: a full ring put a thread "
-				"to sleep %llu times\n",
-				(unsigned long long)waits);
+			mt_verbose("--fast: a full ring put a thread "
+				   "to sleep %llu times",
+				   (unsigned long long)waits);
 		f->hdr->enabled = 0;
 		munmap(f->hdr, f->size);
 	}

@@ -27,6 +27,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "mt_log.h"
 #include "mt_event.h"
 #include "mt_fast.h"
 #include "mt_grow.h"
@@ -127,10 +128,9 @@ static void abandon(struct mt_fast *f, uint32_t i, uint64_t held,
 	f->abandoned[i] = true;
 	f->dropped += held;
 	if (said++ < ABANDONED_SAID)
-		fprintf(stderr,
-			"mt-trace: --fast: ring %u: %s: its %llu records are "
-			"dropped\n",
-			(unsigned)i, what, (unsigned long long)held);
+		mt_error("--fast: ring %u: %s: its %llu records are "
+			 "dropped",
+			 (unsigned)i, what, (unsigned long long)held);
 	mt_fast_damaged(f, why);
 }
 

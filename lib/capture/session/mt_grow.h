@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* mt_grow.h - growing arrays for mt-trace's engine, which exits when out of
- * memory (nothing it could trace without its tables). */
+/* mt_grow.h - growing arrays for mt-trace's engine, which ends when out of
+ * memory (mt_out_of_memory(), lib/README.md: nothing it could trace
+ * without its tables). */
 #ifndef MT_GROW_H
 #define MT_GROW_H
 
@@ -8,12 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "mt_log.h"
 #include "mt_tracer.h"
 
 static inline void mt_grow_fail(void)
 {
-	fprintf(stderr, "mt-trace: out of memory\n");
-	exit(MT_EXIT_TRACER_FAILED);
+	mt_out_of_memory();
 }
 
 /* p (an array of *cap elements of elem bytes) with room for need; exits

@@ -97,8 +97,8 @@ static void run_child(const struct tracer *t, char **env, int release_fd,
 		mt_fast_child_fds(t->fast);
 	e = mt_user_become(o->user);
 	if (e) {
-		fprintf(stderr, "mt-trace: cannot become uid %u: %s\n",
-			(unsigned)o->user->uid, strerror(-e));
+		mt_error("cannot become uid %u: %s", (unsigned)o->user->uid,
+			 strerror(-e));
 		_exit(MT_EXIT_TRACER_FAILED);
 	}
 	environ = env; /* made before the fork (mt_child_env.h) */
@@ -133,18 +133,17 @@ static int spawn_child(struct tracer *t)
 	struct mt_child_env env;
 
 	if (child_environment(t, &env)) {
-		fprintf(stderr, "mt-trace: the command's environment: %s\n",
-			strerror(ENOMEM));
+		mt_error("the command's environment: %s", strerror(ENOMEM));
 		return -1;
 	}
 	if (pipe2(release, O_CLOEXEC) || pipe2(exec_err, O_CLOEXEC)) {
-		fprintf(stderr, "mt-trace: pipe: %s\n", strerror(errno));
+		mt_error("pipe: %s", strerror(errno));
 		mt_child_env_free(&env);
 		return -1;
 	}
 	t->child = fork();
 	if (t->child < 0) {
-		fprintf(stderr, "mt-trace: fork: %s\n", strerror(errno));
+		mt_error("fork: %s", strerror(errno));
 		mt_child_env_free(&env);
 		return -1;
 	}
@@ -160,7 +159,7 @@ static int spawn_child(struct tracer *t)
 	t->exec_err_fd = exec_err[0];
 	t->pidfd = syscall(SYS_pidfd_open, t->child, 0);
 	if (t->pidfd < 0) {
-		fprintf(stderr, "mt-trace: pidfd_open: %s\n", strerror(errno));
+		mt_error("pidfd_open: %s", strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -181,7 +180,9 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt,
 		return 0;
 	if (level != LIBBPF_DEBUG && mt_tracer_verbose < 1)
 		return 0;
-	return vfprintf(stderr, fmt, args);
+	mt_log_verbatim(level == LIBBPF_DEBUG ? MT_LOG_DETAIL : MT_LOG_VERBOSE,
+			fmt, args);
+	return 0;
 }
 
 /* Load only the allocator programs the probe mode attaches, each with the
@@ -251,8 +252,7 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 	skel = opened.skel;
 	btf_fd = opened.btf_fd;
 	if (btf_fd < 0 && o->verbose)
-		fprintf(stderr, "mt-trace: reading the kernel's BTF: %s\n",
-			opened.why);
+		mt_verbose("reading the kernel's BTF: %s", opened.why);
 	if (!skel) {
 		mt_tracer_explain_privileges("opening the BPF object",
 					     opened.err, mt_tracer_verbose > 0);
@@ -290,9 +290,8 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 		 * caller tries the next mode, which says what failed */
 		if (mode == MT_PROBES_SESSION && o->track_allocators) {
 			if (o->verbose)
-				fprintf(stderr,
-					"mt-trace: no uprobe sessions (%s)\n",
-					strerror(-err));
+				mt_verbose("no uprobe sessions (%s)",
+					   strerror(-err));
 		} else {
 			mt_tracer_explain_privileges("loading the BPF programs",
 						     -err,
@@ -315,7 +314,7 @@ static int make_rings(struct tracer *t)
 	if (!t->rings ||
 	    ring_buffer__add(t->rings, bpf_map__fd(t->skel->maps.events),
 			     mt_tracer_on_event, t)) {
-		fprintf(stderr, "mt-trace: ring buffer: %s\n", strerror(errno));
+		mt_error("ring buffer: %s", strerror(errno));
 		return -1;
 	}
 	mt_backpressure_watch_rings(t);
@@ -440,10 +439,9 @@ static int fall_back(struct tracer *t)
 	enum mt_probe_mode next = t->probe_mode + 1;
 
 	if (t->opts->verbose)
-		fprintf(stderr, "mt-trace: no %s (%s); using %s\n",
-			mt_probe_mode_name(t->probe_mode),
-			strerror(t->code.links_refused),
-			mt_probe_mode_name(next));
+		mt_verbose(
+		    "no %s (%s); using %s", mt_probe_mode_name(t->probe_mode),
+		    strerror(t->code.links_refused), mt_probe_mode_name(next));
 	rings_made(t); /* they go with the object */
 	mt_trace__destroy(t->skel);
 	t->skel = NULL;
@@ -657,8 +655,7 @@ static int write_header(struct tracer *t)
 	meta.argv = o->argv;
 	err = mt_raw_write_header(o->out_fd, &meta);
 	if (err) {
-		fprintf(stderr, "mt-trace: %s: %s\n", o->out_name,
-			strerror(-err));
+		mt_error("%s: %s", o->out_name, strerror(-err));
 		t->output_failed = true;
 		return -1;
 	}
@@ -668,8 +665,7 @@ static int write_header(struct tracer *t)
 static int release_child(struct tracer *t)
 {
 	if (write(t->release_fd, "", 1) != 1) {
-		fprintf(stderr, "mt-trace: releasing the command: %s\n",
-			strerror(errno));
+		mt_error("releasing the command: %s", strerror(errno));
 		return -1;
 	}
 	close(t->release_fd);
@@ -682,8 +678,7 @@ static void report_exec_failure(struct tracer *t)
 	int e;
 
 	if (read(t->exec_err_fd, &e, sizeof(e)) == sizeof(e))
-		fprintf(stderr, "mt-trace: %s: %s\n", t->opts->argv[0],
-			strerror(e));
+		mt_error("%s: %s", t->opts->argv[0], strerror(e));
 }
 
 /* ---- control FIFO and sampling ----------------------------------------- */
@@ -718,14 +713,13 @@ static void on_control(void *ctx, enum mt_control_cmd cmd, const char *arg,
 		rc = mt_tracer_own_event(t, MT_EV_MARKER, 0, arg, arglen, NULL);
 		break;
 	case MT_CTL_INVALID:
-		fprintf(stderr,
-			"mt-trace: %s: unknown command '%.80s' (expected "
-			"enable, disable or marker NAME)\n",
-			t->control.path, line);
+		mt_error("%s: unknown command '%.80s' (expected "
+			 "enable, disable or marker NAME)",
+			 t->control.path, line);
 		break;
 	}
 	if (rc == 0 && cmd != MT_CTL_INVALID && t->opts->verbose)
-		fprintf(stderr, "mt-trace: control: %s\n", line);
+		mt_verbose("control: %s", line);
 	mt_control_ack(&t->control);
 }
 
@@ -738,7 +732,7 @@ static int open_control(struct tracer *t)
 		return 0;
 	if (mt_control_open(&t->control, path, t->opts->user, why,
 			    sizeof(why))) {
-		fprintf(stderr, "mt-trace: --control: %s\n", why);
+		mt_error("--control: %s", why);
 		mt_control_close(&t->control);
 		return -1;
 	}
@@ -783,7 +777,7 @@ static int start_sampling(struct tracer *t)
 		return 0;
 	t->sample_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	if (t->sample_fd < 0 || timerfd_settime(t->sample_fd, 0, &its, NULL)) {
-		fprintf(stderr, "mt-trace: timerfd: %s\n", strerror(errno));
+		mt_error("timerfd: %s", strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -829,8 +823,7 @@ static int trace_loop(struct tracer *t, int sfd)
 		int n = epoll_wait(epfd, evs, 8, DRAIN_INTERVAL_MS);
 
 		if (n < 0 && errno != EINTR) {
-			fprintf(stderr, "mt-trace: epoll: %s\n",
-				strerror(errno));
+			mt_error("epoll: %s", strerror(errno));
 			break;
 		}
 		for (int i = 0; i < n; i++) {
@@ -1277,30 +1270,26 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		end.incomplete = MT_INCOMPLETE_SHARED_MEMORY;
 	err = mt_raw_write_trailer(opts->out_fd, &end);
 	if (err)
-		fprintf(stderr, "mt-trace: %s: %s\n", opts->out_name,
-			strerror(-err));
+		mt_error("%s: %s", opts->out_name, strerror(-err));
 	rss_dropped = mt_tracer_read_counters(&t, MT_DROP_RSS_UNATTRIBUTED,
 					      MT_DROP_RSS_UNATTRIBUTED + 1);
 	if (opts->verbose && t.rss)
-		fprintf(stderr,
-			"mt-trace: %llu RSS updates not attributable (new or "
-			"dying address spaces) dropped\n",
-			(unsigned long long)rss_dropped);
+		mt_verbose("%llu RSS updates not attributable (new or "
+			   "dying address spaces) dropped",
+			   (unsigned long long)rss_dropped);
 	if (opts->verbose && t.backpressure)
-		fprintf(
-		    stderr,
-		    "mt-trace: %llu backpressure stops, %llu held on for a "
-		    "record still being written\n",
+		mt_verbose(
+		    "%llu backpressure stops, %llu held on for a "
+		    "record still being written",
 		    (unsigned long long)(t.skel ? t.skel->bss->throttles : 0),
 		    (unsigned long long)t.releases_held);
 	if (end.lost && !end.incomplete)
-		fprintf(stderr,
-			"mt-trace: %llu event%s lost (ring buffer "
-			"full); try a larger --ring-size\n",
-			(unsigned long long)end.lost, mt_plural(end.lost));
+		mt_error("%llu event%s lost (ring buffer "
+			 "full); try a larger --ring-size",
+			 (unsigned long long)end.lost, mt_plural(end.lost));
 	else if (end.lost)
-		fprintf(stderr, "mt-trace: %llu event%s lost\n",
-			(unsigned long long)end.lost, mt_plural(end.lost));
+		mt_error("%llu event%s lost", (unsigned long long)end.lost,
+			 mt_plural(end.lost));
 	exit_phase(&t, "last drain, end", t.phase_ns);
 	cleanup(&t);
 	exit_phase(&t, "total", t.exit_ns);

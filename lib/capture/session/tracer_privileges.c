@@ -13,6 +13,7 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include "mt_log.h"
 #include "mt_tracer.h"
 #include "tracer_int.h"
 
@@ -47,10 +48,9 @@ static void missing_caps(char *missing, size_t len)
 
 static void say_missing(const char *missing)
 {
-	fprintf(stderr,
-		"mt-trace: missing capability:%s (run as root, or grant it: "
-		"setcap cap_bpf,cap_perfmon,cap_sys_admin+ep mt-trace)\n",
-		missing);
+	mt_error("missing capability:%s (run as root, or grant it: "
+		 "setcap cap_bpf,cap_perfmon,cap_sys_admin+ep mt-trace)",
+		 missing);
 }
 
 bool mt_tracer_has_privileges(void)
@@ -68,8 +68,8 @@ void mt_tracer_explain_privileges(const char *what, int err, bool verbose)
 	char missing[64];
 
 	missing_caps(missing, sizeof(missing));
-	fprintf(stderr, "mt-trace: %s: %s%s\n", what, strerror(err),
-		verbose ? "" : " (-v shows libbpf's messages)");
+	mt_error("%s: %s%s", what, strerror(err),
+		 verbose ? "" : " (-v shows libbpf's messages)");
 	if (missing[0])
 		say_missing(missing);
 }
@@ -113,14 +113,13 @@ int mt_tracer_ensure_tracefs(const struct tracer *t)
 	    mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL)) {
 		int e = errno;
 
-		fprintf(stderr,
-			"mt-trace: tracefs is not mounted and mounting it "
-			"failed: %s\n",
-			strerror(e));
+		mt_error("tracefs is not mounted and mounting it "
+			 "failed: %s",
+			 strerror(e));
 		if (e == EPERM)
-			fprintf(stderr, "mt-trace: missing capability: "
-					"CAP_SYS_ADMIN (or mount tracefs at "
-					"/sys/kernel/tracing first)\n");
+			mt_error("missing capability: "
+				 "CAP_SYS_ADMIN (or mount tracefs at "
+				 "/sys/kernel/tracing first)");
 		return -1;
 	}
 	return 0;

@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "mt_log.h"
 #include "mt_child_env.h"
 #include "mt_user.h"
 
@@ -229,11 +230,8 @@ const char *mt_user_input(const char *what, const char *path)
 	/* O_NONBLOCK: a FIFO named here must not stop mt-trace */
 	fd = mt_user_open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
 	if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		fprintf(stderr,
-			what[0] == '-' ? "mt-trace: %s %s: %s\n"
-				       : "mt-trace: %s: %s: %s\n",
-			what, path,
-			fd < 0 ? strerror(errno) : "not a regular file");
+		mt_error(what[0] == '-' ? "%s %s: %s" : "%s: %s: %s", what,
+			 path, fd < 0 ? strerror(errno) : "not a regular file");
 		if (fd >= 0)
 			close(fd);
 		return NULL;
@@ -243,8 +241,7 @@ const char *mt_user_input(const char *what, const char *path)
 		inputs = grown;
 	if (!grown || !(inputs[ninputs].name = strdup(path)) ||
 	    asprintf(&inputs[ninputs].via, "/proc/self/fd/%d", fd) < 0) {
-		fprintf(stderr, "mt-trace: %s %s: %s\n", what, path,
-			strerror(ENOMEM));
+		mt_error("%s %s: %s", what, path, strerror(ENOMEM));
 		close(fd);
 		return NULL;
 	}

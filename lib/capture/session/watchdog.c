@@ -40,6 +40,7 @@
 
 #include <bpf/bpf.h>
 
+#include "mt_log.h"
 #include "mt_probe.h"
 #include "mt_stops.h"
 #include "mt_watchdog.h"
@@ -160,10 +161,9 @@ static _Noreturn void watch(pid_t tracer, const int fds[3])
 	nanosleep(&grace, NULL);
 	n += resume_all(fds, &undone);
 	if (n)
-		fprintf(stderr,
-			"mt-trace: watchdog: mt-trace (pid %d) ended with %d "
-			"processes stopped for it; continued them\n",
-			(int)tracer, n);
+		mt_error("watchdog: mt-trace (pid %d) ended with %d "
+			 "processes stopped for it; continued them",
+			 (int)tracer, n);
 	_exit(0);
 }
 
@@ -173,8 +173,7 @@ int mt_watchdog_start(int traced_fd, int resumed_fd, int unthrottled_fd)
 	pid_t tracer = getpid(), pid = fork();
 
 	if (pid < 0) {
-		fprintf(stderr, "mt-trace: watchdog: fork: %s\n",
-			strerror(errno));
+		mt_error("watchdog: fork: %s", strerror(errno));
 		return -1;
 	}
 	if (pid == 0)

@@ -34,6 +34,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "mt_log.h"
 #include "mt_cfi.h"
 #include "mt_elf.h"
 #include "mt_grow.h"
@@ -140,8 +141,7 @@ static int write_array(const struct bpf_map *map, size_t first, const void *src,
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
 		 bpf_map__fd(map), (off_t)start);
 	if (p == MAP_FAILED) {
-		fprintf(stderr, "mt-trace: mapping the %s: %s\n", what,
-			strerror(errno));
+		mt_error("mapping the %s: %s", what, strerror(errno));
 		return -1;
 	}
 	memcpy((char *)p + (from - start), src, n * size);
@@ -255,11 +255,10 @@ static bool publish_rows(struct tracer *t, const struct mt_cfi_table *table,
 
 	if (table->nrows > s->rows_cap - s->rows_used) {
 		if (!s->rows_full_said)
-			fprintf(stderr,
-				"mt-trace: warning: %s: no room for its "
-				"unwind rows (%zu of %zu used): stacks stop "
-				"in its code\n",
-				path, s->rows_used, s->rows_cap);
+			mt_warning("%s: no room for its "
+				   "unwind rows (%zu of %zu used): stacks stop "
+				   "in its code",
+				   path, s->rows_used, s->rows_cap);
 		s->rows_full_said = true;
 		return false;
 	}
@@ -287,8 +286,7 @@ static void describe_file(struct mt_tracer_stacks *s, uint32_t id,
 	f->build_id_len = len > 0 ? len : 0;
 	f->path = strdup(path);
 	if (!f->path) {
-		fprintf(stderr, "mt-trace: out of memory\n");
-		exit(MT_EXIT_TRACER_FAILED);
+		mt_out_of_memory();
 	}
 }
 
@@ -358,16 +356,13 @@ int mt_tracer_stack_file(struct tracer *t, int fd, const char *path,
 		file.vaddr_minus_offset = table.vaddr_minus_offset;
 		publish_rows(t, &table, &file, path);
 		if (t->opts->verbose > 1)
-			fprintf(stderr,
-				"mt-trace: %s: %zu unwind rows (%zu it "
-				"cannot follow)%s\n",
-				path, table.nrows, table.unsupported,
-				built_in_parallel
-				    ? ", built beside the BPF load"
-				    : "");
+			mt_detail("%s: %zu unwind rows (%zu it "
+				  "cannot follow)%s",
+				  path, table.nrows, table.unsupported,
+				  built_in_parallel ? ", built beside the BPF load"
+						    : "");
 	} else if (t->opts->verbose) {
-		fprintf(stderr, "mt-trace: %s: no unwind rows: %s\n", path,
-			err);
+		mt_verbose("%s: no unwind rows: %s", path, err);
 	}
 	if (t->fast) /* --fast: the preloaded recorders walk it too */
 		mt_fast_stack_file(t->fast, key, &file, table.rows);
@@ -376,8 +371,8 @@ int mt_tracer_stack_file(struct tracer *t, int fd, const char *path,
 	/* last: from now on the BPF side walks through this file */
 	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.stack_files), key,
 				&file, BPF_ANY))
-		fprintf(stderr, "mt-trace: %s: unwinder's file table: %s\n",
-			path, strerror(errno));
+		mt_error("%s: unwinder's file table: %s", path,
+			 strerror(errno));
 	/* and forgets the walks it remembered: one may have stopped in the
 	 * file's code, which it could not follow until now */
 	t->skel->bss->files_published++;
@@ -449,8 +444,7 @@ static int grow_slots(struct mt_tracer_stacks *s)
 	s->nslots = nold ? nold * 2 : 4096;
 	s->slots = calloc(s->nslots, sizeof(*s->slots));
 	if (!s->slots) {
-		fprintf(stderr, "mt-trace: out of memory\n");
-		exit(MT_EXIT_TRACER_FAILED);
+		mt_out_of_memory();
 	}
 	for (size_t i = 0; i < nold; i++)
 		if (old[i].key)
@@ -480,8 +474,7 @@ static void keep_frames(struct stack_slot *slot, const struct mt_event *ev,
 		nframes = MT_STACK_DEPTH_MAX;
 	slot->frames = malloc(nframes * sizeof(*frames) + 1);
 	if (!slot->frames) {
-		fprintf(stderr, "mt-trace: out of memory\n");
-		exit(MT_EXIT_TRACER_FAILED);
+		mt_out_of_memory();
 	}
 	memcpy(slot->frames, frames, nframes * sizeof(*frames));
 	slot->nframes = nframes;
@@ -640,16 +633,14 @@ void mt_tracer_stacks_free(struct tracer *t)
 	if (!s)
 		return;
 	if (s->unresolved && t->opts->verbose)
-		fprintf(stderr,
-			"mt-trace: %" PRIu64 " events without their stack "
-			"(not found)\n",
-			s->unresolved);
+		mt_verbose("%" PRIu64 " events without their stack "
+			   "(not found)\n",
+			   s->unresolved);
 	if (t->opts->verbose && t->skel)
-		fprintf(stderr,
-			"mt-trace: %" PRIu64 " stacks not taken (a walk was "
-			"under way on the CPU: preempted)\n",
-			mt_tracer_read_counters(t, MT_DROP_STACK_BUSY,
-						MT_DROP_STACK_BUSY + 1));
+		mt_verbose("%" PRIu64 " stacks not taken (a walk was "
+			   "under way on the CPU: preempted)\n",
+			   mt_tracer_read_counters(t, MT_DROP_STACK_BUSY,
+						   MT_DROP_STACK_BUSY + 1));
 	for (size_t i = 0; i < s->nslots; i++)
 		free(s->slots[i].frames);
 	free(s->slots);

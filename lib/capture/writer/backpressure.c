@@ -32,6 +32,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "mt_log.h"
 #include "mt_stops.h"
 #include "mt_trace.skel.h"
 #include "tracer_int.h"
@@ -113,9 +114,8 @@ void mt_backpressure_watch_rings(struct tracer *t)
 		    map_ring_positions(bpf_map__fd(rings[i]), page);
 		t->ring_low_water[i] = bpf_map__max_entries(rings[i]) / 4;
 		if (!t->ring_pos[i] && t->opts->verbose)
-			fprintf(stderr,
-				"mt-trace: mapping a ring's positions: %s\n",
-				strerror(errno));
+			mt_verbose("mapping a ring's positions: %s",
+				   strerror(errno));
 	}
 }
 

@@ -32,6 +32,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "mt_log.h"
 #include "mt_raw.h"
 #include "mt_trace.skel.h"
 #include "tracer_fast.h"
@@ -107,9 +108,8 @@ void mt_tracer_output_gone(struct tracer *t)
 {
 	if (t->output_failed)
 		return; /* said once: its write and its epoll both tell */
-	fprintf(stderr,
-		"mt-trace: %s: the reader went away; stopping the command\n",
-		t->opts->out_name);
+	mt_error("%s: the reader went away; stopping the command",
+		 t->opts->out_name);
 	t->output_failed = true;
 }
 
@@ -120,8 +120,7 @@ static void write_failed(struct tracer *t, int err)
 	if (err == -EPIPE)
 		mt_tracer_output_gone(t);
 	else if (!t->output_failed)
-		fprintf(stderr, "mt-trace: %s: %s\n", t->opts->out_name,
-			strerror(-err));
+		mt_error("%s: %s", t->opts->out_name, strerror(-err));
 	t->output_failed = true;
 }
 

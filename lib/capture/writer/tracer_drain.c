@@ -15,6 +15,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "mt_log.h"
 #include "mt_grow.h"
 #include "mt_probe.h"
 #include "mt_raw.h"
@@ -242,7 +243,7 @@ int mt_tracer_collect(struct tracer *t, bool final)
 	 * yet, no BPF program has written to them */
 	rc = t->parallel.rings_ready ? ring_buffer__consume(t->rings) : 0;
 	if (rc < 0 && rc != -EINTR) {
-		fprintf(stderr, "mt-trace: ring buffer: %s\n", strerror(-rc));
+		mt_error("ring buffer: %s", strerror(-rc));
 		return -1;
 	}
 	sort_by_time(t->ev, t->nev);
