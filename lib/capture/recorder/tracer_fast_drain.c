@@ -583,7 +583,8 @@ static int read_ring_direct(struct tracer *t, struct mt_fast *f, uint32_t i,
 			break;
 		/* a lifecycle record whole in one batch, as
 		 * mt_tracer_append has it */
-		if (d.need && t->batch_records + d.need > BATCH_MAX_RECORDS &&
+		if (d.need &&
+		    t->out.batch_records + d.need > BATCH_MAX_RECORDS &&
 		    mt_tracer_write_batch(t)) {
 			rc = -1;
 			break;

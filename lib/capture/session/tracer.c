@@ -90,7 +90,7 @@ static void run_child(const struct tracer *t, char **env, int release_fd,
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL);
-	if (t->sigint_ignored) /* as mt-trace found it (make_signalfd) */
+	if (t->cmd.sigint_ignored) /* as mt-trace found it (make_signalfd) */
 		signal(SIGINT, SIG_IGN);
 	redirect_child_stdout(o);
 	if (t->fast)
@@ -141,13 +141,13 @@ static int spawn_child(struct tracer *t)
 		mt_child_env_free(&env);
 		return -1;
 	}
-	t->child = fork();
-	if (t->child < 0) {
+	t->cmd.child = fork();
+	if (t->cmd.child < 0) {
 		mt_error("fork: %s", strerror(errno));
 		mt_child_env_free(&env);
 		return -1;
 	}
-	if (t->child == 0) {
+	if (t->cmd.child == 0) {
 		close(release[1]);
 		close(exec_err[0]);
 		run_child(t, env.vars, release[0], exec_err[1]);
@@ -155,10 +155,10 @@ static int spawn_child(struct tracer *t)
 	mt_child_env_free(&env);
 	close(release[0]);
 	close(exec_err[1]);
-	t->release_fd = release[1];
-	t->exec_err_fd = exec_err[0];
-	t->pidfd = syscall(SYS_pidfd_open, t->child, 0);
-	if (t->pidfd < 0) {
+	t->cmd.release_fd = release[1];
+	t->cmd.exec_err_fd = exec_err[0];
+	t->cmd.pidfd = syscall(SYS_pidfd_open, t->cmd.child, 0);
+	if (t->cmd.pidfd < 0) {
 		mt_error("pidfd_open: %s", strerror(errno));
 		return -1;
 	}
@@ -454,7 +454,8 @@ static int fall_back(struct tracer *t)
 /* --scan FILE and MT_SCAN=FILE:FILE... (which mt-trace's main adds) */
 static int scan_extra(struct tracer *t)
 {
-	return mt_code_scan(&t->code, t->opts->scan, t->opts->nscan, t->child);
+	return mt_code_scan(&t->code, t->opts->scan, t->opts->nscan,
+			    t->cmd.child);
 }
 
 /* mt-trace's own C library (the one most programs share) and --scan's
@@ -467,10 +468,10 @@ static int probe_first_allocators(struct tracer *t)
 
 	use_bpf_for_code(t);
 	if (libc[0]) {
-		rc = mt_code_probe_first(&t->code, libc, t->child);
+		rc = mt_code_probe_first(&t->code, libc, t->cmd.child);
 		while (rc == MT_CODE_NO_SUCH_LINKS &&
 		       t->probe_mode != MT_PROBES_CLASSIC && fall_back(t) == 0)
-			rc = mt_code_probe_first(&t->code, libc, t->child);
+			rc = mt_code_probe_first(&t->code, libc, t->cmd.child);
 		if (rc)
 			return -1;
 	}
@@ -485,7 +486,7 @@ static void inspect_program(struct tracer *t)
 
 	if (!mt_tracer_parallel_program(t, &p))
 		return;
-	mt_code_inspect_program(&t->code, &p, t->child);
+	mt_code_inspect_program(&t->code, &p, t->cmd.child);
 	mt_code_program_free(&p);
 }
 
@@ -539,7 +540,7 @@ static int make_signalfd(struct tracer *t, sigset_t *old)
 	sigaddset(&set, SIGQUIT);
 	sigprocmask(SIG_BLOCK, &set, old);
 	if (sigaction(SIGINT, NULL, &was) == 0 && was.sa_handler == SIG_IGN) {
-		t->sigint_ignored = true;
+		t->cmd.sigint_ignored = true;
 		signal(SIGINT, SIG_DFL); /* blocked: read from the signalfd */
 	}
 	return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -554,7 +555,7 @@ static int make_signalfd(struct tracer *t, sigset_t *old)
  */
 static void interrupt_tree(struct tracer *t)
 {
-	int sig = t->interrupts++ ? SIGKILL : SIGINT;
+	int sig = t->cmd.interrupts++ ? SIGKILL : SIGINT;
 	size_t n = 0;
 
 	for (size_t i = 0; i < t->nlive; i++)
@@ -587,7 +588,7 @@ static void forward_signal(struct tracer *t, int sfd)
 		}
 		if (t->opts->verbose)
 			mt_verbose("passing signal %u on", si.ssi_signo);
-		kill(t->child, si.ssi_signo);
+		kill(t->cmd.child, si.ssi_signo);
 	}
 }
 
@@ -615,7 +616,7 @@ static int wait_child_status(struct tracer *t, struct mt_meta *meta)
 	siginfo_t si;
 
 	memset(&si, 0, sizeof(si));
-	if (waitid(P_PID, t->child, &si, WEXITED) < 0) {
+	if (waitid(P_PID, t->cmd.child, &si, WEXITED) < 0) {
 		meta->exit_kind = MT_EXIT_UNKNOWN;
 		return MT_EXIT_TRACER_FAILED;
 	}
@@ -642,7 +643,7 @@ static int write_header(struct tracer *t)
 	meta.version = MT_RAW_VERSION;
 	meta.page_size = sysconf(_SC_PAGESIZE);
 	meta.clock_id = CLOCK_MONOTONIC;
-	meta.root_pid = t->child;
+	meta.root_pid = t->cmd.child;
 	meta.flags =
 	    MT_HDR_SYSCALLS | (o->track_allocators ? MT_HDR_ALLOCATORS : 0) |
 	    (t->rss ? MT_HDR_RSS : 0) | (o->physical ? MT_HDR_PHYSICAL : 0) |
@@ -656,7 +657,7 @@ static int write_header(struct tracer *t)
 	err = mt_raw_write_header(o->out_fd, &meta);
 	if (err) {
 		mt_error("%s: %s", o->out_name, strerror(-err));
-		t->output_failed = true;
+		t->out.output_failed = true;
 		return -1;
 	}
 	return 0;
@@ -664,12 +665,12 @@ static int write_header(struct tracer *t)
 
 static int release_child(struct tracer *t)
 {
-	if (write(t->release_fd, "", 1) != 1) {
+	if (write(t->cmd.release_fd, "", 1) != 1) {
 		mt_error("releasing the command: %s", strerror(errno));
 		return -1;
 	}
-	close(t->release_fd);
-	t->release_fd = -1;
+	close(t->cmd.release_fd);
+	t->cmd.release_fd = -1;
 	return 0;
 }
 
@@ -677,7 +678,7 @@ static void report_exec_failure(struct tracer *t)
 {
 	int e;
 
-	if (read(t->exec_err_fd, &e, sizeof(e)) == sizeof(e))
+	if (read(t->cmd.exec_err_fd, &e, sizeof(e)) == sizeof(e))
 		mt_error("%s: %s", t->opts->argv[0], strerror(e));
 }
 
@@ -744,7 +745,7 @@ static int open_control(struct tracer *t)
  * read as one round before any is written (mt_pss.h: why) */
 static int sample_pss(struct tracer *t)
 {
-	struct mt_pss_sweep *w = &t->pss_sweep;
+	struct mt_pss_sweep *w = &t->sampling.sweep;
 
 	if (mt_pss_sweep_read(w, t->live, t->nlive))
 		return 0; /* no memory: this round goes unseen */
@@ -772,11 +773,12 @@ static int start_sampling(struct tracer *t)
 	    .it_value = {ns / 1000000000, ns % 1000000000},
 	};
 
-	t->sample_fd = -1;
+	t->sampling.fd = -1;
 	if (!t->opts->physical)
 		return 0;
-	t->sample_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
-	if (t->sample_fd < 0 || timerfd_settime(t->sample_fd, 0, &its, NULL)) {
+	t->sampling.fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	if (t->sampling.fd < 0 ||
+	    timerfd_settime(t->sampling.fd, 0, &its, NULL)) {
 		mt_error("timerfd: %s", strerror(errno));
 		return -1;
 	}
@@ -809,17 +811,17 @@ static int trace_loop(struct tracer *t, int sfd)
 	 */
 	watch(epfd, ring_buffer__epoll_fd(t->rings), SRC_RING,
 	      EPOLLIN | EPOLLET);
-	watch(epfd, t->pidfd, SRC_CHILD, EPOLLIN);
+	watch(epfd, t->cmd.pidfd, SRC_CHILD, EPOLLIN);
 	/* --fast: a recorder's ring is half full (read at each drain) */
 	watch(epfd, t->fast ? mt_fast_wake_fd(t->fast) : -1, SRC_RING, EPOLLIN);
 	watch(epfd, sfd, SRC_SIGNAL, EPOLLIN);
 	watch(epfd, t->has_control ? t->control.fd : -1, SRC_CONTROL, EPOLLIN);
-	watch(epfd, t->sample_fd, SRC_SAMPLE, EPOLLIN);
+	watch(epfd, t->sampling.fd, SRC_SAMPLE, EPOLLIN);
 	/* a pipe's write end reports an error as soon as its reader is gone:
 	 * know it then, not at the next write, which a quiet command may never
 	 * make (epoll refuses a regular file, harmlessly) */
 	watch(epfd, t->opts->out_fd, SRC_OUTPUT, 0);
-	while (!child_done && !t->output_failed) {
+	while (!child_done && !t->out.output_failed) {
 		int n = epoll_wait(epfd, evs, 8, DRAIN_INTERVAL_MS);
 
 		if (n < 0 && errno != EINTR) {
@@ -841,8 +843,8 @@ static int trace_loop(struct tracer *t, int sfd)
 				mt_tracer_output_gone(t);
 				break;
 			case SRC_SAMPLE:
-				if (read(t->sample_fd, &ticks, sizeof(ticks)) >
-				    0)
+				if (read(t->sampling.fd, &ticks,
+					 sizeof(ticks)) > 0)
 					sample_pss(t);
 				break;
 			}
@@ -851,7 +853,7 @@ static int trace_loop(struct tracer *t, int sfd)
 			break;
 	}
 	close(epfd);
-	return child_done && !t->output_failed ? 0 : -1;
+	return child_done && !t->out.output_failed ? 0 : -1;
 }
 
 /*
@@ -863,7 +865,7 @@ static void start_watchdog(struct tracer *t)
 {
 	bool code_stops = t->opts->track_allocators && !t->opts->no_stop;
 
-	if (!code_stops && !t->backpressure)
+	if (!code_stops && !t->bp.on)
 		return;
 	t->watchdog = mt_watchdog_start(bpf_map__fd(t->skel->maps.traced),
 					bpf_map__fd(t->skel->maps.resumed),
@@ -889,9 +891,9 @@ static void cleanup(struct tracer *t)
 	    t); /* awaited, not given up: a failed start */
 	if (t->has_control)
 		mt_control_close(&t->control);
-	if (t->sample_fd >= 0)
-		close(t->sample_fd);
-	mt_pss_sweep_free(&t->pss_sweep);
+	if (t->sampling.fd >= 0)
+		close(t->sampling.fd);
+	mt_pss_sweep_free(&t->sampling.sweep);
 	if (t->skel) {
 		t->skel->bss->discover_code = 0;
 		t->skel->bss->backpressure = 0;
@@ -919,7 +921,7 @@ static void cleanup(struct tracer *t)
 	free(t->life);
 	free(t->life_slots);
 	mt_tracer_writer_end(t);
-	free(t->batch);
+	free(t->out.batch);
 	mt_fast_free(t->fast); /* descendants still running record no more */
 	exit_phase(t, "free", t->phase_ns);
 }
@@ -968,7 +970,7 @@ static int step_fork(void *ctx)
 
 	if (spawn_child(t))
 		return -1;
-	mt_tracer_live_add(t, t->child);
+	mt_tracer_live_add(t, t->cmd.child);
 	return 0;
 }
 
@@ -1054,7 +1056,7 @@ static int step_tracepoints(void *ctx)
 static int step_traced_table(void *ctx)
 {
 	struct tracer *t = ctx_tracer(ctx);
-	__u32 pid = t->child;
+	__u32 pid = t->cmd.child;
 	struct mt_traced entry = {.state = MT_AWAITING_EXEC};
 
 	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.traced), &pid, &entry,
@@ -1181,31 +1183,30 @@ static void failed_start(struct tracer *t)
 {
 	t->start_failed = true;
 	mt_startup_end(&t->plan);
-	if (t->release_fd >= 0)
-		close(t->release_fd);
-	t->release_fd = -1;
-	if (t->child > 0)
-		waitpid(t->child, NULL, 0);
-	t->child = 0;
+	if (t->cmd.release_fd >= 0)
+		close(t->cmd.release_fd);
+	t->cmd.release_fd = -1;
+	if (t->cmd.child > 0)
+		waitpid(t->cmd.child, NULL, 0);
+	t->cmd.child = 0;
 	cleanup(t);
-	if (t->pidfd >= 0)
-		close(t->pidfd);
-	if (t->exec_err_fd >= 0)
-		close(t->exec_err_fd);
+	if (t->cmd.pidfd >= 0)
+		close(t->cmd.pidfd);
+	if (t->cmd.exec_err_fd >= 0)
+		close(t->cmd.exec_err_fd);
 }
 
 int mt_trace_run(const struct mt_tracer_opts *opts)
 {
-	struct tracer t = {.opts = opts,
-			   .release_fd = -1,
-			   .exec_err_fd = -1,
-			   .pidfd = -1,
-			   .sample_fd = -1,
-			   .rss_perf_fd = -1,
-			   .watchdog = -1,
-			   /* a stop is what --no-stop asks never to see */
-			   .backpressure =
-			       !opts->no_backpressure && !opts->no_stop};
+	struct tracer t = {
+	    .opts = opts,
+	    .cmd = {.release_fd = -1, .exec_err_fd = -1, .pidfd = -1},
+	    .sampling = {.fd = -1},
+	    .rss_perf_fd = -1,
+	    .watchdog = -1,
+	    /* a stop is what --no-stop asks never to see */
+	    .bp = {.on = !opts->no_backpressure && !opts->no_stop},
+	};
 	struct mt_meta end = {0};
 	uint64_t rss_dropped;
 	sigset_t old;
@@ -1215,16 +1216,16 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	t.phase_ns = t.start_monotonic_ns;
 	t.start_realtime_ns = mt_clock_ns(CLOCK_REALTIME);
 	signal(SIGPIPE, SIG_IGN);
-	t.batch = malloc(sizeof(struct mt_raw_batch) +
-			 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
+	t.out.batch = malloc(sizeof(struct mt_raw_batch) +
+			     (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
 	sfd = make_signalfd(&t, &old);
-	if (!t.batch || sfd < 0) {
+	if (!t.out.batch || sfd < 0) {
 		mt_error("cannot start the command: %s",
-			 strerror(t.batch ? errno : ENOMEM));
+			 strerror(t.out.batch ? errno : ENOMEM));
 		if (sfd >= 0)
 			close(sfd);
 		sigprocmask(SIG_SETMASK, &old, NULL);
-		free(t.batch);
+		free(t.out.batch);
 		return MT_EXIT_TRACER_FAILED;
 	}
 	libbpf_set_print(libbpf_print);
@@ -1243,8 +1244,8 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	if (trace_loop(&t, sfd)) {
 		/* the output is gone: do not leave the command running (nor
 		 * stopped, should the BPF side have stopped it just now) */
-		kill(t.child, SIGTERM);
-		kill(t.child, SIGCONT);
+		kill(t.cmd.child, SIGTERM);
+		kill(t.cmd.child, SIGCONT);
 		cleanup(&t);
 		return MT_EXIT_TRACER_FAILED;
 	}
@@ -1260,11 +1261,12 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	}
 	/* the command's own end, not when its trace was all written (a slow
 	 * reader may have held mt-trace up long after) */
-	end.end_monotonic_ns =
-	    t.last_record_ns ? t.last_record_ns : mt_clock_ns(CLOCK_MONOTONIC);
-	end.events = t.events_written;
-	end.lost = t.lost_reported;
-	end.batches = t.seq;
+	end.end_monotonic_ns = t.out.last_record_ns
+				   ? t.out.last_record_ns
+				   : mt_clock_ns(CLOCK_MONOTONIC);
+	end.events = t.out.events_written;
+	end.lost = t.out.lost_reported;
+	end.batches = t.out.seq;
 	end.has_trailer = true;
 	if (t.fast && mt_fast_incomplete(t.fast))
 		end.incomplete = MT_INCOMPLETE_SHARED_MEMORY;
@@ -1277,12 +1279,12 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		mt_verbose("%llu RSS updates not attributable (new or "
 			   "dying address spaces) dropped",
 			   (unsigned long long)rss_dropped);
-	if (opts->verbose && t.backpressure)
+	if (opts->verbose && t.bp.on)
 		mt_verbose(
 		    "%llu backpressure stops, %llu held on for a "
 		    "record still being written",
 		    (unsigned long long)(t.skel ? t.skel->bss->throttles : 0),
-		    (unsigned long long)t.releases_held);
+		    (unsigned long long)t.bp.releases_held);
 	if (end.lost && !end.incomplete)
 		mt_error("%llu event%s lost (ring buffer "
 			 "full); try a larger --ring-size",

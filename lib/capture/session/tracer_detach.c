@@ -135,8 +135,8 @@ static _Noreturn void background_detach(struct tracer *t, int parent_alive)
 		dup2(null, fd);
 	if (t->opts->out_fd > 2)
 		close(t->opts->out_fd);
-	if (t->pidfd >= 0)
-		close(t->pidfd);
+	if (t->cmd.pidfd >= 0)
+		close(t->cmd.pidfd);
 	setsid(); /* a ^C meant for the command's group is not for us */
 	prctl(PR_SET_NAME, "mt-trace-detach"); /* what ps(1) shows it doing */
 	while (read(parent_alive, &byte, 1) < 0 && errno == EINTR)

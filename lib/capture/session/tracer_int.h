@@ -72,85 +72,110 @@ struct staged_life {
 	size_t nslots;
 };
 
-struct tracer {
-	const struct mt_tracer_opts *opts;
-	struct mt_trace *skel;
-	struct mt_code code;	       /* finding and probing allocators */
-	enum mt_probe_mode probe_mode; /* what the loaded programs are for */
-	struct mt_confine confine;     /* the tree's private allocator files */
-	struct ring_buffer *rings;
+/* The command (tracer.c): forked before the BPF side is set up, held on
+ * its release pipe until every probe is attached, waited for at the end. */
+struct tracer_command {
 	pid_t child;
 	int pidfd;
 	int release_fd;	     /* write end: one byte lets the child exec */
 	int exec_err_fd;     /* read end: errno of a failed exec */
-	pid_t watchdog;	     /* continues stopped processes if we die, or -1 */
 	bool sigint_ignored; /* mt-trace came with SIGINT ignored */
 	int interrupts;	     /* SIGINTs sent to mt-trace alone */
-	int ncpus;
-	bool rss; /* kmem:rss_stat is traced */
-	struct mt_control control;
-	bool has_control;
-	int sample_fd; /* timerfd for --physical sampling, or -1 */
-	/* kmem:rss_stat's perf event, held beside its link (or -1): closed
-	 * last (tracer_detach.c) */
-	int rss_perf_fd;
-	struct mt_pss_sweep pss_sweep; /* its rounds */
-	/* processes alive now, from the lifecycle events (for sampling) */
-	pid_t *live;
-	size_t nlive, cap_live;
-	/* records consumed, before merging by time (those after the last
-	 * drain's watermark wait here for the next) */
-	struct mt_event *ev;
-	size_t nev, cap_ev;
-	struct mt_event *life_slots;
-	size_t nlife_slots, cap_life_slots;
-	struct staged_life *life;
-	size_t nlife, cap_life;
+};
+
+/* --physical's sampling (tracer.c): its timer and its rounds */
+struct tracer_sampling {
+	int fd; /* timerfd, or -1 */
+	struct mt_pss_sweep sweep;
+};
+
+/* Backpressure (backpressure.c): on, and the BPF side's stop count when
+ * its table was last found all continued; each ring's consumer and
+ * producer positions (lifecycle, events), mapped read-only, and the fill
+ * below which its stops are undone. */
+struct tracer_backpressure {
+	bool on;
+	uint64_t throttles_released;
+	void *ring_pos[2];
+	uint64_t ring_low_water[2];
+	uint64_t releases_held; /* -v: undoing them waited for the rings */
+};
+
+/* The raw stream being written (tracer_batch.c), with the thread that
+ * writes it. */
+struct tracer_output {
 	/* the batch being built: header then records */
 	unsigned char *batch;
 	size_t batch_records;
 	/* its first batch_packed records packed straight into batch_pack
 	 * (header room, then batch_pack_bytes of body, batch_pack_state
 	 * after them) by --fast's drain, their slots unused; NULL until
-	 * then (tracer_batch.c) */
+	 * then */
 	unsigned char *batch_pack;
 	size_t batch_packed, batch_pack_bytes;
 	struct mt_rawpack_state batch_pack_state;
-	/* the thread that writes full batches (tracer_batch.c), or NULL */
+	/* the thread that writes full batches, or NULL */
 	struct mt_batch_writer *writer;
 	bool writer_failed; /* it could not start: the drain writes */
 	bool writing_last;  /* the last drain: it writes, after the writer */
 	uint64_t seq;
 	uint64_t lost_reported;
 	uint64_t events_written;
-	uint64_t written_until;	 /* every record up to this time is written */
 	uint64_t last_record_ns; /* the latest record written */
 	bool output_failed;
+};
+
+/* A session: the parts each job owns, and what they share (the options,
+ * the BPF object, the rings, the processes alive). */
+struct tracer {
+	const struct mt_tracer_opts *opts;
+	struct mt_trace *skel;
+	struct ring_buffer *rings;
+	int ncpus;
 	uint64_t start_monotonic_ns; /* before anything was attached */
 	uint64_t start_realtime_ns;
 	uint64_t phase_ns; /* -vv: the start-up (or exit) phase began */
 	uint64_t exit_ns;  /* -vv: the command's end was seen */
-	/* call stacks: code files and stack ids (tracer_stacks.c) */
-	struct mt_tracer_stacks *stacks;
-	/* backpressure (backpressure.c): on, and the BPF side's stop count
-	 * when its table was last found all continued */
-	bool backpressure;
-	uint64_t throttles_released;
-	/* each ring's consumer and producer positions (lifecycle, events),
-	 * mapped read-only, and the fill below which its stops are undone */
-	void *ring_pos[2];
-	uint64_t ring_low_water[2];
-	uint64_t releases_held; /* -v: undoing them waited for the rings */
-	/* --fast: the preloaded recorders' rings (tracer_fast.c), or NULL */
-	struct mt_fast *fast;
-	/* --fast: links of their own for processes without the recorder */
-	struct mt_fast_links links;
 	/* the start-up: its plan (tracer.c), and the work it began beside
 	 * its steps, which it ends */
 	struct mt_startup plan;
 	struct tracer_parallel parallel;
-	/* it failed: the end waits for the detach (tracer_detach.c) */
-	bool start_failed;
+	bool start_failed; /* the end waits for the detach (tracer_detach.c) */
+	struct tracer_command cmd;
+	pid_t watchdog; /* continues stopped processes if we die, or -1 */
+	struct mt_control control;
+	bool has_control;
+	struct tracer_sampling sampling;
+	/* probes (probes/): finding and probing allocators, what the loaded
+	 * programs are for, the tree's private allocator files */
+	struct mt_code code;
+	enum mt_probe_mode probe_mode;
+	struct mt_confine confine;
+	bool rss; /* kmem:rss_stat is traced */
+	/* kmem:rss_stat's perf event, held beside its link (or -1): closed
+	 * last (tracer_detach.c) */
+	int rss_perf_fd;
+	/* processes alive now, from the lifecycle events (sampling, SIGINT) */
+	pid_t *live;
+	size_t nlive, cap_live;
+	/* the drain (tracer_drain.c): records consumed, before merging by
+	 * time (those after the last drain's watermark wait here for the
+	 * next) */
+	struct mt_event *ev;
+	size_t nev, cap_ev;
+	struct mt_event *life_slots;
+	size_t nlife_slots, cap_life_slots;
+	struct staged_life *life;
+	size_t nlife, cap_life;
+	uint64_t written_until; /* every record up to this time is written */
+	struct tracer_output out;
+	struct tracer_backpressure bp;
+	/* call stacks: code files and stack ids (tracer_stacks.c) */
+	struct mt_tracer_stacks *stacks;
+	/* --fast: the preloaded recorders' rings (tracer_fast.c), or NULL */
+	struct mt_fast *fast;
+	/* --fast: links of their own for processes without the recorder */
+	struct mt_fast_links links;
 };
 
 /* tracer_privileges.c: capabilities and tracefs */

@@ -39,7 +39,7 @@
 
 void mt_backpressure_configure(struct tracer *t, struct mt_trace *skel)
 {
-	bool on = t->backpressure;
+	bool on = t->bp.on;
 
 	skel->rodata->events_high_water = on ? t->opts->ring_bytes / 2 : 0;
 	skel->rodata->lifecycle_high_water =
@@ -107,13 +107,13 @@ void mt_backpressure_watch_rings(struct tracer *t)
 				    t->skel->maps.events};
 
 	mt_backpressure_unwatch_rings(t);
-	if (!t->backpressure)
+	if (!t->bp.on)
 		return;
 	for (int i = 0; i < 2; i++) {
-		t->ring_pos[i] =
+		t->bp.ring_pos[i] =
 		    map_ring_positions(bpf_map__fd(rings[i]), page);
-		t->ring_low_water[i] = bpf_map__max_entries(rings[i]) / 4;
-		if (!t->ring_pos[i] && t->opts->verbose)
+		t->bp.ring_low_water[i] = bpf_map__max_entries(rings[i]) / 4;
+		if (!t->bp.ring_pos[i] && t->opts->verbose)
 			mt_verbose("mapping a ring's positions: %s",
 				   strerror(errno));
 	}
@@ -124,9 +124,9 @@ void mt_backpressure_unwatch_rings(struct tracer *t)
 	long page = sysconf(_SC_PAGESIZE);
 
 	for (int i = 0; i < 2; i++) {
-		if (t->ring_pos[i])
-			munmap(t->ring_pos[i], 2 * page);
-		t->ring_pos[i] = NULL;
+		if (t->bp.ring_pos[i])
+			munmap(t->bp.ring_pos[i], 2 * page);
+		t->bp.ring_pos[i] = NULL;
 	}
 }
 
@@ -135,9 +135,9 @@ void mt_backpressure_unwatch_rings(struct tracer *t)
 static uint64_t ring_unconsumed(const struct tracer *t, int i)
 {
 	long page = sysconf(_SC_PAGESIZE);
-	const unsigned long *consumer = t->ring_pos[i];
+	const unsigned long *consumer = t->bp.ring_pos[i];
 	const unsigned long *producer =
-	    (const unsigned long *)((const char *)t->ring_pos[i] + page);
+	    (const unsigned long *)((const char *)t->bp.ring_pos[i] + page);
 
 	return __atomic_load_n(producer, __ATOMIC_ACQUIRE) -
 	       __atomic_load_n(consumer, __ATOMIC_ACQUIRE);
@@ -157,8 +157,8 @@ static uint64_t ring_unconsumed(const struct tracer *t, int i)
 static bool rings_drained(const struct tracer *t)
 {
 	for (int i = 0; i < 2; i++)
-		if (t->ring_pos[i] &&
-		    ring_unconsumed(t, i) >= t->ring_low_water[i])
+		if (t->bp.ring_pos[i] &&
+		    ring_unconsumed(t, i) >= t->bp.ring_low_water[i])
 			return false;
 	return true;
 }
@@ -168,23 +168,23 @@ void mt_backpressure_release(struct tracer *t, bool all)
 	/* read before the table: a stop made after it is seen next time */
 	__u64 throttles = t->skel ? t->skel->bss->throttles : 0;
 
-	if (!t->backpressure || !t->skel)
+	if (!t->bp.on || !t->skel)
 		return;
-	if (!all && throttles == t->throttles_released)
+	if (!all && throttles == t->bp.throttles_released)
 		return; /* the common case: one load, no system call */
 	if (!all && !rings_drained(t)) {
-		t->releases_held++;
+		t->bp.releases_held++;
 		return; /* the next drain undoes them */
 	}
 	if (continue_throttled(t->skel))
-		t->throttles_released = throttles;
+		t->bp.throttles_released = throttles;
 }
 
 void mt_backpressure_exited(struct tracer *t, pid_t pid)
 {
 	__u32 key = pid;
 
-	if (t->backpressure && t->skel)
+	if (t->bp.on && t->skel)
 		bpf_map_delete_elem(bpf_map__fd(t->skel->maps.unthrottled),
 				    &key);
 }

@@ -19,7 +19,7 @@
  * path, into a buffer it keeps.  --fast's drain, when one thread's ring
  * alone holds records, packs them itself as it reads them (and the BPF
  * side's events it merges in), into the batch's own packed buffer
- * (t->batch_pack): no 56-byte slot is written and read again for them
+ * (t->out.batch_pack): no 56-byte slot is written and read again for them
  * (allocheavy --fast: 4 M records); the writer packs the slots appended
  * after them, if any, after their bytes.
  */
@@ -44,7 +44,7 @@
 #define BATCH_BYTES                                                            \
 	(sizeof(struct mt_raw_batch) +                                         \
 	 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE)
-/* A batch's records packed by --fast's drain (t->batch_pack): up to
+/* A batch's records packed by --fast's drain (t->out.batch_pack): up to
  * 4.6 MiB, the same touched only as far as it fills (~7 bytes a record) */
 #define PACK_BYTES                                                             \
 	(sizeof(struct mt_raw_batch) + mt_rawpack_bound(BATCH_MAX_RECORDS))
@@ -59,7 +59,7 @@ struct queued_batch {
 	struct batch_bufs bufs;
 	uint32_t count;
 	uint64_t seq, lost;
-	/* the first records packed already (t->batch_packed...) */
+	/* the first records packed already (t->out.batch_packed...) */
 	uint32_t packed;
 	size_t pack_bytes;
 	struct mt_rawpack_state pack_state;
@@ -106,22 +106,22 @@ static uint64_t read_lost(struct tracer *t)
 
 void mt_tracer_output_gone(struct tracer *t)
 {
-	if (t->output_failed)
+	if (t->out.output_failed)
 		return; /* said once: its write and its epoll both tell */
 	mt_error("%s: the reader went away; stopping the command",
 		 t->opts->out_name);
-	t->output_failed = true;
+	t->out.output_failed = true;
 }
 
 /* A write failed: said once (the reader gone, or the error), and the
- * command stopped by the core (t->output_failed). */
+ * command stopped by the core (t->out.output_failed). */
 static void write_failed(struct tracer *t, int err)
 {
 	if (err == -EPIPE)
 		mt_tracer_output_gone(t);
-	else if (!t->output_failed)
+	else if (!t->out.output_failed)
 		mt_error("%s: %s", t->opts->out_name, strerror(-err));
-	t->output_failed = true;
+	t->out.output_failed = true;
 }
 
 /* ---- the writer thread -------------------------------------------- */
@@ -177,11 +177,11 @@ static struct mt_batch_writer *writer_of(struct tracer *t)
 {
 	struct mt_batch_writer *w;
 
-	if (t->writer || t->writer_failed)
-		return t->writer;
+	if (t->out.writer || t->out.writer_failed)
+		return t->out.writer;
 	w = calloc(1, sizeof(*w));
 	if (!w) {
-		t->writer_failed = true;
+		t->out.writer_failed = true;
 		return NULL;
 	}
 	w->fd = t->opts->out_fd;
@@ -190,10 +190,10 @@ static struct mt_batch_writer *writer_of(struct tracer *t)
 	pthread_cond_init(&w->done, NULL);
 	if (pthread_create(&w->thread, NULL, writer_main, w)) {
 		free(w);
-		t->writer_failed = true;
+		t->out.writer_failed = true;
 		return NULL;
 	}
-	t->writer = w;
+	t->out.writer = w;
 	return w;
 }
 
@@ -213,7 +213,7 @@ static bool take_spare(struct mt_batch_writer *w, struct batch_bufs *out)
 	return true;
 }
 
-/* The batch in t->batch handed to the writer, t->batch a free buffer;
+/* The batch in t->out.batch handed to the writer, t->out.batch a free buffer;
  * false when it cannot be (no thread; no memory, and nothing queued): the
  * caller writes it, after every batch before it. */
 static bool hand_over(struct tracer *t, uint64_t lost)
@@ -230,17 +230,17 @@ static bool hand_over(struct tracer *t, uint64_t lost)
 	if (got) {
 		w->queue[(w->first + w->nqueued) % WRITER_QUEUE] =
 		    (struct queued_batch){
-			.bufs = {t->batch, t->batch_pack},
-			.count = t->batch_records,
-			.seq = t->seq,
+			.bufs = {t->out.batch, t->out.batch_pack},
+			.count = t->out.batch_records,
+			.seq = t->out.seq,
 			.lost = lost,
-			.packed = t->batch_packed,
-			.pack_bytes = t->batch_pack_bytes,
-			.pack_state = t->batch_pack_state,
+			.packed = t->out.batch_packed,
+			.pack_bytes = t->out.batch_pack_bytes,
+			.pack_state = t->out.batch_pack_state,
 		    };
 		w->nqueued++;
-		t->batch = next.buf;
-		t->batch_pack = next.pack;
+		t->out.batch = next.buf;
+		t->out.batch_pack = next.pack;
 		pthread_cond_signal(&w->work);
 	}
 	pthread_mutex_unlock(&w->lock);
@@ -268,16 +268,16 @@ static void writer_settle(struct mt_batch_writer *w)
  */
 static bool to_writer(struct tracer *t, uint64_t lost)
 {
-	if (!t->writing_last)
+	if (!t->out.writing_last)
 		return hand_over(t, lost);
-	writer_settle(t->writer);
+	writer_settle(t->out.writer);
 	return false;
 }
 
 /* A failure the writer met since the last look, said (once). */
 static int writer_error(struct tracer *t)
 {
-	struct mt_batch_writer *w = t->writer;
+	struct mt_batch_writer *w = t->out.writer;
 	int err;
 
 	if (!w)
@@ -297,22 +297,24 @@ static int writer_error(struct tracer *t)
  * with one of its own. */
 static int write_here(struct tracer *t, uint64_t lost, struct mt_event *records)
 {
-	struct mt_batch_writer *w = t->writer;
+	struct mt_batch_writer *w = t->out.writer;
 	void *pack = NULL;
 	size_t pack_size = 0;
 	int err;
 
-	if (t->batch_packed)
+	if (t->out.batch_packed)
 		return mt_raw_write_packed_rest(
-		    t->opts->out_fd, t->seq, lost, records, t->batch_records,
-		    t->batch_packed, t->batch_pack, t->batch_pack_bytes,
-		    &t->batch_pack_state);
+		    t->opts->out_fd, t->out.seq, lost, records,
+		    t->out.batch_records, t->out.batch_packed,
+		    t->out.batch_pack, t->out.batch_pack_bytes,
+		    &t->out.batch_pack_state);
 	if (w)
-		return mt_raw_write_packed_batch(t->opts->out_fd, t->seq, lost,
-						 records, t->batch_records,
-						 &w->pack, &w->pack_size);
-	err = mt_raw_write_packed_batch(t->opts->out_fd, t->seq, lost, records,
-					t->batch_records, &pack, &pack_size);
+		return mt_raw_write_packed_batch(
+		    t->opts->out_fd, t->out.seq, lost, records,
+		    t->out.batch_records, &w->pack, &w->pack_size);
+	err = mt_raw_write_packed_batch(t->opts->out_fd, t->out.seq, lost,
+					records, t->out.batch_records, &pack,
+					&pack_size);
 	free(pack);
 	return err;
 }
@@ -320,14 +322,14 @@ static int write_here(struct tracer *t, uint64_t lost, struct mt_event *records)
 int mt_tracer_write_batch(struct tracer *t)
 {
 	struct mt_event *records =
-	    (struct mt_event *)(t->batch + sizeof(struct mt_raw_batch));
+	    (struct mt_event *)(t->out.batch + sizeof(struct mt_raw_batch));
 	uint64_t lost_now = read_lost(t);
-	uint64_t lost = lost_now - t->lost_reported;
+	uint64_t lost = lost_now - t->out.lost_reported;
 	int err;
 
 	if (writer_error(t))
 		return -1;
-	if (t->batch_records == 0 && lost == 0)
+	if (t->out.batch_records == 0 && lost == 0)
 		return 0;
 	if (!to_writer(t, lost)) {
 		err = write_here(t, lost, records);
@@ -336,18 +338,18 @@ int mt_tracer_write_batch(struct tracer *t)
 			return -1;
 		}
 	}
-	t->seq++;
-	t->lost_reported = lost_now;
-	t->events_written += t->batch_records;
-	t->batch_records = 0;
-	t->batch_packed = t->batch_pack_bytes = 0;
-	t->batch_pack_state = (struct mt_rawpack_state){0};
+	t->out.seq++;
+	t->out.lost_reported = lost_now;
+	t->out.events_written += t->out.batch_records;
+	t->out.batch_records = 0;
+	t->out.batch_packed = t->out.batch_pack_bytes = 0;
+	t->out.batch_pack_state = (struct mt_rawpack_state){0};
 	return 0;
 }
 
 int mt_tracer_flush(struct tracer *t)
 {
-	struct mt_batch_writer *w = t->writer;
+	struct mt_batch_writer *w = t->out.writer;
 
 	if (mt_tracer_write_batch(t))
 		return -1;
@@ -359,10 +361,10 @@ int mt_tracer_flush(struct tracer *t)
 
 void mt_tracer_writer_end(struct tracer *t)
 {
-	struct mt_batch_writer *w = t->writer;
+	struct mt_batch_writer *w = t->out.writer;
 
-	free(t->batch_pack); /* t->batch is the tracer's */
-	t->batch_pack = NULL;
+	free(t->out.batch_pack); /* t->out.batch is the tracer's */
+	t->out.batch_pack = NULL;
 	if (!w)
 		return;
 	pthread_mutex_lock(&w->lock);
@@ -380,23 +382,24 @@ void mt_tracer_writer_end(struct tracer *t)
 	pthread_cond_destroy(&w->work);
 	pthread_cond_destroy(&w->done);
 	free(w);
-	t->writer = NULL;
+	t->out.writer = NULL;
 }
 
 int mt_tracer_append(struct tracer *t, const struct mt_event *slots, size_t n)
 {
 	struct mt_event *records;
 
-	if (t->batch_records + n > BATCH_MAX_RECORDS &&
+	if (t->out.batch_records + n > BATCH_MAX_RECORDS &&
 	    mt_tracer_write_batch(t))
 		return -1;
-	/* after the write: it hands t->batch to the writer and takes
+	/* after the write: it hands t->out.batch to the writer and takes
 	 * another buffer */
-	records = (struct mt_event *)(t->batch + sizeof(struct mt_raw_batch));
-	memcpy(&records[t->batch_records], slots, n * MT_EVENT_SIZE);
-	t->batch_records += n;
-	if (slots[0].timestamp > t->last_record_ns)
-		t->last_record_ns = slots[0].timestamp;
+	records =
+	    (struct mt_event *)(t->out.batch + sizeof(struct mt_raw_batch));
+	memcpy(&records[t->out.batch_records], slots, n * MT_EVENT_SIZE);
+	t->out.batch_records += n;
+	if (slots[0].timestamp > t->out.last_record_ns)
+		t->out.last_record_ns = slots[0].timestamp;
 	return 0;
 }
 
@@ -405,45 +408,49 @@ struct mt_event *mt_tracer_batch_room(struct tracer *t, size_t want,
 {
 	struct mt_event *records;
 
-	if (t->batch_records == BATCH_MAX_RECORDS && mt_tracer_write_batch(t))
+	if (t->out.batch_records == BATCH_MAX_RECORDS &&
+	    mt_tracer_write_batch(t))
 		return NULL;
-	records = (struct mt_event *)(t->batch + sizeof(struct mt_raw_batch));
-	*room = BATCH_MAX_RECORDS - t->batch_records;
+	records =
+	    (struct mt_event *)(t->out.batch + sizeof(struct mt_raw_batch));
+	*room = BATCH_MAX_RECORDS - t->out.batch_records;
 	if (*room > want)
 		*room = want;
-	return &records[t->batch_records];
+	return &records[t->out.batch_records];
 }
 
 void mt_tracer_appended(struct tracer *t, size_t n, uint64_t last_ns)
 {
-	t->batch_records += n;
-	if (n && last_ns > t->last_record_ns)
-		t->last_record_ns = last_ns;
+	t->out.batch_records += n;
+	if (n && last_ns > t->out.last_record_ns)
+		t->out.last_record_ns = last_ns;
 }
 
 int mt_tracer_pack_room(struct tracer *t, size_t want, size_t *room,
 			unsigned char **p, struct mt_rawpack_state **st)
 {
-	if (t->batch_records == BATCH_MAX_RECORDS && mt_tracer_write_batch(t))
+	if (t->out.batch_records == BATCH_MAX_RECORDS &&
+	    mt_tracer_write_batch(t))
 		return -1;
 	/* packed after slots, a record would be packed before them */
-	if (t->batch_records != t->batch_packed)
+	if (t->out.batch_records != t->out.batch_packed)
 		return 0;
-	if (!t->batch_pack && !(t->batch_pack = malloc(PACK_BYTES)))
+	if (!t->out.batch_pack && !(t->out.batch_pack = malloc(PACK_BYTES)))
 		return 0;
-	*room = BATCH_MAX_RECORDS - t->batch_records;
+	*room = BATCH_MAX_RECORDS - t->out.batch_records;
 	if (*room > want)
 		*room = want;
-	*p = t->batch_pack + sizeof(struct mt_raw_batch) + t->batch_pack_bytes;
-	*st = &t->batch_pack_state;
+	*p = t->out.batch_pack + sizeof(struct mt_raw_batch) +
+	     t->out.batch_pack_bytes;
+	*st = &t->out.batch_pack_state;
 	return 1;
 }
 
 void mt_tracer_packed(struct tracer *t, size_t n, unsigned char *end,
 		      uint64_t last_ns)
 {
-	t->batch_pack_bytes =
-	    end - (t->batch_pack + sizeof(struct mt_raw_batch));
-	t->batch_packed += n;
+	t->out.batch_pack_bytes =
+	    end - (t->out.batch_pack + sizeof(struct mt_raw_batch));
+	t->out.batch_packed += n;
 	mt_tracer_appended(t, n, last_ns);
 }

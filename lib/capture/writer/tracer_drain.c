@@ -279,8 +279,8 @@ int mt_tracer_collect(struct tracer *t, bool final)
 			rc = mt_tracer_append(t, &t->ev[i], n);
 			i += n;
 			/* the append saw the run's first time only */
-			if (t->ev[i - 1].timestamp > t->last_record_ns)
-				t->last_record_ns = t->ev[i - 1].timestamp;
+			if (t->ev[i - 1].timestamp > t->out.last_record_ns)
+				t->out.last_record_ns = t->ev[i - 1].timestamp;
 		}
 		if (rc)
 			return -1;
@@ -302,7 +302,7 @@ static int code_map_event(struct tracer *t, const struct mt_event *e)
 
 int mt_tracer_drain(struct tracer *t, bool final)
 {
-	t->writing_last = final; /* tracer_batch.c: why */
+	t->out.writing_last = final; /* tracer_batch.c: why */
 	if (mt_tracer_collect(t, final))
 		return -1;
 	/* stopped processes wait for this: before anything else */
