@@ -886,9 +886,8 @@ static void stop_watchdog(struct tracer *t)
 
 static void cleanup(struct tracer *t)
 {
-	mt_startup_end(&t->plan); /* its work, begun and not taken */
-	mt_tracer_parallel_maps_end(
-	    t); /* awaited, not given up: a failed start */
+	/* the largest maps, awaited and not given up: a failed start */
+	mt_tracer_parallel_maps_end(t);
 	if (t->has_control)
 		mt_control_close(&t->control);
 	if (t->sampling.fd >= 0)
@@ -923,6 +922,10 @@ static void cleanup(struct tracer *t)
 	mt_tracer_writer_end(t);
 	free(t->out.batch);
 	mt_fast_free(t->fast); /* descendants still running record no more */
+	/* last: the threads of the work done in parallel with the start-up
+	 * are joined when they have had the most time to end (a failed start
+	 * ended that work first: failed_start()) */
+	mt_startup_end(&t->plan);
 	exit_phase(t, "free", t->phase_ns);
 }
 
