@@ -284,3 +284,19 @@ trace_hundred() {
 	assert_output --partial "avg lifetime"
 	refute_output --partial "NaN"
 }
+
+@test "a truncated stack's frame has one name in --pprof, --dhat and --folded: the file it was cut in" {
+	"$PY" "$TOP/tests/lib/mkartifact.py" >"$T/tr.msgpack" <<-EOF
+		CodeFile file=1 path=$BIN build_id=$ID
+		Stack stack=1 frames=1:$RET_TABLE truncated=1
+		Malloc addr=0x1000 size=100 stack=1
+	EOF
+	run mt-report --folded "$T/tr.msgpack"
+	assert_output "[truncated in inlined];main 100"
+	mt-report --dhat "$T/tr.json" --pprof "$T/tr.pb.gz" -o /dev/null \
+		"$T/tr.msgpack"
+	run jq -r '.ftbl[-1]' "$T/tr.json"
+	assert_output "[truncated in inlined]"
+	run decode "$T/tr.pb.gz"
+	assert_line --index 1 "S [truncated in inlined];main 1 100 1 100"
+}

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "mt_dhat.h"
+#include "mt_flame.h"
 #include "mt_report.h"
 #include "mt_sites.h"
 #include "mt_strtab.h"
@@ -86,9 +87,12 @@ static json_t *site_frames(json_t *site, struct mt_strtab *t, json_t *ftbl)
 	}
 	if (json_array_size(frames) == 0 ||
 	    json_is_true(json_object_get(site, "truncated"))) {
+		char trunc[512];
 		json_int_t i = frame_index(
 		    t, ftbl,
-		    json_array_size(frames) ? "[truncated]" : "[no stack]");
+		    json_array_size(frames)
+			? mt_flame_truncated_name(site, trunc, sizeof(trunc))
+			: "[no stack]");
 
 		if (i < 0 || json_array_append_new(fs, json_integer(i)))
 			goto oom;

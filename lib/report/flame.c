@@ -42,22 +42,31 @@ static const char *frame_name(json_t *frame)
  * in libpython3.11.so.1.0]").  Kept in the site's object, so that every
  * output borrows the one name.
  */
-static const char *truncated_name(json_t *site)
+const char *mt_flame_truncated_name(json_t *site, char *buf, size_t len)
 {
 	json_t *frames = json_object_get(site, "frames");
 	json_t *outer = json_array_get(frames, json_array_size(frames) - 1);
 	const char *obj = json_string_value(json_object_get(outer, "object"));
+
+	if (obj && strrchr(obj, '/'))
+		obj = strrchr(obj, '/') + 1;
+	if (obj && *obj)
+		snprintf(buf, len, "[truncated in %s]", obj);
+	else
+		snprintf(buf, len, "[truncated]");
+	return buf;
+}
+
+static const char *truncated_name(json_t *site)
+{
 	const char *name = json_string_value(json_object_get(site, "_trunc"));
-	char *s;
+	char buf[512];
 
 	if (name)
 		return name;
-	if (obj && strrchr(obj, '/'))
-		obj = strrchr(obj, '/') + 1;
-	if (!obj || !*obj || asprintf(&s, "[truncated in %s]", obj) < 0)
-		return "[truncated]";
-	json_object_set_new(site, "_trunc", json_string(s));
-	free(s);
+	json_object_set_new(
+	    site, "_trunc",
+	    json_string(mt_flame_truncated_name(site, buf, sizeof(buf))));
 	name = json_string_value(json_object_get(site, "_trunc"));
 	return name ? name : "[truncated]";
 }

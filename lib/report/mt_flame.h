@@ -28,6 +28,11 @@
  */
 char *mt_flame_short_name(const char *name, char *buf, size_t len);
 
+/* The frame above a stack the tracer cut short: "[truncated in FILE]",
+ * the code file of its outermost recorded frame, or "[truncated]"; the
+ * one name of that frame in every output.  Into buf. */
+const char *mt_flame_truncated_name(json_t *site, char *buf, size_t len);
+
 /* doc: a timelines document; space: its heap or its address-space sites.
  * 0, or -1 when writing failed (errno). */
 int mt_flame_folded(FILE *out, json_t *doc, enum mt_site_space space,

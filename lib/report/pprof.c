@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "gen/profile.pb-c.h"
+#include "mt_flame.h"
 #include "mt_pprof.h"
 #include "mt_sites.h"
 #include "mt_strtab.h"
@@ -238,6 +239,7 @@ static void add_sample(struct builder *b, json_t *site,
 	json_t *frames = json_object_get(site, "frames");
 	size_t n = json_array_size(frames), nids = 0;
 	bool truncated = json_is_true(json_object_get(site, "truncated"));
+	char trunc[512];
 	struct sample *s;
 
 	if (!room((void **)&b->samples, &b->nsamples, &b->capsamples,
@@ -275,7 +277,9 @@ static void add_sample(struct builder *b, json_t *site,
 	if (n == 0)
 		s->ids[nids++] = location_id(b, NULL, 0, 0, "[no stack]");
 	else if (truncated) /* the stack's outer end is missing */
-		s->ids[nids++] = location_id(b, NULL, 0, 0, "[truncated]");
+		s->ids[nids++] = location_id(
+		    b, NULL, 0, 0,
+		    mt_flame_truncated_name(site, trunc, sizeof(trunc)));
 	s->msg.n_location_id = nids;
 }
 
