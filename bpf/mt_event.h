@@ -82,6 +82,13 @@ enum mt_event_kind {
 	/* A process mapped code of a file: addr = start, size = length,
 	 * old_addr = offset in the file, old_size = file id. */
 	MT_EV_CODE_MAP = 25,
+	/* A CPython code object, once, before the first Python frame in it
+	 * (MT_FRAME_FILE_PYTHON): addr = code id (1..MT_PYCODE_ID_MAX),
+	 * size = its first line, flags = the interpreter's version (major
+	 * << 8 | minor: the line table's format), aux = payload length; the
+	 * payload: four little-endian u32 lengths (name, qualified name,
+	 * file name, line table), then those bytes (man/mt-format.5). */
+	MT_EV_PYCODE = 26,
 	MT_EV_KIND_MAX
 };
 
@@ -100,12 +107,34 @@ enum mt_event_kind {
  */
 #define MT_FRAME_FILE_BITS 16
 #define MT_FRAME_ADDR_BITS 48
-#define MT_FRAME_FILE_MAX  ((1u << MT_FRAME_FILE_BITS) - 1)
+#define MT_FRAME_FILE_MAX  ((1u << MT_FRAME_FILE_BITS) - 2)
 #define MT_FRAME_ADDR_MASK ((1ull << MT_FRAME_ADDR_BITS) - 1)
 #define MT_FRAME(file, addr)                                                   \
 	(((__u64)(file) << MT_FRAME_ADDR_BITS) | ((addr)&MT_FRAME_ADDR_MASK))
 #define MT_FRAME_FILE(frame) ((unsigned)((frame) >> MT_FRAME_ADDR_BITS))
 #define MT_FRAME_ADDR(frame) ((frame)&MT_FRAME_ADDR_MASK)
+
+/*
+ * A Python frame: the file id no file has, the code object's id
+ * (MT_EV_PYCODE) in the address's top 28 bits, the offset of the
+ * instruction it runs in its low 20 (in 2-byte code units, as CPython's
+ * line table counts them).  It stands just inside the native frame of the
+ * evaluation loop call that runs it (_PyEval_EvalFrameDefault).
+ */
+#define MT_FRAME_FILE_PYTHON ((1u << MT_FRAME_FILE_BITS) - 1)
+#define MT_PYFRAME_OFFSET_BITS 20
+#define MT_PYFRAME_OFFSET_MAX ((1u << MT_PYFRAME_OFFSET_BITS) - 1)
+#define MT_PYCODE_ID_MAX ((1u << (MT_FRAME_ADDR_BITS - MT_PYFRAME_OFFSET_BITS)) - 1)
+#define MT_PYFRAME(code, offset)                                              \
+	MT_FRAME(MT_FRAME_FILE_PYTHON,                                         \
+		 ((__u64)(code) << MT_PYFRAME_OFFSET_BITS) | (offset))
+#define MT_PYFRAME_CODE(frame)                                                 \
+	((unsigned)(MT_FRAME_ADDR(frame) >> MT_PYFRAME_OFFSET_BITS))
+#define MT_PYFRAME_OFFSET(frame)                                               \
+	((unsigned)(MT_FRAME_ADDR(frame) & MT_PYFRAME_OFFSET_MAX))
+/* The longest MT_EV_PYCODE payload (a longer line table is cut short:
+ * the lines past its end are unknown) */
+#define MT_PYCODE_PAYLOAD_MAX 8192
 
 /* Deepest stack recorded (mt-trace --stack-depth). */
 #define MT_STACK_DEPTH_MAX 127

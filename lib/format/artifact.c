@@ -721,6 +721,46 @@ static int put_stack_or_file(struct mt_artifact *a, const struct name *type,
 	return end_map(&w);
 }
 
+/* A PyCode record's map: its payload's four parts by name, the line
+ * table in lowercase hex (mt_pycode_parse checked the lengths). */
+static int put_pycode(struct mt_artifact *a, const struct name *type,
+		      const struct mt_record *rec)
+{
+	static const char digits[] = "0123456789abcdef";
+	struct mt_pycode code;
+	struct map_writer w;
+	char version[16], *hex;
+
+	if (mt_pycode_parse(rec, &code))
+		return a->error ? a->error : -EINVAL;
+	hex = malloc(2 * code.linetable_len + 1);
+	if (!hex)
+		return -ENOMEM;
+	for (size_t i = 0; i < code.linetable_len; i++) {
+		hex[2 * i] = digits[code.linetable[i] >> 4];
+		hex[2 * i + 1] = digits[code.linetable[i] & 15];
+	}
+	snprintf(version, sizeof(version), "%u.%u", rec->ev.flags >> 8,
+		 rec->ev.flags & 0xff);
+	if (!begin_map(a, &w)) {
+		free(hex);
+		return a->error;
+	}
+	put_name(&w, "type", type);
+	put_u64(&w, "pid", rec->ev.pid);
+	put_u64(&w, "tid", rec->ev.tid);
+	put_u64(&w, "timestamp", rec->ev.timestamp);
+	put_u64(&w, "code", rec->ev.addr);
+	put_u64(&w, "first_line", rec->ev.size);
+	put_cstr(&w, "python", version);
+	put_str(&w, "name", code.name, code.name_len);
+	put_str(&w, "qualname", code.qualname, code.qualname_len);
+	put_str(&w, "path", code.file, code.file_len);
+	put_str(&w, "linetable", hex, 2 * code.linetable_len);
+	free(hex);
+	return end_map(&w);
+}
+
 /* An event map's first entries, in either style. */
 static inline void event_head(struct map_writer *w, const struct name *type,
 			      const struct mt_event *ev)
@@ -787,7 +827,7 @@ static uint32_t fast_kinds(const struct mt_artifact *a)
 		if (a->type_names[kind].fixstr && kind != MT_EV_EXEC &&
 		    kind != MT_EV_MARKER && kind != MT_EV_ALLOCATOR &&
 		    kind != MT_EV_LOST && kind != MT_EV_STACK &&
-		    kind != MT_EV_CODE_FILE)
+		    kind != MT_EV_CODE_FILE && kind != MT_EV_PYCODE)
 			kinds |= 1u << kind;
 	return kinds;
 }
@@ -1034,6 +1074,8 @@ int mt_artifact_record(struct mt_artifact *a, const struct mt_record *rec)
 		a->lost += ev->size;
 	if (kind == MT_EV_STACK || kind == MT_EV_CODE_FILE)
 		return put_stack_or_file(a, &a->type_names[kind], rec);
+	if (kind == MT_EV_PYCODE)
+		return put_pycode(a, &a->type_names[kind], rec);
 	return event_map(a, rec);
 }
 

@@ -7,6 +7,7 @@
  * shares.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,11 @@ const char *const key_names[K_MAX] = {
     [K_FILE] = "file",
     [K_BUILD_ID] = "build_id",
     [K_OFFSET] = "offset",
+    [K_CODE] = "code",
+    [K_FIRST_LINE] = "first_line",
+    [K_PYTHON] = "python",
+    [K_QUALNAME] = "qualname",
+    [K_LINETABLE] = "linetable",
     [K_FORMAT] = "format",
     [K_VERSION] = "version",
     [K_COMMAND] = "command",
@@ -284,7 +290,7 @@ static int fields_frames(struct mt_input *in, uint64_t off,
 		uint64_t file, addr;
 
 		if (!v->pair_at(v->arr, i, &file, &addr) ||
-		    file > MT_FRAME_FILE_MAX || addr > MT_FRAME_ADDR_MASK)
+		    file > MT_FRAME_FILE_PYTHON || addr > MT_FRAME_ADDR_MASK)
 			return input_fail(in, off,
 					  "Stack: \"frames\": element %zu is "
 					  "not [file, address]",
@@ -369,6 +375,72 @@ static int fields_code_file(struct mt_input *in, uint64_t off,
 	return 0;
 }
 
+/* A PyCode map back into its record: the payload (four lengths, then
+ * name, qualified name, file name and line table) made again. */
+static int fields_pycode(struct mt_input *in, uint64_t off,
+			 const struct fields *f, struct mt_record *rec)
+{
+	const char *part[4] = {NULL}, *python = NULL;
+	size_t len[4] = {0}, python_len = 0, total;
+	unsigned major, minor;
+	char version[16];
+	uint32_t n[4];
+	char *payload;
+
+	if (require(in, off, f, "PyCode", K_CODE) ||
+	    require(in, off, f, "PyCode", K_PYTHON) ||
+	    get_ev(in, off, f, K_CODE, &rec->ev.addr) ||
+	    get_ev(in, off, f, K_FIRST_LINE, &rec->ev.size) ||
+	    get_str(in, off, f, K_PYTHON, &python, &python_len) ||
+	    get_str(in, off, f, K_NAME, &part[0], &len[0]) ||
+	    get_str(in, off, f, K_QUALNAME, &part[1], &len[1]) ||
+	    get_str(in, off, f, K_PATH, &part[2], &len[2]) ||
+	    get_str(in, off, f, K_LINETABLE, &part[3], &len[3]))
+		return -1;
+	snprintf(version, sizeof(version), "%.*s",
+		 (int)(python_len < 15 ? python_len : 15), python);
+	if (rec->ev.addr == 0 || rec->ev.addr > MT_PYCODE_ID_MAX ||
+	    sscanf(version, "%u.%u", &major, &minor) != 2 || major > 255 ||
+	    minor > 255 || len[3] % 2)
+		return input_fail(in, off,
+				  "PyCode: expected a \"code\" from 1 to %u, "
+				  "\"python\" as MAJOR.MINOR and a "
+				  "\"linetable\" in hex",
+				  MT_PYCODE_ID_MAX);
+	rec->ev.flags = major << 8 | minor;
+	total = 16 + len[0] + len[1] + len[2] + len[3] / 2;
+	payload = malloc(total);
+	if (!payload)
+		return input_fail(in, off, "out of memory");
+	for (int i = 0; i < 4; i++)
+		n[i] = i < 3 ? len[i] : len[3] / 2;
+	memcpy(payload, n, sizeof(n));
+	memcpy(payload + 16, part[0], len[0]);
+	memcpy(payload + 16 + len[0], part[1], len[1]);
+	memcpy(payload + 16 + len[0] + len[1], part[2], len[2]);
+	for (size_t i = 0; i < len[3] / 2; i++) {
+		int hi = hex_digit(part[3][2 * i]);
+		int lo = hex_digit(part[3][2 * i + 1]);
+
+		if (hi < 0 || lo < 0) {
+			free(payload);
+			return input_fail(in, off,
+					  "PyCode: \"linetable\": not "
+					  "lowercase hex");
+		}
+		payload[16 + len[0] + len[1] + len[2] + i] = hi << 4 | lo;
+	}
+	if (!input_keep_str(in, payload, total)) {
+		free(payload);
+		return input_fail(in, off, "out of memory");
+	}
+	free(payload);
+	rec->str = in->str;
+	rec->str_len = total;
+	rec->ev.aux = total;
+	return 0;
+}
+
 /* An event's "stack": a Stack map before it described it. */
 static int fields_stack_ref(struct mt_input *in, uint64_t off,
 			    const struct fields *f, struct mt_record *rec)
@@ -394,11 +466,13 @@ int fields_to_record(struct mt_input *in, uint64_t off, const struct fields *f,
 
 	memset(rec, 0, sizeof(*rec));
 	ev->kind = kind;
-	if (kind == MT_EV_STACK || kind == MT_EV_CODE_FILE) {
+	if (kind == MT_EV_STACK || kind == MT_EV_CODE_FILE ||
+	    kind == MT_EV_PYCODE) {
 		/* what the ids mean: their pid, tid and time are only when
 		 * they were first used */
-		if ((kind == MT_EV_STACK ? fields_stack(in, off, f, rec)
-					 : fields_code_file(in, off, f, rec)) ||
+		if ((kind == MT_EV_STACK	 ? fields_stack(in, off, f, rec)
+		     : kind == MT_EV_CODE_FILE ? fields_code_file(in, off, f, rec)
+					       : fields_pycode(in, off, f, rec)) ||
 		    get_u32f(in, off, f, K_PID, &pid) ||
 		    get_u32f(in, off, f, K_TID, &tid) ||
 		    get_ev(in, off, f, K_TIMESTAMP, &ev->timestamp))

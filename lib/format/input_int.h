@@ -269,6 +269,11 @@ enum key {
 	K_FILE,
 	K_BUILD_ID,
 	K_OFFSET,
+	K_CODE,
+	K_FIRST_LINE,
+	K_PYTHON,
+	K_QUALNAME,
+	K_LINETABLE,
 	/* header */
 	K_FORMAT,
 	K_VERSION,

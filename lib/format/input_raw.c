@@ -129,7 +129,7 @@ static void raw_plain_kinds(struct mt_input *in)
 		if (mt_kind_name(kind) && kind != MT_EV_EXEC &&
 		    kind != MT_EV_MARKER && kind != MT_EV_ALLOCATOR &&
 		    kind != MT_EV_STACK && kind != MT_EV_CODE_FILE &&
-		    kind != MT_EV_LOST)
+		    kind != MT_EV_PYCODE && kind != MT_EV_LOST)
 			in->raw_plain_kinds |= 1u << kind;
 }
 
@@ -546,6 +546,27 @@ static int raw_code_file(struct mt_input *in, struct mt_record *rec,
 	return 0;
 }
 
+/* A PYCODE record: its payload's four parts must fill it. */
+static int raw_pycode(struct mt_input *in, struct mt_record *rec,
+		      uint64_t rec_off)
+{
+	struct mt_pycode code;
+
+	if (raw_payload(in, rec, rec_off))
+		return -1;
+	if (rec->ev.addr == 0 || rec->ev.addr > MT_PYCODE_ID_MAX ||
+	    mt_pycode_parse(rec, &code))
+		return input_fail(in, rec_off,
+				  "batch %" PRIu64 ": record %" PRIu32
+				  ": PyCode %" PRIu64
+				  ": a payload of %" PRIu32
+				  " bytes that is not four lengths and "
+				  "their bytes",
+				  in->seq, record_index(in),
+				  (uint64_t)rec->ev.addr, rec->ev.aux);
+	return 0;
+}
+
 /* One record and its payload, if any (a STACK_REF as it is). */
 static int raw_record(struct mt_input *in, struct mt_record *rec,
 		      uint64_t rec_off)
@@ -562,6 +583,8 @@ static int raw_record(struct mt_input *in, struct mt_record *rec,
 		return raw_stack(in, rec, rec_off) ? -1 : 1;
 	case MT_EV_CODE_FILE:
 		return raw_code_file(in, rec, rec_off) ? -1 : 1;
+	case MT_EV_PYCODE:
+		return raw_pycode(in, rec, rec_off) ? -1 : 1;
 	case MT_EV_STACK_REF:
 		return 1;
 	case MT_EV_NONE:

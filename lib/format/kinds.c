@@ -33,6 +33,7 @@ static const char *const kind_names[MT_EV_KIND_MAX] = {
     [MT_EV_STACK] = "Stack",
     [MT_EV_CODE_FILE] = "CodeFile",
     [MT_EV_CODE_MAP] = "CodeMap",
+    [MT_EV_PYCODE] = "PyCode",
 };
 
 const char *mt_kind_name(unsigned kind)
@@ -59,4 +60,29 @@ unsigned mt_kind_from_name(const char *name, size_t len)
 		    !memcmp(kind_names[kind], name, len))
 			return kind;
 	return MT_EV_NONE;
+}
+
+int mt_pycode_parse(const struct mt_record *rec, struct mt_pycode *code)
+{
+	uint32_t n[4];
+	uint64_t sum = 16;
+	const char *p = rec->str;
+
+	if (rec->ev.kind != MT_EV_PYCODE || !p || rec->str_len < 16)
+		return -1;
+	memcpy(n, p, sizeof(n)); /* little-endian, as the stream */
+	for (int i = 0; i < 4; i++)
+		sum += n[i];
+	if (sum != rec->str_len)
+		return -1;
+	p += 16;
+	code->name = p;
+	code->name_len = n[0];
+	code->qualname = p += n[0];
+	code->qualname_len = n[1];
+	code->file = p += n[1];
+	code->file_len = n[2];
+	code->linetable = (const uint8_t *)(p += n[2]);
+	code->linetable_len = n[3];
+	return 0;
 }

@@ -114,4 +114,17 @@ void mt_input_close(struct mt_input *in);
 const char *mt_kind_name(unsigned kind);
 unsigned mt_kind_from_name(const char *name, size_t len);
 
+/*
+ * A PyCode record's payload (man/mt-format.5 "Python frames"): its name,
+ * qualified name, file name and line table, pointing into rec->str.  0,
+ * or -1 when the four lengths do not add up to the payload.
+ */
+struct mt_pycode {
+	const char *name, *qualname, *file;
+	const uint8_t *linetable;
+	uint32_t name_len, qualname_len, file_len, linetable_len;
+};
+
+int mt_pycode_parse(const struct mt_record *rec, struct mt_pycode *code);
+
 #endif /* MT_INPUT_H */

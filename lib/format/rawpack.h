@@ -14,7 +14,7 @@
  * order: pid, tid (zigzag delta from pid), flags, aux, addr (zigzag delta
  * from the previous non-zero addr), size, old_addr (zigzag delta from
  * addr), old_size.  Varints are LEB128.  A record of a kind with a payload
- * (Exec, Marker, Allocator, Stack, CodeFile) whose aux bytes fit in the
+ * (Exec, Marker, Allocator, Stack, CodeFile, PyCode) whose aux bytes fit in the
  * batch's slots left is followed by a mode byte and its payload: mode 0,
  * aux bytes (the last slot's padding is zero); mode 1, the slots' bytes
  * whole.  The previous values start at 0 in every batch.
@@ -43,7 +43,7 @@ static inline bool mt_rawpack_has_payload(unsigned kind)
 {
 	return kind == MT_EV_EXEC || kind == MT_EV_MARKER ||
 	       kind == MT_EV_ALLOCATOR || kind == MT_EV_STACK ||
-	       kind == MT_EV_CODE_FILE;
+	       kind == MT_EV_CODE_FILE || kind == MT_EV_PYCODE;
 }
 
 /* Packs count slots into out (mt_rawpack_bound(count) bytes of room);

@@ -58,6 +58,7 @@
 #include "mt_event.h"
 #include "mt_fast.h"
 #include "mt_stack.h"
+#include "python.h"
 #include "stack_walk.h"
 
 #define EXPORT	    __attribute__((visibility("default")))
@@ -356,6 +357,40 @@ static void publish(struct thread_state *t, uint64_t n)
 		wake_tracer();
 }
 
+/* The CPython code objects the stack just taken met first, each a record
+ * and its payload, before the stack (python.c). */
+static void put_python_codes(struct thread_state *t, uint64_t when,
+			     struct py_codes *codes)
+{
+	const void *payload;
+	uint64_t id, extra;
+	size_t len;
+
+	while (python_pending(codes, &id, &extra, &payload, &len)) {
+		uint64_t n = (len + sizeof(struct mt_fast_record) - 1) /
+			     sizeof(struct mt_fast_record);
+
+		if (!ring_room(t, 1 + n))
+			return;
+		*ring_slot(t, 0) = (struct mt_fast_record){
+		    when << MT_FAST_KIND_BITS | MT_FAST_KIND_STACK, id, len,
+		    extra};
+		for (uint64_t k = 0; k < n; k++) {
+			struct mt_fast_record *r = ring_slot(t, 1 + k);
+			size_t part = len - k * sizeof(*r);
+
+			if (part > sizeof(*r))
+				part = sizeof(*r);
+			__builtin_memset(r, 0, sizeof(*r));
+			__builtin_memcpy(r, (const char *)payload +
+						k * sizeof(*r),
+					 part);
+		}
+		publish(t, 1 + n);
+		python_sent(codes);
+	}
+}
+
 /*
  * An allocation with its call stack: the stack's frames if this thread
  * has not sent them yet, its key, the event, all with one time and
@@ -376,6 +411,8 @@ static __attribute__((noinline)) void put_stacked(unsigned kind, uint64_t when,
 	s = thread_stacks(t);
 	if (s)
 		n = capture_stack(s, frames, &key, &flags);
+	if (s && stack_python(s))
+		put_python_codes(t, when, stack_python(s));
 	if (n) {
 		send = !sent_before(s, key);
 		need += 1 + (send ? 1 + (n + MT_FAST_FRAMES_PER_RECORD - 1) /

@@ -26,6 +26,7 @@
 
 #include "mt_fast.h"
 #include "mt_stack.h"
+#include "python.h"
 #include "stack_walk.h"
 
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -80,6 +81,7 @@ struct stack_state {
 	uint32_t next_slot;
 	uint32_t nsent;
 	uint32_t rules_generation; /* code_generation of rules[] */
+	struct py_codes *py; /* CPython's code objects it met (python.c) */
 	struct code_range code[CODE_CACHE_SLOTS];
 	uint64_t sent[SENT_SLOTS];
 	struct pc_rule rules[RULE_SLOTS];
@@ -106,6 +108,7 @@ void stacks_start(const struct mt_fast_header *shm)
 							  : MT_STACK_DEPTH_MAX;
 	self_start = (uintptr_t)me.dlfo_map_start;
 	self_end = (uintptr_t)me.dlfo_map_end;
+	python_start(shm, stk);
 }
 
 void stacks_code_changed(void)
@@ -137,6 +140,8 @@ struct stack_state *stack_state_new(void)
 
 void stack_state_free(struct stack_state *s)
 {
+	if (s->py)
+		python_codes_free(s->py);
 	munmap(s, sizeof(*s));
 }
 
@@ -334,9 +339,30 @@ static const struct mt_cfi_row *frame_at(struct stack_state *s,
 }
 
 /*
+ * The Python frames of evaluation loop call g go just inside its native
+ * frame, the last of the n in frames (as many as there is room for in
+ * depth); how many frames then.
+ */
+static unsigned insert_python(uint64_t *frames, unsigned n, unsigned depth,
+			      const struct py_frames *py,
+			      const struct py_group *g)
+{
+	uint64_t native = frames[n - 1];
+	unsigned k = g->n < depth - n ? g->n : depth - n;
+
+	__builtin_memcpy(&frames[n - 1], &py->frame[g->first],
+			 k * sizeof(frames[0]));
+	frames[n - 1 + k] = native;
+	return n + k;
+}
+
+/*
  * The calling thread's stack below the interposed call, innermost frame
  * first, as MT_FRAME values: the BPF side's walk (bpf/mt_stack.bpf.h,
- * unwind_step), its frames, key and flags.  How many frames.
+ * unwind_step), its frames, key and flags.  How many frames.  In a
+ * CPython process the Python frames each evaluation loop call runs stand
+ * just inside that call's native frame: the one whose stack holds its
+ * _PyCFrame (python.c).
  */
 unsigned capture_stack(struct stack_state *s, uint64_t *frames, uint64_t *key,
 		       unsigned *flags)
@@ -346,11 +372,13 @@ unsigned capture_stack(struct stack_state *s, uint64_t *frames, uint64_t *key,
 	uint64_t hash = 0xcbf29ce484222325ull;
 	const struct code_range *c = NULL;
 	bool complete = false;
+	struct py_frames py;
+	unsigned n = 0, group = 0;
 	struct walk w;
-	unsigned n = 0;
 
 	if (!caller_registers(&w))
 		return 0;
+	python_frames(&s->py, &py);
 	/* not below the thread's stack's end, or too far below it for its
 	 * own stack (a signal stack, a coroutine's): only the first frame */
 	w.top = s->top > w.low && s->top - w.low <= STACK_SPAN_MAX ? s->top : 0;
@@ -362,11 +390,18 @@ unsigned capture_stack(struct stack_state *s, uint64_t *frames, uint64_t *key,
 		const struct mt_cfi_row *row =
 		    frame_at(s, &c, w.pc, &frames[n]);
 
-		hash = (hash ^ frames[n]) * 0x100000001b3ull; /* FNV-1a */
 		n++;
 		if (!row || !step(&w, row, &complete))
 			break;
+		/* the frame just left (its stack: below w.sp) */
+		for (; group < py.ngroups && py.group[group].cframe < w.sp;
+		     group++)
+			if (py.group[group].cframe >= w.low)
+				n = insert_python(frames, n, stk_depth, &py,
+						  &py.group[group]);
 	}
+	for (unsigned i = 0; i < n; i++)
+		hash = (hash ^ frames[i]) * 0x100000001b3ull; /* FNV-1a */
 	*key = hash ? hash : 1;
 	*flags = complete ? 0 : MT_STACK_TRUNCATED;
 	return n;
@@ -379,6 +414,11 @@ static uint32_t sent_slot(uint64_t key)
 _Static_assert(SENT_SLOTS == 1u << 12, "sent_slot's bits");
 
 /* Has this thread (or its process before a fork) sent the stack? */
+struct py_codes *stack_python(struct stack_state *s)
+{
+	return s->py;
+}
+
 bool sent_before(const struct stack_state *s, uint64_t key)
 {
 	for (uint32_t i = sent_slot(key); s->sent[i];

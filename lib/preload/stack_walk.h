@@ -36,6 +36,9 @@ void stack_state_free(struct stack_state *s);
 unsigned capture_stack(struct stack_state *s, uint64_t *frames, uint64_t *key,
 		       unsigned *flags);
 
+/* The thread's CPython code objects (python.c), NULL: none met. */
+struct py_codes *stack_python(struct stack_state *s);
+
 /* Has this thread (or its process before a fork) sent the stack?  Then
  * note that it has. */
 bool sent_before(const struct stack_state *s, uint64_t key);

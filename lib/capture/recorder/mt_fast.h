@@ -41,6 +41,11 @@
 #define MT_FAST_KIND_STACK 6
 /* The next record's call stack: addr = its key. */
 #define MT_FAST_KIND_STACK_REF 7
+/* A STACK record with this bit in extra is a CPython code object
+ * (MT_EV_PYCODE): addr = its id, size = payload bytes, extra bits 16-31
+ * the interpreter's version, 32-63 its first line; the payload fills the
+ * next ceil(size / 32) records. */
+#define MT_FAST_STACK_PYCODE 0x100
 /* Frames in one record's 32 bytes. */
 #define MT_FAST_FRAMES_PER_RECORD 4
 
@@ -133,7 +138,8 @@ struct mt_fast_stacks {
 	uint64_t files_offset; /* struct mt_fast_file[max_files] */
 	uint64_t rows_offset; /* struct mt_cfi_row[max_rows] (bpf/mt_stack.h) */
 	uint32_t max_rows;
-	uint32_t pad;
+	uint32_t code_ids; /* CPython code objects numbered so far: the
+			    * recorders', one count for the whole tree */
 };
 
 /* A code file, by the kernel's identity of its inode (dev as the kernel

@@ -208,6 +208,63 @@ static uint64_t read_stack(struct tracer *t, const struct mt_fast *f,
 	return nrecs;
 }
 
+/*
+ * A CPython code object (a STACK record with MT_FAST_STACK_PYCODE, at
+ * ring index at) and its payload, straight to the stream as a PYCODE
+ * record (lib/preload/python.c): before any stack that names it, which
+ * waits in the staged events.  Stamped with the last record written, so
+ * that the stream stays in time order.  How many ring records it took,
+ * or 0 when they are not what a recorder writes: its four lengths must
+ * add up to its payload.
+ */
+static uint64_t read_pycode(struct tracer *t, const struct mt_fast *f,
+			    const struct mt_fast_record *recs, uint64_t at,
+			    uint64_t head, const struct ring_view *v,
+			    const struct mt_fast_record *rec)
+{
+	uint64_t mask = f->ring_records - 1, len = rec->size, nrecs;
+	struct mt_event slots[1 + (MT_PYCODE_PAYLOAD_MAX + MT_EVENT_SIZE -
+				   1) / MT_EVENT_SIZE];
+	unsigned char *payload = (unsigned char *)&slots[1];
+	uint64_t sum = 16;
+
+	if (len < 16 || len > MT_PYCODE_PAYLOAD_MAX || rec->addr == 0 ||
+	    rec->addr > MT_PYCODE_ID_MAX)
+		return 0;
+	nrecs = 1 + (len + sizeof(*rec) - 1) / sizeof(*rec);
+	if (nrecs > head - at)
+		return 0;
+	memset(slots, 0, sizeof(slots));
+	for (uint64_t k = 0; k + 1 < nrecs; k++) {
+		const struct mt_fast_record part =
+		    load_record(&recs[(at + 1 + k) & mask]);
+		size_t n = len - k * sizeof(part);
+
+		memcpy(payload + k * sizeof(part), &part,
+		       n < sizeof(part) ? n : sizeof(part));
+	}
+	for (int i = 0; i < 4; i++) {
+		uint32_t n;
+
+		memcpy(&n, payload + 4 * i, sizeof(n));
+		sum += n;
+	}
+	if (sum != len)
+		return 0;
+	slots[0].timestamp = t->last_record_ns;
+	slots[0].pid = v->pid;
+	slots[0].tid = v->tid;
+	slots[0].kind = MT_EV_PYCODE;
+	slots[0].addr = rec->addr;
+	slots[0].size = (uint32_t)(rec->extra >> 32);
+	slots[0].flags = (uint16_t)(rec->extra >> 16);
+	slots[0].aux = len;
+	if (mt_tracer_append(t, slots,
+			     1 + (len + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE))
+		return 0;
+	return nrecs;
+}
+
 /* The STACK_REF staged before the allocation the next record holds (same
  * pid, tid and time: the merge by time keeps them together). */
 static struct mt_event stack_ref(const struct ring_view *v,
@@ -282,6 +339,19 @@ static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
 			if (stamped_in_future(f, &rec))
 				bad = "a record stamped in the future";
 			break;
+		}
+		if (kind == MT_FAST_KIND_STACK &&
+		    (rec.extra & MT_FAST_STACK_PYCODE)) {
+			uint64_t n =
+			    read_pycode(t, f, recs, tail, head, &v, &rec);
+
+			if (!n) {
+				bad = "a Python code record cut short or "
+				      "inconsistent";
+				break;
+			}
+			tail += n;
+			continue;
 		}
 		if (kind == MT_FAST_KIND_STACK) {
 			uint64_t n = read_stack(t, f, recs, tail, head, &rec);
