@@ -121,11 +121,12 @@ enum mt_event_kind {
  * line table counts them).  It stands just inside the native frame of the
  * evaluation loop call that runs it (_PyEval_EvalFrameDefault).
  */
-#define MT_FRAME_FILE_PYTHON ((1u << MT_FRAME_FILE_BITS) - 1)
+#define MT_FRAME_FILE_PYTHON   ((1u << MT_FRAME_FILE_BITS) - 1)
 #define MT_PYFRAME_OFFSET_BITS 20
-#define MT_PYFRAME_OFFSET_MAX ((1u << MT_PYFRAME_OFFSET_BITS) - 1)
-#define MT_PYCODE_ID_MAX ((1u << (MT_FRAME_ADDR_BITS - MT_PYFRAME_OFFSET_BITS)) - 1)
-#define MT_PYFRAME(code, offset)                                              \
+#define MT_PYFRAME_OFFSET_MAX  ((1u << MT_PYFRAME_OFFSET_BITS) - 1)
+#define MT_PYCODE_ID_MAX                                                       \
+	((1u << (MT_FRAME_ADDR_BITS - MT_PYFRAME_OFFSET_BITS)) - 1)
+#define MT_PYFRAME(code, offset)                                               \
 	MT_FRAME(MT_FRAME_FILE_PYTHON,                                         \
 		 ((__u64)(code) << MT_PYFRAME_OFFSET_BITS) | (offset))
 #define MT_PYFRAME_CODE(frame)                                                 \

@@ -64,3 +64,83 @@ blocks() {
 		jq -c 'select(.type == "Mmap" and .size == 1048576)' | wc -l)
 	[ "$arenas" -ge 10 ]
 }
+
+# line MARK FILE: the line of FILE that carries "# shape: MARK" (or, for
+# seabird.py, the text MARK).
+line_of() {
+	grep -n -- "$1" "$2" | head -1 | cut -d: -f1
+}
+
+@test "Python frames (--fast --stacks): the 2,000 bytes(5000) of gannet_rows, called from colony, with file and line (tests/lib/pyframes.py reads the PyCode line tables apart from lib/)" {
+	MT_STACKS=1 trace --fast "$SEABIRD" bytes
+	size=$("$PYTHON" -c 'import sys; print(sys.getsizeof(bytes(5000)))')
+	want="gannet_rows seabird.py:$(line_of 'rows.append(bytes(5000))' "$SEABIRD")"
+	want+=" < colony seabird.py:$(line_of 'rows.extend(gannet_rows' "$SEABIRD")"
+	want+=" < <module> seabird.py:$(line_of 'kept = colony()' "$SEABIRD")"
+	run bash -c "mt-encode --jsonl '$T/out.raw' | '$PY' '$TOP/tests/lib/pyframes.py' $size | sort | uniq -c"
+	assert_output "   2000 $want"
+}
+
+@test "Python frames in mt-report: 'gannet_rows (seabird.py:11)' in the text report, JSON and --folded, each evaluation loop frame replaced; --python-only leaves no native frame between Python ones" {
+	# -I -S: no site module, fewer start-up stacks for --folded to write
+	MT_STACKS=1 trace --fast -I -S "$SEABIRD" bytes
+	g="gannet_rows (seabird.py:$(line_of 'rows.append(bytes(5000))' "$SEABIRD"))"
+	c="colony (seabird.py:$(line_of 'rows.extend(gannet_rows' "$SEABIRD"))"
+	run mt-report --stack-depth 127 "$T/out.msgpack"
+	assert_success
+	assert_output --partial "        $g
+        $c"
+	# JSON: the frame's function, file and line
+	run bash -c "mt-report --json '$T/out.msgpack' | jq -c '[.sites.top[0].frames[] | select(.python)][0] | [.function, (.file | split(\"/\") | last), .line]'"
+	assert_output "[\"$g\",\"seabird.py\",$(line_of 'rows.append(bytes(5000))' "$SEABIRD")]"
+	# folded: outermost first; the Python frames where the evaluation
+	# loop's frame was, which is gone
+	mt-report --folded "$T/out.msgpack" >"$T/folded"
+	run grep -c -F "$c;$g;" "$T/folded"
+	[ "$output" -ge 1 ]
+	run grep -F "$g" "$T/folded"
+	refute_output --partial "_PyEval_EvalFrameDefault"
+	# --python-only: between <module> and gannet_rows, Python frames only
+	mt-report --folded --python-only "$T/out.msgpack" >"$T/folded-py"
+	m="<module> (seabird.py:$(line_of 'kept = colony()' "$SEABIRD"))"
+	run grep -c -F "$m;$c;$g;" "$T/folded-py"
+	[ "$output" -ge 1 ]
+}
+
+@test "Python frames of every shape (--fast --stacks): recursion, a generator, a class method, a thread, a module body at import, a list comprehension (its own frame in 3.11)" {
+	SHAPES="$TOP/tests/fixtures/python/shapes.py"
+	MOD="$TOP/tests/fixtures/python/shapes_mod.py"
+	MT_STACKS=1 trace --fast "$SHAPES"
+	mt-encode --jsonl "$T/out.raw" |
+		"$PY" "$TOP/tests/lib/pyframes.py" 6034 6035 6036 6037 6038 6039 \
+			>"$T/frames"
+	frames() { sed -n "s/^$(($1 + 33)): //p" "$T/frames" | sort | uniq -c; }
+	at() { echo "shapes.py:$(line_of "# shape: $1" "$SHAPES")"; }
+	top="<module> shapes.py:$(line_of '^kept = ' "$SHAPES")"
+	r="down $(at 'recursion caller')"
+	run frames 6001
+	assert_output "      1 down $(at 'recursion$') < $r < $r < $r < $top"
+	run frames 6002
+	assert_output "      3 gen $(at generator) < $top"
+	run frames 6003
+	assert_output "      1 Nest.build $(at method) < $top"
+	run frames 6004
+	assert_output --regexp "^      1 worker $(at thread) < Thread.run threading.py:[0-9]+ < Thread._bootstrap_inner threading.py:[0-9]+ < Thread._bootstrap threading.py:[0-9]+\$"
+	run frames 6005
+	assert_output --regexp "^      1 <module> shapes_mod.py:$(line_of 'shape: module body' "$MOD") < .* < <module> $(at import)\$"
+	run frames 6006
+	assert_output "      3 comp.<locals>.<listcomp> $(at comprehension) < comp $(at comprehension) < $top"
+}
+
+@test "Python frames: CPython 3.12 (pyenv's, if installed) the same; another version gives native frames only, said once" {
+	P12=/root/.pyenv/versions/3.12.1/bin/python3.12
+	P13=/root/.pyenv/versions/3.13.0/bin/python3.13
+	[ -x "$P12" ] || skip "no pyenv CPython 3.12 on this host"
+	PYTHON=$P12 MT_STACKS=1 trace --fast "$SEABIRD" bytes
+	run bash -c "mt-encode --jsonl '$T/out.raw' | '$PY' '$TOP/tests/lib/pyframes.py' 5033 | sort | uniq -c"
+	assert_output --partial "   2000 gannet_rows seabird.py:$(line_of 'rows.append(bytes(5000))' "$SEABIRD") < colony"
+	[ -x "$P13" ] || skip "no pyenv CPython 3.13 on this host"
+	PYTHON=$P13 MT_STACKS=1 trace --fast -c pass
+	run grep -c "CPython 3.13: no Python frames" "$T/trace.err"
+	assert_output 1
+}

@@ -117,6 +117,9 @@ static const char usage_text[] =
     "(repeatable)\n"
     "      --sysroot DIR        the traced files under DIR (another "
     "machine's trace)\n"
+    "      --python-only        in stacks with Python frames, leave out "
+    "the native\n"
+    "                           frames between them\n"
     "  -h, --help               this help\n"
     "  -V, --version            the version\n"
     "\n"
@@ -211,6 +214,7 @@ enum {
 	O_PPROF_INUSE,
 	O_DHAT,
 	O_HTML,
+	O_PYTHON_ONLY,
 };
 
 static const struct option longopts[] = {
@@ -248,6 +252,7 @@ static const struct option longopts[] = {
     {"pprof", required_argument, NULL, O_PPROF},
     {"pprof-inuse", required_argument, NULL, O_PPROF_INUSE},
     {"dhat", required_argument, NULL, O_DHAT},
+    {"python-only", no_argument, NULL, O_PYTHON_ONLY},
     {NULL, 0, NULL, 0},
 };
 
@@ -329,6 +334,9 @@ static void sites_option(struct env *env, int c, const char *v)
 		break;
 	case O_SYSROOT:
 		sym->sysroot = v;
+		break;
+	case O_PYTHON_ONLY:
+		sym->python_only = true;
 		break;
 	case O_PPROF:
 		env->pprof = v;

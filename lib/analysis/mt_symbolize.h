@@ -27,6 +27,9 @@ struct mt_sym_opts {
 	const char *const *debug_dirs; /* searched first, in order */
 	size_t ndebug_dirs;
 	const char *sysroot; /* NULL or "": / */
+	/* the sites' stacks (mt_sites.h) without the native frames between
+	 * Python ones (mt-report --python-only); the symbolizer ignores it */
+	bool python_only;
 };
 
 /* One function at a location: the innermost inlined call comes first,

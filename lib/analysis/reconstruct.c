@@ -360,7 +360,8 @@ static void on_other(struct mt_recon *r, const struct mt_record *rec)
 		r->lost_events += ev->size;
 		return;
 	}
-	if (ev->kind == MT_EV_STACK || ev->kind == MT_EV_CODE_FILE) {
+	if (ev->kind == MT_EV_STACK || ev->kind == MT_EV_CODE_FILE ||
+	    ev->kind == MT_EV_PYCODE) {
 		/* sites count from the first stack on (a trace with stacks
 		 * describes one before its first allocation): what is live
 		 * before is the no-stack site's */

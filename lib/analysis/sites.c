@@ -42,6 +42,16 @@ struct code_file {
 	size_t build_id_len;
 };
 
+/* A CPython code object as its PyCode record described it */
+struct py_code {
+	char *label_base; /* "qualname (file.py:" */
+	char *path;	  /* its file name as the interpreter had it */
+	uint8_t *linetable;
+	uint32_t linetable_len;
+	int32_t first_line;
+	uint16_t version; /* major << 8 | minor */
+};
+
 /* One space's sites, by stack id ([0]: what has no stack), and the
  * tree's bytes in it */
 struct space {
@@ -60,6 +70,9 @@ struct mt_sites {
 	struct code_file *files;
 	size_t nfiles;
 	struct mt_symbolizer *sym; /* made at the first mt_sites_json */
+	struct py_code *py;	   /* by code id (PyCode records) */
+	size_t npy;
+	bool python_only; /* the first mt_sites_json's opts say */
 };
 
 static const char *const metric_names[MT_SITE_METRICS] = {"peak", "allocated",
@@ -175,6 +188,12 @@ void mt_sites_free(struct mt_sites *s)
 		free(s->files[i].build_id);
 	}
 	free(s->files);
+	for (size_t i = 0; i < s->npy; i++) {
+		free(s->py[i].label_base);
+		free(s->py[i].path);
+		free(s->py[i].linetable);
+	}
+	free(s->py);
 	mt_sym_free(s->sym);
 	free(s);
 }
@@ -262,6 +281,59 @@ static int describe_file(struct mt_sites *s, const struct mt_record *rec)
 	return 0;
 }
 
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/* A PyCode record: its code object kept by id (a later record of the same
+ * id, which no recorder writes, replaces it). */
+static int describe_pycode(struct mt_sites *s, const struct mt_record *rec)
+{
+	struct mt_pycode c;
+	uint64_t id = rec->ev.addr;
+	struct py_code *p;
+	char *path;
+
+	if (mt_pycode_parse(rec, &c) || id == 0 || id > MT_PYCODE_ID_MAX)
+		return 0;
+	if (id >= s->npy) {
+		size_t n = id + 1 > 2 * s->npy ? id + 1 : 2 * s->npy;
+		struct py_code *grown = realloc(s->py, n * sizeof(*grown));
+
+		if (!grown)
+			return -1;
+		memset(grown + s->npy, 0, (n - s->npy) * sizeof(*grown));
+		s->py = grown;
+		s->npy = n;
+	}
+	p = &s->py[id];
+	free(p->label_base);
+	free(p->path);
+	free(p->linetable);
+	memset(p, 0, sizeof(*p));
+	path = strndup(c.file, c.file_len);
+	p->linetable = malloc(c.linetable_len ? c.linetable_len : 1);
+	if (!path || !p->linetable ||
+	    asprintf(&p->label_base, "%.*s (%s:",
+		     (int)(c.qualname_len ? c.qualname_len : c.name_len),
+		     c.qualname_len ? c.qualname : c.name,
+		     base_name(path)) < 0) {
+		free(path);
+		free(p->linetable);
+		memset(p, 0, sizeof(*p));
+		return -1;
+	}
+	p->path = path;
+	memcpy(p->linetable, c.linetable, c.linetable_len);
+	p->linetable_len = c.linetable_len;
+	p->first_line = (int32_t)rec->ev.size;
+	p->version = rec->ev.flags;
+	return 0;
+}
+
 int mt_sites_describe(struct mt_sites *s, const struct mt_record *rec)
 {
 	switch (rec->ev.kind) {
@@ -269,6 +341,8 @@ int mt_sites_describe(struct mt_sites *s, const struct mt_record *rec)
 		return describe_stack(s, rec);
 	case MT_EV_CODE_FILE:
 		return describe_file(s, rec);
+	case MT_EV_PYCODE:
+		return describe_pycode(s, rec);
 	}
 	return 0;
 }
@@ -431,18 +505,143 @@ static json_t *frame_json(const struct mt_sym_frame *fr, const char *object,
 	return o;
 }
 
-static json_t *frames_json(struct mt_sites *s, size_t id)
+/* CPython's line tables (3.11, 3.12: Objects/locations.md), an unsigned
+ * and a signed varint: 6 bits a byte, bit 6 says more follow. */
+static bool py_varint(const uint8_t *t, uint32_t len, uint32_t *at,
+		      uint32_t *out)
+{
+	uint32_t shift = 0, v = 0;
+	uint8_t b;
+
+	do {
+		if (*at >= len || shift > 30)
+			return false;
+		b = t[(*at)++];
+		v |= (uint32_t)(b & 63) << shift;
+		shift += 6;
+	} while (b & 64);
+	*out = v;
+	return true;
+}
+
+static bool py_svarint(const uint8_t *t, uint32_t len, uint32_t *at,
+		       int32_t *out)
+{
+	uint32_t v;
+
+	if (!py_varint(t, len, at, &v))
+		return false;
+	*out = v & 1 ? -(int32_t)(v >> 1) : (int32_t)(v >> 1);
+	return true;
+}
+
+/* The line of the instruction at offset (code units) of code c; 0 when
+ * the table does not say (no location, cut short, another format). */
+static unsigned py_line(const struct py_code *c, uint32_t offset)
+{
+	const uint8_t *t = c->linetable;
+	uint32_t at = 0, addr = 0, skip;
+	int32_t line = c->first_line, delta;
+
+	if (c->version != 0x030b && c->version != 0x030c)
+		return 0;
+	while (at < c->linetable_len) {
+		uint8_t head = t[at++];
+		unsigned code = head >> 3 & 15, length = (head & 7) + 1;
+		bool known = true;
+
+		if (!(head & 128))
+			return 0; /* not an entry's first byte */
+		if (code == 15) {
+			known = false;
+		} else if (code == 14) {
+			if (!py_svarint(t, c->linetable_len, &at, &delta) ||
+			    !py_varint(t, c->linetable_len, &at, &skip) ||
+			    !py_varint(t, c->linetable_len, &at, &skip) ||
+			    !py_varint(t, c->linetable_len, &at, &skip))
+				return 0;
+			line += delta;
+		} else if (code == 13) {
+			if (!py_svarint(t, c->linetable_len, &at, &delta))
+				return 0;
+			line += delta;
+		} else if (code >= 10) {
+			line += code - 10;
+			at += 2;
+		} else {
+			at += 1;
+		}
+		if (offset >= addr && offset < addr + length)
+			return known && line > 0 ? (unsigned)line : 0;
+		addr += length;
+	}
+	return 0;
+}
+
+/* A Python frame: "qualname (file.py:LINE)", its file and line. */
+static json_t *py_frame_json(const struct mt_sites *s, uint64_t frame)
+{
+	uint32_t id = MT_PYFRAME_CODE(frame);
+	const struct py_code *c =
+	    id < s->npy && s->py[id].label_base ? &s->py[id] : NULL;
+	json_t *o = json_object();
+	unsigned line = c ? py_line(c, MT_PYFRAME_OFFSET(frame)) : 0;
+	char *name = NULL, hex[24];
+
+	if (!c || (line ? asprintf(&name, "%s%u)", c->label_base, line)
+			: asprintf(&name, "%s?)", c->label_base)) < 0)
+		name = NULL;
+	json_object_set_new(o, "function",
+			    json_string(name ? name : "<python>"));
+	free(name);
+	if (c && line) {
+		json_object_set_new(o, "file", json_string(c->path));
+		json_object_set_new(o, "line", json_integer(line));
+	}
+	json_object_set_new(o, "python", json_true());
+	snprintf(hex, sizeof(hex), "0x%" PRIx64,
+		 (uint64_t)MT_FRAME_ADDR(frame));
+	json_object_set_new(o, "address", json_string(hex));
+	return o;
+}
+
+/*
+ * A stack's frames, innermost first.  The Python frames an evaluation
+ * loop call ran stand just inside its native frame (man/mt-format.5):
+ * that frame (_PyEval_EvalFrameDefault) is replaced by them.  With
+ * python_only, the native frames between the innermost Python frame and
+ * the outermost are left out too.
+ */
+static json_t *frames_json(struct mt_sites *s, size_t id, bool python_only)
 {
 	json_t *a = json_array();
 	const struct stack_desc *d = id < s->nstacks ? &s->stacks[id] : NULL;
+	uint32_t first_py = UINT32_MAX, last_py = 0;
 
+	for (uint32_t i = 0; d && i < d->nframes; i++)
+		if (MT_FRAME_FILE(d->frames[i]) == MT_FRAME_FILE_PYTHON) {
+			if (first_py == UINT32_MAX)
+				first_py = i;
+			last_py = i;
+		}
 	for (uint32_t i = 0; d && i < d->nframes; i++) {
 		uint32_t file = MT_FRAME_FILE(d->frames[i]);
 		uint64_t addr = MT_FRAME_ADDR(d->frames[i]);
-		const struct code_file *f = file ? file_named(s, file) : NULL;
-		const struct mt_sym_loc *loc =
-		    mt_sym_lookup(s->sym, file, addr);
+		const struct code_file *f;
+		const struct mt_sym_loc *loc;
 
+		if (file == MT_FRAME_FILE_PYTHON) {
+			json_array_append_new(a,
+					      py_frame_json(s, d->frames[i]));
+			continue;
+		}
+		if (i > 0 &&
+		    MT_FRAME_FILE(d->frames[i - 1]) == MT_FRAME_FILE_PYTHON)
+			continue; /* the evaluation loop's: replaced */
+		if (python_only && first_py < i && i < last_py)
+			continue;
+		f = file ? file_named(s, file) : NULL;
+		loc = mt_sym_lookup(s->sym, file, addr);
 		for (unsigned k = 0; k < loc->nframes; k++)
 			json_array_append_new(a, frame_json(&loc->frames[k],
 							    f ? f->path : NULL,
@@ -479,7 +678,7 @@ static json_t *site_json(struct mt_sites *s, const struct space *sp, size_t id)
 				    json_integer((json_int_t)site->temporary));
 	}
 	json_object_set_new(o, "truncated", json_boolean(truncated));
-	json_object_set_new(o, "frames", frames_json(s, id));
+	json_object_set_new(o, "frames", frames_json(s, id, s->python_only));
 	return o;
 }
 
@@ -535,6 +734,7 @@ static int symbolizer(struct mt_sites *s, const struct mt_sym_opts *opts)
 {
 	if (s->sym)
 		return 0;
+	s->python_only = opts && opts->python_only;
 	s->sym = mt_sym_new(opts);
 	if (!s->sym)
 		return -1;

@@ -470,9 +470,10 @@ int fields_to_record(struct mt_input *in, uint64_t off, const struct fields *f,
 	    kind == MT_EV_PYCODE) {
 		/* what the ids mean: their pid, tid and time are only when
 		 * they were first used */
-		if ((kind == MT_EV_STACK	 ? fields_stack(in, off, f, rec)
-		     : kind == MT_EV_CODE_FILE ? fields_code_file(in, off, f, rec)
-					       : fields_pycode(in, off, f, rec)) ||
+		if ((kind == MT_EV_STACK ? fields_stack(in, off, f, rec)
+		     : kind == MT_EV_CODE_FILE
+			 ? fields_code_file(in, off, f, rec)
+			 : fields_pycode(in, off, f, rec)) ||
 		    get_u32f(in, off, f, K_PID, &pid) ||
 		    get_u32f(in, off, f, K_TID, &tid) ||
 		    get_ev(in, off, f, K_TIMESTAMP, &ev->timestamp))

@@ -558,8 +558,7 @@ static int raw_pycode(struct mt_input *in, struct mt_record *rec,
 	    mt_pycode_parse(rec, &code))
 		return input_fail(in, rec_off,
 				  "batch %" PRIu64 ": record %" PRIu32
-				  ": PyCode %" PRIu64
-				  ": a payload of %" PRIu32
+				  ": PyCode %" PRIu64 ": a payload of %" PRIu32
 				  " bytes that is not four lengths and "
 				  "their bytes",
 				  in->seq, record_index(in),

@@ -382,9 +382,8 @@ static void put_python_codes(struct thread_state *t, uint64_t when,
 			if (part > sizeof(*r))
 				part = sizeof(*r);
 			__builtin_memset(r, 0, sizeof(*r));
-			__builtin_memcpy(r, (const char *)payload +
-						k * sizeof(*r),
-					 part);
+			__builtin_memcpy(
+			    r, (const char *)payload + k * sizeof(*r), part);
 		}
 		publish(t, 1 + n);
 		python_sent(codes);

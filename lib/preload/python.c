@@ -99,10 +99,10 @@ static const struct py_layout layouts[] = {
 
 /* PyObject_VAR_HEAD's ob_size, PyBytesObject's ob_sval, PyASCIIObject's
  * length and state: the same in every version here */
-#define VAR_SIZE   16
-#define BYTES_DATA 32
-#define STR_LENGTH 16
-#define STR_STATE  32
+#define VAR_SIZE	   16
+#define BYTES_DATA	   32
+#define STR_LENGTH	   16
+#define STR_STATE	   32
 #define STR_COMPACT(state) ((state) >> 5 & 1)
 #define STR_ASCII(state)   ((state) >> 6 & 1)
 #define STR_KIND(state)	   ((state) >> 2 & 7)
@@ -336,8 +336,9 @@ static bool frame_code(uintptr_t frame, uintptr_t *code, uint32_t *offset)
 		return false;
 	first = *code + py->co_code;
 	if (owner != OWNED_BY_GENERATOR &&
-	    instr < first + 2 * (uintptr_t) * (const int32_t *)(*code +
-							py->co_firsttraceable))
+	    instr <
+		first + 2 * (uintptr_t) *
+			    (const int32_t *)(*code + py->co_firsttraceable))
 		return false;
 	*offset = instr >= first ? (instr - first) / 2 : 0;
 	if (*offset > MT_PYFRAME_OFFSET_MAX)
@@ -365,9 +366,9 @@ void python_frames(struct py_codes **codes, struct py_frames *out)
 	if (!py || !(ts = (uintptr_t)this_thread_state()) || !plausible(ts))
 		return;
 	if (!*codes) {
-		void *m = mmap(NULL, sizeof(struct py_codes),
-			       PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *m =
+		    mmap(NULL, sizeof(struct py_codes), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 		if (m == MAP_FAILED)
 			return;
@@ -387,8 +388,8 @@ void python_frames(struct py_codes **codes, struct py_frames *out)
 			uint32_t offset;
 
 			if (frame_code(frame, &code, &offset))
-				out->frame[out->nframes++] = MT_PYFRAME(
-				    code_id(*codes, code), offset);
+				out->frame[out->nframes++] =
+				    MT_PYFRAME(code_id(*codes, code), offset);
 			if (entry_frame(frame, next))
 				break;
 			frame = next;

@@ -101,7 +101,8 @@ static void print_frame(FILE *out, json_t *frame)
 	json_int_t line = json_integer_value(json_object_get(frame, "line"));
 
 	fprintf(out, "        %s", fn ? fn : "?");
-	if (file && line)
+	/* a Python frame's name has its file and line */
+	if (file && line && !json_is_true(json_object_get(frame, "python")))
 		fprintf(out, "  %s:%lld", base_name(file), (long long)line);
 	if (json_is_true(json_object_get(frame, "inlined")))
 		fputs(" (inlined)", out);

@@ -10,7 +10,8 @@ lib/analysis does.  Frames of file 65535 are Python frames: the code id
 in the address's top 28 bits, the instruction offset (code units) in the
 low 20 (man/mt-format.5).
 
-usage: pyframes.py SIZE < trace.jsonl
+usage: pyframes.py SIZE... < trace.jsonl  (more than one SIZE: each line
+starts with its allocation's size and a colon)
 """
 import json
 import os
@@ -70,7 +71,7 @@ def line_at(table, first_line, offset):
 
 
 def main():
-    size = int(sys.argv[1])
+    sizes = [int(a) for a in sys.argv[1:]]
     codes, stacks, out = {}, {}, []
     for raw in sys.stdin:
         m = json.loads(raw)
@@ -79,7 +80,7 @@ def main():
             codes[m["code"]] = m
         elif t == "Stack":
             stacks[m["stack"]] = m["frames"]
-        elif t in ("Malloc", "Calloc", "Realloc") and m.get("size") == size:
+        elif t in ("Malloc", "Calloc", "Realloc") and m.get("size") in sizes:
             names = []
             for file, addr in stacks.get(m.get("stack"), []):
                 if file != PYTHON_FILE:
@@ -93,7 +94,9 @@ def main():
                 names.append("%s %s:%s" % (code["qualname"],
                                            os.path.basename(code["path"]),
                                            line))
-            out.append(" < ".join(names))
+            line = " < ".join(names)
+            out.append("%d: %s" % (m["size"], line) if len(sizes) > 1
+                       else line)
     for line in out:
         print(line)
 

@@ -223,8 +223,8 @@ static uint64_t read_pycode(struct tracer *t, const struct mt_fast *f,
 			    const struct mt_fast_record *rec)
 {
 	uint64_t mask = f->ring_records - 1, len = rec->size, nrecs;
-	struct mt_event slots[1 + (MT_PYCODE_PAYLOAD_MAX + MT_EVENT_SIZE -
-				   1) / MT_EVENT_SIZE];
+	struct mt_event slots[1 + (MT_PYCODE_PAYLOAD_MAX + MT_EVENT_SIZE - 1) /
+				      MT_EVENT_SIZE];
 	unsigned char *payload = (unsigned char *)&slots[1];
 	uint64_t sum = 16;
 
