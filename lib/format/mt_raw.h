@@ -31,27 +31,26 @@
 
 #include "mt_event.h"
 
-#define MT_RAW_MAGIC	      "\x89MTRAW\r\n" /* 8 bytes, no NUL */
-#define MT_RAW_MAGIC_LEN      8
-#define MT_RAW_VERSION	      2 /* 1: fixed batches only; 2: packed ones too */
-#define MT_BATCH_MAGIC	      0x3142544du /* "MTB1" */
+#define MT_RAW_MAGIC "\x89MTRAW\r\n" /* 8 bytes, no NUL */
+#define MT_RAW_MAGIC_LEN 8
+#define MT_RAW_VERSION 2 /* 1: fixed batches only; 2: packed ones too */
+#define MT_BATCH_MAGIC 0x3142544du	  /* "MTB1" */
 #define MT_BATCH_PACKED_MAGIC 0x3242544du /* "MTB2" */
 /* The largest packed batch body a reader takes (a writer writes a batch
  * that would pack larger as fixed records). */
 #define MT_RAW_PACKED_MAX (64u << 20)
-#define MT_TRAILER_MAGIC  0x3145544du /* "MTE1" */
+#define MT_TRAILER_MAGIC 0x3145544du /* "MTE1" */
 
 /* mt_raw_header.flags / mt_meta.flags */
-#define MT_HDR_ALLOCATORS 0x1  /* allocator calls were traced */
-#define MT_HDR_SYSCALLS	  0x2  /* mmap/munmap/mremap/brk were traced */
-#define MT_HDR_RSS	  0x4  /* RSS events were traced */
-#define MT_HDR_PHYSICAL	  0x8  /* physical (PSS) events were traced */
-#define MT_HDR_STACKS	  0x10 /* call stacks were captured */
-#define MT_HDR_CONFINED                                                        \
-	0x20 /* allocator probes trapped only the traced                       \
-		tree (private copies of the C library and                      \
-		known allocator libraries); absent with                        \
-		MT_HDR_ALLOCATORS: probes were global */
+#define MT_HDR_ALLOCATORS 0x1 /* allocator calls were traced */
+#define MT_HDR_SYSCALLS 0x2   /* mmap/munmap/mremap/brk were traced */
+#define MT_HDR_RSS 0x4	      /* RSS events were traced */
+#define MT_HDR_PHYSICAL 0x8   /* physical (PSS) events were traced */
+#define MT_HDR_STACKS 0x10    /* call stacks were captured */
+#define MT_HDR_CONFINED 0x20  /* allocator probes trapped only the traced
+				 tree (private copies of the C library and
+				 known allocator libraries); absent with
+				 MT_HDR_ALLOCATORS: probes were global */
 
 /* mt_raw_trailer.exit_kind / mt_meta.exit_kind */
 enum mt_exit_kind {
@@ -118,7 +117,7 @@ struct mt_meta {
 	uint32_t flags;
 	uint64_t start_monotonic_ns;
 	uint64_t start_realtime_ns;
-	char *host; /* owned */
+	char *host;  /* owned */
 	int argc;
 	char **argv; /* owned */
 	/* trailer */
@@ -136,8 +135,8 @@ void mt_meta_free(struct mt_meta *meta);
 
 /* Writer: each returns 0, or -errno (a short write is -EIO). */
 int mt_raw_write_header(int fd, const struct mt_meta *meta);
-int mt_raw_write_batch(int fd, uint64_t seq, uint64_t lost, const void *records,
-		       uint32_t count);
+int mt_raw_write_batch(int fd, uint64_t seq, uint64_t lost,
+		       const void *records, uint32_t count);
 /* The same batch packed (fixed if it would pack over MT_RAW_PACKED_MAX,
  * or if no memory is left to pack it in).
  * *scratch (*scratch_size bytes, may be NULL and 0) is the buffer it packs
