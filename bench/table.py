@@ -26,6 +26,8 @@ HEAVY_MAX_BYTES_PER_EVENT = 8.0
 # issue 11: call stacks, at ~20 frames, and on python3 and tar
 STACK_MAX_NS = 500.0
 STACK_MAX_RATIO = 1.5
+# issue 34: python3 --fast --stacks with its Python frames / without them
+PYFRAMES_MAX_RATIO = 1.5
 
 VARIANT_LABEL = {
     "default": "default",
@@ -34,6 +36,7 @@ VARIANT_LABEL = {
     "stacks": "--stacks",
     "fast": "--fast",
     "faststacks": "--fast --stacks",
+    "faststacksnopy": "--fast --stacks, MT_PYTHON_FRAMES=0",
     "all": "all variants",
 }
 
@@ -283,7 +286,8 @@ class Table:
         ratios = [(name, traced[(name, base)], row, label)
                   for base, stacked, label in (
                       ("default", "stacks", "--stacks"),
-                      ("fast", "faststacks", "--fast --stacks"))
+                      ("fast", "faststacks", "--fast --stacks"),
+                      ("faststacksnopy", "faststacks", "Python frames"))
                   for (name, variant), row in traced.items()
                   if variant == stacked and (name, base) in traced]
         if not calls and not ratios:
@@ -331,6 +335,10 @@ class Table:
                      secs(with_["traced"]), label, ratio,
                      secs(without["run_s"]), secs(with_["run_s"]),
                      with_["run_s"] / max(without["run_s"], 1e-9)))
+            if name == "python3" and label == "Python frames":
+                self.target("stacks: python3, Python frames / without",
+                            "<= %.1fx" % PYFRAMES_MAX_RATIO,
+                            "%.2fx" % ratio, ratio <= PYFRAMES_MAX_RATIO)
             if name in ("python3", "tar") and label == "--stacks":
                 self.target("stacks: %s, --stacks / traced" % name,
                             "<= %.1fx" % STACK_MAX_RATIO, "%.2fx" % ratio,

@@ -11,8 +11,10 @@
  * frame of that call), each frame's code object and the instruction it
  * is at (prev_instr).  No other thread changes them while this one is in
  * the call; every pointer is checked to be a plausible object address
- * before it is read (a layout this file gets wrong must give wrong names,
- * never a fault).
+ * before it is read, and an object is taken for a code object, str or
+ * bytes only when its type pointer is the interpreter's PyCode_Type,
+ * PyUnicode_Type or PyBytes_Type (a debug build, whose objects are laid
+ * out otherwise, gets no Python frames).
  *
  * The structures' offsets are those of CPython's headers for each
  * version (Include/internal/pycore_frame.h, Include/cpython/code.h,
@@ -30,6 +32,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -109,6 +112,10 @@ static const struct py_layout layouts[] = {
 
 static const struct py_layout *py;
 static void *(*this_thread_state)(void);
+/* the interpreter's type objects: an object is read as a code object,
+ * str or bytes only if its ob_type says it is one */
+static uintptr_t code_type, str_type, bytes_type;
+#define OB_TYPE 8
 static uint32_t *code_ids; /* the shared counter (mt_fast_stacks) */
 
 void python_start(const struct mt_fast_header *shm, const void *stacks)
@@ -119,13 +126,30 @@ void python_start(const struct mt_fast_header *shm, const void *stacks)
 	char msg[160];
 	int len;
 
+	const char *env = getenv("MT_PYTHON_FRAMES");
+
 	(void)shm;
-	if (!get)
-		return; /* no interpreter here */
+	if (!get || (env && strcmp(env, "0") == 0))
+		return; /* no interpreter here, or frames not wanted */
 	v = version ? (unsigned)(*version >> 16) : 0;
+	code_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyCode_Type");
+	str_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyUnicode_Type");
+	bytes_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyBytes_Type");
 	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
 		if (layouts[i].version == v)
 			py = &layouts[i];
+	/* a debug build (Py_REF_DEBUG, and with it other layouts) */
+	if (dlsym(RTLD_DEFAULT, "_Py_NegativeRefcount") || !code_type ||
+	    !str_type || !bytes_type) {
+		py = NULL;
+		v = 0;
+		len = snprintf(msg, sizeof(msg),
+			       "mt-trace: a debug build of CPython: no Python "
+			       "frames in its stacks\n");
+		if (write(2, msg, len) < 0)
+			return;
+		return;
+	}
 	if (!py) {
 		if (v)
 			len = snprintf(msg, sizeof(msg),
@@ -195,7 +219,7 @@ static size_t str_text(uintptr_t str, unsigned char *out, size_t cap)
 	intptr_t len;
 	const unsigned char *data = NULL;
 
-	if (!plausible(str))
+	if (!plausible(str) || word_at(str, OB_TYPE) != str_type)
 		return 0;
 	state = *(const uint32_t *)(str + STR_STATE);
 	len = *(const intptr_t *)(str + STR_LENGTH);
@@ -238,7 +262,7 @@ static void describe(struct pending *p, uintptr_t code, uint32_t id,
 	n[2] = str_text(word_at(code, py->co_filename), b + at, 2048);
 	at += n[2];
 	n[3] = 0;
-	if (plausible(table)) {
+	if (plausible(table) && word_at(table, OB_TYPE) == bytes_type) {
 		table_len = *(const intptr_t *)(table + VAR_SIZE);
 		if (table_len > 0) {
 			n[3] = (size_t)table_len < sizeof(p->payload) - at
@@ -332,7 +356,8 @@ static bool frame_code(uintptr_t frame, uintptr_t *code, uint32_t *offset)
 	uintptr_t instr = word_at(frame, py->fr_prev_instr), first;
 
 	*code = word_at(frame, py->fr_code);
-	if (owner == OWNED_BY_CSTACK || !plausible(*code))
+	if (owner == OWNED_BY_CSTACK || !plausible(*code) ||
+	    word_at(*code, OB_TYPE) != code_type)
 		return false;
 	first = *code + py->co_code;
 	if (owner != OWNED_BY_GENERATOR &&
