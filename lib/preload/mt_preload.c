@@ -359,9 +359,9 @@ static void publish(struct thread_state *t, uint64_t n)
 
 /* The CPython code objects the stack just taken met first, each a record
  * and its payload, before the stack (python.c). */
-static void put_python_codes(struct thread_state *t, uint64_t when,
-			     struct py_codes *codes)
+static void put_python_codes(struct thread_state *t, struct py_codes *codes)
 {
+	uint64_t when;
 	const void *payload;
 	uint64_t id, extra;
 	size_t len;
@@ -372,6 +372,7 @@ static void put_python_codes(struct thread_state *t, uint64_t when,
 
 		if (!ring_room(t, 1 + n))
 			return;
+		when = now(); /* as published (put_stacked: why) */
 		*ring_slot(t, 0) = (struct mt_fast_record){
 		    when << MT_FAST_KIND_BITS | MT_FAST_KIND_STACK, id, len,
 		    extra};
@@ -411,7 +412,7 @@ static __attribute__((noinline)) void put_stacked(unsigned kind, uint64_t when,
 	if (s)
 		n = capture_stack(s, frames, &key, &flags);
 	if (s && stack_python(s))
-		put_python_codes(t, when, stack_python(s));
+		put_python_codes(t, stack_python(s));
 	if (n) {
 		send = !sent_before(s, key);
 		need += 1 + (send ? 1 + (n + MT_FAST_FRAMES_PER_RECORD - 1) /
