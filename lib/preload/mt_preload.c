@@ -653,10 +653,32 @@ static void init(void)
 
 static void hook_pymalloc(void);
 
+/*
+ * A symbol of the process's (NULL: none), looked up as the allocator's
+ * own business: a lookup that fails (any program without CPython) makes
+ * its error message with the interposed malloc, which must not count as
+ * the program's call; dlerror twice frees it, inside the same depth.
+ */
+static void *quiet_dlsym(const char *name)
+{
+	void *p;
+
+	self.depth++;
+	p = dlsym(RTLD_DEFAULT, name);
+	if (!p) {
+		dlerror();
+		dlerror();
+	}
+	self.depth--;
+	return p;
+}
+
 __attribute__((constructor)) static void preload_start(void)
 {
 	init();
 	hook_pymalloc();
+	if (stk)
+		python_start(stk, quiet_dlsym);
 }
 
 /* ---- the interposed API ------------------------------------------------- */
@@ -1155,12 +1177,12 @@ static void py_free(void *ctx, void *p)
  * it links exports the C API): its MEM and OBJ domains hooked. */
 static void hook_pymalloc(void)
 {
-	void (*get)(int, struct py_allocator *) =
-	    (void (*)(int, struct py_allocator *))dlsym(RTLD_DEFAULT,
-							"PyMem_GetAllocator");
+	void (*get)(int, struct py_allocator *) = (void (*)(
+	    int, struct py_allocator *))quiet_dlsym("PyMem_GetAllocator");
 	void (*set)(int, struct py_allocator *) =
-	    (void (*)(int, struct py_allocator *))dlsym(RTLD_DEFAULT,
-							"PyMem_SetAllocator");
+	    get ? (void (*)(int, struct py_allocator *))quiet_dlsym(
+		      "PyMem_SetAllocator")
+		: NULL;
 
 	if (!get || !set || !shm)
 		return;

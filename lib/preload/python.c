@@ -118,29 +118,28 @@ static uintptr_t code_type, str_type, bytes_type;
 #define OB_TYPE 8
 static uint32_t *code_ids; /* the shared counter (mt_fast_stacks) */
 
-void python_start(const struct mt_fast_header *shm, const void *stacks)
+void python_start(const void *stacks, void *(*lookup)(const char *name))
 {
-	const unsigned long *version = dlsym(RTLD_DEFAULT, "Py_Version");
-	void *get = dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
+	const unsigned long *version = lookup("Py_Version");
+	void *get = lookup("PyGILState_GetThisThreadState");
 	unsigned v;
 	char msg[160];
 	int len;
 
 	const char *env = getenv("MT_PYTHON_FRAMES");
 
-	(void)shm;
 	if (!get || (env && strcmp(env, "0") == 0))
 		return; /* no interpreter here, or frames not wanted */
 	v = version ? (unsigned)(*version >> 16) : 0;
-	code_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyCode_Type");
-	str_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyUnicode_Type");
-	bytes_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyBytes_Type");
+	code_type = (uintptr_t)lookup("PyCode_Type");
+	str_type = (uintptr_t)lookup("PyUnicode_Type");
+	bytes_type = (uintptr_t)lookup("PyBytes_Type");
 	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
 		if (layouts[i].version == v)
 			py = &layouts[i];
 	/* a debug build (Py_REF_DEBUG, and with it other layouts) */
-	if (dlsym(RTLD_DEFAULT, "_Py_NegativeRefcount") || !code_type ||
-	    !str_type || !bytes_type) {
+	if (lookup("_Py_NegativeRefcount") || !code_type || !str_type ||
+	    !bytes_type) {
 		py = NULL;
 		v = 0;
 		len = snprintf(msg, sizeof(msg),

@@ -38,9 +38,10 @@ struct py_frames {
 struct py_codes;
 
 /* At start-up (the shared memory mapped, --stacks): is there an
- * interpreter in this process whose frames it can read?  An unknown
- * version of CPython is said once, on stderr. */
-void python_start(const struct mt_fast_header *shm, const void *stacks);
+ * interpreter in this process whose frames it can read (its symbols
+ * found with lookup)?  An unknown version of CPython is said once, on
+ * stderr. */
+void python_start(const void *stacks, void *(*lookup)(const char *name));
 
 /* The calling thread's Python frames (0 groups: none, or no
  * interpreter); codes: the thread's table, made at its first use (*codes

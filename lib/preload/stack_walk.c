@@ -108,7 +108,6 @@ void stacks_start(const struct mt_fast_header *shm)
 							  : MT_STACK_DEPTH_MAX;
 	self_start = (uintptr_t)me.dlfo_map_start;
 	self_end = (uintptr_t)me.dlfo_map_end;
-	python_start(shm, stk);
 }
 
 void stacks_code_changed(void)
