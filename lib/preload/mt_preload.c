@@ -615,6 +615,8 @@ static void after_fork_in_child(void)
 		register_process();
 }
 
+static void lookup_python(void);
+
 static void init(void)
 {
 	struct mt_fast_header *h;
@@ -626,6 +628,7 @@ static void init(void)
 	if (!__atomic_compare_exchange_n(&init_state, &expect, 1, false,
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return;
+	lookup_python(); /* first: its failures' messages from the arena */
 	resolve_next();
 	h = map_shared();
 	if (h && next.malloc) {
@@ -654,23 +657,33 @@ static void init(void)
 static void hook_pymalloc(void);
 
 /*
- * A symbol of the process's (NULL: none), looked up as the allocator's
- * own business: a lookup that fails (any program without CPython) makes
- * its error message with the interposed malloc, which must not count as
- * the program's call; dlerror twice frees it, inside the same depth.
+ * CPython's symbols the recorder uses (python.c, hook_pymalloc), looked
+ * up by init() before the next allocator is known: a failed lookup (any
+ * program without CPython) mallocs its error message, which then comes
+ * from the start-up arena as dlsym's own calloc does, and leaves the
+ * program's heap as it was.  One failed lookup for a program without it.
  */
-static void *quiet_dlsym(const char *name)
-{
-	void *p;
+static const char *const py_names[] = {
+    "PyMem_GetAllocator", "PyMem_SetAllocator",
+    "Py_Version",	  "PyGILState_GetThisThreadState",
+    "PyCode_Type",	  "PyUnicode_Type",
+    "PyBytes_Type",	  "_Py_NegativeRefcount",
+};
+static void *py_syms[sizeof(py_names) / sizeof(py_names[0])];
 
-	self.depth++;
-	p = dlsym(RTLD_DEFAULT, name);
-	if (!p) {
-		dlerror();
-		dlerror();
-	}
-	self.depth--;
-	return p;
+static void lookup_python(void)
+{
+	for (size_t i = 0; i < sizeof(py_names) / sizeof(py_names[0]); i++)
+		if (!(py_syms[i] = dlsym(RTLD_DEFAULT, py_names[i])) && i == 0)
+			return;
+}
+
+static void *python_symbol(const char *name)
+{
+	for (size_t i = 0; i < sizeof(py_names) / sizeof(py_names[0]); i++)
+		if (strcmp(name, py_names[i]) == 0)
+			return py_syms[i];
+	return NULL;
 }
 
 __attribute__((constructor)) static void preload_start(void)
@@ -678,7 +691,7 @@ __attribute__((constructor)) static void preload_start(void)
 	init();
 	hook_pymalloc();
 	if (stk)
-		python_start(stk, quiet_dlsym);
+		python_start(stk, python_symbol);
 }
 
 /* ---- the interposed API ------------------------------------------------- */
@@ -1178,11 +1191,9 @@ static void py_free(void *ctx, void *p)
 static void hook_pymalloc(void)
 {
 	void (*get)(int, struct py_allocator *) = (void (*)(
-	    int, struct py_allocator *))quiet_dlsym("PyMem_GetAllocator");
-	void (*set)(int, struct py_allocator *) =
-	    get ? (void (*)(int, struct py_allocator *))quiet_dlsym(
-		      "PyMem_SetAllocator")
-		: NULL;
+	    int, struct py_allocator *))python_symbol("PyMem_GetAllocator");
+	void (*set)(int, struct py_allocator *) = (void (*)(
+	    int, struct py_allocator *))python_symbol("PyMem_SetAllocator");
 
 	if (!get || !set || !shm)
 		return;
