@@ -251,7 +251,7 @@ static uint64_t read_pycode(struct tracer *t, const struct mt_fast *f,
 	}
 	if (sum != len)
 		return 0;
-	slots[0].timestamp = t->last_record_ns;
+	slots[0].timestamp = t->out.last_record_ns;
 	slots[0].pid = v->pid;
 	slots[0].tid = v->tid;
 	slots[0].kind = MT_EV_PYCODE;
