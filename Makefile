@@ -203,6 +203,15 @@ $(OUTPUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/*.h | $(OUTPUT)/fixtures
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(FIXTURE_CFLAGS) $< -o $@ -ldl
 
+# A program built with AddressSanitizer (gcc: libasan.so in its DT_NEEDED,
+# a runtime that refuses to start unless it is the first library loaded,
+# before any LD_PRELOAD): tests/fast.bats traces it both ways.
+$(OUTPUT)/fixtures/hundred_asan: tests/fixtures/hundred.c tests/fixtures/*.h \
+		| $(OUTPUT)/fixtures
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(FIXTURE_CFLAGS) -fsanitize=address $< -o $@ -ldl
+fixtures: $(OUTPUT)/fixtures/hundred_asan
+
 # The tests' independent allocation counter (LD_PRELOAD), see its header.
 $(OUTPUT)/preload/mtcount.so: tests/preload/mtcount.c | $(OUTPUT)/preload
 	$(call msg,CCLD,$@)
@@ -476,6 +485,13 @@ $(ALLOC_OUT)/cxx_sequence_jemalloc_static: $(ALLOC_DIR)/cxx_sequence.cc \
 		$(ALLOC_HDRS) | $(ALLOC_OUT)
 	$(call msg,CXX,$@)
 	$(Q)$(CXX) $(ALLOC_CXXFLAGS) $< $(ALLOC_JEMALLOC_A) -o $@
+
+# AddressSanitizer's runtime replaces operator new and delete too
+$(ALLOC_OUT)/cxx_operators_asan: $(ALLOC_DIR)/cxx_operators.cc $(ALLOC_HDRS) \
+		| $(ALLOC_OUT)
+	$(call msg,CXX,$@)
+	$(Q)$(CXX) $(ALLOC_CXXFLAGS) -fsanitize=address $< -o $@ -ldl
+fixtures: $(ALLOC_OUT)/cxx_operators_asan
 
 # jemalloc: shared, static (the executable defines malloc), stripped
 $(ALLOC_OUT)/jemalloc_api: $(ALLOC_DIR)/jemalloc_api.c $(ALLOC_HDRS) \

@@ -2,9 +2,9 @@
 # mt-trace --fast (issue 12, part 1): allocator calls into libc.so.6 and
 # libstdc++ recorded in-process by libmt-preload.so, into shared-memory
 # rings mt-trace drains and merges with its eBPF events.  The events must
-# be the default mode's exactly: every fixture's logged calls (checked by
+# be --no-fast's (probes alone) exactly: every fixture's logged calls (checked by
 # tests/lib/trace_check.py, python3-msgpack), the same per-process counts
-# as the default mode, nothing lost when a process forks, execs, _exits,
+# as --no-fast, nothing lost when a process forks, execs, _exits,
 # aborts or is killed, and the allocator suite passing whole under --fast.
 
 load helpers
@@ -68,11 +68,11 @@ counts() {
 	done
 }
 
-@test "--fast: the same counts per process as the default mode (allocations, frees, reallocs, bytes), no unknown free" {
+@test "--fast: the same counts per process as --no-fast (allocations, frees, reallocs, bytes), no unknown free" {
 	for f in "realloc_edges" "memalign_family" "hundred" "fork" \
 		"four_sizes" "alloc/cxx_operators"; do
 		# shellcheck disable=SC2086 # the fixture's arguments
-		trace_ok -- $MT_FIXTURES/$f || fail "$f: default mode failed"
+		trace_ok --no-fast -- $MT_FIXTURES/$f || fail "$f: --no-fast failed"
 		counts >"$T/default.counts"
 		# shellcheck disable=SC2086
 		trace_ok --fast -- $MT_FIXTURES/$f || fail "$f: --fast failed"
@@ -88,11 +88,11 @@ counts() {
 
 # Threads: glibc frees each thread's tcache at its exit with an internal
 # call to free's entry point, which a uprobe sees and an interposer cannot
-# (the block came from no malloc call: the default mode reports these as
+# (the block came from no malloc call: --no-fast reports these as
 # unknown frees); and the recorder's own TLS makes each thread's DTV
 # (calloc'ed by ld.so) one slot longer.  Everything else is equal.
-@test "--fast: threads: the same allocations and frees; none of the default mode's unknown frees (glibc's internal tcache frees)" {
-	trace_ok -- "$MT_FIXTURES/threads" 4 300
+@test "--fast: threads: the same allocations and frees; none of --no-fast's unknown frees (glibc's internal tcache frees)" {
+	trace_ok --no-fast -- "$MT_FIXTURES/threads" 4 300
 	read -r _ d_alloc d_free _ _ d_unknown < <(counts)
 	trace_ok --fast -- "$MT_FIXTURES/threads" 4 300
 	read -r _ f_alloc f_free _ _ f_unknown < <(counts)
@@ -375,27 +375,29 @@ PYEOF
 	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
 }
 
-# The allocator suite (tests/allocators.bats), whole, under MT_FAST=1:
-# C++ operators, jemalloc, mimalloc and tcmalloc (shared, static, renamed),
+# The allocator suite (tests/allocators.bats) runs whole in the default
+# mode, the recorder's, and again with MT_FAST=0 (--no-fast): C++
+# operators, jemalloc, mimalloc and tcmalloc (shared, static, renamed),
 # edges, dlopen, exec'd grandchildren, a real C++ program against
 # valgrind.  Where its fixtures ask which file holds malloc or operator
 # new, the recorder answers with the allocator it passes the calls to
-# (mt_preload_next, tests/fixtures/alloc/alloc.h).  tests/run runs it as a
-# suite of its own, last ("tests/allocators.bats (MT_FAST=1)"): each of
-# its tests reported as it ends, not one test silent for minutes.
+# (mt_preload_next, tests/fixtures/alloc/alloc.h).  tests/run runs the
+# second pass as a suite of its own, last ("tests/allocators.bats
+# (MT_FAST=0)"), and tests/realprog.bats (counts against an LD_PRELOAD
+# counter and valgrind) so too.
 
 # Processes that run without the recorder get uprobe links of their own
 # on libc and libstdc++ (lib/capture/recorder/fast_links.c), made before their
 # first instruction: a program exec'd without LD_PRELOAD, a set-user-ID
 # one (the loader ignores LD_PRELOAD), and the fork children of either.
 # The truths: each fixture's own log of its calls (check_log: every call
-# once, inside its window) and the default mode's counts per process.
+# once, inside its window) and --no-fast's counts per process.
 
-# fast_as_default CMD...: CMD traced in the default mode, then under
-# --fast: the same counts per process (by name), and under --fast every
+# fast_as_default CMD...: CMD traced with --no-fast (probes alone), then
+# under --fast: the same counts per process (by name), and under --fast every
 # window of the fixture log matched; nothing said of a recorder missing.
 fast_as_default() {
-	trace_ok -- "$@" || fail "$*: default mode failed"
+	trace_ok --no-fast -- "$@" || fail "$*: --no-fast failed"
 	counts >"$T/default.counts"
 	rm -f "$MT_FIXTURE_LOG"
 	trace_ok -v --fast -- "$@" || fail "$*: --fast failed"
@@ -408,7 +410,7 @@ fast_as_default() {
 		fail "$*: a process said to run unrecorded"
 }
 
-@test "--fast: a program exec'd without LD_PRELOAD (env -u) gets links of its own: its calls exactly once, the default mode's counts" {
+@test "--fast: a program exec'd without LD_PRELOAD (env -u) gets links of its own: its calls exactly once, --no-fast's counts" {
 	for f in hundred realloc_edges memalign_family alloc/cxx_operators; do
 		fast_as_default env -u LD_PRELOAD "$MT_FIXTURES/$f"
 		grep -q "LD_PRELOAD without the recorder: traced by uprobe links of its own" "$T/trace.err"
@@ -423,7 +425,7 @@ fast_as_default() {
 	assert_output 0
 }
 
-@test "--fast: a set-user-ID program (nobody's: the loader ignores LD_PRELOAD) gets links of its own: its calls exactly, the default mode's counts" {
+@test "--fast: a set-user-ID program (nobody's: the loader ignores LD_PRELOAD) gets links of its own: its calls exactly, --no-fast's counts" {
 	# the set-user-ID copies live where nobody may reach them
 	outside_dir=$(mktemp -d /tmp/mt-fast-suid.XXXXXX)
 	chmod 755 "$outside_dir"
@@ -439,7 +441,7 @@ fast_as_default() {
 	for f in hundred cxx_operators; do
 		rm -f "$MT_FIXTURE_LOG"
 		install -m 666 /dev/null "$MT_FIXTURE_LOG"
-		trace_ok -- "$outside_dir/$f" || fail "default mode failed"
+		trace_ok --no-fast -- "$outside_dir/$f" || fail "--no-fast failed"
 		counts >"$T/default.counts"
 		rm -f "$MT_FIXTURE_LOG"
 		install -m 666 /dev/null "$MT_FIXTURE_LOG"
@@ -451,6 +453,77 @@ fast_as_default() {
 		[ "$(windows_matched)" = 1 ]
 		grep -q "set-user-ID or with capabilities: the loader ignores LD_PRELOAD: traced by uprobe links of its own" "$T/trace.err"
 	done
+}
+
+# Issue 33: the recorder is the default, probes where it cannot go.  An
+# AddressSanitizer program (gcc's: libasan.so in its DT_NEEDED) refuses to
+# start unless its runtime is the first library loaded, which the
+# preloaded recorder is not ("ASan runtime does not come first in initial
+# library list"): the recorder's __asan_default_options turns that check
+# off, and since the next malloc is ASan's, not glibc's, the recorder
+# passes the calls on and ASan's allocator carries the probes.
+@test "default: an AddressSanitizer program (C, C++) starts, each of its calls recorded once (probes on ASan's allocator), as with --no-fast; -v says how" {
+	for f in hundred_asan alloc/cxx_operators_asan; do
+		rm -f "$MT_FIXTURE_LOG"
+		trace_ok --no-fast -- "$MT_FIXTURES/$f" || fail "$f: --no-fast failed"
+		check_log
+		[ "$(windows_matched)" = 1 ]
+		rm -f "$MT_FIXTURE_LOG"
+		trace_ok -v -- "$MT_FIXTURES/$f" || fail "$f: the default failed"
+		! grep "ASan runtime does not come first" "$T/trace.err"
+		check_log
+		[ "$(windows_matched)" = 1 ]
+		grep -q "^mt-trace: pid [0-9]*: recorded by probes: its malloc is not glibc's" "$T/trace.err"
+		! grep 'ran without the recorder' "$T/trace.err"
+	done
+}
+
+# A command run with its own LD_PRELOAD (jemalloc): the recorder comes
+# first and passes the calls on to jemalloc, which carries the probes;
+# a process in the tree that replaces LD_PRELOAD runs without the recorder
+# and gets links of its own; env -i (no environment at all) too.
+@test "default: the command's own LD_PRELOAD (jemalloc) after the recorder, one replaced inside the tree, env -i: each call once, as with --no-fast" {
+	je="/usr/lib/$(gcc -print-multiarch)/libjemalloc.so.2"
+	[ -e "$je" ] || fail "$je missing (make deps: libjemalloc-dev)"
+	# the tools inherit it too: under ASan (make check-asan) its runtime
+	# then no longer comes first, which it refuses by default
+	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+	rm -f "$MT_FIXTURE_LOG"
+	LD_PRELOAD=$je trace_ok --no-fast -- "$MT_FIXTURES/hundred"
+	counts >"$T/default.counts"
+	check_log
+	rm -f "$MT_FIXTURE_LOG"
+	LD_PRELOAD=$je trace_ok -v -- "$MT_FIXTURES/hundred"
+	counts >"$T/fast.counts"
+	diff "$T/default.counts" "$T/fast.counts"
+	check_log
+	[ "$(windows_matched)" = 1 ]
+	grep -q "^mt-trace: pid [0-9]*: recorded by probes: its malloc is not glibc's" "$T/trace.err"
+	# LD_PRELOAD replaced inside the tree (the fixture's windows only:
+	# what env allocates before its exec depends on the environment's
+	# size, which the recorder's variables make larger)
+	rm -f "$MT_FIXTURE_LOG"
+	trace_ok -v -- env LD_PRELOAD="$je" "$MT_FIXTURES/hundred"
+	check_log
+	[ "$(windows_matched)" = 1 ]
+	grep -q "LD_PRELOAD without the recorder: traced by uprobe links of its own" "$T/trace.err"
+	fast_as_default env -i MT_FIXTURE_LOG="$MT_FIXTURE_LOG" "$MT_FIXTURES/hundred"
+	[ "$(windows_matched)" = 1 ]
+	grep -q "LD_PRELOAD without the recorder: traced by uprobe links of its own" "$T/trace.err"
+}
+
+@test "default: -v says for each process how it was recorded: the recorder, probes for a static program, links of its own without LD_PRELOAD" {
+	rm -f "$MT_FIXTURE_LOG"
+	trace_ok -v -- sh -c "$MT_FIXTURES/hundred; $MT_FIXTURES/alloc/libc_family_fullstatic; env -u LD_PRELOAD $MT_FIXTURES/hundred"
+	check_log
+	[ "$(windows_matched)" = 4 ] # the static program logs two
+	grep -q "^mt-trace: pid [0-9]* ($MT_FIXTURES/alloc/libc_family_fullstatic): recorded by probes: a static program" "$T/trace.err"
+	grep -q "^mt-trace: --fast: pid [0-9]*: LD_PRELOAD without the recorder: traced by uprobe links of its own" "$T/trace.err"
+	# the processes that loaded the recorder: sh, hundred, env (dash
+	# starts each command with vfork, whose child runs no fork handler:
+	# the child that execs the static program never carried it)
+	run grep -c "^mt-trace: pid [0-9]*: recorded by the preloaded recorder$" "$T/trace.err"
+	[ "$output" = 3 ]
 }
 
 @test "--fast: the fork children of a process without the recorder each get links before they run (fork, a chain of 4, posix_spawn): exact" {

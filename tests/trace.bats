@@ -27,13 +27,19 @@ teardown() {
 	fi
 }
 
-# check_fixture NAME [KINDS]: trace the fixture and compare its windows.
+# check_fixture NAME [KINDS]: trace the fixture and compare its windows,
+# in the default mode (the recorder where it loads) and with --no-fast
+# (probes alone): both exact (CHECK_MODES: the modes, one of them).
 check_fixture() {
-	trace_ok -- "$MT_FIXTURES/$1"
-	run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG" \
-		--kinds "${2:-alloc}"
-	echo "$output"
-	assert_success
+	local mode
+	for mode in ${CHECK_MODES:---fast --no-fast}; do
+		rm -f "$MT_FIXTURE_LOG"
+		trace_ok "$mode" -- "$MT_FIXTURES/$1"
+		run "$PY" "$CHECK" expect "$T/out.msgpack" "$MT_FIXTURE_LOG" \
+			--kinds "${2:-alloc}"
+		echo "$mode: $output"
+		assert_success
+	done
 }
 
 meta() {
@@ -129,6 +135,8 @@ session_progs() {
 	check_fixture two_mallocs
 }
 
+# (--no-fast: the probes' own rule; the recorder makes no record of
+# free(NULL) either, fast.bats)
 @test "free(NULL) is no event and no probe hit: free is probed past its NULL test" {
 	require_bpf
 	require_command bpftool
@@ -139,7 +147,7 @@ session_progs() {
 	# the command reports the fixture's system time (the kernel's
 	# accounting: each probe hit is a trap, ~1-10 us here), then waits on
 	# $T/hold, so that this session's programs can be read meanwhile
-	mt-trace --child-stdout "$T/out" -o "$T/t.raw" -- sh -c '
+	mt-trace --no-fast --child-stdout "$T/out" -o "$T/t.raw" -- sh -c '
 		fixture=$1 hold=$2
 		"$fixture" 200000
 		read -r stat </proc/$$/stat; set -- $stat
@@ -224,8 +232,9 @@ session_sizes() {
 	local tracer big sizes pid_max slots
 	mkfifo "$T/hold"
 	# (--no-stacks: --stacks, MT_STACKS=1, adds its own two, stacks and
-	# stack_files)
-	mt-trace --no-stacks -o "$T/t.raw" -- \
+	# stack_files; --no-fast: the recorder's mode, the default, adds two
+	# more, pid_links and fork_stops, for processes without the recorder)
+	mt-trace --no-stacks --no-fast -o "$T/t.raw" -- \
 		sh -c ': >"$1"; read -r _ <"$0"' "$T/hold" "$T/ready" &
 	tracer=$!
 	for _ in $(seq 200); do
@@ -263,7 +272,7 @@ session_sizes() {
 		# failures, are where the ways differ inside
 		for fixture in realloc_edges memalign_family hundred; do
 			: >"$MT_FIXTURE_LOG"
-			MT_PROBES=$mode check_fixture "$fixture"
+			CHECK_MODES=--no-fast MT_PROBES=$mode check_fixture "$fixture"
 		done
 		MT_PROBES=$mode trace_ok -v -- true
 		case $mode in
@@ -515,7 +524,8 @@ session_sizes() {
 	# each stopped it as ld.so mapped it, as its exec did
 	libs=$(ldd "$(command -v ls)" | grep -c '=> /')
 	[ "$libs" -ge 2 ]
-	trace_ok -v -- ls /
+	# (--no-fast: the recorder is one library more, mapped by ld.so)
+	trace_ok -v --no-fast -- ls /
 	assert_file_contains "$T/trace.err" \
 		"^mt-trace: stops for new code: 0; inspected ahead, programs: 1, libraries: $((libs - 1))$"
 	# the Exec is still the root's first event of its own
@@ -529,7 +539,7 @@ session_sizes() {
 	libs=$(ldd "$(command -v ls)" | grep -c '=> /')
 	printf '#!/bin/sh\nls / >/dev/null\n' >"$T/script"
 	chmod +x "$T/script"
-	trace_ok -v -- "$T/script"
+	trace_ok -v --no-fast -- "$T/script"
 	# sh's exec and ls's stop; ls's libraries (but libc) are inspected
 	# at its exec's stop, and do not stop it again when ld.so maps them
 	assert_file_contains "$T/trace.err" \
@@ -548,7 +558,12 @@ session_sizes() {
 		group_by(.member) | map({member: .[0].member, first: .[0].size}) |
 		map(select(.first > 65536))"
 	assert_output '[]'
-	# and there are RSS events of both members to look at
+	# and there are RSS events of both members to look at (and of shmem:
+	# the recorder's rings in the process's memory, the default; not
+	# with --no-fast)
+	run jq_events "[.[] | select(.pid == $root and .type == \"Rss\") | .member] | unique"
+	assert_output '["anon","file","shmem"]'
+	trace_ok --no-fast -- "$MT_FIXTURES/malloc_free"
 	run jq_events "[.[] | select(.pid == $root and .type == \"Rss\") | .member] | unique"
 	assert_output '["anon","file"]'
 }
@@ -672,8 +687,9 @@ links_of() {
 @test "the probes go: just after mt-trace exits by default, before it exits with --wait-detach" {
 	require_bpf
 	require_command bpftool
-	# while a trace runs, its links are there (the check can see them)
-	mt-trace --wait-detach -o "$T/sleep.raw" -- sleep 1 \
+	# while a trace runs, its links are there (the check can see them;
+	# --no-fast: libc's too, the recorder's mode leaves it without)
+	mt-trace --no-fast --wait-detach -o "$T/sleep.raw" -- sleep 1 \
 		2>/dev/null &
 	tracer=$!
 	for _ in $(seq 50); do
@@ -988,22 +1004,24 @@ total_events() {
 
 @test "lost events: a 4 KiB ring under a storm: delivered + lost == the calls made" {
 	require_bpf
+	# (--no-fast: the storm's calls go through the BPF ring; the
+	# recorder's rings wait instead of dropping, fast.bats)
 	# the same program with 1 pair: everything but the storm (ld.so's
 	# mmaps, the heap's brk, exec and exit) plus 2 events; deterministic
-	trace_ok -- "$MT_FIXTURES/storm" 1
+	trace_ok --no-fast -- "$MT_FIXTURES/storm" 1
 	run meta '.trailer.lost_events'
 	assert_output 0
 	base=$(($(total_events) - 2))
 	pairs=50000  # 100,000 events: 5.6 MB, less than a 16 MiB ring
 	# a ring big enough loses nothing and sees every call
-	trace_ok --ring-size 16MiB -- "$MT_FIXTURES/storm" "$pairs"
+	trace_ok --no-fast --ring-size 16MiB -- "$MT_FIXTURES/storm" "$pairs"
 	run total_events
 	assert_output "$((base + 2 * pairs))"
 	# a tiny ring without backpressure (tests/lossless.bats) loses
 	# events, and counts every one it lost (a longer storm, so that even a
 	# fast consumer falls behind)
 	pairs=200000
-	trace_ok --ring-size 4096 --no-backpressure -- "$MT_FIXTURES/storm" "$pairs"
+	trace_ok --no-fast --ring-size 4096 --no-backpressure -- "$MT_FIXTURES/storm" "$pairs"
 	lost=$(meta '.trailer.lost_events')
 	echo "ring 4 KiB: $lost of $((base + 2 * pairs)) events lost" >&3
 	[ "$lost" -gt 0 ]
@@ -1148,10 +1166,12 @@ total_events() {
 # The first uprobe registration after a quiet spell waits for an RCU grace
 # period (5-15 ms); a thread takes that wait beside the BPF load with probes
 # on a file nobody maps (uprobe_grace.c).  The kernels here have uprobe_multi
-# links, so it must work.
+# links, so it must work.  (--no-fast: the recorder's mode, whose
+# libc and libstdc++ carry no probes, warms nothing unless --scan or
+# MT_SCAN names a file to probe, parallel_start.c.)
 @test "-vv: the first uprobe registration's wait is taken beside the BPF load" {
 	require_bpf
-	trace_ok -vv -- true
+	trace_ok -vv --no-fast -- true
 	run grep -E 'uprobe registration warmed beside the BPF load: the first in [0-9.]+ ms, [1-9][0-9]* in all' "$T/trace.err"
 	assert_success
 	run grep 'not warmed' "$T/trace.err"

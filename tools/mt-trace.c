@@ -41,7 +41,7 @@ static void usage(FILE *f)
 	      " [--interval DURATION] [--wait-detach]\n"
 	      "                [--global-probes]\n"
 	      "                [--stacks=BOOL | --no-stacks] [--stack-depth N] "
-	      "[--fast]\n"
+	      "[--fast | --no-fast]\n"
 	      "                -- CMD [ARGS...]\n"
 	      "       mt-trace --help | --version\n"
 	      "\n"
@@ -102,21 +102,22 @@ static void usage(FILE *f)
 	      "                            MT_STACKS; --no-stacks: false)\n"
 	      "      --stack-depth N       frames kept per stack, 1-127 "
 	      "(default 127)\n"
-	      "      --fast                record the C library's and "
-	      "libstdc++'s allocator\n"
-	      "                            calls in-process (LD_PRELOAD of "
-	      "libmt-preload.so)\n"
-	      "                            instead of with uprobes: "
-	      "allocation-heavy programs\n"
-	      "                            run near their own speed (env "
-	      "MT_FAST=1; CMD sees\n"
-	      "                            LD_PRELOAD; with --stacks, the "
-	      "recorder walks\n"
-	      "                            each call's stack itself); a "
-	      "process that runs\n"
-	      "                            without it (LD_PRELOAD dropped, "
-	      "set-user-ID) keeps\n"
-	      "                            uprobes of its own\n"
+	      "      --no-fast             allocator calls by uprobes alone "
+	      "(env MT_FAST=0);\n"
+	      "                            by default the C library's and "
+	      "libstdc++'s calls\n"
+	      "                            are recorded in-process where the "
+	      "recorder loads\n"
+	      "                            (LD_PRELOAD of libmt-preload.so: "
+	      "CMD sees it), by\n"
+	      "                            uprobes in the processes it cannot "
+	      "(static,\n"
+	      "                            set-user-ID, LD_PRELOAD dropped); "
+	      "one trace\n"
+	      "      --fast                the default, kept for scripts: "
+	      "insist on the\n"
+	      "                            recorder (no libmt-preload.so: "
+	      "exit 125)\n"
 	      "  -v, --verbose             say what is attached; twice: the "
 	      "start-up's and\n"
 	      "                            exit's steps timed; three times: "
@@ -130,10 +131,10 @@ static void usage(FILE *f)
 	      "\n"
 	      "Environment: MT_TRACK_ALLOCATORS, MT_STACKS, MT_FAST and "
 	      "MT_SCAN (above);\n"
-	      "MT_PRELOAD: the recorder --fast preloads (default: "
+	      "MT_PRELOAD: the recorder to preload (default: "
 	      "../lib/libmt-preload.so or\n../lib/mt/libmt-preload.so "
 	      "beside mt-trace);\n"
-	      "MT_FAST_CLOCK (auto or gettime): how --fast's recorders stamp "
+	      "MT_FAST_CLOCK (auto or gettime): how the recorders stamp "
 	      "their records\n(auto: the TSC where it is CLOCK_MONOTONIC's "
 	      "counter, else clock_gettime);\n"
 	      "MT_PROBES (session, multi or classic): the first way of "
@@ -365,6 +366,7 @@ int main(int argc, char **argv)
 		OPT_NO_STACKS,
 		OPT_STACK_DEPTH,
 		OPT_FAST,
+		OPT_NO_FAST,
 		OPT_VERSION,
 	};
 	static const struct option longopts[] = {
@@ -390,6 +392,7 @@ int main(int argc, char **argv)
 	    {"no-stacks", no_argument, NULL, OPT_NO_STACKS},
 	    {"stack-depth", required_argument, NULL, OPT_STACK_DEPTH},
 	    {"fast", no_argument, NULL, OPT_FAST},
+	    {"no-fast", no_argument, NULL, OPT_NO_FAST},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, OPT_VERSION},
@@ -411,7 +414,7 @@ int main(int argc, char **argv)
 	char why[256], *env_scan;
 	size_t nscan_opts;
 	const char *env;
-	int c;
+	int c, fast = -1; /* -1: neither --fast, --no-fast nor MT_FAST */
 
 	/* 0-2 open (on /dev/null where they were closed): a descriptor of
 	 * mt-trace's own must never be one of them, which its detacher and
@@ -428,7 +431,7 @@ int main(int argc, char **argv)
 		o.stacks = parse_bool(env, "MT_STACKS");
 	env = getenv("MT_FAST");
 	if (env && *env)
-		o.fast = parse_bool(env, "MT_FAST");
+		fast = parse_bool(env, "MT_FAST");
 	/* getopt's own messages name the tool as every other message does,
 	 * not the path it was run by */
 	mt_cli_name(argv);
@@ -490,7 +493,10 @@ int main(int argc, char **argv)
 			o.stack_depth = parse_stack_depth(optarg);
 			break;
 		case OPT_FAST:
-			o.fast = true;
+			fast = true;
+			break;
+		case OPT_NO_FAST:
+			fast = false;
 			break;
 		case OPT_START_DISABLED:
 			o.start_disabled = true;
@@ -532,6 +538,13 @@ int main(int argc, char **argv)
 		errx(MT_EXIT_TRACER_FAILED, "%s", why);
 	o.user = &user;
 	mt_user_act_for(&user);
+	/* the recorder where it loads, by default: said or not, and only
+	 * where there is one (--fast or MT_FAST=1 insist on it) */
+	o.fast = fast > 0 || (fast < 0 && mt_fast_available());
+	if (fast < 0 && !o.fast && o.track_allocators)
+		warnx("libmt-preload.so not found beside mt-trace (../lib or "
+		      "../lib/mt) nor in MT_PRELOAD: allocator calls recorded "
+		      "by probes alone, as with --no-fast");
 	/* before any file is made: a run that cannot trace leaves none */
 	if (!mt_tracer_has_privileges())
 		return MT_EXIT_TRACER_FAILED;

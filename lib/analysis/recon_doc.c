@@ -422,6 +422,14 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 		emit_null(&e, "exit");
 	json_object_set_new(doc, "allocators_tracked",
 			    json_boolean(allocators_tracked(r)));
+	/* how mt-trace recorded them: its header says (absent in a trace
+	 * of another recorder, or without allocators) */
+	if (r->fmt && r->fmt != MT_FMT_MEMTRACK &&
+	    (r->meta.flags & MT_HDR_ALLOCATORS))
+		json_object_set_new(doc, "allocator_recording",
+				    json_string(r->meta.flags & MT_HDR_RECORDER
+						    ? "recorder"
+						    : "probes"));
 	json_object_set_new(doc, "events", JI(r->events));
 	json_object_set_new(doc, "events_by_type", kinds_json(r));
 	json_object_set_new(doc, "lost_events",

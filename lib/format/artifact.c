@@ -914,6 +914,9 @@ int mt_artifact_header(struct mt_artifact *a, const struct mt_meta *meta)
 	put_bool(&w, "physical_tracked", meta->flags & MT_HDR_PHYSICAL);
 	if (meta->flags & MT_HDR_STACKS)
 		put_bool(&w, "stacks_tracked", true);
+	if (meta->flags & MT_HDR_ALLOCATORS)
+		put_bool(&w, "allocators_recorder",
+			 meta->flags & MT_HDR_RECORDER);
 	return end_map(&w);
 }
 

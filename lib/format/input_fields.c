@@ -64,6 +64,7 @@ const char *const key_names[K_MAX] = {
     [K_RSS_TRACKED] = "rss_tracked",
     [K_PHYSICAL_TRACKED] = "physical_tracked",
     [K_STACKS_TRACKED] = "stacks_tracked",
+    [K_ALLOCATORS_RECORDER] = "allocators_recorder",
     [K_COMPLETE] = "complete",
     [K_END_MONOTONIC] = "end_monotonic",
     [K_EVENTS] = "events",
@@ -590,6 +591,7 @@ int fields_to_header(struct mt_input *in, uint64_t off, const struct fields *f)
 	    header_flag(in, off, f, K_RSS_TRACKED, MT_HDR_RSS) ||
 	    header_flag(in, off, f, K_PHYSICAL_TRACKED, MT_HDR_PHYSICAL) ||
 	    header_flag(in, off, f, K_STACKS_TRACKED, MT_HDR_STACKS) ||
+	    header_flag(in, off, f, K_ALLOCATORS_RECORDER, MT_HDR_RECORDER) ||
 	    header_command(in, off, val(f, K_COMMAND)))
 		return -1;
 	/* 0: not known (the writer's page_size for a Header that had none) */

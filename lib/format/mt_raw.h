@@ -51,6 +51,10 @@
 				 tree (private copies of the C library and
 				 known allocator libraries); absent with
 				 MT_HDR_ALLOCATORS: probes were global */
+/* Allocator calls recorded in-process by the preloaded recorder where it
+ * loaded, by probes elsewhere (mt-trace's default); absent with
+ * MT_HDR_ALLOCATORS: by probes alone (mt-trace --no-fast). */
+#define MT_HDR_RECORDER 0x40
 
 /* mt_raw_trailer.exit_kind / mt_meta.exit_kind */
 enum mt_exit_kind {

@@ -554,9 +554,35 @@ static void resolve_next(void)
 
 /* "MEMFD,EVENTFD,INODE,TRACER_PID": map the memfd, by the inherited fd or
  * else through mt-trace's /proc (the program may have closed it). */
+/*
+ * getenv, also before libc has set environ: the recorder may be started
+ * by a call from a function of the program's .preinit_array, which runs
+ * before any library's initializer (AddressSanitizer's __asan_init
+ * resolves its interceptors there, and dlsym's calloc is the recorder's).
+ * The loader's __libc_stack_end is then the process's first stack
+ * address: argc, argv[argc + 1], the environment.
+ */
+extern void *__libc_stack_end;
+
+static const char *early_getenv(const char *name)
+{
+	size_t len = strlen(name);
+	char **envp;
+	long argc;
+
+	if (environ || !__libc_stack_end)
+		return getenv(name);
+	argc = *(long *)__libc_stack_end;
+	envp = (char **)__libc_stack_end + 1 + argc + 1;
+	for (; *envp; envp++)
+		if (strncmp(*envp, name, len) == 0 && (*envp)[len] == '=')
+			return *envp + len + 1;
+	return NULL;
+}
+
 static struct mt_fast_header *map_shared(void)
 {
-	const char *env = getenv(MT_FAST_ENV);
+	const char *env = early_getenv(MT_FAST_ENV);
 	unsigned long long ino;
 	int memfd, efd, tracer, fd;
 	char path[64];
@@ -603,6 +629,10 @@ static void register_process(void)
 	if (at >= shm->max_pids)
 		return;
 	pids[at].when = now();
+	pids[at].flags =
+	    (record_c ? MT_FAST_PID_RECORDS_C : 0) |
+	    (record_cxx ? MT_FAST_PID_RECORDS_CXX : 0) |
+	    (next_cxx[CXX_NEW] && !record_cxx ? MT_FAST_PID_OTHER_CXX : 0);
 	__atomic_store_n(&pids[at].pid, (uint32_t)getpid(), __ATOMIC_RELEASE);
 }
 
@@ -640,6 +670,9 @@ static void init(void)
 		clock_tsc = h->clock == MT_FAST_CLOCK_TSC;
 		pthread_key_create(&ring_key, ring_destructor);
 		pthread_atfork(NULL, NULL, after_fork_in_child);
+		record_c = defined_in((void *)next.malloc, "libc.so");
+		record_cxx =
+		    record_c && defined_in(next_cxx[CXX_NEW], "libstdc++.so");
 		register_process();
 		stacks_start(shm);
 		/* the thread that loads the recorder, the program's main
@@ -647,9 +680,6 @@ static void init(void)
 		 * its mapping is then no event amid the program's own */
 		if (h->stack_depth && h->stacks_offset)
 			thread_stacks(&self);
-		record_c = defined_in((void *)next.malloc, "libc.so");
-		record_cxx =
-		    record_c && defined_in(next_cxx[CXX_NEW], "libstdc++.so");
 	}
 	__atomic_store_n(&init_state, 2, __ATOMIC_RELEASE);
 }
@@ -692,6 +722,22 @@ __attribute__((constructor)) static void preload_start(void)
 	hook_pymalloc();
 	if (stk)
 		python_start(stk, python_symbol);
+}
+
+/*
+ * A program built with -fsanitize=address (gcc: libasan.so in its
+ * DT_NEEDED) refuses to start when its runtime is not the first library
+ * loaded ("ASan runtime does not come first in initial library list"),
+ * and LD_PRELOAD puts the recorder first.  The runtime asks this weak
+ * hook for its default options; the recorder's definition comes before
+ * the runtime's own (empty) one, so the check is off unless the program
+ * defines the hook itself or ASAN_OPTIONS turns it on again.  The
+ * recorder then only passes the calls on (the next malloc is the
+ * runtime's, not glibc's), and the runtime's allocator carries uprobes.
+ */
+EXPORT const char *__asan_default_options(void)
+{
+	return "verify_asan_link_order=0";
 }
 
 /* ---- the interposed API ------------------------------------------------- */

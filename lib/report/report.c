@@ -900,6 +900,8 @@ void mt_report_text(FILE *out, json_t *doc, const struct mt_view *view)
 	int width = LABEL_MIN;
 	bool tracked = mt_report_allocators_tracked(doc);
 	bool rss = json_is_object(mt_json_path(doc, "tree.rss"));
+	const char *recording =
+	    json_string_value(json_object_get(doc, "allocator_recording"));
 	char buf[4096], n1[32], n2[32];
 	size_t nrows;
 	struct row *rows;
@@ -923,6 +925,12 @@ void mt_report_text(FILE *out, json_t *doc, const struct mt_view *view)
 	if (!tracked)
 		fprintf(out, "allocators  not tracked: heap figures are not "
 			     "available for this run\n");
+	else if (recording && strcmp(recording, "recorder") == 0)
+		fprintf(out, "allocators  recorded in-process where the "
+			     "recorder loaded, by probes elsewhere\n");
+	else if (recording)
+		fprintf(out, "allocators  recorded by probes (mt-trace "
+			     "--no-fast)\n");
 	if (tracked && mt_json_u64(doc, "tree.totals.unknown_frees", 0))
 		fprintf(out,
 			"unknown     %s free%s of addresses never allocated "
@@ -1075,6 +1083,10 @@ json_t *mt_report_facts(json_t *doc, const struct mt_view *view)
 	json_object_set_new(f, "events",
 			    json_deep_copy(json_object_get(doc, "events")));
 	json_object_set_new(f, "allocators_tracked", json_boolean(tracked));
+	if (json_object_get(doc, "allocator_recording"))
+		json_object_set_new(f, "allocator_recording",
+				    json_deep_copy(json_object_get(
+					doc, "allocator_recording")));
 	json_object_set_new(f, "tree",
 			    row_facts(json_object_get(doc, "tree"), tracked));
 	for (size_t i = 0; rows && i < n && i < view->top; i++) {

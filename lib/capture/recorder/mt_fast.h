@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #define MT_FAST_MAGIC	0x7473616674746dull /* "mtfast\0" */
-#define MT_FAST_VERSION 4
+#define MT_FAST_VERSION 5
 
 /* The environment variable that hands the memfd to the preload:
  * "MEMFD_FD,EVENTFD_FD,INODE,TRACER_PID" (see mt_preload.c). */
@@ -161,8 +161,17 @@ struct mt_fast_file {
 struct mt_fast_pid {
 	uint64_t when; /* same clock as records */
 	uint32_t pid;
-	uint32_t pad;
+	uint32_t flags; /* MT_FAST_PID_*: what its recorder records */
 };
+
+/* The recorder records the C API's calls (the next malloc is glibc's);
+ * else it passes them on to the allocator that comes next (a preloaded
+ * one, a sanitizer's runtime), whose functions carry uprobes. */
+#define MT_FAST_PID_RECORDS_C (1u << 0)
+/* ... and C++ operator new and delete (the next is libstdc++'s). */
+#define MT_FAST_PID_RECORDS_CXX (1u << 1)
+/* Its next operator new is another allocator's (probed), not libstdc++'s. */
+#define MT_FAST_PID_OTHER_CXX (1u << 2)
 
 /* A full ring: how long a thread waits for mt-trace before it drops. */
 #define MT_FAST_GIVE_UP_NS (10ull * 1000000000ull)

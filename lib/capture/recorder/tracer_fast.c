@@ -170,6 +170,14 @@ static int find_preload(char *out, size_t len)
 	return -1;
 }
 
+bool mt_fast_available(void)
+{
+	const char *env = getenv("MT_PRELOAD");
+	char path[PATH_MAX];
+
+	return (env && *env) || find_preload(path, sizeof(path)) == 0;
+}
+
 /* Where the stacks' part of the shared memory goes (at offset at, a page
  * boundary), and the offset past it. */
 static size_t stacks_layout(struct mt_fast_stacks *st, size_t at, size_t page)
@@ -476,11 +484,16 @@ static bool dynamic_program(const char *path)
 {
 	bool interp = false;
 	size_t nph = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
 	Elf *elf;
 
 	if (fd < 0)
 		return false;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) { /* a FIFO, a device */
+		close(fd);
+		return false;
+	}
 	elf = elf_version(EV_CURRENT) != EV_NONE
 		  ? elf_begin(fd, ELF_C_READ_MMAP, NULL)
 		  : NULL;
@@ -503,7 +516,18 @@ static uint64_t record_ns(const struct mt_fast *f, uint64_t when)
 	return f->tsc ? tsc_to_ns(f, when) : when;
 }
 
-void mt_fast_exec(struct mt_fast *f, pid_t pid, uint64_t when)
+/* -v: a static program is probed (path: its file, or the path its exec
+ * named, the process being gone already). */
+static void say_static(pid_t pid, const char *path)
+{
+	fprintf(stderr,
+		"mt-trace: pid %d (%s): recorded by probes: a static program "
+		"(no loader to preload the recorder)\n",
+		(int)pid, path);
+}
+
+void mt_fast_exec(struct mt_fast *f, pid_t pid, uint64_t when,
+		  const char *named, size_t len)
 {
 	char proc[64], path[PATH_MAX];
 	ssize_t n;
@@ -514,9 +538,22 @@ void mt_fast_exec(struct mt_fast *f, pid_t pid, uint64_t when)
 			return;
 	snprintf(proc, sizeof(proc), "/proc/%d/exe", (int)pid);
 	n = readlink(proc, path, sizeof(path) - 1);
-	if (n <= 0 || !dynamic_program(proc))
-		return; /* gone already, or static: nothing to expect */
+	if (n <= 0) { /* gone already: nothing to expect */
+		/* -v: the file its exec named, if that is where it was */
+		n = len < sizeof(path) ? (ssize_t)len : 0;
+		memcpy(path, named, n);
+		path[n] = '\0';
+		if (f->verbose && path[0] == '/' && !dynamic_program(path) &&
+		    access(path, F_OK) == 0)
+			say_static(pid, path);
+		return;
+	}
 	path[n] = '\0';
+	if (!dynamic_program(proc)) {
+		if (f->verbose)
+			say_static(pid, path);
+		return; /* static: nothing to expect */
+	}
 	for (size_t i = 0; i < f->nwaiting; i++) {
 		if (f->waiting[i].pid == pid) { /* exec'd again */
 			free(f->waiting[i].path);
@@ -536,6 +573,29 @@ static void forget_waiting(struct mt_fast *f, size_t i)
 	f->waiting[i] = f->waiting[--f->nwaiting];
 }
 
+/* -v: how a process that loaded the recorder is recorded (flags: what
+ * its recorder said, MT_FAST_PID_*; the traced command may write them,
+ * so they only choose the words).  Not its program: by the time the
+ * table is read the process may have exec'd another, or be gone. */
+static void say_recorded(uint32_t pid, uint32_t flags)
+{
+	if (flags & MT_FAST_PID_RECORDS_C)
+		fprintf(stderr,
+			"mt-trace: pid %u: recorded by the preloaded "
+			"recorder%s\n",
+			pid,
+			flags & MT_FAST_PID_OTHER_CXX
+			    ? " (C++ operators by probes: its operator new is "
+			      "not libstdc++'s)"
+			    : "");
+	else
+		fprintf(stderr,
+			"mt-trace: pid %u: recorded by probes: its malloc is "
+			"not glibc's (a preloaded allocator or a sanitizer "
+			"runtime), the recorder passes the calls on to it\n",
+			pid);
+}
+
 /* The processes that said they carry the recorder since the last look. */
 static void read_pid_table(struct mt_fast *f)
 {
@@ -550,6 +610,10 @@ static void read_pid_table(struct mt_fast *f)
 			break; /* claimed, not yet written: next time */
 		when = record_ns(f, __atomic_load_n(&pids[f->pids_read].when,
 						    __ATOMIC_RELAXED));
+		if (f->verbose)
+			say_recorded(pid,
+				     __atomic_load_n(&pids[f->pids_read].flags,
+						     __ATOMIC_RELAXED));
 		f->loaded = mt_grow(f->loaded, &f->cap_loaded, f->nloaded + 1,
 				    sizeof(*f->loaded));
 		f->loaded[f->nloaded++] =
@@ -584,8 +648,8 @@ static void exited_uncovered(struct mt_fast *f, pid_t pid)
 			    stderr,
 			    "mt-trace: --fast: pid %d (%s) ran without the "
 			    "recorder its environment named: its calls into "
-			    "libc were not recorded; trace it without "
-			    "--fast\n",
+			    "libc were not recorded; trace it with "
+			    "--no-fast\n",
 			    (int)pid, path);
 			f->warned[f->nwarned++] = strdup(path);
 		}

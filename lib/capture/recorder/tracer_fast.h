@@ -68,9 +68,11 @@ int mt_fast_collect(struct tracer *t, uint64_t until);
  * said on stderr: its libc calls went unrecorded). */
 void mt_fast_exited(struct mt_fast *f, pid_t pid);
 
-/* Process pid exec'd (its Exec record was read): a dynamic program is
- * expected to load the recorder before it exits. */
-void mt_fast_exec(struct mt_fast *f, pid_t pid, uint64_t when);
+/* Process pid exec'd (its Exec record was read, with the path the exec
+ * named, len bytes): a dynamic program is expected to load the recorder
+ * before it exits; -v says a static one is probed. */
+void mt_fast_exec(struct mt_fast *f, pid_t pid, uint64_t when,
+		  const char *named, size_t len);
 
 /*
  * Process pid is stopped at its exec: will its new program run without the

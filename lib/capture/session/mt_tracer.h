@@ -34,7 +34,9 @@ struct mt_tracer_opts {
 	bool wait_detach;     /* remove the probes before exiting */
 	bool global_probes;   /* --global-probes: not confined to the tree */
 	bool stacks;	      /* call stacks of allocations (--stacks) */
-	bool fast; /* --fast: allocator calls recorded in-process (preload) */
+	bool fast; /* allocator calls recorded in-process (preload) where
+		    * the recorder loads, probes elsewhere: the default;
+		    * false: --no-fast, probes alone */
 	uint32_t stack_depth; /* deepest stack kept, <= MT_STACK_DEPTH_MAX */
 	const struct mt_user *user; /* who CMD runs as (mt_user.h) */
 	int verbose;
@@ -58,6 +60,11 @@ int mt_trace_run(const struct mt_tracer_opts *opts);
  * (CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN); when not, says on stderr
  * which capabilities are missing, once. */
 bool mt_tracer_has_privileges(void);
+
+/* Is there a recorder to preload (libmt-preload.so beside mt-trace, or
+ * MT_PRELOAD set: a bad one is then said by the run)?  Without one, the
+ * default mode records by probes alone. */
+bool mt_fast_available(void);
 
 /* How --physical is measured, in words, for stderr; with probe, also
  * whether this kernel would allow the exact method (costly: -v only). */

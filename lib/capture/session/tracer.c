@@ -648,7 +648,8 @@ static int write_header(struct tracer *t)
 	    MT_HDR_SYSCALLS | (o->track_allocators ? MT_HDR_ALLOCATORS : 0) |
 	    (t->rss ? MT_HDR_RSS : 0) | (o->physical ? MT_HDR_PHYSICAL : 0) |
 	    (o->stacks ? MT_HDR_STACKS : 0) |
-	    (t->confine.confined ? MT_HDR_CONFINED : 0);
+	    (t->confine.confined ? MT_HDR_CONFINED : 0) |
+	    (t->fast ? MT_HDR_RECORDER : 0);
 	meta.start_monotonic_ns = t->start_monotonic_ns;
 	meta.start_realtime_ns = t->start_realtime_ns;
 	meta.host = un.nodename;

@@ -116,11 +116,12 @@ int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size)
 		}
 	}
 	if (e->kind == MT_EV_EXEC) {
-		if (t->fast) /* it should load the recorder */
-			mt_fast_exec(t->fast, e->pid, e->timestamp);
 		payload = e->aux;
 		if (payload > size - sizeof(*e))
 			payload = size - sizeof(*e);
+		if (t->fast) /* it should load the recorder */
+			mt_fast_exec(t->fast, e->pid, e->timestamp,
+				     (const char *)(e + 1), payload);
 	}
 	nslots = 1 + (payload + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE;
 	t->life_slots =
