@@ -127,8 +127,10 @@ for b in config["benchmarks"]:
 		}
 		n=$((n + 1))
 	done <<<"$(sed "s|build/|${MT_BUILD#"$TOP"/}/|g" <<<"$commands")"
-	[ "$n" -eq 34 ]
-	[ "$(grep -c -- '--fast' <<<"$commands")" -eq 5 ]
+	[ "$n" -eq 38 ]
+	# the default (the recorder) beside probes alone and heaptrack
+	[ "$(grep -c -- '--no-fast' <<<"$commands")" -eq 6 ]
+	[ "$(grep -c -- 'installed-or-skip heaptrack' <<<"$commands")" -eq 4 ]
 }
 
 @test "physical-or-skip: runs --physical only when mt-trace offers it" {
