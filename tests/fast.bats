@@ -375,6 +375,58 @@ PYEOF
 	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
 }
 
+# Issue 33: the recorder is the default; --no-fast and MT_FAST=0 are probes
+# alone; --fast and MT_FAST=1 are the default.  The trace's header says
+# which (flag 64, mt-format(5)), and mt-report prints it.
+@test "default: the recorder without an option, probes alone with --no-fast or MT_FAST=0; the header and mt-report say which" {
+	local how var opt want
+	# VARIABLE:OPTION, either empty; the option wins over the variable
+	for how in : :--fast :--no-fast MT_FAST=0: MT_FAST=1: MT_FAST=0:--fast; do
+		var=${how%%:*} opt=${how#*:}
+		case $how in
+		*:--fast | : | MT_FAST=1:) want=recorder ;;
+		*) want=probes ;;
+		esac
+		rm -f "$MT_FIXTURE_LOG"
+		# shellcheck disable=SC2086 # none, or one word each
+		env $var bash -c 'mt-trace "$@" 2>"$T/trace.err" |
+			mt-encode >"$T/out.msgpack"' _ $opt -v -- \
+			sh -c 'echo "$LD_PRELOAD" >"$T/seen"; exec "$0"' \
+			"$MT_FIXTURES/hundred"
+		check_log
+		run mt-report --json "$T/out.msgpack"
+		assert_success
+		[ "$(jq -r .allocator_recording <<<"$output")" = $want ] ||
+			fail "'$how': not $want: $output"
+		run mt-report "$T/out.msgpack"
+		if [ $want = recorder ]; then
+			assert_line "allocators  recorded in-process where the recorder loaded, by probes elsewhere"
+			[ "$(cat "$T/seen")" = "$(realpath "$PRELOAD")" ]
+			grep -q "^mt-trace: pid [0-9]*: recorded by the preloaded recorder$" "$T/trace.err"
+		else
+			assert_line "allocators  recorded by probes (mt-trace --no-fast)"
+			[ -z "$(cat "$T/seen")" ]
+			! grep "recorded by the preloaded recorder" "$T/trace.err"
+		fi
+	done
+}
+
+@test "default: no recorder to preload beside mt-trace: a warning, probes alone, each call exact (--fast: 125)" {
+	# a copy of mt-trace with no ../lib beside it
+	mkdir -p "$T/bin"
+	cp "$MT_BIN/mt-trace" "$T/bin/"
+	rm -f "$MT_FIXTURE_LOG"
+	run bash -c '"$T/bin/mt-trace" -- "$MT_FIXTURES/hundred" 2>"$T/trace.err" |
+		mt-encode >"$T/out.msgpack"'
+	assert_success
+	grep -q "libmt-preload.so not found beside mt-trace .*: allocator calls recorded by probes alone, as with --no-fast" "$T/trace.err"
+	check_log
+	[ "$(mt-report --json "$T/out.msgpack" | jq -r .allocator_recording)" = probes ]
+	run "$T/bin/mt-trace" --fast -- touch "$T/ran"
+	[ "$status" = 125 ]
+	[ ! -e "$T/ran" ]
+}
+
 # The allocator suite (tests/allocators.bats) runs whole in the default
 # mode, the recorder's, and again with MT_FAST=0 (--no-fast): C++
 # operators, jemalloc, mimalloc and tcmalloc (shared, static, renamed),

@@ -564,6 +564,7 @@ session_sizes() {
 	run jq_events "[.[] | select(.pid == $root and .type == \"Rss\") | .member] | unique"
 	assert_output '["anon","file","shmem"]'
 	trace_ok --no-fast -- "$MT_FIXTURES/malloc_free"
+	root=$(meta '.header.root_pid')
 	run jq_events "[.[] | select(.pid == $root and .type == \"Rss\") | .member] | unique"
 	assert_output '["anon","file"]'
 }

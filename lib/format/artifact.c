@@ -34,13 +34,15 @@
 #define OUT_BUF (256u * 1024)
 
 /*
- * A map has at most MAP_ENTRIES_MAX entries (a MessagePack fixmap), each
- * at most ENTRY_MAX bytes in either style, string values aside (keys are
- * at most 22 bytes).  A map starts with MAP_ROOM free bytes and keeps that
- * much free after each string value, so ints, bools and names are written
+ * A map has at most MAP_ENTRIES_MAX entries (a MessagePack fixmap up to
+ * 15, a map16 past: the Header with every optional flag), each at most
+ * ENTRY_MAX bytes in either style, string values aside (keys are at most
+ * 22 bytes).  A map starts with MAP_ROOM free bytes and keeps that much
+ * free after each string value, so ints, bools and names are written
  * without a check.
  */
-#define MAP_ENTRIES_MAX 15
+#define MAP_ENTRIES_MAX 16
+#define FIXMAP_MAX	15
 #define ENTRY_MAX	64
 #define MAP_ROOM	((MAP_ENTRIES_MAX + 1) * ENTRY_MAX)
 
@@ -217,7 +219,15 @@ static inline int end_map(struct map_writer *w)
 	struct mt_artifact *a = w->a;
 
 	assert(w->n <= MAP_ENTRIES_MAX);
-	if (w->msgpack) {
+	if (w->msgpack && w->n > FIXMAP_MAX) {
+		/* map16: two bytes more of header before the entries (the
+		 * room an entry leaves holds them) */
+		memmove(w->start + 3, w->start + 1, w->p - (w->start + 1));
+		w->start[0] = (char)0xde;
+		w->start[1] = (char)(w->n >> 8);
+		w->start[2] = (char)w->n;
+		w->p += 2;
+	} else if (w->msgpack) {
 		*w->start = MP_FIXMAP | w->n;
 	} else {
 		*w->p++ = '}';
