@@ -25,6 +25,9 @@ setup() {
 }
 
 @test "the counter itself agrees with valgrind's heap summary on fixtures" {
+	# no mt-trace here: once is enough (tests/run runs this file again
+	# with MT_FAST=0, --no-fast, for the tracer's tests)
+	[ "${MT_FAST:-}" != 0 ] || skip "no mt-trace in this test: run in the default pass"
 	# (no realloc: valgrind counts a moving realloc as an alloc and a free;
 	# no threads: valgrind's __libc_freeres frees libc's thread data at exit)
 	for fixture in two_mallocs calloc four_sizes hundred posix_memalign; do
