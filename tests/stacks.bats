@@ -337,7 +337,10 @@ unmap_range 0 0 0 0"
 		run "$PY" "$CHECK" windows "$T/out.msgpack" "$MT_FIXTURE_LOG"
 		echo "$1: calls, without a stack: $output"
 		read -r calls without <<<"$output"
-		[ "$calls" -ge 2 ]
+		# (malloc_free: its malloc, and with --no-fast the brk of the
+		# heap's start; the recorder, the default, started the heap
+		# before the window)
+		[ "$calls" -ge 1 ]
 		[ "$without" = 0 ]
 	done
 }
@@ -515,10 +518,12 @@ print(n, without)' "$T/out.msgpack"
 }
 
 # malloc_free, started once the file go exists; mt-trace's pid in $tracer.
+# (--no-fast: the BPF side's walk, whose flag these tests take; the
+# recorder, the default, walks the malloc's stack in process)
 trace_when_go() {
 	export MT_FIXTURE_LOG="$T/malloc_free.log"
 	rm -f "$T/go" "$MT_FIXTURE_LOG"
-	mt-trace -v --stacks -o "$T/out.raw" -- sh -c \
+	mt-trace --no-fast -v --stacks -o "$T/out.raw" -- sh -c \
 		'while [ ! -e "$1" ]; do sleep 0.01; done; exec "$2"' \
 		_ "$T/go" "$MT_FIXTURES/malloc_free" 2>"$T/trace.err" &
 	tracer=$!
@@ -593,7 +598,9 @@ trace_when_go() {
 # nothing waits for it.
 @test "--stacks: a drain of more than a batch (mt-trace stopped during 3 threads x 60,000 allocations): the trace whole, all 180,000 with their stacks" {
 	export MT_FIXTURE_LOG="$T/fixture.log"
-	mt-trace --stacks --ring-size 128M -o "$T/out.raw" -- \
+	# (--no-fast: the BPF side's drain; with the recorder the threads are
+	# done before the trace is 200 KB)
+	mt-trace --no-fast --stacks --ring-size 128M -o "$T/out.raw" -- \
 		"$MT_FIXTURES/storm_threads" 3 60000 2>"$T/trace.err" &
 	local tracer=$! size=0
 	for _ in $(seq 500); do
