@@ -520,10 +520,9 @@ static uint64_t record_ns(const struct mt_fast *f, uint64_t when)
  * named, the process being gone already). */
 static void say_static(pid_t pid, const char *path)
 {
-	fprintf(stderr,
-		"mt-trace: pid %d (%s): recorded by probes: a static program "
-		"(no loader to preload the recorder)\n",
-		(int)pid, path);
+	mt_verbose("pid %d (%s): recorded by probes: a static program (no "
+		   "loader to preload the recorder)",
+		   (int)pid, path);
 }
 
 void mt_fast_exec(struct mt_fast *f, pid_t pid, uint64_t when,
@@ -580,20 +579,16 @@ static void forget_waiting(struct mt_fast *f, size_t i)
 static void say_recorded(uint32_t pid, uint32_t flags)
 {
 	if (flags & MT_FAST_PID_RECORDS_C)
-		fprintf(stderr,
-			"mt-trace: pid %u: recorded by the preloaded "
-			"recorder%s\n",
-			pid,
-			flags & MT_FAST_PID_OTHER_CXX
-			    ? " (C++ operators by probes: its operator new is "
-			      "not libstdc++'s)"
-			    : "");
+		mt_verbose("pid %u: recorded by the preloaded recorder%s", pid,
+			   flags & MT_FAST_PID_OTHER_CXX
+			       ? " (C++ operators by probes: its operator new "
+				 "is not libstdc++'s)"
+			       : "");
 	else
-		fprintf(stderr,
-			"mt-trace: pid %u: recorded by probes: its malloc is "
-			"not glibc's (a preloaded allocator or a sanitizer "
-			"runtime), the recorder passes the calls on to it\n",
-			pid);
+		mt_verbose("pid %u: recorded by probes: its malloc is not "
+			   "glibc's (a preloaded allocator or a sanitizer "
+			   "runtime), the recorder passes the calls on to it",
+			   pid);
 }
 
 /* The processes that said they carry the recorder since the last look. */
