@@ -43,6 +43,16 @@ enum mt_probe_fn {
  * or got new links) record nothing more, even while they still trap. */
 #define MT_COOKIE_LINK(c)   ((__u32)((c) >> 32))
 #define MT_COOKIE(fn, link) ((__u64)(fn) | ((__u64)(link) << 32))
+/* Bits 8-31: 0, or the id of a free-like function whose own file calls it
+ * directly (glibc's libc.so.6: its thread-exit tcache frees, which no
+ * program made and which an interposer never sees): the `internal_calls`
+ * table holds MT_INTERNAL_KEY(site, return address - probed address) of
+ * each such call, and a call returning there is not recorded. */
+#define MT_COOKIE_SITE(c)	     ((unsigned)(((c) >> 8) & 0xffffff))
+#define MT_COOKIE_WITH_SITE(site)    ((__u64)(site) << 8)
+#define MT_INTERNAL_KEY(site, delta) (((__u64)(site) << 32) | (__u32)(delta))
+/* entries of internal_calls: glibc 2.36 has 2 (one site) */
+#define MT_INTERNAL_CALLS_MAX 64
 
 /*
  * The BPF side's tables' sizes.  A hash table's bucket array is allocated
@@ -80,6 +90,10 @@ enum mt_drop_reason {
 	 * program preempted, on a kernel that preempts BPF programs); the
 	 * event is recorded without a stack (mt_stack.bpf.h) */
 	MT_DROP_STACK_BUSY,
+	/* a free-like call the allocator's own file made directly (glibc's
+	 * thread-exit tcache frees, MT_COOKIE_SITE): not the program's,
+	 * not recorded */
+	MT_DROP_INTERNAL_FREE,
 	MT_COUNTER_MAX
 };
 

@@ -217,6 +217,16 @@ struct {
 	__type(value, struct call_state);
 } calls SEC(".maps");
 
+/* The direct calls of a free-like function from inside its own file
+ * (bpf/mt_probe.h, MT_COOKIE_SITE): written by mt-trace before the
+ * command runs, read here. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MT_INTERNAL_CALLS_MAX);
+	__type(key, __u64);
+	__type(value, __u8);
+} internal_calls SEC(".maps");
+
 static __always_inline void count_lost(__u32 reason)
 {
 	__u64 *n = bpf_map_lookup_elem(&lost, &reason);
@@ -444,10 +454,31 @@ static __always_inline bool current_link(__u32 tgid, __u32 serial)
 	return current && *current == serial;
 }
 
+/*
+ * Is this call of a free-like function one its own file made directly, not
+ * through the dynamic symbol a program calls (MT_COOKIE_SITE)?  Its return
+ * address, on top of the stack at the probe (no push before it), is then
+ * one of the calls mt-trace found in the file, by its distance from the
+ * probed address (the same in every process, wherever the file is mapped).
+ */
+static __always_inline bool internal_call(struct pt_regs *ctx, __u64 cookie,
+					  __u64 sp)
+{
+	__u32 site = MT_COOKIE_SITE(cookie);
+	__u64 ret = 0, key;
+
+	if (!site || bpf_probe_read_user(&ret, sizeof(ret), (void *)sp))
+		return false;
+	key = MT_INTERNAL_KEY(site, ret - bpf_get_func_ip(ctx));
+	return bpf_map_lookup_elem(&internal_calls, &key) != NULL;
+}
+
 /* An entry-only free-like call (no return probe): report it unless it is
  * made by a traced call in flight or by the free-like call just before
- * (sized operator delete tail-calls operator delete, which calls free). */
-static __always_inline void enter_free(struct call_state *st, __u64 pid_tgid,
+ * (sized operator delete tail-calls operator delete, which calls free), or
+ * directly by the allocator's own file. */
+static __always_inline void enter_free(struct pt_regs *ctx, __u64 cookie,
+				       struct call_state *st, __u64 pid_tgid,
 				       __u64 ptr, __u64 sp)
 {
 	bool nested =
@@ -455,6 +486,10 @@ static __always_inline void enter_free(struct call_state *st, __u64 pid_tgid,
 
 	if (nested)
 		return; /* keep freed_ptr: delete[] -> delete -> free */
+	if (internal_call(ctx, cookie, sp)) {
+		count_lost(MT_DROP_INTERNAL_FREE);
+		return;
+	}
 	st->freed_ptr = ptr;
 	st->freed_sp = sp;
 	emit(MT_EV_FREE, pid_tgid, ptr, 0, 0, 0);
@@ -484,7 +519,7 @@ static __always_inline bool enter_call(struct pt_regs *ctx)
 	if (!st)
 		return false;
 	if (fn == MT_FN_FREE) {
-		enter_free(st, pid_tgid, PT_REGS_PARM1(ctx), sp);
+		enter_free(ctx, cookie, st, pid_tgid, PT_REGS_PARM1(ctx), sp);
 		return false;
 	}
 	st->freed_ptr = 0;

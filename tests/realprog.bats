@@ -72,22 +72,19 @@ compare_counts() {
 	done
 }
 
-@test "threaded fixtures: counts equal the counter's, plus one glibc free of the tcache per thread" {
+@test "threaded fixtures: counts equal the counter's exactly (glibc's own frees of each thread's tcache not recorded)" {
 	require_bpf
 	export MT_FIXTURE_LOG=/dev/null
 	# glibc 2.36 frees each thread's tcache at thread exit by calling free
-	# from inside libc (tcache_thread_shutdown): a real call of free that
-	# no LD_PRELOAD counter sees, of a block no malloc call returned
+	# from inside libc (tcache_thread_shutdown): a call no LD_PRELOAD
+	# counter sees, of a block no malloc call returned, not the program's
+	# (the probes leave it out: bpf/mt_probe.h, MT_COOKIE_SITE)
 	for case in "thread 1" "threads 4"; do
 		set -- $case
 		rm -f "$T/counts.jsonl"
 		echo "# $1"
 		trace_counted "$MT_FIXTURES/$1"
-		run "$PY" "$CHECK" counts "$T/out.msgpack" "$T/counts.jsonl" \
-			--root-after-exec --thread-exit-frees
-		echo "$output"
-		assert_success
-		assert_output --regexp "thread_exit_free $2 "
+		compare_counts
 	done
 }
 

@@ -134,7 +134,8 @@ static int attach_multi(struct mt_attach *a, struct bpf_program *prog,
 
 	for (size_t i = 0; i < n; i++) {
 		offsets[i] = p[i].offset;
-		cookies[i] = MT_COOKIE(p[i].fn, a->serial);
+		cookies[i] = MT_COOKIE(p[i].fn, a->serial) |
+			     MT_COOKIE_WITH_SITE(p[i].site);
 	}
 	/* pid 0: every process; the BPF side finds the tree */
 	fd = mt_uprobe_multi_link(bpf_program__fd(prog),
@@ -151,7 +152,8 @@ static int attach_classic(struct mt_attach *a, struct bpf_program *prog,
 {
 	for (size_t i = 0; i < n; i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, opts,
-			    .bpf_cookie = MT_COOKIE(p[i].fn, a->serial),
+			    .bpf_cookie = MT_COOKIE(p[i].fn, a->serial) |
+					  MT_COOKIE_WITH_SITE(p[i].site),
 			    .retprobe = retprobe);
 		struct bpf_link *link;
 		int err;
@@ -280,6 +282,36 @@ static void plan_remember(const struct mt_file_id *id,
 	pthread_mutex_unlock(&known_plans_lock);
 }
 
+/* Sites handed out by this process (MT_COOKIE_SITE), one per plan of a
+ * file whose free its own code calls directly */
+static unsigned last_site;
+
+/*
+ * glibc's free (probe at), which libc.so.6 also calls directly, not
+ * through the PLT: at a thread's exit, for each block its tcache holds
+ * (blocks the program freed, each a Free already) and the tcache itself
+ * (which no malloc made).  An interposer (the recorder of --fast) sees
+ * none of those calls, and they are not the program's: the probe is
+ * given a site whose calls from those places are not recorded.  Only
+ * glibc's shared library: in a static program the program's own calls
+ * are direct too.
+ */
+static void plan_internal(struct mt_attach_plan *plan, struct mt_probe_at *at,
+			  const char *path, uint64_t off)
+{
+	int n;
+
+	if (plan->site)
+		return; /* one site a plan: free's aliases share a probe */
+	n = mt_elf_internal_calls(path, "libc.so.6", off, at->offset,
+				  plan->internal, MT_PLAN_INTERNAL_MAX);
+	if (n <= 0)
+		return;
+	plan->ninternal = n;
+	plan->site = __atomic_add_fetch(&last_site, 1, __ATOMIC_RELAXED);
+	at->site = plan->site;
+}
+
 static int plan_funcs(struct mt_attach *a, const char *path,
 		      const char *symbols, struct mt_attach_plan *plan,
 		      char *err, size_t errlen)
@@ -316,16 +348,19 @@ static int plan_funcs(struct mt_attach *a, const char *path,
 		seen[nseen++] = off;
 		per_family[table[i].family]++;
 		if (fn == MT_FN_FREE) {
-			plan->enter[plan->nenter++] = (struct mt_probe_at){
+			struct mt_probe_at *at = &plan->enter[plan->nenter++];
+
+			*at = (struct mt_probe_at){
 			    entry_offset(a, path, funcs[i].name, off,
 					 funcs[i].size),
-			    fn};
+			    fn, 0};
+			plan_internal(plan, at, path, off);
 			continue;
 		}
 		/* a return probe must be at the entry, where the return
 		 * address is on top of the stack (a session's too) */
-		plan->enter[plan->nenter++] = (struct mt_probe_at){off, fn};
-		plan->ret[plan->nret++] = (struct mt_probe_at){off, fn};
+		plan->enter[plan->nenter++] = (struct mt_probe_at){off, fn, 0};
+		plan->ret[plan->nret++] = (struct mt_probe_at){off, fn, 0};
 	}
 	plan->family = mt_alloc_family_of(per_family);
 	return plan->nenter + plan->nret;
@@ -358,6 +393,32 @@ void mt_attach_prepare(const char *path)
 		mt_attach_plan_free(&plan);
 }
 
+/* The BPF side's table of the plan's internal calls (plan_internal):
+ * written for each attach (the same entries again for the same file). */
+static int internal_map_fd = -1;
+
+void mt_attach_internal_map(int fd)
+{
+	internal_map_fd = fd;
+}
+
+static int internal_calls_known(struct mt_attach *a,
+				const struct mt_attach_plan *plan)
+{
+	int fd = internal_map_fd;
+	uint8_t one = 1;
+
+	if (!plan->site || !a->enter || fd < 0)
+		return 0;
+	for (size_t i = 0; i < plan->ninternal; i++) {
+		uint64_t key = MT_INTERNAL_KEY(plan->site, plan->internal[i]);
+
+		if (bpf_map_update_elem(fd, &key, &one, BPF_ANY))
+			return -errno;
+	}
+	return 0;
+}
+
 int mt_attach_planned(struct mt_attach *a, const char *path,
 		      const struct mt_attach_plan *plan, char *err,
 		      size_t errlen)
@@ -365,7 +426,11 @@ int mt_attach_planned(struct mt_attach *a, const char *path,
 	size_t nret = a->ret ? plan->nret : 0; /* a session: no return links */
 	int rc;
 
-	rc = attach_set(a, a->enter, path, plan->enter, plan->nenter, false);
+	/* before the probes: their first call may be one of those */
+	rc = internal_calls_known(a, plan);
+	if (rc == 0)
+		rc = attach_set(a, a->enter, path, plan->enter, plan->nenter,
+				false);
 	if (rc == 0 && nret)
 		rc = attach_set(a, a->ret, path, plan->ret, nret, true);
 	if (rc) {

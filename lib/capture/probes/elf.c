@@ -775,3 +775,120 @@ const char *mt_self_libc(void)
 		dl_iterate_phdr(find_libc, path);
 	return path;
 }
+
+/* ---- a function's direct calls from its own file ---------------------- */
+
+/* Is the DT_SONAME of elf want? */
+static bool soname_is(Elf *elf, const char *want)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *data;
+		GElf_Dyn dyn;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC ||
+		    !sh.sh_entsize)
+			continue;
+		data = elf_getdata(scn, NULL);
+		for (size_t i = 0; data && i < sh.sh_size / sh.sh_entsize;
+		     i++) {
+			const char *name;
+
+			if (!gelf_getdyn(data, i, &dyn) ||
+			    dyn.d_tag != DT_SONAME)
+				continue;
+			name = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val);
+			return name && strcmp(name, want) == 0;
+		}
+	}
+	return false;
+}
+
+/* The return addresses (vaddr) of the direct calls in segment ph (its
+ * bytes at code) that land on target, into ret[n..max); the new n (past
+ * max: counted, not kept).  x86-64: e8 rel32, every byte read as a
+ * possible call (a coincidence of bytes only adds an address no call
+ * returns to); aarch64: bl imm26, at each 4-byte instruction. */
+static size_t segment_calls_to(const uint8_t *code, const GElf_Phdr *ph,
+			       uint64_t target, uint64_t *ret, size_t n,
+			       size_t max)
+{
+	size_t size = ph->p_filesz;
+
+#if defined(__x86_64__)
+	const uint8_t *p = code, *end = code + size;
+
+	while (end - p >= 5 && (p = memchr(p, 0xe8, end - p - 4))) {
+		int32_t d;
+		uint64_t after = ph->p_vaddr + (p - code) + 5;
+
+		memcpy(&d, p + 1, 4);
+		if (after + (int64_t)d == target) {
+			if (n < max)
+				ret[n] = after;
+			n++;
+		}
+		p++;
+	}
+#elif defined(__aarch64__)
+	for (size_t i = 0; i + 4 <= size; i += 4) {
+		uint32_t insn;
+		int64_t imm;
+
+		memcpy(&insn, code + i, 4);
+		if ((insn & 0xfc000000u) != 0x94000000u)
+			continue;
+		imm = (int64_t)((int32_t)(insn << 6) >> 6) * 4;
+		if (ph->p_vaddr + i + imm == target) {
+			if (n < max)
+				ret[n] = ph->p_vaddr + i + 4;
+			n++;
+		}
+	}
+#else
+	(void)code;
+	(void)size;
+	(void)target;
+	(void)ret;
+	(void)max;
+#endif
+	return n;
+}
+
+int mt_elf_internal_calls(const char *path, const char *soname, uint64_t off,
+			  uint64_t probe_off, int64_t *deltas, size_t max)
+{
+	struct elf_file f;
+	uint64_t target, probe, *ret = NULL;
+	size_t nphdr, n = 0;
+	GElf_Phdr ph;
+	char err[1];
+
+	if (elf_file_open(&f, path, err, sizeof(err)))
+		return 0;
+	target = offset_to_vaddr(f.elf, off);
+	probe = offset_to_vaddr(f.elf, probe_off);
+	if (!target || !probe || !soname_is(f.elf, soname) ||
+	    elf_getphdrnum(f.elf, &nphdr) || !(ret = calloc(max + 1, 8))) {
+		elf_file_close(&f);
+		return 0;
+	}
+	for (size_t i = 0; i < nphdr; i++) {
+		if (!gelf_getphdr(f.elf, i, &ph) || ph.p_type != PT_LOAD ||
+		    !(ph.p_flags & PF_X) || ph.p_offset > f.size ||
+		    ph.p_filesz > f.size - ph.p_offset)
+			continue;
+		n = segment_calls_to((const uint8_t *)f.image + ph.p_offset,
+				     &ph, target, ret, n, max);
+	}
+	forget_pages(&f);
+	elf_file_close(&f);
+	for (size_t i = 0; i < n && i < max; i++)
+		deltas[i] = (int64_t)(ret[i] - probe);
+	free(ret);
+	/* too many to be the allocator's own few: none at all, the program's
+	 * calls could be among them */
+	return n <= max ? (int)n : 0;
+}

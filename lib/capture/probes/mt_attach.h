@@ -56,6 +56,11 @@ void mt_attach_set_pid(struct mt_attach *a, pid_t pid);
  * `pid_links` table holds that serial for the process. */
 void mt_attach_set_serial(struct mt_attach *a, uint32_t serial);
 
+/* The BPF side's `internal_calls` table (bpf/mt_probe.h, MT_COOKIE_SITE),
+ * which the probes attached from now on find their file's own direct
+ * calls of free in. */
+void mt_attach_internal_map(int fd);
+
 /* The attach type the allocator programs are loaded with for a session or
  * multi mode, and their links made with (classic: the default). */
 int mt_probe_attach_type(enum mt_probe_mode mode);
@@ -98,12 +103,23 @@ int mt_attach_file_as(struct mt_attach *a, const char *path,
 struct mt_probe_at {
 	uint64_t offset; /* in the file */
 	unsigned fn;	 /* enum mt_probe_fn */
+	unsigned site;	 /* MT_COOKIE_SITE: 0, or the plan's site */
 };
+
+/* Direct calls of a free-like function by its own file (glibc 2.36: 2) */
+#define MT_PLAN_INTERNAL_MAX 8
 
 struct mt_attach_plan {
 	enum mt_alloc_family family;
 	size_t nenter, nret;
 	struct mt_probe_at *enter, *ret; /* return probes: unless a session */
+	/* glibc's free, called directly by libc.so.6 itself (its threads'
+	 * tcaches at their exit): the probe with this site in its cookie
+	 * ignores calls returning at these distances from it
+	 * (bpf/mt_probe.h, MT_COOKIE_SITE) */
+	unsigned site;
+	size_t ninternal;
+	int64_t internal[MT_PLAN_INTERNAL_MAX];
 };
 
 int mt_attach_plan(struct mt_attach *a, const char *path, const char *symbols,

@@ -60,6 +60,18 @@ size_t mt_probe_skip(const uint8_t *code, size_t len);
  */
 size_t mt_probe_skip_null(const char *path, uint64_t off, uint64_t size);
 
+/*
+ * The direct calls (not through the PLT) that the shared library path,
+ * when its DT_SONAME is soname, makes of its own function at file offset
+ * off: each one's return address minus the address of the function's
+ * probe (file offset probe_off), into deltas (at most max).  Their number;
+ * 0 when the file is another, or has none, or more than max.  glibc's
+ * libc.so.6 calls free so at a thread's exit (its tcache), and an
+ * interposer never sees those calls.
+ */
+int mt_elf_internal_calls(const char *path, const char *soname, uint64_t off,
+			  uint64_t probe_off, int64_t *deltas, size_t max);
+
 /* The path of the C library this process runs with ("" if unknown). */
 const char *mt_self_libc(void);
 

@@ -731,6 +731,7 @@ void mt_code_use_bpf(struct mt_code *c, struct mt_trace *skel,
 	mt_code_alloc_programs(skel, mode, &enter, &ret);
 	mt_attach_destroy(&c->attach);
 	mt_attach_init(&c->attach, mode, enter, ret, verbose);
+	mt_attach_internal_map(bpf_map__fd(skel->maps.internal_calls));
 	c->code_files_fd = bpf_map__fd(skel->maps.code_files);
 	c->resumed_fd = bpf_map__fd(skel->maps.resumed);
 	c->host = *host;

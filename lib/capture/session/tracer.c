@@ -1283,6 +1283,12 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		mt_verbose("%llu RSS updates not attributable (new or "
 			   "dying address spaces) dropped",
 			   (unsigned long long)rss_dropped);
+	if (opts->verbose && t.skel)
+		mt_verbose("%llu frees glibc made itself (its threads' "
+			   "tcaches at their exits) not recorded",
+			   (unsigned long long)mt_tracer_read_counters(
+			       &t, MT_DROP_INTERNAL_FREE,
+			       MT_DROP_INTERNAL_FREE + 1));
 	if (opts->verbose && t.bp.on)
 		mt_verbose(
 		    "%llu backpressure stops, %llu held on for a "
