@@ -92,6 +92,11 @@ enum mt_event_kind {
 	MT_EV_KIND_MAX
 };
 
+/* MT_EV_MMAP flags: beside the PROT_* bits, the mapping is mt-trace's own
+ * (the shared memory of the --fast recorder): memory the tracer adds to
+ * the process, never counted as the program's (man/mt-format.5). */
+#define MT_MMAP_TRACER 0x8000
+
 /* MT_EV_STACK flags.  Truncated: the stack stops short of the thread's
  * first frame (the depth limit, or code the unwinder has no rules for). */
 #define MT_STACK_TRUNCATED 0x1

@@ -82,6 +82,11 @@ volatile char fast_shm[64] = {};
 volatile __u32 fast_shm_len = 0;
 volatile __s32 fast_memfd = -1;
 volatile __u64 fast_memfd_ino = 0;
+/* --fast: the recorder's own file (libmt-preload.so), by the kernel's
+ * device number (major << 20 | minor) and inode: its mappings are the
+ * tracer's (MT_MMAP_TRACER) */
+volatile __u64 fast_preload_dev = 0;
+volatile __u64 fast_preload_ino = 0;
 
 /*
  * Backpressure (the default; off with --no-backpressure or --no-stop): a
@@ -907,6 +912,28 @@ static __always_inline __u64 brk_before(__u32 tgid)
 	return __sync_lock_test_and_set(&entry->brk, current_brk());
 }
 
+/* Is the file mapping ev of fd the session's shared memory (--fast: the
+ * recorder's rings) or the recorder's own library?  Memory the tracer
+ * adds, not the program's. */
+static __always_inline bool tracer_mapping(const struct syscall_event *ev,
+					   int fd)
+{
+	struct inode *inode;
+	struct file *file;
+	__u64 ino;
+
+	if (!fast_memfd_ino || (ev->aux & MAP_ANONYMOUS_))
+		return false;
+	file = fd_file(fd);
+	if (!file)
+		return false;
+	inode = BPF_CORE_READ(file, f_inode);
+	ino = BPF_CORE_READ(inode, i_ino);
+	return ino == fast_memfd_ino ||
+	       (ino == fast_preload_ino &&
+		BPF_CORE_READ(inode, i_sb, s_dev) == fast_preload_dev);
+}
+
 static __always_inline int sys_exit(struct pt_regs *regs, long ret,
 				    bool with_stacks)
 {
@@ -935,6 +962,8 @@ static __always_inline int sys_exit(struct pt_regs *regs, long ret,
 		ev.size = page_align(BPF_CORE_READ(regs, si));
 		ev.flags = BPF_CORE_READ(regs, dx); /* prot */
 		ev.aux = BPF_CORE_READ(regs, r10);  /* flags */
+		if (tracer_mapping(&ev, BPF_CORE_READ(regs, r8)))
+			ev.flags |= MT_MMAP_TRACER;
 		break;
 	case NR_MUNMAP:
 		if (ret != 0)

@@ -191,6 +191,9 @@ struct proc_sum {
 	struct totals tot;
 	struct level heap, mapped, rss[RSS_GAUGES];
 	struct level *pss; /* [PSS_GAUGES], NULL: it had no PSS event */
+	/* bytes of mt-trace's own memory mapped in it (MT_MMAP_TRACER, never
+	 * in mapped): now, and at most */
+	uint64_t tracer_live, tracer_mapped;
 	struct leak_top leaks;
 	struct exec *execs;
 	size_t nexecs;

@@ -145,6 +145,7 @@ void end_address_space(struct mt_recon *r, struct proc *p, uint64_t t,
 	}
 	ranges_clear(&p->maps);
 	mapped_changed(r, p, before, t);
+	p->sum->tracer_live = 0;
 	p->brk_cur = 0;
 	gauges_reset(r, p, t);
 }
@@ -253,6 +254,10 @@ void on_process_fork(struct mt_recon *r, const struct mt_event *ev, uint64_t t)
 				 (struct range){x->start, x->end, true});
 	}
 	child->brk_cur = parent->brk_cur;
+	/* the tracer's mappings too */
+	cs->tracer_live = parent->sum->tracer_live;
+	if (cs->tracer_live > cs->tracer_mapped)
+		cs->tracer_mapped = cs->tracer_live;
 	/* the child's resident pages start as the parent's (shared until
 	 * written); PSS is not seeded: it already splits shared pages */
 	for (int g = G_RSS_FILE; g <= G_RSS_TOTAL; g++)

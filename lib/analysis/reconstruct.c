@@ -206,6 +206,17 @@ static inline uint64_t page_up(const struct mt_recon *r, uint64_t x)
 	return (x + ps - 1) / ps * ps;
 }
 
+/* MAP_FIXED: a mapping over one made before (ld.so maps a library's
+ * span, then its segments over it), counted with it */
+#define MAP_FIXED_ 0x10
+
+static void tracer_mapped(struct proc_sum *s, uint64_t bytes)
+{
+	s->tracer_live += bytes;
+	if (s->tracer_live > s->tracer_mapped)
+		s->tracer_mapped = s->tracer_live;
+}
+
 /* mremap is taken as realloc is: the old range released from its site,
  * the new one (all of it) allocated by the mremap's stack. */
 static void on_mapping(struct mt_recon *r, struct proc *p,
@@ -217,8 +228,13 @@ static void on_mapping(struct mt_recon *r, struct proc *p,
 
 	switch (ev->kind) {
 	case MT_EV_MMAP:
+		/* mt-trace's own (the --fast recorder's rings): kept to be
+		 * unmapped as any, counted apart, never as the program's */
+		if ((ev->flags & MT_MMAP_TRACER) && !(ev->aux & MAP_FIXED_))
+			tracer_mapped(p->sum, page_up(r, ev->size));
 		ranges_add(&p->maps, ev->addr, ev->addr + page_up(r, ev->size),
-			   !r->in_section, stack, sites);
+			   !r->in_section || (ev->flags & MT_MMAP_TRACER),
+			   stack, sites);
 		break;
 	case MT_EV_MUNMAP:
 		ranges_remove(&p->maps, ev->addr,

@@ -940,6 +940,13 @@ void mt_report_text(FILE *out, json_t *doc, const struct mt_view *view)
 			    mt_json_u64(doc, "tree.totals.unknown_frees", 0)),
 			mt_plural(
 			    mt_json_u64(doc, "tree.totals.unknown_frees", 0)));
+	if (mt_json_u64(doc, "tree.tracer_mapped", 0))
+		fprintf(
+		    out,
+		    "tracer      %s mapped by mt-trace's recorder, not "
+		    "counted as the program's\n",
+		    mt_fmt_bytes(n1, sizeof(n1),
+				 mt_json_u64(doc, "tree.tracer_mapped", 0)));
 	if (tracked)
 		fprintf(out, "peak heap   %s at %s\n",
 			mt_fmt_bytes(n1, sizeof(n1),
@@ -1014,6 +1021,7 @@ static json_t *row_facts(json_t *o, bool tracked)
 	    {"not_freed_blocks", NOT_FREED_BLOCKS, true},
 	    {"peak_mapped", "mapped.peak", false},
 	    {"peak_mapped_t_ns", "mapped.peak_t_ns", false},
+	    {"tracer_mapped", "tracer_mapped", false},
 	    {"peak_rss", "rss.total.peak", false},
 	    {"peak_rss_t_ns", "rss.total.peak_t_ns", false},
 	    {"peak_rss_anon", "rss.anon.peak", false},

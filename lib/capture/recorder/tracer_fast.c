@@ -30,6 +30,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -413,6 +414,9 @@ void mt_fast_configure(struct mt_fast *f, struct mt_trace *skel)
 	skel->bss->fast_shm_len = strlen((char *)skel->bss->fast_shm);
 	skel->data->fast_memfd = f->memfd;
 	skel->bss->fast_memfd_ino = st.st_ino;
+	skel->bss->fast_preload_dev =
+	    (uint64_t)major(f->preload_dev) << 20 | minor(f->preload_dev);
+	skel->bss->fast_preload_ino = f->preload_ino;
 }
 
 int mt_fast_wake_fd(const struct mt_fast *f)
