@@ -838,8 +838,8 @@ PY
 # wrote the later Rss events first (6 runs of 10 with 32 threads here).
 # Records are stamped as published, and one that comes late anyway (its
 # thread preempted) is placed at the drain's watermark.
-@test "--fast, --fast --stacks and the default mode: 32 threads, per thread every record in time order (the encoded file, python3-msgpack)" {
-	for opts in "--fast --stacks" "--fast" ""; do
+@test "--fast, --fast --stacks and --no-fast: 32 threads, per thread every record in time order (the encoded file, python3-msgpack)" {
+	for opts in "--fast --stacks" "--fast" "--no-fast"; do
 		for run in 1 2 3 4 5; do
 			# shellcheck disable=SC2086 # the options
 			trace_ok $opts -- "$MT_FIXTURES/threads" 32 50 ||
@@ -848,7 +848,7 @@ PY
 			echo "# $opts run $run: $output"
 			assert_success
 			assert_output --regexp "^records [0-9]+ threads 33$"
-			[ -z "$opts" ] && break # the probes: one run
+			[ "$opts" = --no-fast ] && break # the probes: one run
 		done
 	done
 }
@@ -859,10 +859,10 @@ PY
 # libc.so.6.  The recorder never sees those calls; the probes did, and
 # reported them as unknown frees (3,536 for these 8 threads: 7 blocks of
 # each of 63 sizes and the tcache, a thread, glibc 2.36).  They are not
-# the program's: the default mode does not record them either, and -v
-# says how many it left out.
-@test "glibc's thread-exit frees (8 threads' tcaches) are not the program's: each call exact, 4,097 allocations, 4,096 frees, 0 unknown, default and --fast" {
-	for opts in "" "--fast"; do
+# the program's: the probes do not record them either, and -v says how
+# many they left out.
+@test "glibc's thread-exit frees (8 threads' tcaches) are not the program's: each call exact, 4,097 allocations, 4,096 frees, 0 unknown, --no-fast and --fast" {
+	for opts in "--no-fast" "--fast"; do
 		rm -f "$MT_FIXTURE_LOG"
 		# shellcheck disable=SC2086 # the options
 		trace_ok -v $opts -- "$MT_FIXTURES/tcache_threads" 8 ||
@@ -876,7 +876,7 @@ PY
 		# threads (272 bytes by default, a slot more under --fast)
 		assert_output --regexp "^tcache_threads 4097 4096 0 [0-9]+ 0$"
 	done
-	trace_ok -v -- "$MT_FIXTURES/tcache_threads" 8
+	trace_ok -v --no-fast -- "$MT_FIXTURES/tcache_threads" 8
 	run counts
 	assert_output "tcache_threads 4097 4096 0 2097424 0"
 	run grep "frees glibc made itself" "$T/trace.err"
@@ -887,12 +887,12 @@ PY
 # rings, mapped MAP_SHARED in every process: peak mapped 1.00 GiB for any
 # program) and its own library are flagged by the BPF side
 # (MT_MMAP_TRACER), kept out of mapped and shown apart.  What still
-# differs from the default mode, 136 KiB here: libgcc_s.so.1 (128 KiB of
+# differs from the probes' (--no-fast), 136 KiB here: libgcc_s.so.1 (128 KiB of
 # mappings, which the recorder needs and this C program does not) and
 # the 8 KiB of the recorder's zero-filled data that ld.so maps
 # anonymous over its library.
-@test "--fast: the recorder's mappings are the tracer's: out of peak mapped (within 136 KiB of the default mode's), 1 GiB and its library shown apart" {
-	trace_ok -- "$MT_FIXTURES/hundred"
+@test "--fast: the recorder's mappings are the tracer's: out of peak mapped (within 136 KiB of --no-fast's), 1 GiB and its library shown apart" {
+	trace_ok --no-fast -- "$MT_FIXTURES/hundred"
 	read -r d_mapped d_tracer d_rss < <(mt-report --json "$T/out.msgpack" |
 		jq -r '.top_processes[0] |
 			"\(.peak_mapped) \(.tracer_mapped) \(.peak_rss)"')
@@ -900,7 +900,7 @@ PY
 	read -r f_mapped f_tracer f_rss < <(mt-report --json "$T/out.msgpack" |
 		jq -r '.top_processes[0] |
 			"\(.peak_mapped) \(.tracer_mapped) \(.peak_rss)"')
-	echo "default: mapped $d_mapped tracer $d_tracer rss $d_rss"
+	echo "--no-fast: mapped $d_mapped tracer $d_tracer rss $d_rss"
 	echo "--fast:  mapped $f_mapped tracer $f_tracer rss $f_rss"
 	[ "$d_tracer" = 0 ]
 	[ "$f_tracer" -gt $((1 << 30)) ]
