@@ -459,7 +459,8 @@ ALLOC_FIXTURES := $(addprefix $(ALLOC_OUT)/, $(ALLOC_CXX) \
 	jemalloc_static_nodebug jemalloc_static_stripped jemalloc_je \
 	jemalloc_rjem mimalloc_api tcmalloc_api tcmalloc_static \
 	tcmalloc_static_nodebug libmyalloc.so dlopen_alloc libc_family \
-	libc_family_fullstatic jemalloc_fullstatic jemalloc_fullstatic_stripped)
+	libc_family_fullstatic jemalloc_fullstatic jemalloc_fullstatic_stripped \
+	cxx_sequence_static_libstdcxx cxx_new_loop_static_libstdcxx)
 
 $(ALLOC_OUT):
 	$(Q)mkdir -p $@
@@ -492,6 +493,14 @@ $(ALLOC_OUT)/cxx_operators_asan: $(ALLOC_DIR)/cxx_operators.cc $(ALLOC_HDRS) \
 	$(call msg,CXX,$@)
 	$(Q)$(CXX) $(ALLOC_CXXFLAGS) -fsanitize=address $< -o $@ -ldl
 fixtures: $(ALLOC_OUT)/cxx_operators_asan
+
+# libstdc++ linked into the executable (-static-libstdc++, as gcc's cc1plus
+# is): its operator new and delete are the executable's own, probed, and
+# call glibc's malloc and free (the recorder's under --fast)
+$(ALLOC_OUT)/%_static_libstdcxx: $(ALLOC_DIR)/%.cc $(ALLOC_HDRS) \
+		| $(ALLOC_OUT)
+	$(call msg,CXX,$@)
+	$(Q)$(CXX) $(ALLOC_CXXFLAGS) -static-libstdc++ $< -o $@ -ldl
 
 # jemalloc: shared, static (the executable defines malloc), stripped
 $(ALLOC_OUT)/jemalloc_api: $(ALLOC_DIR)/jemalloc_api.c $(ALLOC_HDRS) \

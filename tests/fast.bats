@@ -909,3 +909,32 @@ PY
 	run mt-report "$T/out.msgpack"
 	assert_line "tracer      1.00 GiB mapped by mt-trace's recorder, not counted as the program's"
 }
+
+# libstdc++ linked into the executable (-static-libstdc++, as gcc's
+# cc1plus is): its operator new and delete are probed, and call glibc's
+# malloc and free, which the recorder records: 2,000 new char[777] gave
+# 4,001 allocations and 2,000 unknown frees under --fast.  One call, one
+# event: the second sight of a call, by the other path, right after the
+# first on its thread, is dropped.
+@test "-static-libstdc++: each call once, --no-fast, --fast and --fast --stacks: 2,000 new[] and delete[] are 2,000 allocations and frees, 0 unknown; the C++ sequence exact" {
+	for opts in "--no-fast" "--fast" "--fast --stacks"; do
+		rm -f "$MT_FIXTURE_LOG"
+		# shellcheck disable=SC2086 # the options
+		trace_ok $opts -- \
+			"$MT_FIXTURES/alloc/cxx_new_loop_static_libstdcxx" ||
+			fail "'$opts' failed"
+		echo "# '$opts'"
+		check_log
+		run counts
+		echo "$output"
+		# and libstdc++'s emergency pool (72,704 bytes, at start)
+		assert_output "cxx_new_loop_static_libstdcxx 2001 2000 0 1626704 0"
+		rm -f "$MT_FIXTURE_LOG"
+		# shellcheck disable=SC2086
+		trace_ok $opts -- \
+			"$MT_FIXTURES/alloc/cxx_sequence_static_libstdcxx" ||
+			fail "'$opts' failed"
+		check_log
+		[ "$(windows_matched)" -ge 1 ]
+	done
+}

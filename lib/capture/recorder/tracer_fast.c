@@ -992,6 +992,7 @@ void mt_fast_free(struct mt_fast *f)
 	free(f->merged);
 	free(f->runs);
 	free(f->ring_last);
+	free(f->calls);
 	free(f->tail);
 	free(f->head);
 	free(f->abandoned);

@@ -68,6 +68,11 @@ load_record(const struct mt_fast_record *p)
 	};
 }
 
+/* A staged allocator event read from a recorder's ring, not the BPF
+ * side's (a bit of flags, which allocator events leave 0: cleared before
+ * it is written, one_event_per_call) */
+#define FROM_RECORDER 0x4000
+
 /* An allocator event's kind, as the recorders write them (mt_fast.h)? */
 static inline bool event_kind(unsigned kind)
 {
@@ -378,6 +383,7 @@ static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
 			}
 			e[0] = stack_ref(&v, &rec);
 			e[1] = record_event(&v, &next);
+			e[1].flags |= FROM_RECORDER;
 			if (!stage_time(&e[0], max_ns, last) ||
 			    !stage_time(&e[1], max_ns, last)) {
 				bad = "a record stamped after mt-trace read "
@@ -393,6 +399,7 @@ static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
 			break;
 		}
 		*e = record_event(&v, &rec);
+		e->flags |= FROM_RECORDER;
 		if (!stage_time(e, max_ns, last)) {
 			bad = "a record stamped after mt-trace read the clock";
 			break;
@@ -440,8 +447,10 @@ static bool staged_plain(const struct tracer *t, uint64_t until)
 	for (size_t k = 0; k < t->nev && t->ev[k].timestamp <= until; k++) {
 		const struct mt_event *e = &t->ev[k];
 
+		/* a probe's allocator event: maybe a recorder's call too
+		 * (one_event_per_call, on the staged events only) */
 		if (e->kind == MT_EV_STACK_REF || e->kind == MT_EV_CODE_MAP ||
-		    !payloads_within(e, 1))
+		    event_kind(e->kind) || !payloads_within(e, 1))
 			return false;
 	}
 	for (size_t j = 0; j < t->nlife && t->life[j].timestamp <= until; j++)
@@ -810,6 +819,121 @@ static uint32_t rings_used(struct mt_fast *f)
 	return f->rings_used;
 }
 
+/* Thread tid's last allocator event written (a new entry when none). */
+static struct last_call *last_call(struct mt_fast *f, uint32_t tid)
+{
+	size_t mask, k;
+
+	if (f->ncalls * 2 >= f->cap_calls) {
+		size_t cap = f->cap_calls ? f->cap_calls * 2 : 64;
+		struct last_call *v = calloc(cap, sizeof(*v)), *old = f->calls;
+
+		if (!v)
+			return NULL;
+		for (size_t i = 0; i < f->cap_calls; i++) {
+			if (!old[i].tid)
+				continue;
+			for (k = old[i].tid & (cap - 1); v[k].tid;
+			     k = (k + 1) & (cap - 1))
+				;
+			v[k] = old[i];
+		}
+		free(old);
+		f->calls = v;
+		f->cap_calls = cap;
+	}
+	mask = f->cap_calls - 1;
+	for (k = tid & mask; f->calls[k].tid && f->calls[k].tid != tid;
+	     k = (k + 1) & mask)
+		;
+	if (!f->calls[k].tid) {
+		f->calls[k].tid = tid;
+		f->ncalls++;
+	}
+	return &f->calls[k];
+}
+
+/*
+ * Is e the second sight of its thread's last call, by the other path?  A
+ * program whose executable holds its own operator new (-static-libstdc++)
+ * is probed there, and the glibc malloc that operator new calls is the
+ * recorder's: both see one call.  The two come one right after the
+ * other on the thread, the same block (and size), one from each path:
+ * the first is kept (the probe's free at its entry, the recorder's
+ * allocation before the probe's return), the second dropped.  No program
+ * makes two such calls in a row (the same block allocated twice, or
+ * freed twice).  Otherwise e becomes the thread's last call.
+ */
+static bool seen_twice(struct mt_fast *f, const struct mt_event *e)
+{
+	uint8_t cls = e->kind == MT_EV_FREE ? 2 : 1;
+	uint8_t src = e->flags & FROM_RECORDER ? 2 : 1;
+	struct last_call *c = last_call(f, e->tid);
+
+	if (!c)
+		return false;
+	if (c->src && c->src != src && c->cls == cls && c->addr == e->addr &&
+	    (cls == 2 || c->size == e->size)) {
+		c->src = 0; /* paired: a third is another call */
+		return true;
+	}
+	*c = (struct last_call){e->tid, cls, src, e->addr, e->size};
+	return false;
+}
+
+/*
+ * The staged events up to until, as they will be written: one call seen
+ * by both paths written once (seen_twice), with its STACK_REF; the
+ * recorders' mark cleared.
+ */
+static void one_event_per_call(struct tracer *t, struct mt_fast *f,
+			       uint64_t until)
+{
+	size_t out = 0, i;
+
+	for (i = 0; i < t->nev && t->ev[i].timestamp <= until; i++) {
+		struct mt_event *e = &t->ev[i];
+
+		if (event_kind(e->kind) && seen_twice(f, e)) {
+			/* its stack reference goes with it */
+			if (out && t->ev[out - 1].kind == MT_EV_STACK_REF &&
+			    t->ev[out - 1].tid == e->tid &&
+			    t->ev[out - 1].timestamp == e->timestamp)
+				out--;
+			continue;
+		}
+		e->flags &= ~FROM_RECORDER;
+		if (out != i)
+			t->ev[out] = *e;
+		out++;
+	}
+	if (out == i)
+		return;
+	memmove(&t->ev[out], &t->ev[i], (t->nev - i) * sizeof(*t->ev));
+	t->nev -= i - out;
+}
+
+/* The ring's last record written straight into the batch: its thread's
+ * last call (seen_twice), when it was an allocator event. */
+static void direct_last(struct mt_fast *f, uint32_t i, uint64_t before,
+			uint64_t tail)
+{
+	struct mt_fast_record rec;
+	struct mt_event e;
+	struct ring_view v;
+
+	if (tail == before)
+		return;
+	rec = load_record(&f->records[(uint64_t)i * f->ring_records +
+				      ((tail - 1) & (f->ring_records - 1))]);
+	v = view_of(f, &f->rings[i]);
+	e = record_event(&v, &rec);
+	if (event_kind(e.kind)) {
+		e.flags = FROM_RECORDER;
+		seen_twice(f, &e);
+	}
+}
+
 int mt_fast_collect(struct tracer *t, uint64_t until)
 {
 	struct mt_fast *f = t->fast;
@@ -833,9 +957,13 @@ int mt_fast_collect(struct tracer *t, uint64_t until)
 			f->ring_last[i] = t->written_until;
 	}
 	direct = sole_busy_ring(t, f, used, until);
-	if (direct != UINT32_MAX &&
-	    read_ring_direct(t, f, direct, limit, max_ns, until))
-		rc = -1;
+	if (direct != UINT32_MAX) {
+		uint64_t before = f->tail[direct];
+
+		if (read_ring_direct(t, f, direct, limit, max_ns, until))
+			rc = -1;
+		direct_last(f, direct, before, f->tail[direct]);
+	}
 	/* the events staged before (sorted) are the first run */
 	f->runs = mt_grow(f->runs, &f->cap_runs, 1, sizeof(*f->runs));
 	f->runs[0] = t->nev;
@@ -849,5 +977,6 @@ int mt_fast_collect(struct tracer *t, uint64_t until)
 	}
 	f->nexited = 0;
 	merge_runs(t, f);
+	one_event_per_call(t, f, until);
 	return rc;
 }

@@ -106,6 +106,16 @@ struct mt_fast {
 	 * NULL until the first drain): a thread's records never go back in
 	 * time (tracer_fast_drain.c: in_order) */
 	uint64_t *ring_last;
+	/* each thread's last allocator event written, by tid (open
+	 * addressing, cap a power of two): one call seen by both paths, a
+	 * probe and the recorder, is written once (one_event_per_call) */
+	struct last_call {
+		uint32_t tid;
+		uint8_t cls; /* 1 an allocation, 2 a free */
+		uint8_t src; /* 1 the BPF side, 2 a recorder, 0 paired */
+		uint64_t addr, size;
+	} * calls;
+	size_t cap_calls, ncalls;
 	/* processes that exec'd a dynamic program and have not yet said
 	 * they carry the recorder (the pid table), with that program */
 	struct exec_wait {
