@@ -215,6 +215,10 @@ def parse_raw(data):
               "syscalls_tracked": bool(flags & 2),
               "rss_tracked": bool(flags & 4),
               "physical_tracked": bool(flags & 8)}
+    if flags & 16:
+        header["stacks_tracked"] = True
+    if flags & 1:
+        header["allocators_recorder"] = bool(flags & 64)
     records, off, seq, last_ts = [], header_size, 0, 0
     try:
         while True:

@@ -444,7 +444,8 @@ static void test_flushes(void)
 static void pk_header(msgpack_packer *pk, const struct mt_meta *m,
 		      bool args_text)
 {
-	msgpack_pack_map(pk, 14);
+	msgpack_pack_map(pk, 14 + !!(m->flags & MT_HDR_STACKS) +
+				 !!(m->flags & MT_HDR_ALLOCATORS));
 	pk_text(pk, "type", "Header");
 	pk_text(pk, "format", "mt");
 	pk_u64(pk, "version", 1);
@@ -462,6 +463,10 @@ static void pk_header(msgpack_packer *pk, const struct mt_meta *m,
 	pk_bool(pk, "syscalls_tracked", m->flags & MT_HDR_SYSCALLS);
 	pk_bool(pk, "rss_tracked", m->flags & MT_HDR_RSS);
 	pk_bool(pk, "physical_tracked", m->flags & MT_HDR_PHYSICAL);
+	if (m->flags & MT_HDR_STACKS)
+		pk_bool(pk, "stacks_tracked", true);
+	if (m->flags & MT_HDR_ALLOCATORS)
+		pk_bool(pk, "allocators_recorder", m->flags & MT_HDR_RECORDER);
 }
 
 /* Command lines of 0, 15, 16, 65535 and 65536 arguments (fixarray,
