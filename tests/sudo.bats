@@ -207,7 +207,7 @@ allocator_paths() {
 	chmod 4755 "$O/mt-trace"
 	set -- $(hidden "$ALLOC/libmyalloc.so")
 	run setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups \
-		env SUDO_UID=0 SUDO_GID=0 "$O/mt-trace" --scan "$1" \
+		env SUDO_UID=0 SUDO_GID=0 "$O/mt-trace" --no-fast --scan "$1" \
 		-o "$S/t.raw" -- touch "$S/ran"
 	refused "--scan $1"
 	run setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups \
