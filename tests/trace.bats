@@ -1168,13 +1168,13 @@ total_events() {
 # period (5-15 ms); a thread takes that wait beside the BPF load with probes
 # on a file nobody maps (uprobe_grace.c).  The kernels here have uprobe_multi
 # links, so it must work.  (--no-fast: the recorder's mode, whose
-# libc and libstdc++ carry no probes, warms nothing unless --scan or
+# libc and libstdc++ carry no probes, waits for nothing unless --scan or
 # MT_SCAN names a file to probe, parallel_start.c.)
 @test "-vv: the first uprobe registration's wait is taken beside the BPF load" {
 	require_bpf
 	trace_ok -vv --no-fast -- true
-	run grep -E 'uprobe registration warmed beside the BPF load: the first in [0-9.]+ ms, [1-9][0-9]* in all' "$T/trace.err"
+	run grep -E 'uprobe grace period taken beside the BPF load: the first registration in [0-9.]+ ms, [1-9][0-9]* in all' "$T/trace.err"
 	assert_success
-	run grep 'not warmed' "$T/trace.err"
+	run grep 'not taken beside' "$T/trace.err"
 	assert_failure
 }

@@ -344,7 +344,7 @@ void mt_tracer_program_end(struct tracer *t)
 
 /* Will the start-up register uprobes?  Not under --fast, whose preload
  * records libc (only --scan's files are probed at the start): the
- * allocator probes' step then waited for the warming's own first
+ * allocator probes' step then waited for the grace thread's own first
  * registration, its grace period (10-14 ms of `mt-trace --fast -- true`,
  * -vv), for nothing. */
 static bool grace_wanted(const struct tracer *t)
@@ -409,7 +409,7 @@ void mt_tracer_cfi_end(struct tracer *t)
 	parallel_cfi_free(parallel_cfi_done(t)); /* not taken */
 }
 
-/* The allocator probes are made: the warming stops (its links stay until
+/* The allocator probes are made: the grace thread stops (its links stay until
  * the session's go). */
 int mt_tracer_grace_await(struct tracer *t)
 {
@@ -419,11 +419,11 @@ int mt_tracer_grace_await(struct tracer *t)
 	if (t->opts->verbose < 2)
 		return 0;
 	if (w->nlinks)
-		mt_detail("uprobe registration warmed beside the BPF "
-			  "load: the first in %.2f ms, %zu in all",
+		mt_detail("uprobe grace period taken beside the BPF "
+			  "load: the first registration in %.2f ms, %zu in all",
 			  w->first_ns / 1e6, w->nlinks);
 	else if (w->err)
-		mt_detail("uprobe registration not warmed: %s",
+		mt_detail("uprobe grace period not taken beside: %s",
 			  strerror(-w->err));
 	return 0;
 }

@@ -326,7 +326,7 @@ int mt_tracer_open_await(struct tracer *t);
 void mt_tracer_open_end(struct tracer *t);
 bool mt_tracer_parallel_opened(struct tracer *t, struct mt_opened_bpf *o);
 /* The first uprobe registration's grace period, waited for by a thread;
- * await: the allocator probes are made, the warming stops. */
+ * await: the allocator probes are made, the thread stops. */
 void mt_tracer_grace_begin(struct tracer *t);
 int mt_tracer_grace_await(struct tracer *t);
 void mt_tracer_grace_end(struct tracer *t);
