@@ -349,13 +349,15 @@ build-fuzz/fuzz_report: FUZZ_EXTRA_SRCS := $(FUZZ_REPORT_SRCS) \
 build-fuzz/fuzz_report: $(FUZZ_REPORT_SRCS) $(OUTPUT)/gen/profile.pb-c.c
 # fuzz_elf parses ELF files as mt-trace does (lib/capture/probes/elf.c)
 # (and its caches' key, lib/capture/probes/file_id.c)
-FUZZ_ELF_SRCS := lib/capture/probes/elf.c lib/capture/probes/file_id.c
+FUZZ_ELF_SRCS := lib/capture/probes/elf.c lib/capture/probes/file_id.c \
+	lib/common/xalloc.c lib/common/log.c
 build-fuzz/fuzz_elf: FUZZ_EXTRA_SRCS := $(FUZZ_ELF_SRCS)
 build-fuzz/fuzz_elf: FUZZ_EXTRA_LIBS := -lelf -lZydis
 build-fuzz/fuzz_elf: $(FUZZ_ELF_SRCS)
 build-fuzz/fuzz_report: FUZZ_EXTRA_LIBS := $(LDLIBS_DW) -lprotobuf-c
 # fuzz_fastdrain drains the --fast rings as mt-trace does
-FUZZ_FASTDRAIN_SRCS := lib/capture/recorder/tracer_fast_drain.c
+FUZZ_FASTDRAIN_SRCS := lib/capture/recorder/tracer_fast_drain.c \
+	lib/common/xalloc.c lib/common/log.c
 build-fuzz/fuzz_fastdrain: FUZZ_EXTRA_SRCS := $(FUZZ_FASTDRAIN_SRCS)
 build-fuzz/fuzz_fastdrain: $(FUZZ_FASTDRAIN_SRCS)
 

@@ -29,6 +29,7 @@
 #include "mt_elf.h"
 #include "mt_file_id.h"
 #include "mt_probe.h"
+#include "mt_xalloc.h"
 
 #define BPF_TRACE_UPROBE_MULTI_	   MT_ATTACH_UPROBE_MULTI /* Linux 6.6 */
 #define BPF_TRACE_UPROBE_SESSION_  57			  /* and Linux 6.10 */
@@ -232,22 +233,17 @@ static struct known_plan {
 static size_t nknown_plans;
 static pthread_mutex_t known_plans_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static bool plan_copy(struct mt_attach_plan *to,
+static void plan_copy(struct mt_attach_plan *to,
 		      const struct mt_attach_plan *from)
 {
 	size_t enter = from->nenter * sizeof(*from->enter),
 	       ret = from->nret * sizeof(*from->ret);
 
 	*to = *from;
-	to->enter = malloc(enter ? enter : 1);
-	to->ret = malloc(ret ? ret : 1);
-	if (!to->enter || !to->ret) {
-		mt_attach_plan_free(to);
-		return false;
-	}
+	to->enter = mt_xmalloc(enter);
+	to->ret = mt_xmalloc(ret);
 	memcpy(to->enter, from->enter, enter);
 	memcpy(to->ret, from->ret, ret);
-	return true;
 }
 
 static int plan_find(const struct mt_file_id *id, struct mt_attach_plan *plan)
@@ -258,8 +254,10 @@ static int plan_find(const struct mt_file_id *id, struct mt_attach_plan *plan)
 	for (size_t i = 0; i < nknown_plans && !n; i++) {
 		const struct known_plan *k = &known_plans[i];
 
-		if (mt_file_id_equal(&k->id, id) && plan_copy(plan, &k->plan))
+		if (mt_file_id_equal(&k->id, id)) {
+			plan_copy(plan, &k->plan);
 			n = k->n;
+		}
 	}
 	pthread_mutex_unlock(&known_plans_lock);
 	return n;
@@ -273,11 +271,10 @@ static void plan_remember(const struct mt_file_id *id,
 	pthread_mutex_lock(&known_plans_lock);
 	if (nknown_plans < KNOWN_PLANS) {
 		k = &known_plans[nknown_plans];
-		if (plan_copy(&k->plan, plan)) {
-			k->id = *id;
-			k->n = n;
-			nknown_plans++;
-		}
+		plan_copy(&k->plan, plan);
+		k->id = *id;
+		k->n = n;
+		nknown_plans++;
 	}
 	pthread_mutex_unlock(&known_plans_lock);
 }
@@ -330,13 +327,8 @@ static int plan_funcs(struct mt_attach *a, const char *path,
 	found = mt_elf_find_funcs(symbols, funcs, nfuncs, err, errlen);
 	if (found <= 0)
 		return found;
-	plan->enter = calloc(nfuncs, sizeof(*plan->enter));
-	plan->ret = calloc(nfuncs, sizeof(*plan->ret));
-	if (!plan->enter || !plan->ret) {
-		mt_attach_plan_free(plan);
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
+	plan->enter = mt_xcalloc(nfuncs, sizeof(*plan->enter));
+	plan->ret = mt_xcalloc(nfuncs, sizeof(*plan->ret));
 	for (size_t i = 0; i < nfuncs; i++) {
 		unsigned fn = table[i].fn;
 		uint64_t off = funcs[i].offset;

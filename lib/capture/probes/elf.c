@@ -33,6 +33,7 @@
 
 #include "mt_elf.h"
 #include "mt_file_id.h"
+#include "mt_xalloc.h"
 
 /* Symbols read between two givings-back of the file's pages: a window
  * touches at most this many entries and as many pages of names. */
@@ -308,11 +309,7 @@ int mt_elf_find_funcs(const char *path, struct mt_elf_func *funcs, size_t n,
 	/* .symtab first: it also names local aliases .dynsym lacks */
 	idx.funcs = funcs;
 	idx.n = n;
-	idx.order = malloc(n * sizeof(*idx.order));
-	if (!idx.order) {
-		elf_file_close(&f);
-		return -ENOMEM;
-	}
+	idx.order = mt_xreallocarray(NULL, n, sizeof(*idx.order));
 	for (i = 0; i < n; i++)
 		idx.order[i] = i;
 	if (!sorted_by_name(funcs, n))
@@ -871,10 +868,11 @@ int mt_elf_internal_calls(const char *path, const char *soname, uint64_t off,
 	target = offset_to_vaddr(f.elf, off);
 	probe = offset_to_vaddr(f.elf, probe_off);
 	if (!target || !probe || !soname_is(f.elf, soname) ||
-	    elf_getphdrnum(f.elf, &nphdr) || !(ret = calloc(max + 1, 8))) {
+	    elf_getphdrnum(f.elf, &nphdr)) {
 		elf_file_close(&f);
 		return 0;
 	}
+	ret = mt_xcalloc(max + 1, 8);
 	for (size_t i = 0; i < nphdr; i++) {
 		if (!gelf_getphdr(f.elf, i, &ph) || ph.p_type != PT_LOAD ||
 		    !(ph.p_flags & PF_X) || ph.p_offset > f.size ||

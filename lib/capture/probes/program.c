@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "mt_program.h"
+#include "mt_xalloc.h"
 
 /* glibc's CS_PATH: execvp's search when PATH is not set */
 #define DEFAULT_SEARCH "/bin:/usr/bin"
@@ -94,8 +95,9 @@ static bool read_dynamic(int fd, const Elf64_Phdr *dyn, const Elf64_Phdr *loads,
 	Elf64_Dyn *d;
 	bool ok = false;
 
-	if (n == 0 || n > 65536 || !(d = malloc(n * sizeof(*d))))
+	if (n == 0 || n > 65536)
 		return false;
+	d = mt_xreallocarray(NULL, n, sizeof(*d));
 	if (!read_at(fd, d, n * sizeof(*d), dyn->p_offset))
 		goto out;
 	for (size_t i = 0; i < n && d[i].d_tag != DT_NULL; i++) {
@@ -123,9 +125,9 @@ static bool read_dynamic(int fd, const Elf64_Phdr *dyn, const Elf64_Phdr *loads,
 		}
 	}
 	if (strsz == 0 || strsz > (1 << 20) ||
-	    !vaddr_offset(loads, nloads, strtab, &off) ||
-	    !(elf->strings = malloc(strsz + 1)))
+	    !vaddr_offset(loads, nloads, strtab, &off))
 		goto out;
+	elf->strings = mt_xmalloc(strsz + 1);
 	elf->nstrings = strsz;
 	elf->strings[strsz] = '\0';
 	ok = read_at(fd, elf->strings, strsz, off);

@@ -47,6 +47,7 @@
 #include "mt_program.h"
 #include "mt_trace.skel.h"
 #include "mt_user.h"
+#include "mt_xalloc.h"
 #include "tracer_code.h"
 
 /* The kernel's dev_t (major << 20 | minor), as the BPF side reads it. */
@@ -154,8 +155,9 @@ static void add_donor(struct mt_code *c, const char *path)
 	struct mt_code_donor d = {0};
 
 	d.len = mt_elf_build_id(path, d.build_id, sizeof(d.build_id));
-	if (d.len <= 0 || !(d.path = strdup(path)))
+	if (d.len <= 0)
 		return;
+	d.path = mt_xstrdup(path);
 	c->donors =
 	    mt_grow(c->donors, &c->cap_donors, c->ndonors + 1, sizeof(d));
 	c->donors[c->ndonors++] = d;
@@ -328,8 +330,7 @@ static void take_file(struct finding *f, int fd)
 	for (size_t i = 0; i < p->n; i++)
 		if (same_inode(&p->files[i].st, &g.st))
 			goto drop;
-	if (!(g.path = strdup(name)))
-		goto drop;
+	g.path = mt_xstrdup(name);
 	g.known = f->known && f->known(f->ctx, &g.st);
 	g.allocator_free = !g.known && symbols_allocator_free(fd);
 	p->files[p->n++] = g;
@@ -402,8 +403,8 @@ static bool find_start(struct finding *f, struct mt_code_program *p, int fd,
 	f->ctx = ctx;
 	f->loader.st_ino = (ino_t)-1; /* none yet */
 	p->loader_fd = -1;
-	p->files = calloc(PROGRAM_FILES_MAX, sizeof(*p->files));
-	if (!p->files || mt_program_read(fd, &f->exe)) {
+	p->files = mt_xcalloc(PROGRAM_FILES_MAX, sizeof(*p->files));
+	if (mt_program_read(fd, &f->exe)) {
 		close(fd);
 		return false;
 	}

@@ -16,6 +16,7 @@
 #include "mt_confine.h"
 #include "mt_elf.h"
 #include "mt_log.h"
+#include "mt_xalloc.h"
 #include "tracer_fast.h"
 #include "tracer_int.h"
 
@@ -76,13 +77,7 @@ void mt_tracer_confine_begin(struct tracer *t)
 
 	if (!o->track_allocators || o->global_probes || !libc[0])
 		return;
-	job = calloc(1, sizeof(*job));
-	if (!job) {
-		snprintf(t->confine.why, sizeof(t->confine.why), "%s",
-			 strerror(errno));
-		say_not_confined(t, libc);
-		return;
-	}
+	job = mt_xcalloc(1, sizeof(*job));
 	job->t = t;
 	n = mt_confine_known_files(libc, job->paths);
 	for (size_t i = 0; i < n; i++)

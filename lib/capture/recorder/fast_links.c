@@ -44,6 +44,7 @@
 #include "mt_trace.skel.h"
 #include "tracer_code.h"
 #include "tracer_fast.h"
+#include "mt_xalloc.h"
 
 void mt_fast_links_init(struct mt_fast_links *l, int verbose)
 {
@@ -97,7 +98,7 @@ void mt_fast_links_file(struct mt_fast_links *l, int fd)
 	mt_attach_init(&planner, l->mode, l->enter, l->ret, l->verbose);
 	snprintf(via, sizeof(via), "/proc/self/fd/%d", ff.fd);
 	n = mt_attach_plan(&planner, via, via, &ff.plan, err, sizeof(err));
-	if (n <= 0 || !(ff.path = strdup(path))) {
+	if (n <= 0) {
 		if (n < 0)
 			mt_warning("%s: allocators of "
 				   "processes without the recorder not "
@@ -108,6 +109,7 @@ void mt_fast_links_file(struct mt_fast_links *l, int fd)
 		close(ff.fd);
 		return;
 	}
+	ff.path = mt_xstrdup(path);
 	l->files =
 	    mt_grow(l->files, &l->cap_files, l->nfiles + 1, sizeof(*l->files));
 	l->files[l->nfiles++] = ff;
@@ -154,10 +156,7 @@ static void give(struct mt_fast_links *l, pid_t pid, const char *why)
 	if (++l->last_serial == 0)
 		l->last_serial = 1; /* 0: a probe for every process */
 	p->serial = l->last_serial;
-	p->attach = malloc(sizeof(*p->attach));
-	if (!p->attach) {
-		mt_out_of_memory();
-	}
+	p->attach = mt_xmalloc(sizeof(*p->attach));
 	mt_attach_init(p->attach, l->mode, l->enter, l->ret, l->verbose);
 	mt_attach_set_pid(p->attach, pid);
 	mt_attach_set_serial(p->attach, p->serial);

@@ -44,6 +44,7 @@
 #include "mt_user.h"
 #include "mt_child_env.h"
 #include "tracer_fast.h"
+#include "mt_xalloc.h"
 #include "tracer_fast_int.h"
 #include "tracer_int.h"
 
@@ -258,12 +259,10 @@ static int make_shared(struct mt_fast *f, unsigned stack_depth)
 	f->records = (struct mt_fast_record *)((char *)f->hdr + data_at);
 	f->pids = (const struct mt_fast_pid *)((char *)f->hdr + pids_at);
 	f->max_pids = MAX_PIDS;
-	f->tail = calloc(NRINGS, sizeof(*f->tail));
-	f->head = calloc(NRINGS, sizeof(*f->head));
-	f->abandoned = calloc(NRINGS, sizeof(*f->abandoned));
-	f->ring_last = calloc(NRINGS, sizeof(*f->ring_last));
-	if (!f->tail || !f->head || !f->abandoned || !f->ring_last)
-		return -1;
+	f->tail = mt_xcalloc(NRINGS, sizeof(*f->tail));
+	f->head = mt_xcalloc(NRINGS, sizeof(*f->head));
+	f->abandoned = mt_xcalloc(NRINGS, sizeof(*f->abandoned));
+	f->ring_last = mt_xcalloc(NRINGS, sizeof(*f->ring_last));
 	if (stack_depth)
 		map_stacks(f, &layout, stacks_at, stack_depth);
 	f->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -316,13 +315,9 @@ static void decide_clock(struct mt_fast *f)
 
 struct mt_fast *mt_fast_start(int verbose, unsigned stack_depth)
 {
-	struct mt_fast *f = calloc(1, sizeof(*f));
+	struct mt_fast *f = mt_xcalloc(1, sizeof(*f));
 	struct stat st;
 
-	if (!f) {
-		mt_error("out of memory");
-		return NULL;
-	}
 	f->memfd = f->wakefd = -1;
 	f->verbose = verbose;
 	if (find_preload(f->preload, sizeof(f->preload))) {
@@ -370,23 +365,21 @@ static void shm_description(const struct mt_fast *f, pid_t tracer, char *out,
 		 (unsigned long long)st.st_ino, (int)tracer);
 }
 
-int mt_fast_child_env(const struct mt_fast *f, pid_t tracer,
-		      struct mt_child_env *env)
+void mt_fast_child_env(const struct mt_fast *f, pid_t tracer,
+		       struct mt_child_env *env)
 {
 	const char *old = mt_child_env_get(env, "LD_PRELOAD");
-	char desc[128], *preload = NULL;
-	int rc;
+	char desc[128], *preload;
 
 	shm_description(f, tracer, desc, sizeof(desc));
-	if (mt_child_env_set(env, MT_FAST_ENV, desc))
-		return -1;
-	if (!old || !*old)
-		return mt_child_env_set(env, "LD_PRELOAD", f->preload);
-	if (asprintf(&preload, "%s:%s", f->preload, old) < 0)
-		return -1;
-	rc = mt_child_env_set(env, "LD_PRELOAD", preload);
+	mt_child_env_set(env, MT_FAST_ENV, desc);
+	if (!old || !*old) {
+		mt_child_env_set(env, "LD_PRELOAD", f->preload);
+		return;
+	}
+	preload = mt_xasprintf("%s:%s", f->preload, old);
+	mt_child_env_set(env, "LD_PRELOAD", preload);
 	free(preload);
-	return rc;
 }
 
 void mt_fast_child_fds(const struct mt_fast *f)
@@ -560,14 +553,15 @@ void mt_fast_exec(struct mt_fast *f, pid_t pid, uint64_t when,
 	for (size_t i = 0; i < f->nwaiting; i++) {
 		if (f->waiting[i].pid == pid) { /* exec'd again */
 			free(f->waiting[i].path);
-			f->waiting[i].path = strdup(path);
+			f->waiting[i].path = mt_xstrdup(path);
 			f->waiting[i].since = when;
 			return;
 		}
 	}
 	f->waiting = mt_grow(f->waiting, &f->cap_waiting, f->nwaiting + 1,
 			     sizeof(*f->waiting));
-	f->waiting[f->nwaiting++] = (struct exec_wait){pid, strdup(path), when};
+	f->waiting[f->nwaiting++] =
+	    (struct exec_wait){pid, mt_xstrdup(path), when};
 }
 
 static void forget_waiting(struct mt_fast *f, size_t i)
@@ -650,7 +644,7 @@ static void exited_uncovered(struct mt_fast *f, pid_t pid)
 			    "libc were not recorded; trace it with "
 			    "--no-fast\n",
 			    (int)pid, path);
-			f->warned[f->nwarned++] = strdup(path);
+			f->warned[f->nwarned++] = mt_xstrdup(path);
 		}
 		forget_waiting(f, i);
 		return;

@@ -40,10 +40,9 @@ void mt_fast_stack_file(struct mt_fast *f, const struct mt_code_key *key,
 void mt_fast_stacks_reset(struct mt_fast *f);
 
 /* Before the command is forked by tracer (mt-trace's pid): LD_PRELOAD
- * (prepended) and the shared memory's description in its environment.
- * 0, or -1 when out of memory. */
-int mt_fast_child_env(const struct mt_fast *f, pid_t tracer,
-		      struct mt_child_env *env);
+ * (prepended) and the shared memory's description in its environment. */
+void mt_fast_child_env(const struct mt_fast *f, pid_t tracer,
+		       struct mt_child_env *env);
 
 /* In the forked child, before exec: the shared memory's fds kept across
  * exec (system calls only: nothing that allocates). */

@@ -34,6 +34,7 @@
 #include "mt_stack.h"
 #include "tracer_fast.h"
 #include "tracer_fast_int.h"
+#include "mt_xalloc.h"
 #include "tracer_int.h"
 
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -826,10 +827,9 @@ static struct last_call *last_call(struct mt_fast *f, uint32_t tid)
 
 	if (f->ncalls * 2 >= f->cap_calls) {
 		size_t cap = f->cap_calls ? f->cap_calls * 2 : 64;
-		struct last_call *v = calloc(cap, sizeof(*v)), *old = f->calls;
+		struct last_call *v = mt_xcalloc(cap, sizeof(*v)),
+				 *old = f->calls;
 
-		if (!v)
-			return NULL;
 		for (size_t i = 0; i < f->cap_calls; i++) {
 			if (!old[i].tid)
 				continue;
@@ -870,8 +870,6 @@ static bool seen_twice(struct mt_fast *f, const struct mt_event *e)
 	uint8_t src = e->flags & FROM_RECORDER ? 2 : 1;
 	struct last_call *c = last_call(f, e->tid);
 
-	if (!c)
-		return false;
 	if (c->src && c->src != src && c->cls == cls && c->addr == e->addr &&
 	    (cls == 2 || c->size == e->size)) {
 		c->src = 0; /* paired: a third is another call */

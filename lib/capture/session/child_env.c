@@ -8,8 +8,9 @@
 #include <unistd.h>
 
 #include "mt_child_env.h"
+#include "mt_xalloc.h"
 
-int mt_child_env_init(struct mt_child_env *e)
+void mt_child_env_init(struct mt_child_env *e)
 {
 	size_t n = 0;
 
@@ -17,12 +18,9 @@ int mt_child_env_init(struct mt_child_env *e)
 	while (environ && environ[n])
 		n++;
 	e->cap = n + 8;
-	e->vars = calloc(e->cap, sizeof(*e->vars));
-	if (!e->vars)
-		return -1;
+	e->vars = mt_xcalloc(e->cap, sizeof(*e->vars));
 	memcpy(e->vars, environ ? environ : e->vars, n * sizeof(*e->vars));
 	e->n = n;
-	return 0;
 }
 
 /* NAME's index in e->vars, or e->n */
@@ -45,33 +43,23 @@ const char *mt_child_env_get(const struct mt_child_env *e, const char *name)
 
 /* room for one more variable and its terminating NULL, and one more
  * owned string */
-static int grow(struct mt_child_env *e)
+static void grow(struct mt_child_env *e)
 {
 	if (e->n + 2 > e->cap) {
-		size_t cap = e->cap * 2;
-		char **vars = realloc(e->vars, cap * sizeof(*vars));
-
-		if (!vars)
-			return -1;
-		e->vars = vars;
-		e->cap = cap;
+		e->cap *= 2;
+		e->vars = mt_xreallocarray(e->vars, e->cap, sizeof(*e->vars));
 	}
-	char **owned = realloc(e->owned, (e->nowned + 1) * sizeof(*owned));
-
-	if (!owned)
-		return -1;
-	e->owned = owned;
-	return 0;
+	e->owned = mt_xreallocarray(e->owned, e->nowned + 1, sizeof(*e->owned));
 }
 
-int mt_child_env_set(struct mt_child_env *e, const char *name,
-		     const char *value)
+void mt_child_env_set(struct mt_child_env *e, const char *name,
+		      const char *value)
 {
 	size_t i = find(e, name), len = strlen(name) + 1 + strlen(value) + 1;
 	char *var;
 
-	if (grow(e) || !(var = malloc(len)))
-		return -1;
+	grow(e);
+	var = mt_xmalloc(len);
 	strcpy(var, name);
 	strcat(var, "=");
 	strcat(var, value);
@@ -80,7 +68,6 @@ int mt_child_env_set(struct mt_child_env *e, const char *name,
 	if (i == e->n)
 		e->n++;
 	e->vars[e->n] = NULL;
-	return 0;
 }
 
 void mt_child_env_free(struct mt_child_env *e)

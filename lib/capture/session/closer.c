@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "mt_closer.h"
+#include "mt_xalloc.h"
 
 /* closes under way at once (one thread each) */
 #define CLOSE_AT_ONCE 64
@@ -131,14 +132,10 @@ static _Noreturn void closing_process(int sock)
 	prctl(PR_SET_NAME, "mt-trace-close");
 	sem_init(&free_slots, 0, CLOSE_AT_ONCE);
 	do {
-		if (n == cap) {
-			int *more =
-			    realloc(fds, (cap ? 2 * cap : 64) * sizeof(*fds));
-
-			if (!more)
-				break; /* what it holds closes at its exit */
-			fds = more;
+		if (n == cap) { /* no memory: what it holds closes at its
+				 * exit */
 			cap = cap ? 2 * cap : 64;
+			fds = mt_xreallocarray(fds, cap, sizeof(*fds));
 		}
 		got = receive(3, &fds[n]);
 		n += got == 1;
@@ -207,20 +204,12 @@ static int hand_over(int sock, int fd)
 
 void mt_closer_close(struct mt_closer *c, int fd)
 {
-	int *more;
-
 	if (fd < 0)
 		return;
 	if (c->nqueued == c->cap_queued) {
-		more = realloc(c->queued,
-			       (c->cap_queued ? 2 * c->cap_queued : 16) *
-				   sizeof(*more));
-		if (!more) {
-			close(fd);
-			return;
-		}
-		c->queued = more;
 		c->cap_queued = c->cap_queued ? 2 * c->cap_queued : 16;
+		c->queued = mt_xreallocarray(c->queued, c->cap_queued,
+					     sizeof(*c->queued));
 	}
 	c->queued[c->nqueued++] = fd;
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "mt_control.h"
+#include "mt_xalloc.h"
 
 static int is_word(const char *line, size_t len, const char *word)
 {
@@ -106,12 +107,8 @@ int mt_control_open(struct mt_control *c, const char *path,
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
 	c->user = u;
-	c->path = strdup(path);
-	if (!c->path || asprintf(&c->ack_path, "%s.ack", path) < 0) {
-		c->ack_path = NULL;
-		snprintf(why, whylen, "%s", strerror(ENOMEM));
-		return -1;
-	}
+	c->path = mt_xstrdup(path);
+	c->ack_path = mt_xasprintf("%s.ack", path);
 	rc = mt_user_fs_begin(u, &saved);
 	if (rc) {
 		snprintf(why, whylen, "becoming uid %u: %s", (unsigned)u->uid,

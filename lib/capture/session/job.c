@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "mt_job.h"
+#include "mt_xalloc.h"
 
 struct mt_job {
 	void (*run)(void *arg);
@@ -44,10 +45,8 @@ static void *job_thread(void *arg)
 
 struct mt_job *mt_job_start(void (*run)(void *arg), void *arg)
 {
-	struct mt_job *job = calloc(1, sizeof(*job));
+	struct mt_job *job = mt_xcalloc(1, sizeof(*job));
 
-	if (!job)
-		return NULL;
 	job->run = run;
 	job->arg = arg;
 	sem_init(&job->done, 0, 0);

@@ -19,17 +19,15 @@ struct mt_child_env {
 	size_t n, cap, nowned;
 };
 
-/* A copy of the current environment (the strings shared, not copied).
- * 0, or -1 when out of memory. */
-int mt_child_env_init(struct mt_child_env *e);
+/* A copy of the current environment (the strings shared, not copied). */
+void mt_child_env_init(struct mt_child_env *e);
 
 /* NAME's value in e, or NULL. */
 const char *mt_child_env_get(const struct mt_child_env *e, const char *name);
 
-/* NAME=value in e, replacing NAME's earlier value.  0, or -1 when out of
- * memory. */
-int mt_child_env_set(struct mt_child_env *e, const char *name,
-		     const char *value);
+/* NAME=value in e, replacing NAME's earlier value. */
+void mt_child_env_set(struct mt_child_env *e, const char *name,
+		      const char *value);
 
 void mt_child_env_free(struct mt_child_env *e);
 

@@ -11,6 +11,7 @@
 
 #include "mt_log.h"
 #include "mt_tracer.h"
+#include "mt_xalloc.h"
 
 static inline void mt_grow_fail(void)
 {
@@ -33,9 +34,7 @@ static inline void *mt_grow(void *p, size_t *cap, size_t need, size_t elem)
 		ncap = ncap <= SIZE_MAX / 2 ? ncap * 2 : need;
 	if (ncap > SIZE_MAX / elem)
 		ncap = need; /* doubled past what fits: just what is needed */
-	p = realloc(p, ncap * elem);
-	if (!p)
-		mt_grow_fail();
+	p = mt_xreallocarray(p, ncap, elem);
 	*cap = ncap;
 	return p;
 }

@@ -17,8 +17,8 @@
 
 struct mt_job;
 
-/* Start run(arg) on a thread of its own; NULL only when out of memory
- * (then run it yourself).  Without a thread, mt_job_finish() runs it. */
+/* Start run(arg) on a thread of its own.  Without a thread,
+ * mt_job_finish() runs it. */
 struct mt_job *mt_job_start(void (*run)(void *arg), void *arg);
 
 /* Return once run(arg) is done: here, if the thread has not begun it

@@ -42,8 +42,8 @@ struct mt_pss_sweep {
 };
 
 /* Read each of pids[0..n) (a process gone meanwhile is left out) into
- * w->now and order them (mt_pss_sweep_order).  0, or -ENOMEM. */
-int mt_pss_sweep_read(struct mt_pss_sweep *w, const pid_t *pids, size_t n);
+ * w->now and order them (mt_pss_sweep_order). */
+void mt_pss_sweep_read(struct mt_pss_sweep *w, const pid_t *pids, size_t n);
 
 /* Sort w->now by pid and set w->order: the samples whose PSS fell or
  * stayed since the last round first, then those that rose (a process new

@@ -116,9 +116,8 @@ void mt_output_remove_if_unused(const struct mt_output *out,
 struct mt_child_env;
 
 /* Before the command is forked: HOME, USER, LOGNAME and SHELL from u's
- * passwd entry in its environment.  Nothing when not under sudo.  0, or
- * -1 when out of memory. */
-int mt_user_env(const struct mt_user *u, struct mt_child_env *env);
+ * passwd entry in its environment.  Nothing when not under sudo. */
+void mt_user_env(const struct mt_user *u, struct mt_child_env *env);
 
 /* In the command's process, before exec: become u (groups, gid, uid).
  * Nothing when not under sudo.  0 or -errno. */

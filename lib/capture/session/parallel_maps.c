@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "mt_log.h"
+#include "mt_xalloc.h"
 #include "mt_trace.skel.h"
 #include "tracer_int.h"
 
@@ -103,11 +104,9 @@ static void *make_maps(void *arg)
 
 void mt_tracer_parallel_maps_begin(struct tracer *t)
 {
-	struct mt_parallel_maps *p = calloc(1, sizeof(*p));
+	struct mt_parallel_maps *p = mt_xcalloc(1, sizeof(*p));
 	__u32 slots;
 
-	if (!p)
-		return;
 	slots = mt_tracer_process_slots(MT_PROCESS_SLOTS);
 	parallel_map_add(p, "traced", BPF_MAP_TYPE_HASH, sizeof(__u32),
 			 sizeof(struct mt_traced), slots, BPF_F_NO_PREALLOC);

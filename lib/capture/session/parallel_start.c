@@ -23,6 +23,7 @@
 #include "mt_job.h"
 #include "mt_log.h"
 #include "mt_user.h"
+#include "mt_xalloc.h"
 #include "mt_trace.skel.h"
 #include "tracer_int.h"
 
@@ -54,15 +55,9 @@ static void open_bpf_job(void *arg)
 
 void mt_tracer_open_begin(struct tracer *t)
 {
-	struct mt_parallel_open *e = calloc(1, sizeof(*e));
+	struct mt_parallel_open *e = mt_xcalloc(1, sizeof(*e));
 
-	if (!e)
-		return; /* the load opens it */
 	e->job = mt_job_start(open_bpf_job, e);
-	if (!e->job) {
-		free(e);
-		return;
-	}
 	t->parallel.open = e;
 }
 
@@ -128,7 +123,6 @@ void mt_tracer_libc_plan_begin(struct tracer *t)
 
 	if (!t->opts->track_allocators || !libc[0])
 		return;
-	/* NULL: the attach works it out itself */
 	t->parallel.libc_plan = mt_job_start(prepare_libc, (void *)libc);
 }
 
@@ -168,17 +162,15 @@ void mt_tracer_cfi_begin(struct tracer *t)
 
 	if (!t->opts->stacks || !libc[0])
 		return;
-	e = calloc(1, sizeof(*e));
-	if (!e)
-		return;
+	e = mt_xcalloc(1, sizeof(*e));
 	e->build_id_len =
 	    mt_elf_build_id(libc, e->build_id, sizeof(e->build_id));
 	if (e->build_id_len <= 0) { /* nothing to know its copies by */
 		free(e);
 		return;
 	}
-	e->path = strdup(libc);
-	if (!e->path || pthread_create(&e->thread, NULL, build_cfi, e) != 0) {
+	e->path = mt_xstrdup(libc);
+	if (pthread_create(&e->thread, NULL, build_cfi, e) != 0) {
 		free(e->path);
 		free(e);
 		return;
@@ -225,15 +217,9 @@ void mt_tracer_rss_begin(struct tracer *t)
 
 	if (!t->rss)
 		return;
-	e = calloc(1, sizeof(*e));
-	if (!e)
-		return;
+	e = mt_xcalloc(1, sizeof(*e));
 	e->fd = -1;
 	e->job = mt_job_start(open_rss_event, e);
-	if (!e->job) {
-		free(e);
-		return;
-	}
 	t->parallel.rss_event = e;
 }
 
@@ -296,16 +282,10 @@ void mt_tracer_program_begin(struct tracer *t)
 
 	if (!mt_tracer_follows_code(o) || (o->user && o->user->is_sudo))
 		return;
-	e = calloc(1, sizeof(*e));
-	if (!e)
-		return;
+	e = mt_xcalloc(1, sizeof(*e));
 	e->file = o->argv[0];
 	e->libc = o->libc_path ? o->libc_path : mt_self_libc();
 	e->job = mt_job_start(find_program, e);
-	if (!e->job) {
-		free(e);
-		return;
-	}
 	t->parallel.program = e;
 }
 

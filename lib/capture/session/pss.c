@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "mt_pss.h"
+#include "mt_xalloc.h"
 
 /* "Key:   123 kB" anywhere in text -> bytes; -1 when absent */
 static int64_t field_kib(const char *text, const char *key)
@@ -60,19 +61,13 @@ int mt_pss_read(pid_t pid, struct mt_pss *out)
 	return mt_pss_parse(text, out);
 }
 
-/* Room for n samples in *a (capacity *cap); false without memory. */
-static bool reserve(void **a, size_t *cap, size_t n, size_t size)
+/* Room for n samples in *a (capacity *cap). */
+static void reserve(void **a, size_t *cap, size_t n, size_t size)
 {
-	void *grown;
-
 	if (n <= *cap)
-		return true;
-	grown = realloc(*a, n * size);
-	if (!grown)
-		return false;
-	*a = grown;
+		return;
+	*a = mt_xreallocarray(*a, n, size);
 	*cap = n;
-	return true;
 }
 
 static int by_pid(const void *a, const void *b)
@@ -83,11 +78,10 @@ static int by_pid(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int mt_pss_sweep_read(struct mt_pss_sweep *w, const pid_t *pids, size_t n)
+void mt_pss_sweep_read(struct mt_pss_sweep *w, const pid_t *pids, size_t n)
 {
-	if (!reserve((void **)&w->now, &w->cap_now, n, sizeof(*w->now)) ||
-	    !reserve((void **)&w->order, &w->cap_order, n, sizeof(*w->order)))
-		return -ENOMEM;
+	reserve((void **)&w->now, &w->cap_now, n, sizeof(*w->now));
+	reserve((void **)&w->order, &w->cap_order, n, sizeof(*w->order));
 	w->nnow = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct mt_pss_sample *s = &w->now[w->nnow];
@@ -98,7 +92,6 @@ int mt_pss_sweep_read(struct mt_pss_sweep *w, const pid_t *pids, size_t n)
 		}
 	}
 	mt_pss_sweep_order(w);
-	return 0;
 }
 
 /* Whether s's PSS is above its last round's (0 when it had none). */

@@ -55,6 +55,7 @@
 #include "mt_watchdog.h"
 #include "tracer_fast.h"
 #include "tracer_int.h"
+#include "mt_xalloc.h"
 
 /* How often the events ring is drained when it does not wake us (its BPF
  * side wakes the consumer only at a fill level). */
@@ -110,21 +111,17 @@ static void run_child(const struct tracer *t, char **env, int release_fd,
 }
 
 /* The command's environment: mt-trace's, with what the command's
- * side of mt-trace reads in it.  0, or -1 when out of memory. */
-static int child_environment(const struct tracer *t, struct mt_child_env *env)
+ * side of mt-trace reads in it. */
+static void child_environment(const struct tracer *t, struct mt_child_env *env)
 {
 	const struct mt_tracer_opts *o = t->opts;
 
-	if (mt_child_env_init(env))
-		return -1;
-	if ((o->control_path &&
-	     mt_child_env_set(env, "MT_CONTROL", o->control_path)) ||
-	    (t->fast && mt_fast_child_env(t->fast, getpid(), env)) ||
-	    mt_user_env(o->user, env)) {
-		mt_child_env_free(env);
-		return -1;
-	}
-	return 0;
+	mt_child_env_init(env);
+	if (o->control_path)
+		mt_child_env_set(env, "MT_CONTROL", o->control_path);
+	if (t->fast)
+		mt_fast_child_env(t->fast, getpid(), env);
+	mt_user_env(o->user, env);
 }
 
 static int spawn_child(struct tracer *t)
@@ -132,10 +129,7 @@ static int spawn_child(struct tracer *t)
 	int release[2], exec_err[2];
 	struct mt_child_env env;
 
-	if (child_environment(t, &env)) {
-		mt_error("the command's environment: %s", strerror(ENOMEM));
-		return -1;
-	}
+	child_environment(t, &env);
 	if (pipe2(release, O_CLOEXEC) || pipe2(exec_err, O_CLOEXEC)) {
 		mt_error("pipe: %s", strerror(errno));
 		mt_child_env_free(&env);
@@ -335,8 +329,6 @@ static void start_rings(struct tracer *t)
 {
 	t->parallel.rings_rc = 0;
 	t->parallel.rings = mt_job_start(make_rings_job, t);
-	if (!t->parallel.rings)
-		make_rings_job(t);
 }
 
 static int rings_made(struct tracer *t)
@@ -748,8 +740,7 @@ static int sample_pss(struct tracer *t)
 {
 	struct mt_pss_sweep *w = &t->sampling.sweep;
 
-	if (mt_pss_sweep_read(w, t->live, t->nlive))
-		return 0; /* no memory: this round goes unseen */
+	mt_pss_sweep_read(w, t->live, t->nlive);
 	for (size_t k = 0; k < w->nnow; k++) {
 		const struct mt_pss_sample *s = &w->now[w->order[k]];
 		struct mt_event fields = {
@@ -1220,12 +1211,11 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	t.phase_ns = t.start_monotonic_ns;
 	t.start_realtime_ns = mt_clock_ns(CLOCK_REALTIME);
 	signal(SIGPIPE, SIG_IGN);
-	t.out.batch = malloc(sizeof(struct mt_raw_batch) +
-			     (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
+	t.out.batch = mt_xmalloc(sizeof(struct mt_raw_batch) +
+				 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
 	sfd = make_signalfd(&t, &old);
-	if (!t.out.batch || sfd < 0) {
-		mt_error("cannot start the command: %s",
-			 strerror(t.out.batch ? errno : ENOMEM));
+	if (sfd < 0) {
+		mt_error("cannot start the command: %s", strerror(errno));
 		if (sfd >= 0)
 			close(sfd);
 		sigprocmask(SIG_SETMASK, &old, NULL);
@@ -1284,11 +1274,11 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 			   "dying address spaces) dropped",
 			   (unsigned long long)rss_dropped);
 	if (opts->verbose && t.skel)
-		mt_verbose("%llu frees glibc made itself (its threads' "
-			   "tcaches at their exits) not recorded",
-			   (unsigned long long)mt_tracer_read_counters(
-			       &t, MT_DROP_INTERNAL_FREE,
-			       MT_DROP_INTERNAL_FREE + 1));
+		mt_verbose(
+		    "%llu frees glibc made itself (its threads' "
+		    "tcaches at their exits) not recorded",
+		    (unsigned long long)mt_tracer_read_counters(
+			&t, MT_DROP_INTERNAL_FREE, MT_DROP_INTERNAL_FREE + 1));
 	if (opts->verbose && t.bp.on)
 		mt_verbose(
 		    "%llu backpressure stops, %llu held on for a "

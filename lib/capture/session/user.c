@@ -17,6 +17,7 @@
 #include "mt_log.h"
 #include "mt_child_env.h"
 #include "mt_user.h"
+#include "mt_xalloc.h"
 
 static int parse_id(const char *s, unsigned long *id)
 {
@@ -35,12 +36,9 @@ static int load_groups(struct mt_user *u)
 	int n = 16;
 
 	for (;;) {
-		gid_t *groups = realloc(u->groups, n * sizeof(*groups));
 		int want = n;
 
-		if (!groups)
-			return -1;
-		u->groups = groups;
+		u->groups = mt_xreallocarray(u->groups, n, sizeof(*u->groups));
 		if (getgrouplist(u->name, u->gid, u->groups, &want) >= 0) {
 			u->ngroups = want;
 			return 0;
@@ -65,12 +63,12 @@ static int from_passwd(struct mt_user *u, const char *who, char *why,
 			 (unsigned)u->uid);
 		return -1;
 	}
-	u->name = strdup(pw->pw_name);
-	u->home = strdup(pw->pw_dir);
+	u->name = mt_xstrdup(pw->pw_name);
+	u->home = mt_xstrdup(pw->pw_dir);
 	/* an empty shell field means /bin/sh, as for login(1) */
-	u->shell =
-	    strdup(pw->pw_shell && *pw->pw_shell ? pw->pw_shell : "/bin/sh");
-	if (!u->name || !u->home || !u->shell || load_groups(u)) {
+	u->shell = mt_xstrdup(pw->pw_shell && *pw->pw_shell ? pw->pw_shell
+							    : "/bin/sh");
+	if (load_groups(u)) {
 		snprintf(why, whylen, "%s=%u: reading its groups: %s", who,
 			 (unsigned)u->uid, strerror(errno ? errno : ENOMEM));
 		return -1;
@@ -140,10 +138,11 @@ int mt_user_fs_begin(const struct mt_user *u, struct mt_user_fs *saved)
 	if (!u->is_sudo)
 		return 0;
 	n = getgroups(0, NULL);
-	saved->groups = malloc((n > 0 ? n : 1) * sizeof(gid_t));
-	if (n < 0 || !saved->groups ||
-	    (saved->ngroups = getgroups(n, saved->groups)) < 0) {
-		err = errno ? -errno : -ENOMEM;
+	if (n < 0)
+		return -errno;
+	saved->groups = mt_xreallocarray(NULL, n, sizeof(gid_t));
+	if ((saved->ngroups = getgroups(n, saved->groups)) < 0) {
+		err = -errno;
 		free(saved->groups);
 		return err;
 	}
@@ -221,7 +220,6 @@ static size_t ninputs;
 
 const char *mt_user_input(const char *what, const char *path)
 {
-	struct user_input *grown;
 	struct stat st;
 	int fd;
 
@@ -236,15 +234,9 @@ const char *mt_user_input(const char *what, const char *path)
 			close(fd);
 		return NULL;
 	}
-	grown = realloc(inputs, (ninputs + 1) * sizeof(*inputs));
-	if (grown)
-		inputs = grown;
-	if (!grown || !(inputs[ninputs].name = strdup(path)) ||
-	    asprintf(&inputs[ninputs].via, "/proc/self/fd/%d", fd) < 0) {
-		mt_error("%s %s: %s", what, path, strerror(ENOMEM));
-		close(fd);
-		return NULL;
-	}
+	inputs = mt_xreallocarray(inputs, ninputs + 1, sizeof(*inputs));
+	inputs[ninputs].name = mt_xstrdup(path);
+	inputs[ninputs].via = mt_xasprintf("/proc/self/fd/%d", fd);
 	return inputs[ninputs++].via;
 }
 
@@ -411,17 +403,15 @@ void mt_output_remove_if_unused(const struct mt_output *out,
 	mt_user_fs_end(&saved);
 }
 
-int mt_user_env(const struct mt_user *u, struct mt_child_env *env)
+void mt_user_env(const struct mt_user *u, struct mt_child_env *env)
 {
 	if (!u->is_sudo)
-		return 0;
+		return;
 	/* what `sudo -u USER` (env_reset) sets from the passwd entry */
-	if (mt_child_env_set(env, "HOME", u->home) ||
-	    mt_child_env_set(env, "USER", u->name) ||
-	    mt_child_env_set(env, "LOGNAME", u->name) ||
-	    mt_child_env_set(env, "SHELL", u->shell))
-		return -1;
-	return 0;
+	mt_child_env_set(env, "HOME", u->home);
+	mt_child_env_set(env, "USER", u->name);
+	mt_child_env_set(env, "LOGNAME", u->name);
+	mt_child_env_set(env, "SHELL", u->shell);
 }
 
 int mt_user_become(const struct mt_user *u)

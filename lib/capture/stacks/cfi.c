@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "mt_cfi.h"
+#include "mt_xalloc.h"
 
 enum { DWARF_REG_RBP = 6, DWARF_REG_RSP = 7, DWARF_REG_RA = 16 };
 
@@ -135,9 +136,7 @@ static int fde_starts(Elf *elf, uint64_t **starts, size_t *n, char *err,
 	    !read_encoded(&r, r.base[2], &count) || count > data->d_size)
 		return cfi_error(err, errlen, -ENOENT,
 				 ".eh_frame_hdr without a search table");
-	*starts = malloc((count ? count : 1) * sizeof(**starts));
-	if (!*starts)
-		return cfi_error(err, errlen, -ENOMEM, "out of memory");
+	*starts = mt_xreallocarray(NULL, count, sizeof(**starts));
 	for (*n = 0; *n < count; (*n)++)
 		if (!read_encoded(&r, r.base[3], &(*starts)[*n]) ||
 		    !read_encoded(&r, r.base[3], &ignored))
@@ -240,45 +239,37 @@ static bool same_rules(const struct mt_cfi_row *a, const struct mt_cfi_row *b)
 	       a->cfa_offset == b->cfa_offset && a->rbp_offset == b->rbp_offset;
 }
 
-static int room_for_row(struct row_list *list)
+static void room_for_row(struct row_list *list)
 {
 	size_t cap = list->cap ? list->cap * 2 : 4096;
-	void *p;
 
 	if (list->n < list->cap)
-		return 0;
-	p = realloc(list->rows, cap * sizeof(*list->rows));
-	if (!p)
-		return -ENOMEM;
-	list->rows = p;
+		return;
+	list->rows = mt_xreallocarray(list->rows, cap, sizeof(*list->rows));
 	list->cap = cap;
-	return 0;
 }
 
-static int add_row(struct row_list *list, const struct mt_cfi_row *row)
+static void add_row(struct row_list *list, const struct mt_cfi_row *row)
 {
 	if (list->n && same_rules(&list->rows[list->n - 1], row))
-		return 0;
+		return;
 	if (list->n && list->rows[list->n - 1].addr == row->addr) {
 		list->rows[list->n - 1] = *row; /* a gap row met its end */
-		return 0;
+		return;
 	}
-	if (room_for_row(list))
-		return -ENOMEM;
+	room_for_row(list);
 	list->rows[list->n++] = *row;
-	return 0;
 }
 
 /* The rows of one function [start, limit): libdw gives one frame state per
  * address range; a gap row follows where the FDE ends. */
-static int function_rows(Dwarf_CFI *cfi, uint64_t start, uint64_t limit,
-			 struct row_list *list, size_t *unsupported)
+static void function_rows(Dwarf_CFI *cfi, uint64_t start, uint64_t limit,
+			  struct row_list *list, size_t *unsupported)
 {
 	uint64_t addr = start;
 	struct mt_cfi_row gap = {0};
-	int rc = 0;
 
-	while (addr < limit && rc == 0) {
+	while (addr < limit) {
 		struct mt_cfi_row row = {.addr = (uint32_t)addr};
 		Dwarf_Addr from, to;
 		Dwarf_Frame *frame;
@@ -299,14 +290,13 @@ static int function_rows(Dwarf_CFI *cfi, uint64_t start, uint64_t limit,
 			*unsupported += row.cfa_rule == MT_CFA_NONE;
 		}
 		free(frame);
-		rc = add_row(list, &row);
+		add_row(list, &row);
 		addr = to;
 	}
-	if (rc == 0 && addr < limit && addr > start) {
+	if (addr < limit && addr > start) {
 		gap.addr = (uint32_t)addr;
-		rc = add_row(list, &gap);
+		add_row(list, &gap);
 	}
-	return rc;
 }
 
 /* ELF virtual address minus file offset of the first executable segment. */
@@ -332,7 +322,7 @@ static int64_t code_vaddr_minus_offset(Elf *elf)
  * the dynamic loader's has no CFI at all: give it that rule, up to the
  * next row.
  */
-static int mark_entry(Elf *elf, struct row_list *list)
+static void mark_entry(Elf *elf, struct row_list *list)
 {
 	struct mt_cfi_row end = {.cfa_rule = MT_CFA_END};
 	GElf_Ehdr eh;
@@ -340,24 +330,22 @@ static int mark_entry(Elf *elf, struct row_list *list)
 
 	if (!gelf_getehdr(elf, &eh) || eh.e_entry == 0 ||
 	    eh.e_entry > UINT32_MAX)
-		return 0;
+		return;
 	end.addr = (uint32_t)eh.e_entry;
 	while (at < list->n && list->rows[at].addr <= end.addr)
 		at++;
 	/* rows[at - 1] is in effect at the entry */
 	if (at > 0 && list->rows[at - 1].cfa_rule != MT_CFA_NONE)
-		return 0;
+		return;
 	if (at > 0 && list->rows[at - 1].addr == end.addr) {
 		list->rows[at - 1] = end;
-		return 0;
+		return;
 	}
-	if (room_for_row(list))
-		return -ENOMEM;
+	room_for_row(list);
 	memmove(&list->rows[at + 1], &list->rows[at],
 		(list->n - at) * sizeof(*list->rows));
 	list->rows[at] = end;
 	list->n++;
-	return 0;
 }
 
 static int build_rows(Elf *elf, struct mt_cfi_table *table, char *err,
@@ -377,21 +365,16 @@ static int build_rows(Elf *elf, struct mt_cfi_table *table, char *err,
 		free(starts);
 		return cfi_error(err, errlen, -ENOENT, "no .eh_frame");
 	}
-	for (size_t i = 0; i < nstarts && rc == 0; i++) {
+	for (size_t i = 0; i < nstarts; i++) {
 		if (starts[i] > UINT32_MAX)
 			break; /* rows hold 32-bit addresses */
-		rc = function_rows(cfi, starts[i],
-				   i + 1 < nstarts ? starts[i + 1] : UINT32_MAX,
-				   &list, &table->unsupported);
+		function_rows(cfi, starts[i],
+			      i + 1 < nstarts ? starts[i + 1] : UINT32_MAX,
+			      &list, &table->unsupported);
 	}
 	dwarf_cfi_end(cfi);
 	free(starts);
-	if (rc == 0)
-		rc = mark_entry(elf, &list);
-	if (rc) {
-		free(list.rows);
-		return cfi_error(err, errlen, rc, "out of memory");
-	}
+	mark_entry(elf, &list);
 	table->rows = list.rows;
 	table->nrows = list.n;
 	return 0;

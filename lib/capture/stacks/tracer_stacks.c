@@ -39,6 +39,7 @@
 #include "mt_elf.h"
 #include "mt_grow.h"
 #include "mt_stack.h"
+#include "mt_xalloc.h"
 #include "mt_trace.skel.h"
 #include "tracer_fast.h"
 #include "tracer_int.h"
@@ -157,9 +158,7 @@ int mt_tracer_stacks_loaded(struct tracer *t)
 	if (!t->opts->stacks)
 		return 0;
 	if (!s) {
-		s = t->stacks = calloc(1, sizeof(*s));
-		if (!s)
-			return -1;
+		s = t->stacks = mt_xcalloc(1, sizeof(*s));
 	}
 	stacks_reset(s);
 	if (t->fast) /* the files are inspected again, rows placed anew */
@@ -224,9 +223,7 @@ static void publish_pages(struct tracer *t, const struct mt_cfi_table *table,
 		 base + 1;
 	if (npages > s->pages_cap - s->pages_used)
 		return;
-	pages = malloc(npages * sizeof(*pages));
-	if (!pages)
-		return; /* the BPF side searches all its rows */
+	pages = mt_xreallocarray(NULL, npages, sizeof(*pages));
 	for (uint32_t i = 0; i < npages; i++) {
 		uint64_t start = (uint64_t)(base + i) << MT_CFI_PAGE_SHIFT;
 
@@ -284,10 +281,7 @@ static void describe_file(struct mt_tracer_stacks *s, uint32_t id,
 	memset(f, 0, sizeof(*f));
 	len = mt_elf_build_id(via, f->build_id, sizeof(f->build_id));
 	f->build_id_len = len > 0 ? len : 0;
-	f->path = strdup(path);
-	if (!f->path) {
-		mt_out_of_memory();
-	}
+	f->path = mt_xstrdup(path);
 }
 
 /* The CODE_FILE record of file id (build-id bytes, then the path as
@@ -359,8 +353,9 @@ int mt_tracer_stack_file(struct tracer *t, int fd, const char *path,
 			mt_detail("%s: %zu unwind rows (%zu it "
 				  "cannot follow)%s",
 				  path, table.nrows, table.unsupported,
-				  built_in_parallel ? ", built beside the BPF load"
-						    : "");
+				  built_in_parallel
+				      ? ", built beside the BPF load"
+				      : "");
 	} else if (t->opts->verbose) {
 		mt_verbose("%s: no unwind rows: %s", path, err);
 	}
@@ -436,21 +431,17 @@ static struct stack_slot *find_slot(struct mt_tracer_stacks *s, uint64_t key)
 	return &s->slots[i];
 }
 
-static int grow_slots(struct mt_tracer_stacks *s)
+static void grow_slots(struct mt_tracer_stacks *s)
 {
 	struct stack_slot *old = s->slots;
 	size_t nold = s->nslots;
 
 	s->nslots = nold ? nold * 2 : 4096;
-	s->slots = calloc(s->nslots, sizeof(*s->slots));
-	if (!s->slots) {
-		mt_out_of_memory();
-	}
+	s->slots = mt_xcalloc(s->nslots, sizeof(*s->slots));
 	for (size_t i = 0; i < nold; i++)
 		if (old[i].key)
 			*find_slot(s, old[i].key) = old[i];
 	free(old);
-	return 0;
 }
 
 static struct stack_slot *slot_for(struct mt_tracer_stacks *s, uint64_t key)
@@ -472,10 +463,7 @@ static void keep_frames(struct stack_slot *slot, const struct mt_event *ev,
 {
 	if (nframes > MT_STACK_DEPTH_MAX)
 		nframes = MT_STACK_DEPTH_MAX;
-	slot->frames = malloc(nframes * sizeof(*frames) + 1);
-	if (!slot->frames) {
-		mt_out_of_memory();
-	}
+	slot->frames = mt_xmalloc(nframes * sizeof(*frames) + 1);
 	memcpy(slot->frames, frames, nframes * sizeof(*frames));
 	slot->nframes = nframes;
 	slot->flags = ev->flags;

@@ -37,6 +37,7 @@
 #include "mt_trace.skel.h"
 #include "tracer_fast.h"
 #include "tracer_int.h"
+#include "mt_xalloc.h"
 
 /* Batches handed over and not yet written: each up to 3.5 MiB (only what
  * a batch fills is touched), so mt-trace holds at most five. */
@@ -179,11 +180,7 @@ static struct mt_batch_writer *writer_of(struct tracer *t)
 
 	if (t->out.writer || t->out.writer_failed)
 		return t->out.writer;
-	w = calloc(1, sizeof(*w));
-	if (!w) {
-		t->out.writer_failed = true;
-		return NULL;
-	}
+	w = mt_xcalloc(1, sizeof(*w));
 	w->fd = t->opts->out_fd;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->work, NULL);
@@ -199,22 +196,23 @@ static struct mt_batch_writer *writer_of(struct tracer *t)
 
 /* Buffers for the next batch: written ones, or new ones while fewer
  * than WRITER_QUEUE + 1 exist (the packed one made when a drain packs);
- * false: none free yet, or no memory (called with the lock held). */
+ * false: none free yet (called with the lock held). */
 static bool take_spare(struct mt_batch_writer *w, struct batch_bufs *out)
 {
 	if (w->nspare) {
 		*out = w->spare[--w->nspare];
 		return true;
 	}
-	if (w->nmade == WRITER_QUEUE || !(out->buf = malloc(BATCH_BYTES)))
+	if (w->nmade == WRITER_QUEUE)
 		return false;
+	out->buf = mt_xmalloc(BATCH_BYTES);
 	out->pack = NULL;
 	w->nmade++;
 	return true;
 }
 
 /* The batch in t->out.batch handed to the writer, t->out.batch a free buffer;
- * false when it cannot be (no thread; no memory, and nothing queued): the
+ * false when it cannot be (no thread; no buffer free, and nothing queued): the
  * caller writes it, after every batch before it. */
 static bool hand_over(struct tracer *t, uint64_t lost)
 {
@@ -435,8 +433,8 @@ int mt_tracer_pack_room(struct tracer *t, size_t want, size_t *room,
 	/* packed after slots, a record would be packed before them */
 	if (t->out.batch_records != t->out.batch_packed)
 		return 0;
-	if (!t->out.batch_pack && !(t->out.batch_pack = malloc(PACK_BYTES)))
-		return 0;
+	if (!t->out.batch_pack)
+		t->out.batch_pack = mt_xmalloc(PACK_BYTES);
 	*room = BATCH_MAX_RECORDS - t->out.batch_records;
 	if (*room > want)
 		*room = want;
