@@ -144,10 +144,10 @@ void mt_tracer_packed(struct tracer *t, size_t n, unsigned char *end,
 
 void mt_tracer_keep_life_from(struct tracer *t, size_t first)
 {
-	if (first > t->nlife)
+	if (first > t->staged.nlife)
 		abort();
-	t->nlife = 0;
-	t->nlife_slots = 0;
+	t->staged.nlife = 0;
+	t->staged.nlife_slots = 0;
 }
 
 /* ---- the memory and mt-trace's state of it ------------------------------- */
@@ -204,17 +204,18 @@ static void write_over(const struct mt_fast *f, const uint8_t *p, size_t n)
 static void check_staged(const struct tracer *t, size_t before,
 			 uint64_t ring_records)
 {
-	for (size_t k = 1; k < t->nev; k++)
-		if (t->ev[k].timestamp < t->ev[k - 1].timestamp)
+	for (size_t k = 1; k < t->staged.nev; k++)
+		if (t->staged.ev[k].timestamp < t->staged.ev[k - 1].timestamp)
 			abort();
-	for (size_t k = 0; k < t->nev; k++) {
-		const struct mt_event *e = &t->ev[k];
+	for (size_t k = 0; k < t->staged.nev; k++) {
+		const struct mt_event *e = &t->staged.ev[k];
 
 		if (e->kind == MT_EV_STACK_REF) {
-			if (k + 1 == t->nev || t->ev[k + 1].tid != e->tid ||
-			    t->ev[k + 1].timestamp != e->timestamp ||
-			    t->ev[k + 1].kind < MT_EV_MALLOC ||
-			    t->ev[k + 1].kind > MT_EV_ALIGNED_ALLOC)
+			if (k + 1 == t->staged.nev ||
+			    t->staged.ev[k + 1].tid != e->tid ||
+			    t->staged.ev[k + 1].timestamp != e->timestamp ||
+			    t->staged.ev[k + 1].kind < MT_EV_MALLOC ||
+			    t->staged.ev[k + 1].kind > MT_EV_ALIGNED_ALLOC)
 				abort();
 			k++;
 		} else if (e->kind < MT_EV_MALLOC ||
@@ -222,7 +223,7 @@ static void check_staged(const struct tracer *t, size_t before,
 			abort();
 		}
 	}
-	if (t->nev - before > (size_t)NRINGS * ring_records)
+	if (t->staged.nev - before > (size_t)NRINGS * ring_records)
 		abort();
 }
 
@@ -264,7 +265,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	prefix = (size - at + drains - 1) / drains;
 	for (size_t d = 0; d < drains && !rc; d++) {
 		size_t n = size - at < prefix ? size - at : prefix;
-		size_t before = t.nev;
+		size_t before = t.staged.nev;
 
 		write_over(&f, data + at, n);
 		at += n;
@@ -273,9 +274,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (f.dropped > (uint64_t)NRINGS * ring_records)
 			abort();
 		/* written, as mt_tracer_collect() would */
-		t.nev = 0;
+		t.staged.nev = 0;
 	}
-	free(t.ev);
+	free(t.staged.ev);
 	free(f.runs);
 	free(f.merged);
 	return 0;

@@ -65,7 +65,7 @@ static void say_not_confined(const struct tracer *t, const char *path)
 		   "process on the machine that maps %s pays a trap per "
 		   "allocator call while this trace runs (confining them "
 		   "to the traced tree failed: %s)",
-		   path, t->confine.why);
+		   path, t->probes.confine.why);
 }
 
 void mt_tracer_confine_begin(struct tracer *t)
@@ -87,7 +87,7 @@ void mt_tracer_confine_begin(struct tracer *t)
 		free(job);
 		return;
 	}
-	if (mt_confine_enter(&t->confine)) {
+	if (mt_confine_enter(&t->probes.confine)) {
 		say_not_confined(t, job->list[0]);
 		free(job);
 		return;
@@ -100,7 +100,7 @@ static void *confine_copy(void *arg)
 	struct confine_job *job = arg;
 	uint64_t start = mt_clock_ns(CLOCK_MONOTONIC);
 
-	job->err = mt_confine_copy(&job->t->confine, job->list, job->n,
+	job->err = mt_confine_copy(&job->t->probes.confine, job->list, job->n,
 				   job->t->opts->verbose);
 	job->ns = mt_clock_ns(CLOCK_MONOTONIC) - start;
 	return NULL;
@@ -135,8 +135,8 @@ static void copies_finish(struct tracer *t, bool quiet)
 	} else if (!quiet && t->opts->verbose) {
 		mt_verbose("allocator probes confined to the tree: %zu "
 			   "private copies, %zu KiB, in %.2f ms",
-			   t->confine.ncopies, t->confine.copy_bytes >> 10,
-			   job->ns / 1e6);
+			   t->probes.confine.ncopies,
+			   t->probes.confine.copy_bytes >> 10, job->ns / 1e6);
 	}
 	free(job);
 }

@@ -56,7 +56,7 @@ void mt_fast_configure(struct mt_fast *f, struct mt_trace *skel);
 /* The eventfd the recorders write when a ring is half full. */
 int mt_fast_wake_fd(const struct mt_fast *f);
 
-/* Read every ring into t->ev (kept sorted by time), converting times;
+/* Read every ring into t->staged.ev (kept sorted by time), converting times;
  * when nothing else is staged and one thread's ring holds records, its
  * records up to until (the drain's watermark, ns) go straight into the
  * batch instead. */

@@ -325,20 +325,21 @@ static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
 	uint64_t head = f->head[i], tail = f->tail[i];
 	uint64_t mask = f->ring_records - 1;
 	uint64_t *last = &f->ring_last[i];
-	size_t start = t->nev;
+	size_t start = t->staged.nev;
 	const char *bad = NULL;
 
 	if (head == tail)
 		return;
 	/* head - tail <= the ring's capacity (take_head) */
-	t->ev =
-	    mt_grow(t->ev, &t->cap_ev, t->nev + (head - tail), sizeof(*t->ev));
+	t->staged.ev =
+	    mt_grow(t->staged.ev, &t->staged.cap_ev,
+		    t->staged.nev + (head - tail), sizeof(*t->staged.ev));
 	while (tail != head) {
 		const struct mt_fast_record rec =
 		    load_record(&recs[tail & mask]);
 		unsigned kind = rec.when_kind & MT_FAST_KIND_MASK;
 		struct mt_fast_record next;
-		struct mt_event *e = &t->ev[t->nev];
+		struct mt_event *e = &t->staged.ev[t->staged.nev];
 
 		if ((rec.when_kind >> MT_FAST_KIND_BITS) > limit) {
 			/* after this drain's calibration */
@@ -391,7 +392,7 @@ static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
 				      "the clock";
 				break;
 			}
-			t->nev += 2;
+			t->staged.nev += 2;
 			tail += 2;
 			continue;
 		}
@@ -405,17 +406,17 @@ static void read_ring(struct tracer *t, struct mt_fast *f, uint32_t i,
 			bad = "a record stamped after mt-trace read the clock";
 			break;
 		}
-		t->nev++;
+		t->staged.nev++;
 		tail++;
 	}
 	if (bad)
 		abandon(f, i, head - tail, MT_FAST_DAMAGE_RECORD, bad);
 	else
 		consumed(f, i, tail);
-	if (t->nev > start) {
+	if (t->staged.nev > start) {
 		f->runs = mt_grow(f->runs, &f->cap_runs, f->nruns + 1,
 				  sizeof(*f->runs));
-		f->runs[f->nruns++] = t->nev;
+		f->runs[f->nruns++] = t->staged.nev;
 	}
 }
 
@@ -445,8 +446,9 @@ static bool payloads_within(const struct mt_event *slots, size_t n)
  * take the slots after them as its payload). */
 static bool staged_plain(const struct tracer *t, uint64_t until)
 {
-	for (size_t k = 0; k < t->nev && t->ev[k].timestamp <= until; k++) {
-		const struct mt_event *e = &t->ev[k];
+	for (size_t k = 0;
+	     k < t->staged.nev && t->staged.ev[k].timestamp <= until; k++) {
+		const struct mt_event *e = &t->staged.ev[k];
 
 		/* a probe's allocator event: maybe a recorder's call too
 		 * (one_event_per_call, on the staged events only) */
@@ -454,9 +456,11 @@ static bool staged_plain(const struct tracer *t, uint64_t until)
 		    event_kind(e->kind) || !payloads_within(e, 1))
 			return false;
 	}
-	for (size_t j = 0; j < t->nlife && t->life[j].timestamp <= until; j++)
-		if (!payloads_within(&t->life_slots[t->life[j].first],
-				     t->life[j].nslots))
+	for (size_t j = 0;
+	     j < t->staged.nlife && t->staged.life[j].timestamp <= until; j++)
+		if (!payloads_within(
+			&t->staged.life_slots[t->staged.life[j].first],
+			t->staged.life[j].nslots))
 			return false;
 	return true;
 }
@@ -625,8 +629,8 @@ direct_run(struct direct *d, const struct ring_view *v, bool packed,
 /* Ring i's records stamped up to limit (counter or ns) and until (ns),
  * with the staged events and lifecycle records up to until, into the
  * batch, in place (sole_busy_ring): packed, or as slots when the batch
- * ends in slots already; the staged ones that went taken off t->ev and
- * t->life.  -1 if a write failed. */
+ * ends in slots already; the staged ones that went taken off t->staged.ev and
+ * t->staged.life.  -1 if a write failed. */
 static int read_ring_direct(struct tracer *t, struct mt_fast *f, uint32_t i,
 			    uint64_t limit, uint64_t max_ns, uint64_t until)
 {
@@ -639,18 +643,20 @@ static int read_ring_direct(struct tracer *t, struct mt_fast *f, uint32_t i,
 	    .limit = limit,
 	    .max_ns = max_ns,
 	    .until = until,
-	    .staged = t->ev,
-	    .life = t->life,
-	    .life_slots = t->life_slots,
+	    .staged = t->staged.ev,
+	    .life = t->staged.life,
+	    .life_slots = t->staged.life_slots,
 	    .ring_last = &f->ring_last[i],
 	};
 	int rc = 0;
 
-	while (d.nstaged < t->nev && t->ev[d.nstaged].timestamp <= until)
+	while (d.nstaged < t->staged.nev &&
+	       t->staged.ev[d.nstaged].timestamp <= until)
 		d.nstaged++;
-	for (; d.nlife < t->nlife && t->life[d.nlife].timestamp <= until;
+	for (; d.nlife < t->staged.nlife &&
+	       t->staged.life[d.nlife].timestamp <= until;
 	     d.nlife++)
-		d.life_left += t->life[d.nlife].nslots;
+		d.life_left += t->staged.life[d.nlife].nslots;
 	for (;;) {
 		size_t want = d.head - d.tail + d.nstaged - d.k + d.life_left;
 		size_t room, n;
@@ -705,10 +711,12 @@ static int read_ring_direct(struct tracer *t, struct mt_fast *f, uint32_t i,
 			"a record no recorder writes");
 	else
 		consumed(f, i, d.tail);
-	/* t->ev is NULL until the first event: memmove's arguments may not */
+	/* t->staged.ev is NULL until the first event: memmove's arguments may
+	 * not */
 	if (d.k) {
-		memmove(t->ev, t->ev + d.k, (t->nev - d.k) * sizeof(*t->ev));
-		t->nev -= d.k;
+		memmove(t->staged.ev, t->staged.ev + d.k,
+			(t->staged.nev - d.k) * sizeof(*t->staged.ev));
+		t->staged.nev -= d.k;
 	}
 	if (d.j)
 		mt_tracer_keep_life_from(t, d.j);
@@ -768,8 +776,8 @@ static void join_ordered_runs(const struct tracer *t, struct mt_fast *f)
 	for (size_t k = 1; k < f->nruns; k++) {
 		size_t last = f->runs[nr - 1];
 
-		if (last == 0 ||
-		    t->ev[last - 1].timestamp <= t->ev[last].timestamp)
+		if (last == 0 || t->staged.ev[last - 1].timestamp <=
+				     t->staged.ev[last].timestamp)
 			f->runs[nr - 1] = f->runs[k];
 		else
 			f->runs[nr++] = f->runs[k];
@@ -785,23 +793,23 @@ static void merge_runs(struct tracer *t, struct mt_fast *f)
 	while (f->nruns > 1) {
 		size_t from = 0, nr = 0;
 
-		f->merged = mt_grow(f->merged, &f->cap_merged, t->nev,
+		f->merged = mt_grow(f->merged, &f->cap_merged, t->staged.nev,
 				    sizeof(*f->merged));
 		for (size_t k = 0; k < f->nruns; k += 2) {
 			size_t mid = f->runs[k];
 			size_t end = k + 1 < f->nruns ? f->runs[k + 1] : mid;
 
-			merge2(t->ev + from, mid - from, t->ev + mid, end - mid,
-			       f->merged + from);
+			merge2(t->staged.ev + from, mid - from,
+			       t->staged.ev + mid, end - mid, f->merged + from);
 			f->runs[nr++] = end;
 			from = end;
 		}
 		f->nruns = nr;
-		struct mt_event *swap = t->ev;
-		size_t cap = t->cap_ev;
+		struct mt_event *swap = t->staged.ev;
+		size_t cap = t->staged.cap_ev;
 
-		t->ev = f->merged;
-		t->cap_ev = f->cap_merged;
+		t->staged.ev = f->merged;
+		t->staged.cap_ev = f->cap_merged;
 		f->merged = swap;
 		f->cap_merged = cap;
 	}
@@ -889,26 +897,29 @@ static void one_event_per_call(struct tracer *t, struct mt_fast *f,
 {
 	size_t out = 0, i;
 
-	for (i = 0; i < t->nev && t->ev[i].timestamp <= until; i++) {
-		struct mt_event *e = &t->ev[i];
+	for (i = 0; i < t->staged.nev && t->staged.ev[i].timestamp <= until;
+	     i++) {
+		struct mt_event *e = &t->staged.ev[i];
 
 		if (event_kind(e->kind) && seen_twice(f, e)) {
 			/* its stack reference goes with it */
-			if (out && t->ev[out - 1].kind == MT_EV_STACK_REF &&
-			    t->ev[out - 1].tid == e->tid &&
-			    t->ev[out - 1].timestamp == e->timestamp)
+			if (out &&
+			    t->staged.ev[out - 1].kind == MT_EV_STACK_REF &&
+			    t->staged.ev[out - 1].tid == e->tid &&
+			    t->staged.ev[out - 1].timestamp == e->timestamp)
 				out--;
 			continue;
 		}
 		e->flags &= ~FROM_RECORDER;
 		if (out != i)
-			t->ev[out] = *e;
+			t->staged.ev[out] = *e;
 		out++;
 	}
 	if (out == i)
 		return;
-	memmove(&t->ev[out], &t->ev[i], (t->nev - i) * sizeof(*t->ev));
-	t->nev -= i - out;
+	memmove(&t->staged.ev[out], &t->staged.ev[i],
+		(t->staged.nev - i) * sizeof(*t->staged.ev));
+	t->staged.nev -= i - out;
 }
 
 /* The ring's last record written straight into the batch: its thread's
@@ -951,8 +962,8 @@ int mt_fast_collect(struct tracer *t, uint64_t until)
 		 * stamp (its thread was preempted between the two) is placed
 		 * at that drain's watermark: per thread, the file is in time
 		 * order */
-		if (f->ring_last[i] < t->written_until)
-			f->ring_last[i] = t->written_until;
+		if (f->ring_last[i] < t->staged.written_until)
+			f->ring_last[i] = t->staged.written_until;
 	}
 	direct = sole_busy_ring(t, f, used, until);
 	if (direct != UINT32_MAX) {
@@ -964,7 +975,7 @@ int mt_fast_collect(struct tracer *t, uint64_t until)
 	}
 	/* the events staged before (sorted) are the first run */
 	f->runs = mt_grow(f->runs, &f->cap_runs, 1, sizeof(*f->runs));
-	f->runs[0] = t->nev;
+	f->runs[0] = t->staged.nev;
 	f->nruns = 1;
 	for (uint32_t i = 0; i < used; i++) {
 		/* a ring that was empty a moment ago waits for the next

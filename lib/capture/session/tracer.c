@@ -272,7 +272,7 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 		bpf_program__set_autoload(skel->progs.on_rss_size, false);
 	}
 	choose_alloc_programs(skel, mode, o->track_allocators, o->stacks);
-	t->probe_mode = mode;
+	t->probes.probe_mode = mode;
 	mt_tracer_stacks_configure(t, skel);
 	mt_backpressure_configure(t, skel);
 	mt_tracer_parallel_maps_use(t, skel);
@@ -417,10 +417,10 @@ static void use_bpf_for_code(struct tracer *t)
 	    .before_resume = t->fast ? fast_before_resume : NULL,
 	};
 
-	mt_code_use_bpf(&t->code, t->skel, t->probe_mode, &host,
+	mt_code_use_bpf(&t->probes.code, t->skel, t->probes.probe_mode, &host,
 			t->opts->verbose);
 	if (t->fast)
-		mt_fast_links_use_bpf(&t->links, t->skel, t->probe_mode);
+		mt_fast_links_use_bpf(&t->links, t->skel, t->probes.probe_mode);
 }
 
 /* The kernel refused the links of the current mode (no uprobe sessions
@@ -428,12 +428,13 @@ static void use_bpf_for_code(struct tracer *t)
  * programs loaded for it, so load again. */
 static int fall_back(struct tracer *t)
 {
-	enum mt_probe_mode next = t->probe_mode + 1;
+	enum mt_probe_mode next = t->probes.probe_mode + 1;
 
 	if (t->opts->verbose)
-		mt_verbose(
-		    "no %s (%s); using %s", mt_probe_mode_name(t->probe_mode),
-		    strerror(t->code.links_refused), mt_probe_mode_name(next));
+		mt_verbose("no %s (%s); using %s",
+			   mt_probe_mode_name(t->probes.probe_mode),
+			   strerror(t->probes.code.links_refused),
+			   mt_probe_mode_name(next));
 	rings_made(t); /* they go with the object */
 	mt_trace__destroy(t->skel);
 	t->skel = NULL;
@@ -446,7 +447,7 @@ static int fall_back(struct tracer *t)
 /* --scan FILE and MT_SCAN=FILE:FILE... (which mt-trace's main adds) */
 static int scan_extra(struct tracer *t)
 {
-	return mt_code_scan(&t->code, t->opts->scan, t->opts->nscan,
+	return mt_code_scan(&t->probes.code, t->opts->scan, t->opts->nscan,
 			    t->cmd.child);
 }
 
@@ -460,10 +461,12 @@ static int probe_first_allocators(struct tracer *t)
 
 	use_bpf_for_code(t);
 	if (libc[0]) {
-		rc = mt_code_probe_first(&t->code, libc, t->cmd.child);
+		rc = mt_code_probe_first(&t->probes.code, libc, t->cmd.child);
 		while (rc == MT_CODE_NO_SUCH_LINKS &&
-		       t->probe_mode != MT_PROBES_CLASSIC && fall_back(t) == 0)
-			rc = mt_code_probe_first(&t->code, libc, t->cmd.child);
+		       t->probes.probe_mode != MT_PROBES_CLASSIC &&
+		       fall_back(t) == 0)
+			rc = mt_code_probe_first(&t->probes.code, libc,
+						 t->cmd.child);
 		if (rc)
 			return -1;
 	}
@@ -478,7 +481,7 @@ static void inspect_program(struct tracer *t)
 
 	if (!mt_tracer_parallel_program(t, &p))
 		return;
-	mt_code_inspect_program(&t->code, &p, t->cmd.child);
+	mt_code_inspect_program(&t->probes.code, &p, t->cmd.child);
 	mt_code_program_free(&p);
 }
 
@@ -640,7 +643,7 @@ static int write_header(struct tracer *t)
 	    MT_HDR_SYSCALLS | (o->track_allocators ? MT_HDR_ALLOCATORS : 0) |
 	    (t->rss ? MT_HDR_RSS : 0) | (o->physical ? MT_HDR_PHYSICAL : 0) |
 	    (o->stacks ? MT_HDR_STACKS : 0) |
-	    (t->confine.confined ? MT_HDR_CONFINED : 0) |
+	    (t->probes.confine.confined ? MT_HDR_CONFINED : 0) |
 	    (t->fast ? MT_HDR_RECORDER : 0);
 	meta.start_monotonic_ns = t->start_monotonic_ns;
 	meta.start_realtime_ns = t->start_realtime_ns;
@@ -902,15 +905,13 @@ static void cleanup(struct tracer *t)
 	exit_phase(t, "detach", t->phase_ns);
 	mt_tracer_release_stopped(t);
 	free(t->live);
-	mt_code_free(&t->code);
+	mt_code_free(&t->probes.code);
 	mt_tracer_stacks_free(t);
 	stop_watchdog(t);
 	mt_backpressure_unwatch_rings(t);
 	ring_buffer__free(t->rings);
 	mt_trace__destroy(t->skel);
-	free(t->ev);
-	free(t->life);
-	free(t->life_slots);
+	mt_tracer_staging_free(&t->staged);
 	mt_tracer_writer_end(t);
 	free(t->out.batch);
 	mt_fast_free(t->fast); /* descendants still running record no more */

@@ -76,8 +76,8 @@ void mt_tracer_detach_all(struct tracer *t)
 		if (*s->progs[i].link && n < sizeof(jobs) / sizeof(jobs[0]))
 			jobs[n++] =
 			    (struct detach_job){.link = s->progs[i].link};
-	for (size_t i = 0; i < t->code.attach.nlinks; i++) {
-		struct mt_attach *a = &t->code.attach;
+	for (size_t i = 0; i < t->probes.code.attach.nlinks; i++) {
+		struct mt_attach *a = &t->probes.code.attach;
 
 		if (n == sizeof(jobs) / sizeof(jobs[0]))
 			break;
@@ -110,7 +110,7 @@ void mt_tracer_release_stopped(struct tracer *t)
 {
 	if (t->rings)
 		ring_buffer__consume(t->rings);
-	mt_code_resume_queued(&t->code);
+	mt_code_resume_queued(&t->probes.code);
 	mt_backpressure_release(t, true);
 }
 

@@ -72,6 +72,29 @@ struct staged_life {
 	size_t nslots;
 };
 
+/* The drain's staging (writer/tracer_drain.c; the recorder's rings are
+ * read into it by recorder/tracer_fast_drain.c): records consumed, before
+ * merging by time (those after the last drain's watermark wait here for
+ * the next). */
+struct tracer_staging {
+	struct mt_event *ev;
+	size_t nev, cap_ev;
+	struct mt_event *life_slots;
+	size_t nlife_slots, cap_life_slots;
+	struct staged_life *life;
+	size_t nlife, cap_life;
+	uint64_t written_until; /* every record up to this time is written */
+};
+
+/* The probes (probes/): finding and probing allocators, what the loaded
+ * programs are for (tracer_code.c), how they are attached, the tree's
+ * private allocator files (tracer_confine.c). */
+struct tracer_probes {
+	struct mt_code code;
+	enum mt_probe_mode probe_mode;
+	struct mt_confine confine;
+};
+
 /* The command (tracer.c): forked before the BPF side is set up, held on
  * its release pipe until every probe is attached, waited for at the end. */
 struct tracer_command {
@@ -146,11 +169,7 @@ struct tracer {
 	struct mt_control control;
 	bool has_control;
 	struct tracer_sampling sampling;
-	/* probes (probes/): finding and probing allocators, what the loaded
-	 * programs are for, the tree's private allocator files */
-	struct mt_code code;
-	enum mt_probe_mode probe_mode;
-	struct mt_confine confine;
+	struct tracer_probes probes;
 	bool rss; /* kmem:rss_stat is traced */
 	/* kmem:rss_stat's perf event, held beside its link (or -1): closed
 	 * last (tracer_detach.c) */
@@ -158,16 +177,7 @@ struct tracer {
 	/* processes alive now, from the lifecycle events (sampling, SIGINT) */
 	pid_t *live;
 	size_t nlive, cap_live;
-	/* the drain (tracer_drain.c): records consumed, before merging by
-	 * time (those after the last drain's watermark wait here for the
-	 * next) */
-	struct mt_event *ev;
-	size_t nev, cap_ev;
-	struct mt_event *life_slots;
-	size_t nlife_slots, cap_life_slots;
-	struct staged_life *life;
-	size_t nlife, cap_life;
-	uint64_t written_until; /* every record up to this time is written */
+	struct tracer_staging staged;
 	struct tracer_output out;
 	struct tracer_backpressure bp;
 	/* call stacks: code files and stack ids (tracer_stacks.c) */
@@ -197,6 +207,8 @@ int mt_tracer_collect(struct tracer *t, bool final);
 /* The staged lifecycle records before first dropped (written). */
 void mt_tracer_keep_life_from(struct tracer *t, size_t first);
 int mt_tracer_drain(struct tracer *t, bool final);
+/* What the staging holds, let go (at the session's end). */
+void mt_tracer_staging_free(struct tracer_staging *s);
 
 /* tracer_batch.c: the batch being built, and its writing.  A batch is
  * written when it holds BATCH_MAX_RECORDS records (about 3.5 MiB), and at

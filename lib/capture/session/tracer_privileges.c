@@ -107,7 +107,7 @@ int mt_tracer_ensure_tracefs(const struct tracer *t)
 {
 	if (tracefs_ready())
 		return 0;
-	if ((!t->confine.entered &&
+	if ((!t->probes.confine.entered &&
 	     (unshare(CLONE_NEWNS) ||
 	      mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))) ||
 	    mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL)) {

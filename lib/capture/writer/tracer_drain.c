@@ -43,18 +43,20 @@ int mt_tracer_on_event(void *ctx, void *data, size_t size)
 		mt_tracer_stack_seen(t, data, size);
 		return 0;
 	}
-	t->ev = mt_grow(t->ev, &t->cap_ev, t->nev + 2, sizeof(*t->ev));
+	t->staged.ev = mt_grow(t->staged.ev, &t->staged.cap_ev,
+			       t->staged.nev + 2, sizeof(*t->staged.ev));
 	if (size >= sizeof(*se) && se->stack_key) {
-		t->ev[t->nev] = se->ev;
-		t->ev[t->nev].kind = MT_EV_STACK_REF;
-		t->ev[t->nev].flags = 0;
-		t->ev[t->nev].aux = 0;
-		t->ev[t->nev].addr = se->stack_key;
-		t->ev[t->nev].size = t->ev[t->nev].old_addr =
-		    t->ev[t->nev].old_size = 0;
-		t->nev++;
+		t->staged.ev[t->staged.nev] = se->ev;
+		t->staged.ev[t->staged.nev].kind = MT_EV_STACK_REF;
+		t->staged.ev[t->staged.nev].flags = 0;
+		t->staged.ev[t->staged.nev].aux = 0;
+		t->staged.ev[t->staged.nev].addr = se->stack_key;
+		t->staged.ev[t->staged.nev].size =
+		    t->staged.ev[t->staged.nev].old_addr =
+			t->staged.ev[t->staged.nev].old_size = 0;
+		t->staged.nev++;
 	}
-	memcpy(&t->ev[t->nev++], data, sizeof(struct mt_event));
+	memcpy(&t->staged.ev[t->staged.nev++], data, sizeof(struct mt_event));
 	return 0;
 }
 
@@ -100,7 +102,7 @@ int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size)
 		return 0;
 	if (e->kind == MT_EV_NEW_CODE) {
 		/* for mt-trace alone: the process waits for its inspection */
-		mt_code_queue(&t->code, e);
+		mt_code_queue(&t->probes.code, e);
 		return 0;
 	}
 	if (e->kind == MT_EV_FORK) {
@@ -108,7 +110,7 @@ int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size)
 	} else if (e->kind == MT_EV_EXIT) {
 		live_remove(t, e->pid);
 		if (t->watchdog > 0) /* stops are made and recorded */
-			mt_code_exited(&t->code, e->pid);
+			mt_code_exited(&t->probes.code, e->pid);
 		mt_backpressure_exited(t, e->pid);
 		if (t->fast) { /* its rings, once drained, go back */
 			mt_fast_exited(t->fast, e->pid);
@@ -124,22 +126,25 @@ int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size)
 				     (const char *)(e + 1), payload);
 	}
 	nslots = 1 + (payload + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE;
-	t->life_slots =
-	    mt_grow(t->life_slots, &t->cap_life_slots, t->nlife_slots + nslots,
-		    sizeof(*t->life_slots));
-	t->life =
-	    mt_grow(t->life, &t->cap_life, t->nlife + 1, sizeof(*t->life));
-	memset(&t->life_slots[t->nlife_slots], 0, nslots * MT_EVENT_SIZE);
-	memcpy(&t->life_slots[t->nlife_slots], e, sizeof(*e));
-	t->life_slots[t->nlife_slots].aux = payload ? payload : e->aux;
+	t->staged.life_slots = mt_grow(
+	    t->staged.life_slots, &t->staged.cap_life_slots,
+	    t->staged.nlife_slots + nslots, sizeof(*t->staged.life_slots));
+	t->staged.life = mt_grow(t->staged.life, &t->staged.cap_life,
+				 t->staged.nlife + 1, sizeof(*t->staged.life));
+	memset(&t->staged.life_slots[t->staged.nlife_slots], 0,
+	       nslots * MT_EVENT_SIZE);
+	memcpy(&t->staged.life_slots[t->staged.nlife_slots], e, sizeof(*e));
+	t->staged.life_slots[t->staged.nlife_slots].aux =
+	    payload ? payload : e->aux;
 	if (payload)
-		memcpy(&t->life_slots[t->nlife_slots + 1], e + 1, payload);
-	t->life[t->nlife++] = (struct staged_life){
+		memcpy(&t->staged.life_slots[t->staged.nlife_slots + 1], e + 1,
+		       payload);
+	t->staged.life[t->staged.nlife++] = (struct staged_life){
 	    .timestamp = e->timestamp,
-	    .first = t->nlife_slots,
+	    .first = t->staged.nlife_slots,
 	    .nslots = nslots,
 	};
-	t->nlife_slots += nslots;
+	t->staged.nlife_slots += nslots;
 	return 0;
 }
 
@@ -168,14 +173,16 @@ static void sort_by_time(struct mt_event *ev, size_t n)
  */
 static void after_written(struct tracer *t)
 {
-	uint64_t floor = t->written_until;
+	uint64_t floor = t->staged.written_until;
 
-	for (size_t i = 0; i < t->nev && t->ev[i].timestamp < floor; i++)
-		t->ev[i].timestamp = floor;
-	for (size_t j = 0; j < t->nlife; j++)
-		if (t->life[j].timestamp < floor) {
-			t->life[j].timestamp = floor;
-			t->life_slots[t->life[j].first].timestamp = floor;
+	for (size_t i = 0;
+	     i < t->staged.nev && t->staged.ev[i].timestamp < floor; i++)
+		t->staged.ev[i].timestamp = floor;
+	for (size_t j = 0; j < t->staged.nlife; j++)
+		if (t->staged.life[j].timestamp < floor) {
+			t->staged.life[j].timestamp = floor;
+			t->staged.life_slots[t->staged.life[j].first]
+			    .timestamp = floor;
 		}
 }
 
@@ -185,22 +192,23 @@ void mt_tracer_keep_life_from(struct tracer *t, size_t first)
 {
 	size_t slot = 0;
 
-	for (size_t k = first; k < t->nlife; k++) {
-		struct staged_life *l = &t->life[k];
+	for (size_t k = first; k < t->staged.nlife; k++) {
+		struct staged_life *l = &t->staged.life[k];
 
-		memmove(&t->life_slots[slot], &t->life_slots[l->first],
-			l->nslots * sizeof(*t->life_slots));
-		t->life[k - first] =
+		memmove(&t->staged.life_slots[slot],
+			&t->staged.life_slots[l->first],
+			l->nslots * sizeof(*t->staged.life_slots));
+		t->staged.life[k - first] =
 		    (struct staged_life){.timestamp = l->timestamp,
 					 .first = slot,
 					 .nslots = l->nslots};
 		slot += l->nslots;
 	}
-	t->nlife -= first;
-	t->nlife_slots = slot;
+	t->staged.nlife -= first;
+	t->staged.nlife_slots = slot;
 }
 
-/* How many events from t->ev[i] on go to the batch as they are, with one
+/* How many events from t->staged.ev[i] on go to the batch as they are, with one
  * copy: up to the watermark, before the next lifecycle record (life[j]),
  * none a record that takes a path of its own, at most a batch. */
 static size_t plain_run(const struct tracer *t, size_t i, size_t j,
@@ -209,12 +217,13 @@ static size_t plain_run(const struct tracer *t, size_t i, size_t j,
 	uint64_t end = until;
 	size_t n = 1;
 
-	if (j < t->nlife && t->life[j].timestamp <= end)
-		end = t->life[j].timestamp - 1; /* the life record first */
-	while (i + n < t->nev && n < BATCH_MAX_RECORDS &&
-	       t->ev[i + n].timestamp <= end &&
-	       t->ev[i + n].kind != MT_EV_STACK_REF &&
-	       t->ev[i + n].kind != MT_EV_CODE_MAP)
+	if (j < t->staged.nlife && t->staged.life[j].timestamp <= end)
+		end =
+		    t->staged.life[j].timestamp - 1; /* the life record first */
+	while (i + n < t->staged.nev && n < BATCH_MAX_RECORDS &&
+	       t->staged.ev[i + n].timestamp <= end &&
+	       t->staged.ev[i + n].kind != MT_EV_STACK_REF &&
+	       t->staged.ev[i + n].kind != MT_EV_CODE_MAP)
 		n++;
 	return n;
 }
@@ -247,51 +256,58 @@ int mt_tracer_collect(struct tracer *t, bool final)
 		mt_error("ring buffer: %s", strerror(-rc));
 		return -1;
 	}
-	sort_by_time(t->ev, t->nev);
+	sort_by_time(t->staged.ev, t->staged.nev);
 	after_written(t);
 	/* the preloaded recorders' rings after the events ring, merged in
 	 * by time: what a process recorded before its Exit is read by now */
 	if (t->fast && mt_fast_collect(t, until))
 		return -1;
-	while ((i < t->nev && t->ev[i].timestamp <= until) ||
-	       (j < t->nlife && t->life[j].timestamp <= until)) {
-		if (j < t->nlife && t->life[j].timestamp <= until &&
-		    (i == t->nev ||
-		     t->life[j].timestamp <= t->ev[i].timestamp)) {
-			rc = mt_tracer_append(t,
-					      &t->life_slots[t->life[j].first],
-					      t->life[j].nslots);
+	while ((i < t->staged.nev && t->staged.ev[i].timestamp <= until) ||
+	       (j < t->staged.nlife && t->staged.life[j].timestamp <= until)) {
+		if (j < t->staged.nlife &&
+		    t->staged.life[j].timestamp <= until &&
+		    (i == t->staged.nev || t->staged.life[j].timestamp <=
+					       t->staged.ev[i].timestamp)) {
+			rc = mt_tracer_append(
+			    t, &t->staged.life_slots[t->staged.life[j].first],
+			    t->staged.life[j].nslots);
 			j++;
-		} else if (t->ev[i].kind == MT_EV_STACK_REF) {
+		} else if (t->staged.ev[i].kind == MT_EV_STACK_REF) {
 			/* with its event, which follows it (same time): a
 			 * reader takes a StackRef for the record after it
 			 * in its batch */
 			const struct mt_event *next =
-			    i + 1 < t->nev ? &t->ev[i + 1] : NULL;
+			    i + 1 < t->staged.nev ? &t->staged.ev[i + 1] : NULL;
 
-			rc = mt_tracer_stack_ref(t, &t->ev[i], next);
-			i += mt_tracer_stack_ref_pairs(&t->ev[i], next) ? 2 : 1;
-		} else if (t->ev[i].kind == MT_EV_CODE_MAP) {
-			rc = mt_tracer_code_map(t, &t->ev[i]);
+			rc = mt_tracer_stack_ref(t, &t->staged.ev[i], next);
+			i += mt_tracer_stack_ref_pairs(&t->staged.ev[i], next)
+				 ? 2
+				 : 1;
+		} else if (t->staged.ev[i].kind == MT_EV_CODE_MAP) {
+			rc = mt_tracer_code_map(t, &t->staged.ev[i]);
 			i++;
 		} else {
 			size_t n = plain_run(t, i, j, until);
 
-			rc = mt_tracer_append(t, &t->ev[i], n);
+			rc = mt_tracer_append(t, &t->staged.ev[i], n);
 			i += n;
 			/* the append saw the run's first time only */
-			if (t->ev[i - 1].timestamp > t->out.last_record_ns)
-				t->out.last_record_ns = t->ev[i - 1].timestamp;
+			if (t->staged.ev[i - 1].timestamp >
+			    t->out.last_record_ns)
+				t->out.last_record_ns =
+				    t->staged.ev[i - 1].timestamp;
 		}
 		if (rc)
 			return -1;
 	}
-	/* t->ev is NULL until the first event: memmove's arguments may not */
-	if (i < t->nev)
-		memmove(t->ev, t->ev + i, (t->nev - i) * sizeof(*t->ev));
-	t->nev -= i;
+	/* t->staged.ev is NULL until the first event: memmove's arguments may
+	 * not */
+	if (i < t->staged.nev)
+		memmove(t->staged.ev, t->staged.ev + i,
+			(t->staged.nev - i) * sizeof(*t->staged.ev));
+	t->staged.nev -= i;
 	mt_tracer_keep_life_from(t, j);
-	t->written_until = until;
+	t->staged.written_until = until;
 	return 0;
 }
 
@@ -307,8 +323,8 @@ int mt_tracer_drain(struct tracer *t, bool final)
 	if (mt_tracer_collect(t, final))
 		return -1;
 	/* stopped processes wait for this: before anything else */
-	if (t->code.nqueued || t->code.nexited)
-		mt_code_inspect_queued(&t->code);
+	if (t->probes.code.nqueued || t->probes.code.nexited)
+		mt_code_inspect_queued(&t->probes.code);
 	if (t->fast) /* links that went, closed off our path */
 		mt_fast_links_flush(&t->links);
 	mt_tracer_code_maps_pending(t, code_map_event);
@@ -343,12 +359,20 @@ int mt_tracer_own_event(struct tracer *t, uint16_t kind, pid_t pid,
 	if (fields)
 		slots[0] = *fields;
 	slots[0].timestamp = mt_clock_ns(CLOCK_MONOTONIC);
-	if (slots[0].timestamp > t->written_until)
-		slots[0].timestamp = t->written_until;
+	if (slots[0].timestamp > t->staged.written_until)
+		slots[0].timestamp = t->staged.written_until;
 	slots[0].pid = slots[0].tid = pid;
 	slots[0].kind = kind;
 	slots[0].aux = len ? len : slots[0].aux;
 	if (len)
 		memcpy(&slots[1], payload, len);
 	return mt_tracer_append(t, slots, nslots);
+}
+
+void mt_tracer_staging_free(struct tracer_staging *s)
+{
+	free(s->ev);
+	free(s->life);
+	free(s->life_slots);
+	memset(s, 0, sizeof(*s));
 }
