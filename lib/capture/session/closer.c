@@ -132,8 +132,9 @@ static _Noreturn void closing_process(int sock)
 	prctl(PR_SET_NAME, "mt-trace-close");
 	sem_init(&free_slots, 0, CLOSE_AT_ONCE);
 	do {
-		if (n == cap) { /* no memory: what it holds closes at its
-				 * exit */
+		/* no memory: this process ends (mt_xalloc.h), and what it
+		 * holds closes at its exit */
+		if (n == cap) {
 			cap = cap ? 2 * cap : 64;
 			fds = mt_xreallocarray(fds, cap, sizeof(*fds));
 		}

@@ -295,7 +295,8 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 		return -1;
 	}
 	t->skel = skel;
-	return mt_tracer_stacks_loaded(t);
+	mt_tracer_stacks_loaded(t);
+	return 0;
 }
 
 /* Consumers of both rings, the lifecycle ring first (see mt_tracer_collect()).

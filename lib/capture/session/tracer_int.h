@@ -251,7 +251,7 @@ int mt_tracer_own_event(struct tracer *t, uint16_t kind, pid_t pid,
 /* tracer_stacks.c */
 /* before each load, after each load */
 void mt_tracer_stacks_configure(const struct tracer *t, struct mt_trace *skel);
-int mt_tracer_stacks_loaded(struct tracer *t);
+void mt_tracer_stacks_loaded(struct tracer *t);
 int mt_tracer_stack_file(struct tracer *t, int fd, const char *path,
 			 const struct mt_code_key *key);
 void mt_tracer_stacks_at_exec(struct tracer *t, pid_t pid);

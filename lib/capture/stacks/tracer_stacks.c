@@ -151,21 +151,19 @@ static int write_array(const struct bpf_map *map, size_t first, const void *src,
 }
 
 /* After each load: the new object's row and page arrays are empty. */
-int mt_tracer_stacks_loaded(struct tracer *t)
+void mt_tracer_stacks_loaded(struct tracer *t)
 {
 	struct mt_tracer_stacks *s = t->stacks;
 
 	if (!t->opts->stacks)
-		return 0;
-	if (!s) {
+		return;
+	if (!s)
 		s = t->stacks = mt_xcalloc(1, sizeof(*s));
-	}
 	stacks_reset(s);
 	if (t->fast) /* the files are inspected again, rows placed anew */
 		mt_fast_stacks_reset(t->fast);
 	s->rows_cap = STACK_ROWS_MAX;
 	s->pages_cap = STACK_PAGES_MAX;
-	return 0;
 }
 
 /* ---- code files ---------------------------------------------------------- */

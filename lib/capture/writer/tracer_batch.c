@@ -212,8 +212,8 @@ static bool take_spare(struct mt_batch_writer *w, struct batch_bufs *out)
 }
 
 /* The batch in t->out.batch handed to the writer, t->out.batch a free buffer;
- * false when it cannot be (no thread; no buffer free, and nothing queued): the
- * caller writes it, after every batch before it. */
+ * false when it cannot be (no thread; no buffer free, and nothing
+ * queued): the caller writes it, after every batch before it. */
 static bool hand_over(struct tracer *t, uint64_t lost)
 {
 	struct mt_batch_writer *w = writer_of(t);
