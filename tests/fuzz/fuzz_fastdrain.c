@@ -92,53 +92,66 @@ void mt_tracer_stack_seen(struct tracer *t, const void *data, size_t size)
 
 int mt_tracer_write_batch(struct tracer *t)
 {
-	t->batch_records = 0;
-	t->batch_packed = t->batch_pack_bytes = 0;
-	t->batch_pack_state = (struct mt_rawpack_state){0};
+	t->out.batch_records = 0;
+	t->out.batch_packed = t->out.batch_pack_bytes = 0;
+	t->out.batch_pack_state = (struct mt_rawpack_state){0};
 	return 0;
 }
 
 struct mt_event *mt_tracer_batch_room(struct tracer *t, size_t want,
 				      size_t *room)
 {
-	if (t->batch_records == BATCH_MAX_RECORDS)
+	if (t->out.batch_records == BATCH_MAX_RECORDS)
 		mt_tracer_write_batch(t);
-	*room = BATCH_MAX_RECORDS - t->batch_records;
+	*room = BATCH_MAX_RECORDS - t->out.batch_records;
 	if (*room > want)
 		*room = want;
-	return &fz.batch[t->batch_records];
+	return &fz.batch[t->out.batch_records];
+}
+
+/* The recorder's PyCode records go in whole; a batch that cannot take
+ * them is written first, as tracer_batch.c does. */
+int mt_tracer_append(struct tracer *t, const struct mt_event *slots, size_t n)
+{
+	if (n > BATCH_MAX_RECORDS)
+		abort();
+	if (t->out.batch_records + n > BATCH_MAX_RECORDS)
+		mt_tracer_write_batch(t);
+	memcpy(&fz.batch[t->out.batch_records], slots, n * MT_EVENT_SIZE);
+	t->out.batch_records += n;
+	return 0;
 }
 
 void mt_tracer_appended(struct tracer *t, size_t n, uint64_t last_ns)
 {
 	(void)last_ns;
-	t->batch_records += n;
-	if (t->batch_records > BATCH_MAX_RECORDS)
+	t->out.batch_records += n;
+	if (t->out.batch_records > BATCH_MAX_RECORDS)
 		abort();
 }
 
 int mt_tracer_pack_room(struct tracer *t, size_t want, size_t *room,
 			unsigned char **p, struct mt_rawpack_state **st)
 {
-	if (t->batch_records == BATCH_MAX_RECORDS)
+	if (t->out.batch_records == BATCH_MAX_RECORDS)
 		mt_tracer_write_batch(t);
-	if (!fz.packing || t->batch_records != t->batch_packed)
+	if (!fz.packing || t->out.batch_records != t->out.batch_packed)
 		return 0;
-	*room = BATCH_MAX_RECORDS - t->batch_records;
+	*room = BATCH_MAX_RECORDS - t->out.batch_records;
 	if (*room > want)
 		*room = want;
-	*p = fz.pack + t->batch_pack_bytes;
-	*st = &t->batch_pack_state;
+	*p = fz.pack + t->out.batch_pack_bytes;
+	*st = &t->out.batch_pack_state;
 	return 1;
 }
 
 void mt_tracer_packed(struct tracer *t, size_t n, unsigned char *end,
 		      uint64_t last_ns)
 {
-	t->batch_pack_bytes = end - fz.pack;
-	if (t->batch_pack_bytes > mt_rawpack_bound(BATCH_MAX_RECORDS))
+	t->out.batch_pack_bytes = end - fz.pack;
+	if (t->out.batch_pack_bytes > mt_rawpack_bound(BATCH_MAX_RECORDS))
 		abort();
-	t->batch_packed += n;
+	t->out.batch_packed += n;
 	mt_tracer_appended(t, n, last_ns);
 }
 
@@ -279,5 +292,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(t.staged.ev);
 	free(f.runs);
 	free(f.merged);
+	free(f.calls);
 	return 0;
 }
