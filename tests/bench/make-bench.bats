@@ -19,7 +19,7 @@ load ../helpers
 	local num='[0-9][0-9.]* (us|ms|s)'
 	for workload in "ls -la /usr/lib" "dd bs=1M count=200" \
 		"tar -cf - /usr/share/doc" "allocheavy 20000"; do
-		assert_output --regexp "$workload +default +$num +$num +[0-9.]+x "
+		assert_output --regexp "$workload +default \(recorder\) +$num +$num +[0-9.]+x "
 	done
 	assert_line --regexp "^ +--track-allocators=false +$num +$num"
 	if mt-trace --help | grep -q -- --physical; then
