@@ -31,8 +31,8 @@ load ../helpers
 	# the recorder at two depths
 	assert_line --regexp "^ +--fast --stacks +$num +$num +[0-9.]+x "
 	assert_line --regexp "^  fresh +21 frames, 20,000 malloc\+free pairs: .* ns a stack "
-	assert_line --regexp "^  --fast +9 frames, 200,000 malloc\+free pairs: .* ns a stack "
-	assert_line --regexp "^  --fast +21 frames, 200,000 malloc\+free pairs: .* ns a stack "
+	assert_line --regexp "^  rec\. +9 frames, 200,000 malloc\+free pairs: .* ns a stack "
+	assert_line --regexp "^  rec\. +21 frames, 200,000 malloc\+free pairs: .* ns a stack "
 	assert_line --regexp "^allocation-heavy fixture: 20,000 malloc\+free pairs, 40,256 allocator calls"
 	assert_line --regexp "wall clock: +-?[0-9]+ ns"
 	assert_line --regexp "^  during an mt-trace default session: +[0-9.]+ ns"
