@@ -4,6 +4,7 @@
 # (125 for mt-trace, whose 2 may be the command's); messages name the
 # tool, not the path it was run by; -V is --version.
 
+bats_require_minimum_version 1.5.0
 load helpers
 
 TOOLS="mt-trace mt-encode mt-reconstruct mt-report"

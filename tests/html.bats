@@ -9,38 +9,7 @@
 # artifact is read by one Chromium, once for the file (setup_file).
 
 load helpers
-
-# ret_after BIN FUNCTION CALLEE: the address after FUNCTION's call to CALLEE
-ret_after() {
-	objdump -d --no-show-raw-insn "$1" |
-		sed -n "/<$2>:/,/^\$/p" |
-		grep -A1 "call.*<$3>" | sed -n '2s/^ *\([0-9a-f]*\):.*/0x\1/p'
-}
-
-# Three sites (as in profiles.bats): 1 the chain main > make_table >
-# fill_row > new_cell (the last two inlined), 300 B allocated in 3 calls,
-# 200 B live at the peak (3,200 B at 5 ms); 2 a truncated stack in no known
-# file, 3,000 B; 3 main alone, 100 B.  Two frees, 300 B never freed.
-chain_artifact() {
-	local bin="$MT_FIXTURES/sym/inlined" id ret_malloc ret_table
-	id=$(readelf -n "$bin" | sed -n 's/.*Build ID: //p')
-	ret_malloc=$(ret_after "$bin" make_table 'malloc@plt')
-	ret_table=$(ret_after "$bin" main 'make_table')
-	"$PY" "$TOP/tests/lib/mkartifact.py" >"$1" <<-EOF
-		CodeFile file=1 path=$bin build_id=$id
-		Stack stack=1 frames=1:$ret_malloc,1:$ret_table
-		Stack stack=2 frames=0:0x7f0000001000 truncated=1
-		Stack stack=3 frames=1:$ret_table
-		Malloc addr=0x1000 size=100 stack=1 t=1000000
-		Malloc addr=0x2000 size=100 stack=1 t=2000000
-		Malloc addr=0x3000 size=100 stack=1 t=3000000
-		Free addr=0x1000 t=4000000
-		Malloc addr=0x4000 size=3000 stack=2 t=5000000
-		Free addr=0x4000 t=7000000
-		Malloc addr=0x5000 size=100 stack=3 t=8000000
-		Exit exit_code=0 t=10000000
-	EOF
-}
+load lib/inlined
 
 # views DIR PAGE[#FRAGMENT]...: each page as a browser shows it after its
 # script ran, into DIR/view.N.json (html_dom.py), N from 0: the pages in

@@ -7,6 +7,7 @@
 # whose stacks point into tests/fixtures/sym/inlined.c, as in sites.bats.
 
 load helpers
+load lib/inlined
 
 setup() {
 	T="$BATS_TEST_TMPDIR"
@@ -14,36 +15,6 @@ setup() {
 	ID=$(readelf -n "$BIN" | sed -n 's/.*Build ID: //p')
 	RET_MALLOC=$(ret_after "$BIN" make_table 'malloc@plt')
 	RET_TABLE=$(ret_after "$BIN" main 'make_table')
-}
-
-# ret_after BIN FUNCTION CALLEE: the address after FUNCTION's call to CALLEE
-ret_after() {
-	objdump -d --no-show-raw-insn "$1" |
-		sed -n "/<$2>:/,/^\$/p" |
-		grep -A1 "call.*<$3>" | sed -n '2s/^ *\([0-9a-f]*\):.*/0x\1/p'
-}
-
-# Three sites: 1 the fixture's chain (new_cell, fill_row inlined into
-# make_table, called by main), 2 a truncated stack in no known file, 3
-# main alone.  Site 1 holds 3 blocks (300 B) at most, then 2 (200 B) at
-# the peak (3,200 B, at 5 ms) with site 2's one (3,000 B); site 1 leaks
-# those 2, site 3 one (100 B), when the process exits at 10 ms.  Block
-# lifetimes: site 1 3 + 8 + 7 ms, site 2 2 ms, site 3 2 ms.
-chain_artifact() {
-	"$PY" "$TOP/tests/lib/mkartifact.py" >"$T/run.msgpack" <<-EOF
-		CodeFile file=1 path=$BIN build_id=$ID
-		Stack stack=1 frames=1:$RET_MALLOC,1:$RET_TABLE
-		Stack stack=2 frames=0:0x7f0000001000 truncated=1
-		Stack stack=3 frames=1:$RET_TABLE
-		Malloc addr=0x1000 size=100 stack=1 t=1000000
-		Malloc addr=0x2000 size=100 stack=1 t=2000000
-		Malloc addr=0x3000 size=100 stack=1 t=3000000
-		Free addr=0x1000 t=4000000
-		Malloc addr=0x4000 size=3000 stack=2 t=5000000
-		Free addr=0x4000 t=7000000
-		Malloc addr=0x5000 size=100 stack=3 t=8000000
-		Exit exit_code=0 t=10000000
-	EOF
 }
 
 # decode FILE: a gzipped profile as protoc decodes it, then as lines:
@@ -95,7 +66,7 @@ decode() {
 
 @test "--pprof: Go's heap sample types, one sample per site, values known by construction (protoc decodes it)" {
 	[ -n "$RET_MALLOC" ]
-	chain_artifact
+	chain_artifact "$T/run.msgpack"
 	run mt-report --pprof "$T/p.pb.gz" -o /dev/null "$T/run.msgpack"
 	assert_success
 	# gzip's magic, as pprof reads it
@@ -122,7 +93,7 @@ decode() {
 }
 
 @test "--pprof-inuse exit: inuse is what was not freed; a bad value is a usage error" {
-	chain_artifact
+	chain_artifact "$T/run.msgpack"
 	run mt-report --pprof "$T/p.pb.gz" --pprof-inuse exit -o /dev/null "$T/run.msgpack"
 	assert_success
 	run decode "$T/p.pb.gz"
@@ -135,7 +106,7 @@ decode() {
 }
 
 @test "--pprof - and --dhat -: the profile alone on standard output" {
-	chain_artifact
+	chain_artifact "$T/run.msgpack"
 	run sh -c 'mt-report --pprof - "$1" | gzip -dc | wc -c' sh "$T/run.msgpack"
 	assert_success
 	[ "$output" -gt 100 ]
@@ -144,7 +115,7 @@ decode() {
 }
 
 @test "--dhat: version 2 heap JSON, program points known by construction, frames as valgrind writes them" {
-	chain_artifact
+	chain_artifact "$T/run.msgpack"
 	run mt-report --dhat "$T/d.json" -o /dev/null "$T/run.msgpack"
 	assert_success
 	run jq -c '[.dhatFileVersion, .mode, .verb, .bklt, .bkacc, .cmd, .pid, .te, .tg]' "$T/d.json"

@@ -7,6 +7,7 @@
 
 bats_require_minimum_version 1.5.0
 load helpers
+load lib/inlined
 
 setup() {
 	T="$BATS_TEST_TMPDIR"
@@ -16,13 +17,6 @@ setup() {
 	# call to make_table (every frame of a stack is one)
 	RET_MALLOC=$(ret_after "$BIN" make_table 'malloc@plt')
 	RET_TABLE=$(ret_after "$BIN" main 'make_table')
-}
-
-# ret_after BIN FUNCTION CALLEE: the address after FUNCTION's call to CALLEE
-ret_after() {
-	objdump -d --no-show-raw-insn "$1" |
-		sed -n "/<$2>:/,/^\$/p" |
-		grep -A1 "call.*<$3>" | sed -n '2s/^ *\([0-9a-f]*\):.*/0x\1/p'
 }
 
 # addr2line's frames at a return address: "function file:line" lines

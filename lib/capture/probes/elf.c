@@ -775,8 +775,8 @@ const char *mt_self_libc(void)
 
 /* ---- a function's direct calls from its own file ---------------------- */
 
-/* Is the DT_SONAME of elf want? */
-static bool soname_is(Elf *elf, const char *want)
+/* The DT_SONAME of elf into out (len bytes); false when it has none. */
+static bool elf_soname(Elf *elf, char *out, size_t len)
 {
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
@@ -797,10 +797,39 @@ static bool soname_is(Elf *elf, const char *want)
 			    dyn.d_tag != DT_SONAME)
 				continue;
 			name = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val);
-			return name && strcmp(name, want) == 0;
+			if (!name)
+				return false;
+			snprintf(out, len, "%s", name);
+			return true;
 		}
 	}
 	return false;
+}
+
+/* Is the DT_SONAME of elf want? */
+static bool soname_is(Elf *elf, const char *want)
+{
+	char name[256];
+
+	return elf_soname(elf, name, sizeof(name)) && strcmp(name, want) == 0;
+}
+
+bool mt_elf_fd_soname(int fd, char *out, size_t len)
+{
+	bool found = false;
+	Elf *elf;
+
+	if (len)
+		out[0] = 0;
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return false;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf)
+		return false;
+	if (elf_kind(elf) == ELF_K_ELF)
+		found = elf_soname(elf, out, len);
+	elf_end(elf);
+	return found;
 }
 
 /* The return addresses (vaddr) of the direct calls in segment ph (its

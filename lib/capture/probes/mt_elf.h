@@ -3,6 +3,7 @@
 #ifndef MT_ELF_H
 #define MT_ELF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,6 +72,10 @@ size_t mt_probe_skip_null(const char *path, uint64_t off, uint64_t size);
  */
 int mt_elf_internal_calls(const char *path, const char *soname, uint64_t off,
 			  uint64_t probe_off, int64_t *deltas, size_t max);
+
+/* The DT_SONAME of the ELF file open on fd into out (len bytes, "" when
+ * none); false when it is not an ELF file or has no SONAME. */
+bool mt_elf_fd_soname(int fd, char *out, size_t len);
 
 /* The path of the C library this process runs with ("" if unknown). */
 const char *mt_self_libc(void);

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mt_elf.h"
 #include "mt_log.h"
 #include "fast_clock.h"
 #include "mt_event.h"
@@ -895,56 +896,19 @@ void mt_fast_stacks_reset(struct mt_fast *f)
 
 /* ---- which files the preload covers ------------------------------------- */
 
-static bool soname_of(Elf *elf, char *out, size_t len)
-{
-	Elf_Scn *scn = NULL;
-	GElf_Shdr sh;
-
-	while ((scn = elf_nextscn(elf, scn))) {
-		Elf_Data *data;
-		GElf_Dyn dyn;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC)
-			continue;
-		data = elf_getdata(scn, NULL);
-		for (size_t i = 0;
-		     data && sh.sh_entsize && i < sh.sh_size / sh.sh_entsize;
-		     i++) {
-			const char *name;
-
-			if (!gelf_getdyn(data, i, &dyn) ||
-			    dyn.d_tag != DT_SONAME)
-				continue;
-			name = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val);
-			if (!name)
-				return false;
-			snprintf(out, len, "%s", name);
-			return true;
-		}
-	}
-	return false;
-}
-
 bool mt_fast_covers(const struct mt_fast *f, int fd,
 		    enum mt_alloc_family *family)
 {
 	char soname[64] = "";
 	struct stat st;
-	Elf *elf;
 
 	if (fstat(fd, &st) == 0 && st.st_dev == f->preload_dev &&
 	    st.st_ino == f->preload_ino) {
 		*family = MT_ALLOC_NONE;
 		return true;
 	}
-	if (elf_version(EV_CURRENT) == EV_NONE)
+	if (!mt_elf_fd_soname(fd, soname, sizeof(soname)))
 		return false;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf)
-		return false;
-	if (elf_kind(elf) == ELF_K_ELF)
-		soname_of(elf, soname, sizeof(soname));
-	elf_end(elf);
 	if (strcmp(soname, "libc.so.6") == 0) {
 		*family = MT_ALLOC_LIBC;
 		return true;
