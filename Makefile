@@ -136,7 +136,8 @@ $(PRELOAD): $(PRELOAD_SRCS) $(wildcard lib/preload/*.h) \
 		bpf/mt_event.h bpf/mt_stack.h \
 		| $(OUTPUT)/lib
 	$(call msg,CCLD,$@)
-	$(Q)$(CC) $(PRELOAD_CFLAGS) $(PRELOAD_SRCS) -o $@ -ldl -pthread
+	$(Q)$(CC) $(PRELOAD_CFLAGS) $(PRELOAD_SRCS) -o $@ -ldl -pthread \
+		-Wl,--as-needed
 
 $(OUTPUT)/lib/%.o: lib/%.c $(LIB_HDRS) bpf/mt_event.h | $(OUTPUT)/lib
 	$(call msg,CC,$@)

@@ -97,6 +97,12 @@ enum mt_event_kind {
  * the process, never counted as the program's (man/mt-format.5). */
 #define MT_MMAP_TRACER 0x8000
 
+/* MT_EV_RSS flags: the change was the tracer's (a page fault in memory
+ * the tracer added, or of an instruction of the in-process recorder): the
+ * pages it added or removed are the tracer's, not the program's
+ * (man/mt-format.5, "Rss"). */
+#define MT_RSS_TRACER 0x8000
+
 /* MT_EV_STACK flags.  Truncated: the stack stops short of the thread's
  * first frame (the depth limit, or code the unwinder has no rules for). */
 #define MT_STACK_TRUNCATED 0x1

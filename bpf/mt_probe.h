@@ -124,7 +124,14 @@ struct mt_traced {
 	__u64 throttled;	/* its latest backpressure stop */
 	__u64 stopped_by_other; /* a stop signal from another after it */
 	__u64 brk; /* its break as last seen (fork, exec, brk), 0: unknown */
+	/* memory the tracer added to it (--fast): [lo, hi) of the recorder's
+	 * shared memory (MT_TRACER_SHM) and of its library's span
+	 * (MT_TRACER_CODE), as the BPF side saw them mapped; 0: none */
+	__u64 tracer_lo[2];
+	__u64 tracer_hi[2];
 };
+
+enum mt_tracer_range { MT_TRACER_SHM = 0, MT_TRACER_CODE = 1 };
 
 /* Files whose code the BPF side has seen mapped, keyed by device and
  * inode (the kernel's dev_t: major << 20 | minor); the inode's generation

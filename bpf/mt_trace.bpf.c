@@ -719,6 +719,7 @@ int return_stacks(struct pt_regs *ctx)
 
 #define PROT_EXEC_     0x4
 #define MAP_ANONYMOUS_ 0x20
+#define MAP_FIXED_     0x10
 
 /*
  * A traced process maps code of a file mt-trace has not inspected (an exec,
@@ -913,25 +914,71 @@ static __always_inline __u64 brk_before(__u32 tgid)
 }
 
 /* Is the file mapping ev of fd the session's shared memory (--fast: the
- * recorder's rings) or the recorder's own library?  Memory the tracer
- * adds, not the program's. */
-static __always_inline bool tracer_mapping(const struct syscall_event *ev,
-					   int fd)
+ * recorder's rings: MT_TRACER_SHM) or the recorder's own library
+ * (MT_TRACER_CODE)?  Memory the tracer adds, not the program's.  -1:
+ * neither. */
+static __always_inline int tracer_mapping(const struct syscall_event *ev,
+					  int fd)
 {
 	struct inode *inode;
 	struct file *file;
 	__u64 ino;
 
 	if (!fast_memfd_ino || (ev->aux & MAP_ANONYMOUS_))
-		return false;
+		return -1;
 	file = fd_file(fd);
 	if (!file)
-		return false;
+		return -1;
 	inode = BPF_CORE_READ(file, f_inode);
 	ino = BPF_CORE_READ(inode, i_ino);
-	return ino == fast_memfd_ino ||
-	       (ino == fast_preload_ino &&
-		BPF_CORE_READ(inode, i_sb, s_dev) == fast_preload_dev);
+	if (ino == fast_memfd_ino)
+		return MT_TRACER_SHM;
+	if (ino == fast_preload_ino &&
+	    BPF_CORE_READ(inode, i_sb, s_dev) == fast_preload_dev)
+		return MT_TRACER_CODE;
+	return -1;
+}
+
+static __always_inline bool in_range(__u64 x, __u64 lo, __u64 hi)
+{
+	return x >= lo && x < hi;
+}
+
+/* Is ip an instruction of the recorder's library in process entry? */
+static __always_inline bool tracer_code(const struct mt_traced *entry, __u64 ip)
+{
+	return in_range(ip, entry->tracer_lo[MT_TRACER_CODE],
+			entry->tracer_hi[MT_TRACER_CODE]);
+}
+
+/*
+ * A successful mmap of a traced process: is the mapping the tracer's?
+ * The session's shared memory and the recorder's library are (their
+ * ranges kept: the library's span is its first mapping, the loader maps
+ * its segments over it with MAP_FIXED), and so is any mapping the
+ * recorder's own code asked for (its stack walk's state: it makes that
+ * system call itself, lib/preload/own_mmap.h).  Also while system calls
+ * are not recorded (--start-disabled): the ranges are needed later.
+ */
+static __always_inline bool tracer_mmap(struct pt_regs *regs, long ret,
+					__u32 tgid)
+{
+	struct syscall_event ev = {};
+	struct mt_traced *entry;
+	int which;
+
+	if (!fast_memfd_ino || syscall_failed(ret) ||
+	    !(entry = traced_entry(tgid)))
+		return false;
+	ev.aux = BPF_CORE_READ(regs, r10); /* flags */
+	which = tracer_mapping(&ev, BPF_CORE_READ(regs, r8));
+	if (which == MT_TRACER_SHM ||
+	    (which == MT_TRACER_CODE && !(ev.aux & MAP_FIXED_))) {
+		entry->tracer_lo[which & 1] = ret;
+		entry->tracer_hi[which & 1] =
+		    ret + page_align(BPF_CORE_READ(regs, si));
+	}
+	return which >= 0 || tracer_code(entry, BPF_CORE_READ(regs, ip));
 }
 
 static __always_inline int sys_exit(struct pt_regs *regs, long ret,
@@ -943,12 +990,16 @@ static __always_inline int sys_exit(struct pt_regs *regs, long ret,
 	__u64 stack, old_brk = 0;
 	struct mt_event *e;
 
+	bool tracer = false;
+
 	if (!session_live)
 		return 0;
 	if (fast_links && ret == 0)
 		stop_forked_child(pid_tgid, id);
 	if (!is_memory_syscall(id))
 		return 0;
+	if (id == NR_MMAP)
+		tracer = tracer_mmap(regs, ret, pid_tgid >> 32);
 	if (id == NR_BRK && !(old_brk = brk_before(pid_tgid >> 32)))
 		return 0;
 	if (!syscalls_enabled || (id != NR_BRK && !is_traced(pid_tgid >> 32)))
@@ -962,7 +1013,7 @@ static __always_inline int sys_exit(struct pt_regs *regs, long ret,
 		ev.size = page_align(BPF_CORE_READ(regs, si));
 		ev.flags = BPF_CORE_READ(regs, dx); /* prot */
 		ev.aux = BPF_CORE_READ(regs, r10);  /* flags */
-		if (tracer_mapping(&ev, BPF_CORE_READ(regs, r8)))
+		if (tracer)
 			ev.flags |= MT_MMAP_TRACER;
 		break;
 	case NR_MUNMAP:
@@ -1041,6 +1092,8 @@ struct rss_slot {
 	__s32 member;
 	__u32 owner_tgid;   /* 0: not a traced process's memory */
 	__u32 unattributed; /* traced, but the mm is not the owner's */
+	__u32 tracer;	    /* the tracer's pages (in_tracer_fault) */
+	__u32 pad;
 	__u64 size;
 };
 
@@ -1077,9 +1130,80 @@ static __always_inline void emit_rss(struct rss_slot *slot)
 	e->pid = slot->owner_tgid; /* the tid stays the task that caused it */
 	e->aux = slot->member;
 	e->size = slot->size;
+	e->flags = slot->tracer ? MT_RSS_TRACER : 0;
 	flags = ring_pressure(&lifecycle, lifecycle_wakeup_bytes,
 			      lifecycle_high_water);
 	bpf_ringbuf_submit(e, flags);
+}
+
+/*
+ * The tracer's own resident memory (--fast).  A traced process's page
+ * fault is the tracer's when it touches memory the tracer added (the
+ * recorder's shared memory, its library: struct mt_traced's ranges) or
+ * when the instruction that faulted is the recorder's (its stack walk's
+ * state, its data, the stack its calls use).  The kernel counts a fault's
+ * pages from inside the fault; the fault's user registers, kept here, are
+ * how that RSS update knows it is in a tracer's fault: they are the
+ * task's saved registers until it next enters the kernel (a system call's
+ * ip is past its syscall instruction, never an instruction that faulted).
+ */
+struct tracer_fault {
+	__u64 ip, sp; /* ip 0: the task's latest fault was the program's */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct tracer_fault);
+} tracer_faults SEC(".maps");
+
+/* Loaded under --fast with RSS on, where the kernel has the tracepoint
+ * (x86-64): elsewhere no RSS update is marked the tracer's. */
+SEC("raw_tp/page_fault_user")
+int BPF_PROG(on_page_fault, unsigned long address, struct pt_regs *regs,
+	     unsigned long error_code)
+{
+	struct mt_traced *entry;
+	struct tracer_fault *f;
+	__u64 ip;
+	bool mine;
+
+	if (!session_live || !fast_memfd_ino)
+		return 0;
+	entry = traced_entry(bpf_get_current_pid_tgid() >> 32);
+	if (!entry)
+		return 0;
+	ip = BPF_CORE_READ(regs, ip);
+	mine = in_range(address, entry->tracer_lo[MT_TRACER_SHM],
+			entry->tracer_hi[MT_TRACER_SHM]) ||
+	       in_range(address, entry->tracer_lo[MT_TRACER_CODE],
+			entry->tracer_hi[MT_TRACER_CODE]) ||
+	       tracer_code(entry, ip);
+	f = bpf_task_storage_get(&tracer_faults, bpf_get_current_task_btf(), 0,
+				 mine ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	if (!f)
+		return 0;
+	f->ip = mine ? ip : 0;
+	f->sp = BPF_CORE_READ(regs, sp);
+	return 0;
+}
+
+/* Is the current task inside a fault on_page_fault found the tracer's? */
+static __always_inline bool in_tracer_fault(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct tracer_fault *f;
+	struct pt_regs *regs;
+
+	if (!fast_memfd_ino)
+		return false;
+	f = bpf_task_storage_get(&tracer_faults, task, 0, 0);
+	if (!f || !f->ip)
+		return false;
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	return BPF_CORE_READ(regs, ip) == f->ip &&
+	       BPF_CORE_READ(regs, sp) == f->sp;
 }
 
 SEC("raw_tp/rss_stat")
@@ -1087,7 +1211,7 @@ int BPF_PROG(on_rss_owner, struct mm_struct *mm, int member)
 {
 	struct rss_slot *slot = rss_slot();
 	struct task_struct *owner;
-	__u32 tgid = 0, unattributed = 0;
+	__u32 tgid = 0, unattributed = 0, tracer = 0;
 
 	if (!slot || !session_live)
 		return 0;
@@ -1098,10 +1222,13 @@ int BPF_PROG(on_rss_owner, struct mm_struct *mm, int member)
 			tgid = 0;
 		else if (BPF_CORE_READ(owner, mm) != mm)
 			unattributed = 1; /* a new mm at fork/exec, or exit */
+		else if (tgid == bpf_get_current_pid_tgid() >> 32)
+			tracer = in_tracer_fault();
 	}
 	if (slot->state == RSS_HAVE_SIZE && slot->member == member) {
 		slot->owner_tgid = tgid;
 		slot->unattributed = unattributed;
+		slot->tracer = tracer;
 		emit_rss(slot);
 		return 0;
 	}
@@ -1109,6 +1236,7 @@ int BPF_PROG(on_rss_owner, struct mm_struct *mm, int member)
 	slot->member = member;
 	slot->owner_tgid = tgid;
 	slot->unattributed = unattributed;
+	slot->tracer = tracer;
 	return 0;
 }
 
@@ -1132,6 +1260,20 @@ int on_rss_size(struct trace_event_raw_rss_stat *ctx)
 
 /* ---- process life -------------------------------------------------------- */
 
+/* A forked child has its parent's mappings: the tracer's too. */
+static __always_inline void copy_tracer_ranges(struct mt_traced *child,
+					       __u32 parent_tgid)
+{
+	struct mt_traced *parent = traced_entry(parent_tgid);
+
+	if (!parent)
+		return;
+	child->tracer_lo[0] = parent->tracer_lo[0];
+	child->tracer_hi[0] = parent->tracer_hi[0];
+	child->tracer_lo[1] = parent->tracer_lo[1];
+	child->tracer_hi[1] = parent->tracer_hi[1];
+}
+
 SEC("raw_tp/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -1147,6 +1289,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	if (!is_traced(parent_tgid))
 		return 0;
 	traced_state.brk = BPF_CORE_READ(child, mm, brk); /* its parent's */
+	copy_tracer_ranges(&traced_state, parent_tgid);
 	if (bpf_map_update_elem(&traced, &child_tgid, &traced_state, BPF_ANY)) {
 		count_lost(MT_LOST_PID_TABLE);
 		return 0;
@@ -1346,7 +1489,9 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
 		return 0;
 	}
 	entry->state = MT_TRACED; /* the root's life starts here */
-	entry->brk = BPF_CORE_READ(task, mm, brk); /* the new program's */
+	entry->brk = BPF_CORE_READ(task, mm, brk);     /* the new program's */
+	entry->tracer_lo[0] = entry->tracer_hi[0] = 0; /* a new address space */
+	entry->tracer_lo[1] = entry->tracer_hi[1] = 0;
 	r = (struct exec_record *)reserve_lifecycle(sizeof(*r));
 	if (!r)
 		return 0;

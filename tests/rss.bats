@@ -128,3 +128,47 @@ print(peak.get(parent, 0) >= 64 << 20, peak.get(child, 0) < 64 << 20)' "$T/out.m
 	[ "$peak" -ge $((1024 * MIB)) ]
 	[ "$peak" -lt $((1040 * MIB)) ]
 }
+
+# Issue 33: the recorder's memory is the tracer's, recorded apart.  ring_rss
+# makes 40,000 malloc+free pairs (80,000 records: its thread writes the
+# whole of its 1 MiB ring, MAP_SHARED shmem pages of its own RSS) and reads
+# its /proc/self/status; run untraced, that reading is the program's truth.
+# Tolerances: shmem exact (the program has none); anon within PROC_SLACK;
+# the total within RING_RSS_SLACK above the untraced VmHWM: its file pages
+# differ by up to 164 KiB between untraced runs (fault-around maps only
+# what the page cache holds), and the C library's code the recorder alone
+# runs is counted as the program's (up to ~150 KiB measured: the pages
+# are the C library's, their faults the library's code, not the
+# recorder's); below it by PROC_SLACK at most.  The ring alone is 1 MiB.
+RING_RSS_SLACK=$((384 * 1024))
+
+@test "the recorder's ring is the tracer's RSS, not the program's: peak RSS as untraced, tracer rss apart" {
+	require_bpf
+	MT_FIXTURE_LOG="$T/untraced.jsonl" "$MT_FIXTURES/ring_rss"
+	trace_ok -- "$MT_FIXTURES/ring_rss"
+	run grep -c '"rss"' "$MT_FIXTURE_LOG"
+	assert_output 1 # traced with the recorder: it ran and read /proc
+	hwm=$(jq -r .hwm "$T/untraced.jsonl")
+	anon=$(jq -r .anon "$T/untraced.jsonl")
+	mt-reconstruct "$T/out.msgpack" >"$T/doc.json"
+	peak=$(jq -r '.processes[0].rss.total.peak' "$T/doc.json")
+	peak_anon=$(jq -r '.processes[0].rss.anon.peak' "$T/doc.json")
+	peak_shmem=$(jq -r '.processes[0].rss.shmem.peak' "$T/doc.json")
+	tracer=$(jq -r '.processes[0].tracer_rss' "$T/doc.json")
+	echo "untraced VmHWM $hwm RssAnon $anon; traced program peak $peak" \
+		"anon $peak_anon shmem $peak_shmem; tracer $tracer"
+	[ "$tracer" -ge $((1024 * 1024)) ]
+	[ "$tracer" -le $((1536 * 1024)) ]
+	[ "$peak_shmem" -eq 0 ]
+	[ $((peak_anon - anon)) -le "$PROC_SLACK" ]
+	[ $((anon - peak_anon)) -le "$PROC_SLACK" ]
+	[ $((peak - hwm)) -le "$RING_RSS_SLACK" ]
+	[ $((hwm - peak)) -le "$PROC_SLACK" ]
+	# mt-report: per process in --json, a column and a line in the text
+	[ "$(report_json '.top_processes[0].tracer_rss')" = "$tracer" ]
+	[ "$(report_json '.tree.peak_rss')" = "$peak" ]
+	run mt-report "$T/out.msgpack"
+	assert_output --partial "resident by mt-trace's recorder, not counted as the program's"
+	assert_output --regexp 'peak rss +tracer rss'
+	assert_output --regexp 'ring_rss +.* 1\.[0-9]+ MiB'
+}

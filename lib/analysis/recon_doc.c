@@ -216,6 +216,7 @@ static void proc_emit(struct emit *e, struct mt_recon *r, struct proc_sum *p)
 	series_emit(e, "mapped", &p->mapped, live ? &live->mapped : NULL,
 		    &r->pcfg);
 	emit_int(e, "tracer_mapped", p->tracer_mapped);
+	emit_int(e, "tracer_rss", p->tracer_rss);
 	gauges_emit(e, "rss", r, lv, live ? s : NULL, &r->pcfg, false);
 	gauges_emit(e, "physical", r, lv, live ? s : NULL, &r->pcfg, true);
 	totals_emit(e, "totals", &p->tot);
@@ -372,7 +373,7 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 	const struct series *tree_gauges[NGAUGES];
 	struct level tree_levels[NGAUGES], heap_level, mapped_level;
 	struct totals sum = {0};
-	uint64_t end_t, tracer_mapped = 0;
+	uint64_t end_t, tracer_mapped = 0, tracer_rss = 0;
 	bool trailer = meta && meta->has_trailer;
 	bool complete = !error && (trailer || r->fmt == MT_FMT_MEMTRACK);
 	size_t nprocs = 0;
@@ -393,6 +394,7 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 	for (struct proc_sum *p = r->first; p; p = p->next) {
 		totals_add(&sum, &p->tot);
 		tracer_mapped += p->tracer_mapped;
+		tracer_rss += p->tracer_rss;
 		nprocs++;
 	}
 
@@ -456,6 +458,7 @@ static json_t *finish_head(struct mt_recon *r, const struct mt_meta *meta,
 	series_emit(&e, "heap", &heap_level, &r->heap, &r->cfg);
 	series_emit(&e, "mapped", &mapped_level, &r->mapped, &r->cfg);
 	emit_int(&e, "tracer_mapped", tracer_mapped);
+	emit_int(&e, "tracer_rss", tracer_rss);
 	for (int g = 0; g < NGAUGES; g++) {
 		tree_gauges[g] = &r->gauge_s[g];
 		tree_levels[g] = level_of(&r->gauge_s[g]);

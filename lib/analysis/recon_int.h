@@ -194,6 +194,10 @@ struct proc_sum {
 	/* bytes of mt-trace's own memory mapped in it (MT_MMAP_TRACER, never
 	 * in mapped): now, and at most */
 	uint64_t tracer_live, tracer_mapped;
+	/* bytes of it resident for mt-trace (Rss events marked
+	 * MT_RSS_TRACER: the recorder's pages, never in rss): the peak of
+	 * file + anon + shmem */
+	uint64_t tracer_rss;
 	struct leak_top leaks;
 	struct exec *execs;
 	size_t nexecs;
@@ -221,6 +225,9 @@ struct proc {
 	uint64_t brk_cur;
 	struct series mapped;
 	uint64_t gauge[NGAUGES];
+	/* the tracer's part of each RSS counter (G_RSS_FILE..G_RSS_SHMEM):
+	 * the kernel's counter is gauge[] + this */
+	uint64_t tracer_rss[G_RSS_SHMEM + 1];
 	/* the RSS gauges' series; the PSS ones (--physical only) are
 	 * allocated at the first PSS event: see proc_gauge_s */
 	struct series gauge_s[RSS_GAUGES];

@@ -146,6 +146,7 @@ void end_address_space(struct mt_recon *r, struct proc *p, uint64_t t,
 	ranges_clear(&p->maps);
 	mapped_changed(r, p, before, t);
 	p->sum->tracer_live = 0;
+	memset(p->tracer_rss, 0, sizeof(p->tracer_rss));
 	p->brk_cur = 0;
 	gauges_reset(r, p, t);
 }
@@ -263,6 +264,10 @@ void on_process_fork(struct mt_recon *r, const struct mt_event *ev, uint64_t t)
 	for (int g = G_RSS_FILE; g <= G_RSS_TOTAL; g++)
 		if (parent->gauge[g] && !child->gauge[g])
 			gauge_set(r, child, (enum gauge)g, parent->gauge[g], t);
+	/* and the tracer's of them */
+	if (!child->tracer_rss[G_RSS_ANON])
+		memcpy(child->tracer_rss, parent->tracer_rss,
+		       sizeof(child->tracer_rss));
 }
 
 /* Length of the valid UTF-8 sequence at s (n bytes left), 0 if none:

@@ -288,13 +288,43 @@ void gauge_set(struct mt_recon *r, struct proc *p, enum gauge g, uint64_t v,
 	track(r, &r->gauge_s[g], &r->cfg, t, r->gauge[g]);
 }
 
+/* The tracer's resident bytes in p now (swap is not resident). */
+static void tracer_rss_changed(struct proc *p)
+{
+	uint64_t now = p->tracer_rss[G_RSS_FILE] + p->tracer_rss[G_RSS_ANON] +
+		       p->tracer_rss[G_RSS_SHMEM];
+
+	if (now > p->sum->tracer_rss)
+		p->sum->tracer_rss = now;
+}
+
+/*
+ * A counter's new value holds the program's pages and the tracer's: a
+ * change the tracer made (MT_RSS_TRACER: a page fault in the recorder's
+ * memory or code) leaves the program's part where it was and is the
+ * tracer's; any other is the program's.  A counter below the part that
+ * is not changing lost pages of both (reclaim, exit): the other part
+ * gives them back first, never going below zero.
+ */
 static void on_rss(struct mt_recon *r, struct proc *p,
 		   const struct mt_event *ev, uint64_t t)
 {
+	uint64_t v = ev->size, *tracer, program;
+
 	if (ev->aux > G_RSS_SHMEM)
 		return;
 	r->have_rss = true;
-	gauge_set(r, p, (enum gauge)ev->aux, ev->size, t);
+	tracer = &p->tracer_rss[ev->aux];
+	program = p->gauge[ev->aux];
+	if (ev->flags & MT_RSS_TRACER) {
+		*tracer = v > program ? v - program : 0;
+		program = v < program ? v : program;
+	} else {
+		*tracer = v < *tracer ? v : *tracer;
+		program = v - *tracer;
+	}
+	tracer_rss_changed(p);
+	gauge_set(r, p, (enum gauge)ev->aux, program, t);
 	gauge_set(r, p, G_RSS_TOTAL,
 		  p->gauge[G_RSS_FILE] + p->gauge[G_RSS_ANON] +
 		      p->gauge[G_RSS_SHMEM],

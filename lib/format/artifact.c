@@ -684,6 +684,8 @@ event_number_keys(struct map_writer *w, const struct mt_record *rec,
 		else
 			put_u64(w, "member", ev->aux);
 		put_u64(w, "size", ev->size);
+		if (ev->flags & MT_RSS_TRACER)
+			put_bool(w, "tracer", true);
 		break;
 	case MT_EV_PSS:
 		put_u64(w, "pss", ev->size);

@@ -50,6 +50,7 @@ const char *const key_names[K_MAX] = {
     [K_PYTHON] = "python",
     [K_QUALNAME] = "qualname",
     [K_LINETABLE] = "linetable",
+    [K_TRACER] = "tracer",
     [K_FORMAT] = "format",
     [K_VERSION] = "version",
     [K_COMMAND] = "command",
@@ -252,10 +253,15 @@ static int fields_kind_values(struct mt_input *in, uint64_t off,
 		return 0;
 	case MT_EV_EXIT:
 		return fields_exit_status(in, off, f, ev);
-	case MT_EV_RSS:
-		if (require(in, off, f, "Rss", K_MEMBER))
+	case MT_EV_RSS: {
+		bool tracer = false;
+
+		if (require(in, off, f, "Rss", K_MEMBER) ||
+		    get_bool(in, off, f, K_TRACER, &tracer))
 			return -1;
+		ev->flags = tracer ? MT_RSS_TRACER : 0;
 		return fields_rss_member(in, off, f, ev);
+	}
 	case MT_EV_PSS:
 		return get_ev(in, off, f, K_PSS, &ev->size) ||
 		       get_ev(in, off, f, K_PSS_ANON, &ev->addr) ||

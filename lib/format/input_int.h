@@ -274,6 +274,7 @@ enum key {
 	K_PYTHON,
 	K_QUALNAME,
 	K_LINETABLE,
+	K_TRACER,
 	/* header */
 	K_FORMAT,
 	K_VERSION,

@@ -41,6 +41,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -58,6 +59,7 @@
 #include "mt_event.h"
 #include "mt_fast.h"
 #include "mt_stack.h"
+#include "own_mmap.h"
 #include "python.h"
 #include "stack_walk.h"
 
@@ -523,16 +525,20 @@ static bool in_arena(const void *p)
 }
 
 /* Is the symbol at addr defined in the file whose name starts with soname
- * (libc.so.6, libstdc++.so.6)? */
+ * (libc.so.6, libstdc++.so.6)?  Asked of the loader's table of mapped
+ * objects (_dl_find_object), not dladdr, which reads the whole of the
+ * file's symbol table: ~128 KiB of the C library's pages made resident
+ * in every process for the recorder alone. */
 static bool defined_in(void *addr, const char *soname)
 {
-	Dl_info info;
-	const char *base;
+	struct dl_find_object found;
+	const char *name, *base;
 
-	if (!addr || !dladdr(addr, &info) || !info.dli_fname)
+	if (!addr || _dl_find_object(addr, &found) || !found.dlfo_link_map ||
+	    !(name = found.dlfo_link_map->l_name))
 		return false;
-	base = strrchr(info.dli_fname, '/');
-	base = base ? base + 1 : info.dli_fname;
+	base = strrchr(name, '/');
+	base = base ? base + 1 : name;
 	return strncmp(base, soname, strlen(soname)) == 0;
 }
 
@@ -580,18 +586,42 @@ static const char *early_getenv(const char *name)
 	return NULL;
 }
 
+/* A decimal number at s ended by end: past end, or NULL.  By hand, not
+ * sscanf: the scanner's code is pages of the C library the program may
+ * never run (the recorder's resident cost). */
+static const char *parse_number(const char *s, char end,
+				unsigned long long *out)
+{
+	unsigned long long v = 0;
+	const char *at = s;
+
+	for (; *at >= '0' && *at <= '9'; at++) {
+		if (v > (ULLONG_MAX - 9) / 10)
+			return NULL;
+		v = v * 10 + (unsigned)(*at - '0');
+	}
+	if (at == s || *at != end)
+		return NULL;
+	*out = v;
+	return at + 1;
+}
+
 static struct mt_fast_header *map_shared(void)
 {
 	const char *env = early_getenv(MT_FAST_ENV);
-	unsigned long long ino;
+	unsigned long long ino, n[4];
 	int memfd, efd, tracer, fd;
 	char path[64];
 	struct stat st;
 	void *p;
 
-	if (!env ||
-	    sscanf(env, "%d,%d,%llu,%d", &memfd, &efd, &ino, &tracer) != 4)
+	if (!env || !(env = parse_number(env, ',', &n[0])) ||
+	    !(env = parse_number(env, ',', &n[1])) ||
+	    !(env = parse_number(env, ',', &n[2])) ||
+	    !parse_number(env, '\0', &n[3]) || n[0] > INT_MAX ||
+	    n[1] > INT_MAX || n[3] > INT_MAX)
 		return NULL;
+	memfd = n[0], efd = n[1], ino = n[2], tracer = n[3];
 	fd = memfd;
 	if (fstat(fd, &st) || st.st_ino != ino) {
 		snprintf(path, sizeof(path), "/proc/%d/fd/%d", tracer, memfd);
@@ -942,8 +972,12 @@ EXPORT int dlclose(void *handle)
  * Each operator calls libstdc++'s (which calls malloc or aligned_alloc,
  * and loops on the new-handler or throws: its behaviour is kept whole).
  * Built with -fexceptions: an exception out of operator new unwinds
- * through these frames, and the cleanup restores the depth.
+ * through these frames, and the cleanup restores the depth.  The
+ * unwinder's two functions the cleanup needs are weak: only a C++ program
+ * throws, and its libstdc++ has loaded libgcc_s, which defines them; a C
+ * program does not load libgcc_s for the recorder (84 KiB of its RSS).
  */
+__asm__(".weak _Unwind_Resume\n\t.weak __gcc_personality_v0");
 static void leave_cleanup(bool *rec)
 {
 	(void)rec;

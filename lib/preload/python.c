@@ -39,6 +39,7 @@
 
 #include "mt_event.h"
 #include "mt_fast.h"
+#include "own_mmap.h"
 #include "python.h"
 
 struct py_layout {
@@ -390,9 +391,7 @@ void python_frames(struct py_codes **codes, struct py_frames *out)
 	if (!py || !(ts = (uintptr_t)this_thread_state()) || !plausible(ts))
 		return;
 	if (!*codes) {
-		void *m =
-		    mmap(NULL, sizeof(struct py_codes), PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *m = own_mmap(sizeof(struct py_codes));
 
 		if (m == MAP_FAILED)
 			return;

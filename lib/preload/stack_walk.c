@@ -26,6 +26,7 @@
 
 #include "mt_fast.h"
 #include "mt_stack.h"
+#include "own_mmap.h"
 #include "python.h"
 #include "stack_walk.h"
 
@@ -127,9 +128,7 @@ static uintptr_t thread_stack_top(void)
 
 struct stack_state *stack_state_new(void)
 {
-	struct stack_state *s =
-	    mmap(NULL, sizeof(struct stack_state), PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct stack_state *s = own_mmap(sizeof(struct stack_state));
 
 	if (s == MAP_FAILED)
 		return NULL;

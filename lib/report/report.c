@@ -586,14 +586,16 @@ static size_t utf8_chars(const char *s)
 	return n;
 }
 
+/* rss: the peak RSS column; tracer: and the tracer's resident bytes
+ * (tracer_rss: the recorder's pages, not in peak rss) */
 static void print_row(FILE *out, const char *label, int width, json_t *o,
-		      bool tracked, bool rss)
+		      bool tracked, bool rss, bool tracer)
 {
-	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32], k[32];
 	char l[LABEL_MAX * 4 + 1];
 
 	fprintf(
-	    out, "%s %10s %11s %11s %11s %9s %10s %11s%*s\n",
+	    out, "%s %10s %11s %11s %11s %9s %10s %11s%*s%*s\n",
 	    fit(l, sizeof(l), label, width),
 	    size_or_dash(a, sizeof(a), o, "heap.peak", tracked),
 	    size_or_dash(b, sizeof(b), o, "totals.allocated_bytes", tracked),
@@ -602,7 +604,9 @@ static void print_row(FILE *out, const char *label, int width, json_t *o,
 	    size_or_dash(e, sizeof(e), o, "totals.average_size", tracked),
 	    size_or_dash(f, sizeof(f), o, NOT_FREED_BYTES, tracked),
 	    size_or_dash(g, sizeof(g), o, "mapped.peak", true), rss ? 10 : 0,
-	    rss ? size_or_dash(h, sizeof(h), o, "rss.total.peak", true) : "");
+	    rss ? size_or_dash(h, sizeof(h), o, "rss.total.peak", true) : "",
+	    tracer ? 11 : 0,
+	    tracer ? size_or_dash(k, sizeof(k), o, "tracer_rss", true) : "");
 }
 
 static void print_exit(FILE *out, json_t *ex)
@@ -900,6 +904,7 @@ void mt_report_text(FILE *out, json_t *doc, const struct mt_view *view)
 	int width = LABEL_MIN;
 	bool tracked = mt_report_allocators_tracked(doc);
 	bool rss = json_is_object(mt_json_path(doc, "tree.rss"));
+	bool tracer_rss = rss && mt_json_u64(doc, "tree.tracer_rss", 0);
 	const char *recording =
 	    json_string_value(json_object_get(doc, "allocator_recording"));
 	char buf[4096], n1[32], n2[32];
@@ -940,13 +945,14 @@ void mt_report_text(FILE *out, json_t *doc, const struct mt_view *view)
 			    mt_json_u64(doc, "tree.totals.unknown_frees", 0)),
 			mt_plural(
 			    mt_json_u64(doc, "tree.totals.unknown_frees", 0)));
-	if (mt_json_u64(doc, "tree.tracer_mapped", 0))
-		fprintf(
-		    out,
-		    "tracer      %s mapped by mt-trace's recorder, not "
-		    "counted as the program's\n",
-		    mt_fmt_bytes(n1, sizeof(n1),
-				 mt_json_u64(doc, "tree.tracer_mapped", 0)));
+	if (mt_json_u64(doc, "tree.tracer_mapped", 0) || tracer_rss)
+		fprintf(out,
+			"tracer      %s mapped, %s resident by mt-trace's "
+			"recorder, not counted as the program's\n",
+			mt_fmt_bytes(n1, sizeof(n1),
+				     mt_json_u64(doc, "tree.tracer_mapped", 0)),
+			mt_fmt_bytes(n2, sizeof(n2),
+				     mt_json_u64(doc, "tree.tracer_rss", 0)));
 	if (tracked)
 		fprintf(out, "peak heap   %s at %s\n",
 			mt_fmt_bytes(n1, sizeof(n1),
@@ -967,19 +973,20 @@ void mt_report_text(FILE *out, json_t *doc, const struct mt_view *view)
 		if (w > (size_t)width)
 			width = w < LABEL_MAX ? (int)w : LABEL_MAX;
 	}
-	fprintf(out, "\n%-*s %10s %11s %11s %11s %9s %10s %11s%*s\n", width, "",
-		"peak heap", "allocated", "allocs", "frees", "avg size",
-		"not freed", "peak mapped", rss ? 10 : 0,
-		rss ? "peak rss" : "");
+	fprintf(out, "\n%-*s %10s %11s %11s %11s %9s %10s %11s%*s%*s\n", width,
+		"", "peak heap", "allocated", "allocs", "frees", "avg size",
+		"not freed", "peak mapped", rss ? 10 : 0, rss ? "peak rss" : "",
+		tracer_rss ? 11 : 0, tracer_rss ? "tracer rss" : "");
 	print_row(out, "tree", width, json_object_get(doc, "tree"), tracked,
-		  rss);
+		  rss, tracer_rss);
 	for (size_t i = 0; rows && i < nrows && i < view->top; i++) {
 		char label[LABEL_MAX * 4 + 1];
 
 		snprintf(label, sizeof(label), "%7llu %s",
 			 (unsigned long long)mt_json_u64(rows[i].src, "pid", 0),
 			 proc_name(doc, by_pid, rows[i].src));
-		print_row(out, label, width, rows[i].src, tracked, rss);
+		print_row(out, label, width, rows[i].src, tracked, rss,
+			  tracer_rss);
 	}
 	nrows = process_count(doc);
 	if (nrows > view->top)
@@ -1022,6 +1029,7 @@ static json_t *row_facts(json_t *o, bool tracked)
 	    {"peak_mapped", "mapped.peak", false},
 	    {"peak_mapped_t_ns", "mapped.peak_t_ns", false},
 	    {"tracer_mapped", "tracer_mapped", false},
+	    {"tracer_rss", "tracer_rss", false},
 	    {"peak_rss", "rss.total.peak", false},
 	    {"peak_rss_t_ns", "rss.total.peak_t_ns", false},
 	    {"peak_rss_anon", "rss.anon.peak", false},

@@ -335,6 +335,8 @@ def to_map(r):
     elif k == 14:
         m["member"] = MEMBERS[r["aux"]] if r["aux"] < 4 else r["aux"]
         m["size"] = r["size"]
+        if r["flags"] & 0x8000:
+            m["tracer"] = True
     elif k == 15:
         m.update(pss=r["size"], pss_anon=r["addr"], pss_file=r["old_addr"],
                  pss_shmem=r["old_size"])

@@ -173,9 +173,10 @@ static int kind_keys(const struct mt_event *ev)
 	case MT_EV_MALLOC:
 	case MT_EV_CALLOC:
 	case MT_EV_MUNMAP:
-	case MT_EV_RSS:
 	case MT_EV_ALLOCATOR:
 		return 2;
+	case MT_EV_RSS:
+		return 2 + !!(ev->flags & MT_RSS_TRACER);
 	case MT_EV_REALLOC:
 	case MT_EV_ALIGNED_ALLOC:
 	case MT_EV_BRK:
@@ -266,6 +267,8 @@ static void pk_kind_keys(msgpack_packer *pk, const struct mt_record *r,
 		else
 			pk_u64(pk, "member", ev->aux);
 		pk_u64(pk, "size", ev->size);
+		if (ev->flags & MT_RSS_TRACER)
+			pk_bool(pk, "tracer", true);
 		break;
 	case MT_EV_PSS:
 		pk_u64(pk, "pss", ev->size);
@@ -377,6 +380,8 @@ static void test_every_kind(void)
 		rec = event(MT_EV_RSS);
 		rec.ev.aux = member;
 		rec.ev.size = 1 << 20;
+		both(&r, &rec, true);
+		rec.ev.flags = MT_RSS_TRACER; /* the tracer's pages */
 		both(&r, &rec, true);
 	}
 	for (unsigned family = MT_ALLOC_LIBC; family <= MT_ALLOC_TCMALLOC;

@@ -271,6 +271,12 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 		bpf_program__set_autoload(skel->progs.on_rss_owner, false);
 		bpf_program__set_autoload(skel->progs.on_rss_size, false);
 	}
+	/* the recorder's own page faults, told apart from the program's
+	 * (the tracer's RSS): x86's exceptions:page_fault_user */
+#if defined(__x86_64__)
+	if (!t->rss || !t->fast)
+#endif
+		bpf_program__set_autoload(skel->progs.on_page_fault, false);
 	choose_alloc_programs(skel, mode, o->track_allocators, o->stacks);
 	t->probes.probe_mode = mode;
 	mt_tracer_stacks_configure(t, skel);
