@@ -213,6 +213,14 @@ $(OUTPUT)/fixtures/hundred_asan: tests/fixtures/hundred.c tests/fixtures/*.h \
 	$(Q)$(CC) $(FIXTURE_CFLAGS) -fsanitize=address $< -o $@ -ldl
 fixtures: $(OUTPUT)/fixtures/hundred_asan
 
+# glibc linked in statically: its thread-exit frees are direct calls, as
+# the program's own are (tests/fast.bats, issue 33)
+$(OUTPUT)/fixtures/tcache_threads_static: tests/fixtures/tcache_threads.c \
+		tests/fixtures/*.h | $(OUTPUT)/fixtures
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(FIXTURE_CFLAGS) -static $< -o $@
+fixtures: $(OUTPUT)/fixtures/tcache_threads_static
+
 # The tests' independent allocation counter (LD_PRELOAD), see its header.
 $(OUTPUT)/preload/mtcount.so: tests/preload/mtcount.c | $(OUTPUT)/preload
 	$(call msg,CCLD,$@)

@@ -289,9 +289,9 @@ static unsigned last_site;
  * (blocks the program freed, each a Free already) and the tcache itself
  * (which no malloc made).  An interposer (the recorder of --fast) sees
  * none of those calls, and they are not the program's: the probe is
- * given a site whose calls from those places are not recorded.  Only
- * glibc's shared library: in a static program the program's own calls
- * are direct too.
+ * given a site whose calls from those places are not recorded.  In a
+ * static program the program's own calls are direct too: there, only
+ * those inside glibc's thread-exit function (mt_elf_internal_calls).
  */
 static void plan_internal(struct mt_attach_plan *plan, struct mt_probe_at *at,
 			  const char *path, uint64_t off)

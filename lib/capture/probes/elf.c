@@ -883,6 +883,48 @@ static size_t segment_calls_to(const uint8_t *code, const GElf_Phdr *ph,
 	return n;
 }
 
+/*
+ * A program linked with glibc statically calls free directly, the
+ * program's own calls too: only those inside glibc's thread-exit function
+ * (its tcache freed, tcache_thread_shutdown, inlined into
+ * __malloc_arena_thread_freeres in glibc 2.36) are glibc's own.  Found by
+ * .symtab (a stripped program has none: all its frees are recorded).
+ */
+static const char *const static_glibc_internal[] = {
+    "__malloc_arena_thread_freeres",
+    "tcache_thread_shutdown",
+};
+#define NSTATIC_INTERNAL                                                       \
+	(sizeof(static_glibc_internal) / sizeof(static_glibc_internal[0]))
+
+static size_t static_internal_calls(const char *path, struct elf_file *f,
+				    uint64_t target, uint64_t *ret, size_t max)
+{
+	struct mt_elf_func funcs[NSTATIC_INTERNAL];
+	size_t n = 0;
+	char err[1];
+
+	for (size_t i = 0; i < NSTATIC_INTERNAL; i++)
+		funcs[i].name = static_glibc_internal[i];
+	if (mt_elf_find_funcs(path, funcs, NSTATIC_INTERNAL, err,
+			      sizeof(err)) <= 0)
+		return 0;
+	for (size_t i = 0; i < NSTATIC_INTERNAL; i++) {
+		GElf_Phdr fn = {.p_vaddr =
+				    offset_to_vaddr(f->elf, funcs[i].offset),
+				.p_filesz = funcs[i].size};
+
+		if (!funcs[i].offset || !fn.p_vaddr ||
+		    funcs[i].offset > f->size ||
+		    funcs[i].size > f->size - funcs[i].offset)
+			continue;
+		n = segment_calls_to((const uint8_t *)f->image +
+					 funcs[i].offset,
+				     &fn, target, ret, n, max);
+	}
+	return n;
+}
+
 int mt_elf_internal_calls(const char *path, const char *soname, uint64_t off,
 			  uint64_t probe_off, int64_t *deltas, size_t max)
 {
@@ -896,12 +938,16 @@ int mt_elf_internal_calls(const char *path, const char *soname, uint64_t off,
 		return 0;
 	target = offset_to_vaddr(f.elf, off);
 	probe = offset_to_vaddr(f.elf, probe_off);
-	if (!target || !probe || !soname_is(f.elf, soname) ||
-	    elf_getphdrnum(f.elf, &nphdr)) {
+	if (!target || !probe || elf_getphdrnum(f.elf, &nphdr)) {
 		elf_file_close(&f);
 		return 0;
 	}
 	ret = mt_xcalloc(max + 1, 8);
+	if (!soname_is(f.elf, soname)) {
+		/* not glibc's library: a program with glibc linked in? */
+		n = static_internal_calls(path, &f, target, ret, max);
+		nphdr = 0;
+	}
 	for (size_t i = 0; i < nphdr; i++) {
 		if (!gelf_getphdr(f.elf, i, &ph) || ph.p_type != PT_LOAD ||
 		    !(ph.p_flags & PF_X) || ph.p_offset > f.size ||

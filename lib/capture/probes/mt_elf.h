@@ -68,7 +68,9 @@ size_t mt_probe_skip_null(const char *path, uint64_t off, uint64_t size);
  * probe (file offset probe_off), into deltas (at most max).  Their number;
  * 0 when the file is another, or has none, or more than max.  glibc's
  * libc.so.6 calls free so at a thread's exit (its tcache), and an
- * interposer never sees those calls.
+ * interposer never sees those calls.  Another file (a program with glibc
+ * linked in statically): only the calls inside glibc's thread-exit
+ * function, by its .symtab name.
  */
 int mt_elf_internal_calls(const char *path, const char *soname, uint64_t off,
 			  uint64_t probe_off, int64_t *deltas, size_t max);
