@@ -132,7 +132,7 @@ PRELOAD_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE \
 	-fno-builtin -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
 PRELOAD_SRCS := $(wildcard lib/preload/*.c)
 $(PRELOAD): $(PRELOAD_SRCS) $(wildcard lib/preload/*.h) \
-		lib/capture/recorder/mt_fast.h \
+		lib/capture/recorder/mt_fast.h bpf/mt_python.h \
 		bpf/mt_event.h bpf/mt_stack.h \
 		| $(OUTPUT)/lib
 	$(call msg,CCLD,$@)

@@ -35,7 +35,13 @@
 #ifndef MT_STACK_BPF_H
 #define MT_STACK_BPF_H
 
+#include "mt_python.h"
 #include "mt_stack.h"
+
+/* An event's stacks: native (0: none) and Python (0: none). */
+struct stack_keys {
+	__u64 native, python;
+};
 
 /* Set by mt-trace before load (--stacks, --stack-depth). */
 const volatile bool stacks_enabled = false;
@@ -132,6 +138,8 @@ struct code_mapping {
 	__u32 first_page; /* its page index (struct mt_stack_file) */
 	__u32 page_base;
 	__u32 npages;
+	__u64 py_runtime; /* the file's, as struct mt_stack_file says */
+	__u32 py_layout;
 };
 
 /*
@@ -261,6 +269,11 @@ struct walk_cache {
 	__u64 epoch;	   /* bumped at each emptying (so >= 1 once in use) */
 	__u64 extent_hint; /* how far above sp the next walk's windows go */
 	__u64 words_top;   /* where the last walk's highest word ended */
+	/* the process's CPython runtime (_PyRuntime), found through the
+	 * mapping of a frame in the interpreter's file, and its layout (1 +
+	 * index in py_layouts); 0: none met since the cache was emptied */
+	__u64 py_runtime;
+	__u32 py_layout;
 	struct code_mapping slot[MAPPING_CACHE_SLOTS];
 	struct walk_memo walk[MEMO_WALKS];
 	struct pc_rule rule[PC_RULES];
@@ -310,6 +323,8 @@ static long read_vma(struct task_struct *task, struct vm_area_struct *vma,
 	map->first_page = file->first_page;
 	map->page_base = file->page_base;
 	map->npages = file->npages;
+	map->py_runtime = file->py_runtime;
+	map->py_layout = file->py_layout;
 	return 0;
 }
 
@@ -394,6 +409,8 @@ current_walk_cache(struct mm_struct *mm)
 		for (int i = 0; i < MEMO_WALKS; i++)
 			cache->walk[i].key = 0;
 		cache->stack_end = 0;
+		cache->py_runtime = 0;
+		cache->py_layout = 0;
 		cache->epoch++; /* every pc_rule kept so far is stale */
 		cache->mm_id = mm_id;
 		cache->seq = seq;
@@ -494,6 +511,12 @@ __attribute__((noinline)) int find_rule(struct code_mapping *map,
 	rule->epoch = cache->epoch;
 	rule->frame = map->id ? MT_FRAME(map->id, elf_addr) : MT_FRAME(0, pc);
 	rule->row.cfa_rule = MT_CFA_NONE;
+	/* every rule kept at this epoch was found here: a walk through the
+	 * interpreter's code finds its runtime set */
+	if (map->id && map->py_layout) {
+		cache->py_runtime = map->py_runtime - map->to_elf;
+		cache->py_layout = map->py_layout;
+	}
 	if (!map->id || !map->nrows)
 		return 0;
 	/* a return address: the call before it is what the rows describe */
@@ -1012,17 +1035,240 @@ static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
 	return key;
 }
 
+/* ---- Python frames (CPython 3.11, 3.12) ------------------------------- */
+
+/*
+ * In a process whose walk went through a CPython interpreter's code
+ * (walk_cache.py_runtime), the Python frames its thread runs, read after
+ * the native walk: the thread's PyThreadState (in 3.11 the one holding
+ * the GIL, else found in the interpreter's list of threads by its
+ * pthread_self(), which is the thread's fs base), its current frame
+ * (tstate->cframe->current_frame), then each frame's previous, across
+ * evaluation loop calls, each frame one read.  What a frame holds is the
+ * traced command's memory: only its code object's address and
+ * instruction pointer are kept, mt-trace checks the object when it reads
+ * it.  The list is sent once per distinct list (py_stacks), like a
+ * native stack, and events carry both keys.  Offsets: mt_py_layouts,
+ * given by mt-trace (py_layouts).
+ */
+const volatile bool python_frames = false;
+
+/* mt_py_layouts, written by mt-trace after the load */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MT_PY_LAYOUTS);
+	__type(key, __u32);
+	__type(value, struct mt_py_layout);
+} py_layouts SEC(".maps");
+/* threads of one interpreter searched for the current one */
+#define PY_THREADS_MAX 32
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct mt_py_stack_record);
+} py_stacks SEC(".maps");
+
+/* A Python walk's state, per CPU (taken with stack_walking). */
+struct py_walk {
+	struct mt_py_stack_record rec;
+	__u64 frame;  /* the next frame to read; 0: none */
+	__u64 fsbase; /* the thread's pthread_self() */
+	__u64 ts;     /* while searching: a thread state */
+	__u64 found;  /* the current thread's state, 0: not found */
+	__u64 hash;
+	__u32 n;      /* frames in rec */
+	__u32 layout; /* index in py_layouts */
+	__u64 word;   /* py_word()'s */
+	union {
+		__u64 words[16];
+		__u8 bytes[128];
+	} fr;			   /* the frame being read */
+	__u64 known[KNOWN_STACKS]; /* keys py_stacks holds (known_slot) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_walk);
+} py_walks SEC(".maps");
+
+/* bpf_loop's context (on the stack, as it wants): the walk. */
+struct py_ctx {
+	struct py_walk *w;
+};
+
+/* The user word at addr into w->word; 0 when read. */
+static __always_inline long py_word(struct py_walk *w, __u64 addr)
+{
+	return bpf_probe_read_user(&w->word, sizeof(w->word), (void *)addr);
+}
+
+/* bpf_loop callback: is thread state w->ts the current thread's?  (1:
+ * found, or the list is over) */
+static long py_thread_step(__u32 i, void *ctx)
+{
+	struct py_walk *w = ((struct py_ctx *)ctx)->w;
+	const struct mt_py_layout *l =
+	    bpf_map_lookup_elem(&py_layouts, &w->layout);
+
+	if (!l || !w->ts || py_word(w, w->ts + l->ts_thread_id))
+		return 1;
+	if (w->word == w->fsbase) {
+		w->found = w->ts;
+		return 1;
+	}
+	if (py_word(w, w->ts + l->ts_next))
+		return 1;
+	w->ts = w->word;
+	return 0;
+}
+
+/* bpf_loop callback: frame w->frame into the record (1: the list is
+ * over, or the record full). */
+static long py_frame_step(__u32 i, void *ctx)
+{
+	struct py_walk *w = ((struct py_ctx *)ctx)->w;
+	const struct mt_py_layout *l =
+	    bpf_map_lookup_elem(&py_layouts, &w->layout);
+	__u64 code, instr, previous;
+	__u32 n = w->n;
+	__u8 owner;
+
+	if (!l || !w->frame || n >= MT_PY_FRAMES_MAX ||
+	    bpf_probe_read_user(w->fr.words, MT_PY_FRAME_READ,
+				(void *)w->frame))
+		return 1;
+	code = w->fr.words[(l->fr_code >> 3) & 15];
+	previous = w->fr.words[(l->fr_previous >> 3) & 15];
+	instr = w->fr.words[(l->fr_prev_instr >> 3) & 15];
+	owner = w->fr.bytes[l->fr_owner & 127];
+	w->frame = previous;
+	if (owner == MT_PY_OWNED_BY_CSTACK) {
+		/* 3.12's shim of an evaluation loop call: the frame before
+		 * it was that call's first */
+		if (n > 0)
+			w->rec.frames[(n - 1) & (MT_PY_FRAMES_MAX - 1)].code |=
+			    MT_PY_GROUP_END;
+		return 0;
+	}
+	if (l->fr_is_entry >= 0 && w->fr.bytes[l->fr_is_entry & 127])
+		code |= MT_PY_GROUP_END; /* 3.11 marks a call's first */
+	w->rec.frames[n & (MT_PY_FRAMES_MAX - 1)].code = code;
+	/* the owner in the top byte: mt-trace tells a frame not yet
+	 * started by it (user addresses have 47 bits) */
+	instr = (instr & ((1ull << 56) - 1)) | (__u64)owner << 56;
+	w->rec.frames[n & (MT_PY_FRAMES_MAX - 1)].prev_instr = instr;
+	w->hash = ((w->hash ^ code) * 0x100000001b3ull ^ instr) *
+		  0x100000001b3ull; /* FNV-1a */
+	w->n = n + 1;
+	return 0;
+}
+
+/*
+ * The key of the current thread's Python frames (0: none, or no room), in
+ * a process whose CPython runtime is at runtime (its layout, 1 + index).
+ * Global, like capture_stack: checked once, on its own.
+ */
+__attribute__((noinline)) __u64 python_stack(__u64 pid_tgid, __u64 runtime,
+					     __u32 layout)
+{
+	const struct mt_py_layout *l;
+	struct py_ctx ctx = {};
+	struct py_walk *w;
+	__u32 zero = 0;
+	__u64 key, *known, bytes;
+	long err;
+
+	w = bpf_map_lookup_elem(&py_walks, &zero);
+	if (!w || !runtime || !layout || layout > MT_PY_LAYOUTS)
+		return 0;
+	w->layout = layout - 1;
+	l = bpf_map_lookup_elem(&py_layouts, &w->layout);
+	if (!l)
+		return 0;
+	w->fsbase = bpf_get_current_task_btf()->thread.fsbase;
+	w->found = 0;
+	/* 3.11: the thread holding the GIL, mostly the one allocating */
+	if (l->rt_tstate_current &&
+	    !py_word(w, runtime + l->rt_tstate_current) && w->word) {
+		w->ts = w->word;
+		ctx.w = w;
+		py_thread_step(0, &ctx);
+	}
+	if (!w->found) {
+		if (py_word(w, runtime + l->rt_interp_head) || !w->word ||
+		    py_word(w, w->word + l->interp_threads_head))
+			return 0;
+		w->ts = w->word;
+		ctx.w = w;
+		bpf_loop(PY_THREADS_MAX, py_thread_step, &ctx, 0);
+	}
+	if (!w->found || py_word(w, w->found + l->ts_cframe) || !w->word ||
+	    py_word(w, w->word + l->cf_current_frame))
+		return 0;
+	w->frame = w->word;
+	w->n = 0;
+	/* the process in the key too: its code objects are its own */
+	w->hash = (0xcbf29ce484222325ull ^ (pid_tgid >> 32)) * 0x100000001b3ull;
+	ctx.w = w;
+	bpf_loop(MT_PY_FRAMES_MAX + 16, py_frame_step, &ctx, 0);
+	if (w->n == 0)
+		return 0;
+	key = w->hash ? w->hash : 1;
+	known = &w->known[known_slot(key)];
+	if (*known == key || bpf_map_lookup_elem(&py_stacks, &key)) {
+		*known = key;
+		return key;
+	}
+	fill_event(&w->rec.ev, MT_EV_STACK, pid_tgid);
+	w->rec.ev.addr = key;
+	w->rec.ev.size = w->n;
+	w->rec.ev.flags = MT_STACK_RING_PYTHON;
+	w->rec.ev.old_addr = layout;
+	w->rec.ev.aux = w->n * sizeof(w->rec.frames[0]);
+	err = bpf_map_update_elem(&py_stacks, &key, &w->rec, BPF_NOEXIST);
+	if (err == -EEXIST_) { /* another CPU just sent it */
+		*known = key;
+		return key;
+	}
+	bytes = sizeof(w->rec.ev) + w->n * sizeof(w->rec.frames[0]);
+	if (bytes > sizeof(w->rec))
+		bytes = sizeof(w->rec);
+	/* no room in the ring: mt-trace reads the table instead; no room in
+	 * the table: sent each time */
+	bpf_ringbuf_output(&events, &w->rec, bytes, 0);
+	if (!err)
+		*known = key;
+	return key;
+}
+
+/* The Python frames' key of the process of mm, on the walk cache the
+ * native walk just used (0: no interpreter met). */
+static __always_inline __u64 python_stack_of(__u64 pid_tgid,
+					     struct mm_struct *mm)
+{
+	struct walk_cache *cache = current_walk_cache(mm);
+
+	if (!cache || !cache->py_layout)
+		return 0;
+	return python_stack(pid_tgid, cache->py_runtime, cache->py_layout);
+}
+
 /*
  * The call stack of the current thread, whose user registers are ip, sp,
  * bp: its key (0 when there is no room, or when a walk is under way on
- * this CPU).  ip must be a return address or just past a system call
- * instruction.  A global function, so the verifier checks it once on its
- * own, and only when a program can reach it (callers test stacks_enabled
- * first): inlined into each caller it cost ~0.5 s of verification at
- * every start.
+ * this CPU), and the key of its Python frames into *py_key (0: none).  ip must
+ * be a return address or just past a system call instruction.  A global
+ * function, so the verifier checks it once on its own, and only when a program
+ * can reach it (callers test stacks_enabled first): inlined into each caller it
+ * cost ~0.5 s of verification at every start.
  */
 __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
-					      __u64 sp, __u64 bp)
+					      __u64 sp, __u64 bp, __u64 *py_key)
 {
 	/* the walk's one load through the task: at each load of a pointer
 	 * through a trusted one (the current task), the verifier searches
@@ -1041,6 +1287,8 @@ __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 		return 0;
 	}
 	key = walk_stack(pid_tgid, ip, sp, bp, mm);
+	if (python_frames && key && py_key)
+		*py_key = python_stack_of(pid_tgid, mm);
 	/* after every write of the walk (a compiler barrier is enough: the
 	 * flag is this CPU's own, no other CPU reads it) */
 	asm volatile("" ::: "memory");
@@ -1050,36 +1298,57 @@ __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 
 /* The stack of a traced allocator call, at its return (ctx: the return's
  * registers, so the innermost frame is the allocator's caller). */
-static __always_inline __u64 call_stack(struct pt_regs *ctx, __u64 pid_tgid)
+static __always_inline struct stack_keys call_stack(struct pt_regs *ctx,
+						    __u64 pid_tgid)
 {
+	struct stack_keys k = {};
+
 	if (!stacks_enabled)
-		return 0;
-	return capture_stack(pid_tgid, PT_REGS_IP(ctx), PT_REGS_SP(ctx),
-			     ctx->bp);
+		return k;
+	k.native = capture_stack(pid_tgid, PT_REGS_IP(ctx), PT_REGS_SP(ctx),
+				 ctx->bp, &k.python);
+	return k;
 }
 
 /* The stack of a system call, from its user registers. */
-static __always_inline __u64 syscall_stack(struct pt_regs *regs, __u64 pid_tgid)
+static __always_inline struct stack_keys syscall_stack(struct pt_regs *regs,
+						       __u64 pid_tgid)
 {
+	struct stack_keys k = {};
+
 	if (!stacks_enabled)
-		return 0;
-	return capture_stack(pid_tgid, BPF_CORE_READ(regs, ip),
-			     BPF_CORE_READ(regs, sp), BPF_CORE_READ(regs, bp));
+		return k;
+	k.native = capture_stack(pid_tgid, BPF_CORE_READ(regs, ip),
+				 BPF_CORE_READ(regs, sp),
+				 BPF_CORE_READ(regs, bp), &k.python);
+	return k;
 }
 
-/* Reserve an events-ring record for an event with stack key (0: none). */
-static __always_inline struct mt_event *reserve_stacked(__u64 stack_key)
+/* Reserve an events-ring record for an event with stack keys (native 0:
+ * none). */
+static __always_inline struct mt_event *reserve_stacked(struct stack_keys k)
 {
+	struct mt_py_stacked_event *pe;
 	struct mt_stacked_event *se;
 
-	if (!stack_key)
+	if (!k.native)
 		return reserve_event();
+	if (k.python) {
+		pe = bpf_ringbuf_reserve(&events, sizeof(*pe), 0);
+		if (!pe) {
+			ring_full(MT_LOST_EVENTS_RING, events_high_water);
+			return NULL;
+		}
+		pe->stack_key = k.native;
+		pe->py_key = k.python;
+		return &pe->ev;
+	}
 	se = bpf_ringbuf_reserve(&events, sizeof(*se), 0);
 	if (!se) {
 		ring_full(MT_LOST_EVENTS_RING, events_high_water);
 		return NULL;
 	}
-	se->stack_key = stack_key;
+	se->stack_key = k.native;
 	return &se->ev;
 }
 

@@ -74,6 +74,13 @@ struct mt_stack_file {
 	 * knows where a mapping comes from in the file, the rows and the
 	 * frames speak ELF addresses */
 	__s64 vaddr_minus_offset;
+	/* a CPython interpreter's file (its _PyRuntime symbol): the ELF
+	 * address of _PyRuntime, and 1 + the index of its version in
+	 * mt_py_layouts (bpf/mt_python.h); 0: none, or a version mt does
+	 * not know */
+	__u64 py_runtime;
+	__u32 py_layout;
+	__u32 py_pad;
 };
 
 /* Ring record of an event that has a call stack: the event, then the
@@ -90,6 +97,38 @@ struct mt_stacked_event {
 struct mt_stack_record {
 	struct mt_event ev;
 	__u64 frames[MT_STACK_DEPTH_MAX];
+};
+
+/*
+ * The Python frames a thread was running (CPython 3.11, 3.12), as the BPF
+ * side reads them: a ring record (kind MT_EV_STACK, flags
+ * MT_STACK_RING_PYTHON, addr = key, size = frames) sent once per distinct
+ * list, like a native stack, and the value of its table.  Each frame is
+ * its code object's address and where its instruction pointer is
+ * (prev_instr); MT_PY_GROUP_END in code marks the last (outermost) frame
+ * of an evaluation loop call, whose native frame
+ * (_PyEval_EvalFrameDefault) mt-trace puts them in.  mt-trace reads the
+ * code objects from the process (lib/capture/stacks/tracer_python.c).
+ */
+#define MT_STACK_RING_PYTHON 0x8000
+#define MT_PY_FRAMES_MAX     64
+#define MT_PY_GROUP_END	     (1ull << 63)
+
+struct mt_py_frame {
+	__u64 code;	  /* | MT_PY_GROUP_END */
+	__u64 prev_instr; /* an address in the code object */
+};
+
+struct mt_py_stack_record {
+	struct mt_event ev;
+	struct mt_py_frame frames[MT_PY_FRAMES_MAX];
+};
+
+/* Ring record of an event whose stack has Python frames too. */
+struct mt_py_stacked_event {
+	struct mt_event ev;
+	__u64 stack_key;
+	__u64 py_key; /* of its mt_py_stack_record */
 };
 
 #endif /* MT_STACK_H */

@@ -370,9 +370,9 @@ static __always_inline void fill_event(struct mt_event *e, __u16 kind,
 /* An event; with a call stack when stack_key is not 0 (mt_stack.bpf.h). */
 static __always_inline void emit_stacked(__u16 kind, __u64 pid_tgid, __u64 addr,
 					 __u64 size, __u64 old_addr,
-					 __u64 old_size, __u64 stack_key)
+					 __u64 old_size, struct stack_keys keys)
 {
-	struct mt_event *e = reserve_stacked(stack_key);
+	struct mt_event *e = reserve_stacked(keys);
 
 	if (!e)
 		return;
@@ -387,7 +387,9 @@ static __always_inline void emit_stacked(__u16 kind, __u64 pid_tgid, __u64 addr,
 static __always_inline void emit(__u16 kind, __u64 pid_tgid, __u64 addr,
 				 __u64 size, __u64 old_addr, __u64 old_size)
 {
-	emit_stacked(kind, pid_tgid, addr, size, old_addr, old_size, 0);
+	struct stack_keys none = {};
+
+	emit_stacked(kind, pid_tgid, addr, size, old_addr, old_size, none);
 }
 
 static __always_inline struct call_state *call_state(bool create)
@@ -637,14 +639,15 @@ call_returned(struct call_event *ev, const struct call_state *st, __u64 ret)
 }
 
 static __always_inline void emit_return(struct call_state *st, __u64 pid_tgid,
-					__u64 ret, __u64 stack)
+					__u64 ret, struct stack_keys stack)
 {
+	struct stack_keys none = {};
 	struct call_event ev = {};
 
 	call_returned(&ev, st, ret);
 	if (ev.kind)
 		emit_stacked(ev.kind, pid_tgid, ev.addr, ev.size, ev.old_addr,
-			     ev.old_size, ev.unstacked ? 0 : stack);
+			     ev.old_size, ev.unstacked ? none : stack);
 }
 
 /* with_stacks: a constant of each program, so that a program made without
@@ -658,9 +661,11 @@ static __always_inline void return_call(struct pt_regs *ctx, bool with_stacks)
 	if (!st || !st->active || PT_REGS_SP(ctx) <= st->sp)
 		return; /* not the outermost call's return */
 	st->active = 0;
+	struct stack_keys none = {};
+
 	if (allocs_enabled)
 		emit_return(st, pid_tgid, PT_REGS_RC(ctx),
-			    with_stacks ? call_stack(ctx, pid_tgid) : 0);
+			    with_stacks ? call_stack(ctx, pid_tgid) : none);
 }
 
 SEC("uretprobe")
@@ -987,7 +992,8 @@ static __always_inline int sys_exit(struct pt_regs *regs, long ret,
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	long id = BPF_CORE_READ(regs, orig_ax);
 	struct syscall_event ev = {};
-	__u64 stack, old_brk = 0;
+	struct stack_keys stack = {}, none = {};
+	__u64 old_brk = 0;
 	struct mt_event *e;
 
 	bool tracer = false;
@@ -1038,7 +1044,7 @@ static __always_inline int sys_exit(struct pt_regs *regs, long ret,
 	}
 	if (!ev.kind)
 		return 0;
-	stack = with_stacks ? syscall_stack(regs, pid_tgid) : 0;
+	stack = with_stacks ? syscall_stack(regs, pid_tgid) : none;
 	e = reserve_stacked(stack);
 	if (e) {
 		fill_event(e, ev.kind, pid_tgid);

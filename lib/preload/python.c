@@ -16,11 +16,9 @@
  * PyUnicode_Type or PyBytes_Type (a debug build, whose objects are laid
  * out otherwise, gets no Python frames).
  *
- * The structures' offsets are those of CPython's headers for each
- * version (Include/internal/pycore_frame.h, Include/cpython/code.h,
- * pystate.h, unicodeobject.h), checked against Debian's python3.11 and
- * pyenv's 3.12 with ctypes (tests/python.bats); an interpreter of
- * another version gives native frames only, said once on stderr.
+ * The structures' offsets, for each version, are bpf/mt_python.h's
+ * table (the BPF side's walk reads the same); an interpreter of another
+ * version gives native frames only, said once on stderr.
  *
  * A code object is read when the thread first meets it: its name,
  * qualified name, file name and line table, sent once as a record of its
@@ -39,84 +37,26 @@
 
 #include "mt_event.h"
 #include "mt_fast.h"
+#include "mt_python.h"
 #include "own_mmap.h"
 #include "python.h"
 
-struct py_layout {
-	unsigned version; /* major << 8 | minor */
-	unsigned ts_cframe;
-	unsigned cf_current_frame, cf_previous;
-	unsigned fr_code, fr_previous, fr_prev_instr, fr_owner;
-	int fr_is_entry; /* -1: none (3.12 marks an entry by its owner) */
-	unsigned co_firstlineno, co_filename, co_name, co_qualname;
-	unsigned co_linetable, co_firsttraceable, co_code;
-	unsigned str_ascii_data, str_utf8_length, str_utf8;
-};
+/* PyObject_VAR_HEAD's ob_size and the rest, shared (mt_python.h) */
+#define VAR_SIZE	   MT_PY_VAR_SIZE
+#define BYTES_DATA	   MT_PY_BYTES_DATA
+#define STR_LENGTH	   MT_PY_STR_LENGTH
+#define STR_STATE	   MT_PY_STR_STATE
+#define STR_COMPACT(state) MT_PY_STR_COMPACT(state)
+#define STR_ASCII(state)   MT_PY_STR_ASCII(state)
+#define OWNED_BY_GENERATOR MT_PY_OWNED_BY_GENERATOR
+#define OWNED_BY_CSTACK	   MT_PY_OWNED_BY_CSTACK
 
-/* _PyInterpreterFrame.owner values */
-enum { OWNED_BY_GENERATOR = 1, OWNED_BY_CSTACK = 3 };
-
-static const struct py_layout layouts[] = {
-    {
-	.version = 0x030b,
-	.ts_cframe = 56,
-	.cf_current_frame = 8,
-	.cf_previous = 16,
-	.fr_code = 32,
-	.fr_previous = 48,
-	.fr_prev_instr = 56,
-	.fr_owner = 69,
-	.fr_is_entry = 68,
-	.co_firstlineno = 72,
-	.co_filename = 112,
-	.co_name = 120,
-	.co_qualname = 128,
-	.co_linetable = 136,
-	.co_firsttraceable = 168,
-	.co_code = 184,
-	.str_ascii_data = 48,
-	.str_utf8_length = 48,
-	.str_utf8 = 56,
-    },
-    {
-	.version = 0x030c,
-	.ts_cframe = 56,
-	.cf_current_frame = 0,
-	.cf_previous = 8,
-	.fr_code = 0,
-	.fr_previous = 8,
-	.fr_prev_instr = 56,
-	.fr_owner = 70,
-	.fr_is_entry = -1,
-	.co_firstlineno = 68,
-	.co_filename = 112,
-	.co_name = 120,
-	.co_qualname = 128,
-	.co_linetable = 136,
-	.co_firsttraceable = 176,
-	.co_code = 192,
-	.str_ascii_data = 40,
-	.str_utf8_length = 40,
-	.str_utf8 = 48,
-    },
-};
-
-/* PyObject_VAR_HEAD's ob_size, PyBytesObject's ob_sval, PyASCIIObject's
- * length and state: the same in every version here */
-#define VAR_SIZE	   16
-#define BYTES_DATA	   32
-#define STR_LENGTH	   16
-#define STR_STATE	   32
-#define STR_COMPACT(state) ((state) >> 5 & 1)
-#define STR_ASCII(state)   ((state) >> 6 & 1)
-#define STR_KIND(state)	   ((state) >> 2 & 7)
-
-static const struct py_layout *py;
+static const struct mt_py_layout *py;
 static void *(*this_thread_state)(void);
 /* the interpreter's type objects: an object is read as a code object,
  * str or bytes only if its ob_type says it is one */
 static uintptr_t code_type, str_type, bytes_type;
-#define OB_TYPE 8
+#define OB_TYPE MT_PY_OB_TYPE
 static uint32_t *code_ids; /* the shared counter (mt_fast_stacks) */
 
 void python_start(const void *stacks, void *(*lookup)(const char *name))
@@ -135,9 +75,9 @@ void python_start(const void *stacks, void *(*lookup)(const char *name))
 	code_type = (uintptr_t)lookup("PyCode_Type");
 	str_type = (uintptr_t)lookup("PyUnicode_Type");
 	bytes_type = (uintptr_t)lookup("PyBytes_Type");
-	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
-		if (layouts[i].version == v)
-			py = &layouts[i];
+	for (size_t i = 0; i < MT_PY_LAYOUTS; i++)
+		if (mt_py_layouts[i].version == v)
+			py = &mt_py_layouts[i];
 	/* a debug build (Py_REF_DEBUG, and with it other layouts) */
 	if (lookup("_Py_NegativeRefcount") || !code_type || !str_type ||
 	    !bytes_type) {

@@ -328,6 +328,89 @@ int mt_elf_find_funcs(const char *path, struct mt_elf_func *funcs, size_t n,
 	return found;
 }
 
+int mt_elf_find_symbols(const char *path, struct mt_elf_symbol *syms, size_t n,
+			char *err, size_t errlen)
+{
+	struct elf_file f;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	int found = 0, rc;
+
+	for (size_t i = 0; i < n; i++)
+		syms[i].vaddr = syms[i].size = 0;
+	rc = elf_file_open(&f, path, err, errlen);
+	if (rc)
+		return rc;
+	for (int pass = 0; pass < 2 && found < (int)n; pass++) {
+		Elf64_Word want = pass == 0 ? SHT_DYNSYM : SHT_SYMTAB;
+
+		scn = NULL;
+		while ((scn = elf_nextscn(f.elf, scn)) != NULL) {
+			Elf_Data *data;
+			size_t nsyms;
+			GElf_Sym sym;
+
+			if (!gelf_getshdr(scn, &sh) || sh.sh_type != want ||
+			    !(data = elf_getdata(scn, NULL)))
+				continue;
+			nsyms = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
+			if (nsyms > MT_ELF_MAX_SYMBOLS)
+				nsyms = MT_ELF_MAX_SYMBOLS;
+			for (size_t i = 0; i < nsyms; i++) {
+				const char *name;
+
+				if (i % SYMBOL_WINDOW == SYMBOL_WINDOW - 1)
+					forget_pages(&f);
+				if (!gelf_getsym(data, i, &sym) ||
+				    sym.st_shndx == SHN_UNDEF ||
+				    sym.st_value == 0 ||
+				    !(name = elf_strptr(f.elf, sh.sh_link,
+							sym.st_name)))
+					continue;
+				for (size_t k = 0; k < n; k++) {
+					if (syms[k].vaddr ||
+					    strcmp(name, syms[k].name))
+						continue;
+					syms[k].vaddr = sym.st_value;
+					syms[k].size = sym.st_size;
+					found++;
+				}
+			}
+		}
+	}
+	elf_file_close(&f);
+	return found;
+}
+
+int mt_elf_read_vaddr(const char *path, uint64_t vaddr, void *buf, size_t len)
+{
+	struct elf_file f;
+	size_t nphdr;
+	char err[128];
+	int rc = -ENOENT;
+
+	if (elf_file_open(&f, path, err, sizeof(err)))
+		return -ENOEXEC;
+	if (elf_getphdrnum(f.elf, &nphdr))
+		nphdr = 0;
+	for (size_t i = 0; i < nphdr; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(f.elf, i, &ph) || ph.p_type != PT_LOAD ||
+		    vaddr < ph.p_vaddr || len > ph.p_filesz ||
+		    vaddr - ph.p_vaddr > ph.p_filesz - len)
+			continue;
+		if (ph.p_offset > f.size ||
+		    vaddr - ph.p_vaddr + len > f.size - ph.p_offset)
+			break;
+		memcpy(buf, f.image + ph.p_offset + (vaddr - ph.p_vaddr), len);
+		rc = 0;
+		break;
+	}
+	elf_file_close(&f);
+	return rc;
+}
+
 /* The GNU build-id note's bytes (at most cap) into id: their count, or
  * -ENOENT. */
 static int build_id_of(Elf *elf, uint8_t *id, size_t cap)

@@ -32,6 +32,24 @@ struct mt_elf_func {
 int mt_elf_find_funcs(const char *path, struct mt_elf_func *funcs, size_t n,
 		      char *err, size_t errlen);
 
+/* A symbol of any type (function, object) by name: its ELF virtual
+ * address (0: not found) and st_size. */
+struct mt_elf_symbol {
+	const char *name;
+	uint64_t vaddr;
+	uint64_t size;
+};
+
+/* Look up each syms[i].name among the defined symbols of path (.dynsym,
+ * then .symtab), whatever their type; the number found, or -errno (err
+ * says why) as mt_elf_find_funcs. */
+int mt_elf_find_symbols(const char *path, struct mt_elf_symbol *syms, size_t n,
+			char *err, size_t errlen);
+
+/* Read len bytes of path's loaded image at ELF virtual address vaddr
+ * (within one PT_LOAD segment's file bytes): 0, or -errno. */
+int mt_elf_read_vaddr(const char *path, uint64_t vaddr, void *buf, size_t len);
+
 /* The GNU build ID of path (up to cap bytes): its length, or -errno
  * (-ENOENT: the file has none). */
 int mt_elf_build_id(const char *path, uint8_t *id, size_t cap);

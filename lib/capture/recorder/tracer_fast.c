@@ -894,6 +894,13 @@ void mt_fast_stacks_reset(struct mt_fast *f)
 	__atomic_store_n(&f->stacks->nfiles, 0, __ATOMIC_RELEASE);
 }
 
+uint32_t mt_fast_next_code_id(struct mt_fast *f)
+{
+	if (!f || !f->stacks)
+		return 0;
+	return __atomic_add_fetch(&f->stacks->code_ids, 1, __ATOMIC_RELAXED);
+}
+
 /* ---- which files the preload covers ------------------------------------- */
 
 bool mt_fast_covers(const struct mt_fast *f, int fd,

@@ -39,6 +39,11 @@ void mt_fast_stack_file(struct mt_fast *f, const struct mt_code_key *key,
  * before the command runs): the files published so far are forgotten. */
 void mt_fast_stacks_reset(struct mt_fast *f);
 
+/* --stacks: the next CPython code id of the whole tree (the recorders'
+ * count, shared), for code objects mt-trace reads itself; 0 when there
+ * is no shared count (then the caller keeps its own). */
+uint32_t mt_fast_next_code_id(struct mt_fast *f);
+
 /* Before the command is forked by tracer (mt-trace's pid): LD_PRELOAD
  * (prepended) and the shared memory's description in its environment. */
 void mt_fast_child_env(const struct mt_fast *f, pid_t tracer,

@@ -40,9 +40,11 @@
 #include "mt_grow.h"
 #include "mt_stack.h"
 #include "mt_xalloc.h"
+#include "mt_python.h"
 #include "mt_trace.skel.h"
 #include "tracer_fast.h"
 #include "tracer_int.h"
+#include "tracer_python.h"
 
 /* Rows the BPF side can hold (16 bytes each): libc has 28 k, python3.11
  * 65 k, a large C++ program a few hundred k. */
@@ -95,15 +97,27 @@ struct mt_tracer_stacks {
 	/* CODE_MAPs of files not inspected yet (their process waits) */
 	struct mt_event *maps_pending;
 	size_t nmaps_pending, cap_maps_pending;
+	/* the Python frames of the BPF side's stacks (tracer_python.c) */
+	struct mt_python *python;
+	uint32_t code_ids; /* without the recorders' shared count */
 };
 
 /* ---- set-up ----------------------------------------------------------- */
+
+/* MT_PYTHON_FRAMES=0: no Python frames (as the recorder) */
+static bool python_wanted(void)
+{
+	const char *env = getenv("MT_PYTHON_FRAMES");
+
+	return !env || strcmp(env, "0") != 0;
+}
 
 void mt_tracer_stacks_configure(const struct tracer *t, struct mt_trace *skel)
 {
 	bool on = t->opts->stacks;
 
 	skel->rodata->stacks_enabled = on;
+	skel->rodata->python_frames = on && python_wanted();
 	skel->rodata->stack_depth = t->opts->stack_depth;
 	bpf_map__set_max_entries(skel->maps.cfi_rows, on ? STACK_ROWS_MAX : 1);
 	bpf_map__set_max_entries(skel->maps.cfi_pages,
@@ -164,6 +178,10 @@ void mt_tracer_stacks_loaded(struct tracer *t)
 		mt_fast_stacks_reset(t->fast);
 	s->rows_cap = STACK_ROWS_MAX;
 	s->pages_cap = STACK_PAGES_MAX;
+	for (__u32 i = 0; i < MT_PY_LAYOUTS; i++)
+		if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.py_layouts),
+					&i, &mt_py_layouts[i], BPF_ANY))
+			mt_error("Python layouts: %s", strerror(errno));
 }
 
 /* ---- code files ---------------------------------------------------------- */
@@ -357,6 +375,8 @@ int mt_tracer_stack_file(struct tracer *t, int fd, const char *path,
 	} else if (t->opts->verbose) {
 		mt_verbose("%s: no unwind rows: %s", path, err);
 	}
+	if (t->skel->rodata->python_frames)
+		mt_python_file(&s->python, via, path, &file, !t->fast);
 	if (t->fast) /* --fast: the preloaded recorders walk it too */
 		mt_fast_stack_file(t->fast, key, &file, table.rows);
 	if (rc == 0)
@@ -467,6 +487,16 @@ static void keep_frames(struct stack_slot *slot, const struct mt_event *ev,
 	slot->flags = ev->flags;
 }
 
+/* The next CPython code id of the stream: the recorders' count when they
+ * keep one. */
+static uint32_t next_code_id(void *ctx)
+{
+	struct tracer *t = ctx;
+	uint32_t id = mt_fast_next_code_id(t->fast);
+
+	return id ? id : ++t->stacks->code_ids;
+}
+
 /* A STACK record from the ring (size bytes): kept until first used. */
 void mt_tracer_stack_seen(struct tracer *t, const void *data, size_t size)
 {
@@ -476,6 +506,10 @@ void mt_tracer_stack_seen(struct tracer *t, const void *data, size_t size)
 
 	if (!t->stacks || size < sizeof(rec->ev) || !rec->ev.addr)
 		return;
+	if (rec->ev.flags & MT_STACK_RING_PYTHON) {
+		mt_python_seen(t->stacks->python, data, size, next_code_id, t);
+		return;
+	}
 	if (rec->ev.size < nframes)
 		nframes = rec->ev.size;
 	slot = slot_for(t->stacks, rec->ev.addr);
@@ -530,6 +564,79 @@ bool mt_tracer_stack_ref_pairs(const struct mt_event *staged,
 	       next->kind >= MT_EV_MALLOC && next->kind <= MT_EV_BRK;
 }
 
+/* The native frames of key, into frames: from its record, else the BPF
+ * side's table; how many (0: not found). */
+static size_t native_frames(struct tracer *t, uint64_t key, __u64 *frames,
+			    uint16_t *flags)
+{
+	struct stack_slot *slot = slot_for(t->stacks, key);
+	struct mt_stack_record rec;
+	size_t n;
+
+	if (slot->frames) {
+		memcpy(frames, slot->frames, slot->nframes * sizeof(*frames));
+		*flags = slot->flags;
+		return slot->nframes;
+	}
+	if (bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.stacks), &key, &rec))
+		return 0;
+	n = rec.ev.size < MT_STACK_DEPTH_MAX ? rec.ev.size : MT_STACK_DEPTH_MAX;
+	memcpy(frames, rec.frames, n * sizeof(*frames));
+	*flags = rec.ev.flags;
+	return n;
+}
+
+static int append_records(void *ctx, const struct mt_event *recs, size_t n)
+{
+	return mt_tracer_append(ctx, recs, n);
+}
+
+/*
+ * A staged STACK_REF whose event has Python frames too (old_addr = their
+ * key): the stack of both merged (tracer_python.c), under a key of its
+ * own, its code objects' PyCode records and its STACK record first if it
+ * is new, then the reference and the event.  1: not merged (the native
+ * stack alone goes), else mt_tracer_stack_ref's result.
+ */
+static int python_stack_ref(struct tracer *t, const struct mt_event *staged,
+			    const struct mt_event *next)
+{
+	struct mt_tracer_stacks *s = t->stacks;
+	uint64_t key =
+	    (staged->addr ^ staged->old_addr * 0x9e3779b97f4a7c15ull) | 1;
+	struct mt_event pair[2] = {*staged, *next};
+	__u64 native[MT_STACK_DEPTH_MAX], merged[MT_STACK_DEPTH_MAX];
+	struct stack_slot *slot;
+	uint16_t flags = 0;
+	bool truncated = false;
+	size_t n, m;
+
+	slot = slot_for(s, key);
+	if (!slot->id && !slot->frames) {
+		n = native_frames(t, staged->addr, native, &flags);
+		m = n ? mt_python_merge(s->python, staged->old_addr, native, n,
+					merged, t->opts->stack_depth,
+					&truncated)
+		      : 0;
+		if (!m) {
+			slot->key = 0; /* not kept: the native stack goes */
+			s->used--;
+			return 1;
+		}
+		keep_frames(slot, staged, merged, m);
+		slot->flags = flags | (truncated ? MT_STACK_TRUNCATED : 0);
+	}
+	if (!slot->id) {
+		if (mt_python_codes(s->python, slot->frames, slot->nframes,
+				    staged, append_records, t) ||
+		    write_stack(t, slot, staged))
+			return -1;
+	}
+	pair[0].addr = slot->id;
+	pair[0].old_addr = 0;
+	return mt_tracer_append(t, pair, 2);
+}
+
 /* A STACK_REF staged by the ring consumer (addr = key) and its event
  * (next): the STACK record first if this is the stack's first use, then
  * the reference by id and the event, appended together so that a full
@@ -548,6 +655,12 @@ int mt_tracer_stack_ref(struct tracer *t, const struct mt_event *staged,
 	 * --fast a traced command could send any number of them */
 	if (!s || !staged->addr)
 		return mt_tracer_append(t, next, 1);
+	if (staged->old_addr && s->python) {
+		int rc = python_stack_ref(t, staged, next);
+
+		if (rc <= 0)
+			return rc;
+	}
 	slot = slot_for(s, staged->addr);
 	if (!slot->id && !slot->frames && !fetch_frames(t, slot)) {
 		s->unresolved++;
@@ -556,6 +669,7 @@ int mt_tracer_stack_ref(struct tracer *t, const struct mt_event *staged,
 	if (!slot->id && write_stack(t, slot, staged))
 		return -1;
 	pair[0].addr = slot->id;
+	pair[0].old_addr = 0; /* the Python frames' key, if any */
 	return mt_tracer_append(t, pair, 2);
 }
 
@@ -634,6 +748,7 @@ void mt_tracer_stacks_free(struct tracer *t)
 	free(s->files);
 	free(s->file_ids);
 	free(s->maps_pending);
+	mt_python_free(s->python);
 	free(s);
 	t->stacks = NULL;
 }

@@ -54,6 +54,10 @@ int mt_tracer_on_event(void *ctx, void *data, size_t size)
 		t->staged.ev[t->staged.nev].size =
 		    t->staged.ev[t->staged.nev].old_addr =
 			t->staged.ev[t->staged.nev].old_size = 0;
+		/* its Python frames' key (tracer_stacks.c merges them) */
+		if (size >= sizeof(struct mt_py_stacked_event))
+			t->staged.ev[t->staged.nev].old_addr =
+			    ((const struct mt_py_stacked_event *)data)->py_key;
 		t->staged.nev++;
 	}
 	memcpy(&t->staged.ev[t->staged.nev++], data, sizeof(struct mt_event));
