@@ -139,7 +139,7 @@ struct code_mapping {
 	__u32 page_base;
 	__u32 npages;
 	__u64 py_runtime; /* the file's, as struct mt_stack_file says */
-	__u32 py_layout;
+	__u32 py_file;
 };
 
 /*
@@ -211,6 +211,9 @@ struct stack_window {
 	__u64 start_sp;		 /* sp where the walk started */
 	__u64 trampoline;	 /* where uretprobes return to, or 0 */
 	struct code_mapping map; /* the mapping the last pc was in */
+	/* the walked process's CPython runtime (walk_cache.py_runtime) */
+	__u64 py_runtime;
+	__u32 py_file;
 	/* keys the stacks table holds, direct-mapped (known_slot()): it
 	 * never forgets one, so a key found here needs no lookup there (a
 	 * hash table's lookup, ~40 ns of every walk) */
@@ -273,7 +276,7 @@ struct walk_cache {
 	 * mapping of a frame in the interpreter's file, and its layout (1 +
 	 * index in py_layouts); 0: none met since the cache was emptied */
 	__u64 py_runtime;
-	__u32 py_layout;
+	__u32 py_file;
 	struct code_mapping slot[MAPPING_CACHE_SLOTS];
 	struct walk_memo walk[MEMO_WALKS];
 	struct pc_rule rule[PC_RULES];
@@ -324,7 +327,7 @@ static long read_vma(struct task_struct *task, struct vm_area_struct *vma,
 	map->page_base = file->page_base;
 	map->npages = file->npages;
 	map->py_runtime = file->py_runtime;
-	map->py_layout = file->py_layout;
+	map->py_file = file->py_file;
 	return 0;
 }
 
@@ -410,7 +413,7 @@ current_walk_cache(struct mm_struct *mm)
 			cache->walk[i].key = 0;
 		cache->stack_end = 0;
 		cache->py_runtime = 0;
-		cache->py_layout = 0;
+		cache->py_file = 0;
 		cache->epoch++; /* every pc_rule kept so far is stale */
 		cache->mm_id = mm_id;
 		cache->seq = seq;
@@ -513,9 +516,9 @@ __attribute__((noinline)) int find_rule(struct code_mapping *map,
 	rule->row.cfa_rule = MT_CFA_NONE;
 	/* every rule kept at this epoch was found here: a walk through the
 	 * interpreter's code finds its runtime set */
-	if (map->id && map->py_layout) {
+	if (map->id && map->py_file) {
 		cache->py_runtime = map->py_runtime - map->to_elf;
-		cache->py_layout = map->py_layout;
+		cache->py_file = map->py_file;
 	}
 	if (!map->id || !map->nrows)
 		return 0;
@@ -1001,6 +1004,10 @@ static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
 	u.window->bp_slot = 0;
 	u.window->limit = 0;
 	u.window->words_end = 0;
+	/* the process's interpreter, as its cache knows it (a walk through
+	 * the interpreter's code at this epoch set it): for python_stack */
+	u.window->py_runtime = u.cache->py_runtime;
+	u.window->py_file = u.cache->py_file;
 	key = start_memo(&u, ip, sp, bp);
 	if (key || !u.memo)
 		return key;
@@ -1015,6 +1022,8 @@ static __always_inline __u64 walk_stack(__u64 pid_tgid, __u64 ip, __u64 sp,
 	bpf_loop(stack_depth, unwind_step, &u, 0);
 	if (u.window->nframes == 0)
 		return 0;
+	u.window->py_runtime = u.cache->py_runtime;
+	u.window->py_file = u.cache->py_file;
 	/* how far the next walk's windows read */
 	u.cache->extent_hint =
 	    extent_hint(u.window->words_end - u.window->start_sp);
@@ -1071,6 +1080,165 @@ struct {
 	__type(value, struct mt_py_stack_record);
 } py_stacks SEC(".maps");
 
+/* Interpreter files (struct mt_py_file), written by mt-trace. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MT_PY_FILES_MAX);
+	__type(key, __u32);
+	__type(value, struct mt_py_file);
+} py_files SEC(".maps");
+
+/* Code objects sent, by process and address, and what tells one from
+ * another made where a freed one was: its name's and file name's objects
+ * and its first line (as the recorder tells them).  The least recently
+ * met go first: one met again is sent again, under a new id. */
+struct py_code_key {
+	__u64 tgid;
+	__u64 code;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct py_code_key);
+	__type(value, __u64);
+} py_codes_sent SEC(".maps");
+
+/* A code object's record being made, and the object's first bytes. */
+struct py_code_scratch {
+	struct mt_py_code_record rec;
+	union {
+		__u64 words[32];
+		__u32 ints[64];
+	} head;
+	union {
+		__u64 words[8];
+		__u32 ints[16];
+	} obj; /* a str's or bytes' first bytes */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_code_scratch);
+} py_code_scratches SEC(".maps");
+
+/* The first 64 bytes of the object at addr into c->obj, if its type is
+ * type: 0, else -1. */
+static __always_inline long py_object(struct py_code_scratch *c, __u64 addr,
+				      __u64 type)
+{
+	if (!addr ||
+	    bpf_probe_read_user(c->obj.words, sizeof(c->obj), (void *)addr) ||
+	    c->obj.words[MT_PY_OB_TYPE / 8] != type)
+		return -1;
+	return 0;
+}
+
+/* The text of the str at addr (compact ones; another gives "?"), at
+ * most cap - 1 bytes, into dst: its length. */
+static __always_inline __u32 py_str(struct py_code_scratch *c,
+				    const struct mt_py_layout *l, __u64 addr,
+				    __u64 type, char *dst, __u32 cap)
+{
+	__u32 state;
+	__u64 len, data = 0;
+
+	if (py_object(c, addr, type))
+		return 0;
+	state = c->obj.ints[MT_PY_STR_STATE / 4];
+	len = c->obj.words[MT_PY_STR_LENGTH / 8];
+	if (MT_PY_STR_COMPACT(state) && MT_PY_STR_ASCII(state)) {
+		data = addr + l->str_ascii_data;
+	} else if (MT_PY_STR_COMPACT(state)) {
+		data = c->obj.words[(l->str_utf8 >> 3) & 7];
+		len = c->obj.words[(l->str_utf8_length >> 3) & 7];
+	}
+	if (!data) {
+		dst[0] = '?';
+		return 1;
+	}
+	if (len > cap - 1)
+		len = cap - 1;
+	barrier_var(len);
+	if (len == 0 || bpf_probe_read_user(dst, len & (cap - 1), (void *)data))
+		return 0;
+	return len & (cap - 1);
+}
+
+/*
+ * Send the code object at code of the current process (its interpreter's
+ * runtime at runtime, file entry slot) unless sent already: its name,
+ * qualified name, file name and line table, read now, while the frame
+ * running it holds it.  Taken for a code object, str or bytes only when
+ * its type is the interpreter's.  Global: checked once.
+ */
+__attribute__((noinline)) int send_pycode(__u64 pid_tgid, __u64 code,
+					  __u64 runtime, __u32 slot)
+{
+	struct py_code_key k = {pid_tgid >> 32, code};
+	const struct mt_py_layout *l;
+	const struct mt_py_file *f;
+	struct py_code_scratch *c;
+	__u32 zero = 0, at, len;
+	__u64 bytes, table, identity, *sent;
+
+	c = bpf_map_lookup_elem(&py_code_scratches, &zero);
+	at = slot - 1;
+	f = bpf_map_lookup_elem(&py_files, &at);
+	if (!c || !f)
+		return 0;
+	l = bpf_map_lookup_elem(&py_layouts, &f->layout);
+	if (!l ||
+	    bpf_probe_read_user(c->head.words, sizeof(c->head), (void *)code) ||
+	    c->head.words[MT_PY_OB_TYPE / 8] != runtime + f->code_type)
+		return 0;
+	identity = (c->head.words[(l->co_name >> 3) & 31] ^
+		    c->head.words[(l->co_filename >> 3) & 31] << 1) *
+		       0x100000001b3ull ^
+		   c->head.ints[(l->co_firstlineno >> 2) & 63];
+	sent = bpf_map_lookup_elem(&py_codes_sent, &k);
+	if (sent && *sent == identity)
+		return 0;
+	bpf_map_update_elem(&py_codes_sent, &k, &identity, BPF_ANY);
+	fill_event(&c->rec.ev, MT_EV_STACK, pid_tgid);
+	c->rec.ev.flags = MT_STACK_RING_PYCODE;
+	c->rec.ev.addr = code;
+	c->rec.ev.old_addr = f->layout + 1;
+	c->rec.ev.size = c->head.ints[(l->co_firstlineno >> 2) & 63];
+	c->rec.firsttraceable = c->head.ints[(l->co_firsttraceable >> 2) & 63];
+	c->rec.co_code = l->co_code;
+	c->rec.len[0] =
+	    py_str(c, l, c->head.words[(l->co_name >> 3) & 31],
+		   runtime + f->str_type, c->rec.name, MT_PY_NAME_MAX);
+	c->rec.len[1] =
+	    py_str(c, l, c->head.words[(l->co_qualname >> 3) & 31],
+		   runtime + f->str_type, c->rec.qualname, MT_PY_QUALNAME_MAX);
+	c->rec.len[2] =
+	    py_str(c, l, c->head.words[(l->co_filename >> 3) & 31],
+		   runtime + f->str_type, c->rec.file, MT_PY_FILE_MAX);
+	c->rec.len[3] = 0;
+	table = c->head.words[(l->co_linetable >> 3) & 31];
+	if (!py_object(c, table, runtime + f->bytes_type)) {
+		len = c->obj.words[MT_PY_VAR_SIZE / 8];
+		if (len > MT_PY_TABLE_MAX - 1)
+			len = MT_PY_TABLE_MAX - 1; /* longer: cut short */
+		barrier_var(len);
+		if (len && !bpf_probe_read_user(
+			       c->rec.table, len & (MT_PY_TABLE_MAX - 1),
+			       (void *)table + MT_PY_BYTES_DATA))
+			c->rec.len[3] = len;
+	}
+	bytes =
+	    __builtin_offsetof(struct mt_py_code_record, table) + c->rec.len[3];
+	if (bytes > sizeof(c->rec))
+		bytes = sizeof(c->rec);
+	c->rec.ev.aux = bytes;
+	bpf_ringbuf_output(&events, &c->rec, bytes, 0);
+	return 0;
+}
+
 /* A Python walk's state, per CPU (taken with stack_walking). */
 struct py_walk {
 	struct mt_py_stack_record rec;
@@ -1079,9 +1247,12 @@ struct py_walk {
 	__u64 ts;     /* while searching: a thread state */
 	__u64 found;  /* the current thread's state, 0: not found */
 	__u64 hash;
-	__u32 n;      /* frames in rec */
-	__u32 layout; /* index in py_layouts */
-	__u64 word;   /* py_word()'s */
+	__u32 n;       /* frames in rec */
+	__u32 layout;  /* index in py_layouts */
+	__u32 slot;    /* 1 + entry in py_files */
+	__u64 runtime; /* _PyRuntime's address */
+	__u64 pid_tgid;
+	__u64 word; /* py_word()'s */
 	union {
 		__u64 words[16];
 		__u8 bytes[128];
@@ -1168,25 +1339,42 @@ static long py_frame_step(__u32 i, void *ctx)
 	return 0;
 }
 
+/* bpf_loop callback: frame i's code object sent, if new. */
+static long py_code_step(__u32 i, void *ctx)
+{
+	struct py_walk *w = ((struct py_ctx *)ctx)->w;
+
+	send_pycode(w->pid_tgid,
+		    w->rec.frames[i & (MT_PY_FRAMES_MAX - 1)].code &
+			~MT_PY_GROUP_END,
+		    w->runtime, w->slot);
+	return 0;
+}
+
 /*
  * The key of the current thread's Python frames (0: none, or no room), in
- * a process whose CPython runtime is at runtime (its layout, 1 + index).
+ * a process whose CPython runtime is at runtime (its interpreter's file:
+ * 1 + its entry in py_files).
  * Global, like capture_stack: checked once, on its own.
  */
 __attribute__((noinline)) __u64 python_stack(__u64 pid_tgid, __u64 runtime,
-					     __u32 layout)
+					     __u32 slot)
 {
 	const struct mt_py_layout *l;
+	const struct mt_py_file *f;
 	struct py_ctx ctx = {};
 	struct py_walk *w;
-	__u32 zero = 0;
+	__u32 zero = 0, at = slot - 1;
 	__u64 key, *known, bytes;
 	long err;
 
 	w = bpf_map_lookup_elem(&py_walks, &zero);
-	if (!w || !runtime || !layout || layout > MT_PY_LAYOUTS)
+	f = bpf_map_lookup_elem(&py_files, &at);
+	if (!w || !f || !runtime)
 		return 0;
-	w->layout = layout - 1;
+	w->layout = f->layout;
+	w->runtime = runtime;
+	w->slot = slot;
 	l = bpf_map_lookup_elem(&py_layouts, &w->layout);
 	if (!l)
 		return 0;
@@ -1224,11 +1412,15 @@ __attribute__((noinline)) __u64 python_stack(__u64 pid_tgid, __u64 runtime,
 		*known = key;
 		return key;
 	}
+	/* a new list: its code objects, before it */
+	w->pid_tgid = pid_tgid;
+	ctx.w = w;
+	bpf_loop(w->n, py_code_step, &ctx, 0);
 	fill_event(&w->rec.ev, MT_EV_STACK, pid_tgid);
 	w->rec.ev.addr = key;
 	w->rec.ev.size = w->n;
 	w->rec.ev.flags = MT_STACK_RING_PYTHON;
-	w->rec.ev.old_addr = layout;
+	w->rec.ev.old_addr = w->layout + 1;
 	w->rec.ev.aux = w->n * sizeof(w->rec.frames[0]);
 	err = bpf_map_update_elem(&py_stacks, &key, &w->rec, BPF_NOEXIST);
 	if (err == -EEXIST_) { /* another CPU just sent it */
@@ -1246,16 +1438,17 @@ __attribute__((noinline)) __u64 python_stack(__u64 pid_tgid, __u64 runtime,
 	return key;
 }
 
-/* The Python frames' key of the process of mm, on the walk cache the
- * native walk just used (0: no interpreter met). */
-static __always_inline __u64 python_stack_of(__u64 pid_tgid,
-					     struct mm_struct *mm)
+/* The Python frames' key of the current process, whose interpreter the
+ * native walk just found (walk_stack: 0, none met). */
+static __always_inline __u64 python_stack_of(__u64 pid_tgid)
 {
-	struct walk_cache *cache = current_walk_cache(mm);
+	struct stack_window *w;
+	__u32 zero = 0;
 
-	if (!cache || !cache->py_layout)
+	w = bpf_map_lookup_elem(&stack_windows, &zero);
+	if (!w || !w->py_file)
 		return 0;
-	return python_stack(pid_tgid, cache->py_runtime, cache->py_layout);
+	return python_stack(pid_tgid, w->py_runtime, w->py_file);
 }
 
 /*
@@ -1288,7 +1481,7 @@ __attribute__((noinline)) __u64 capture_stack(__u64 pid_tgid, __u64 ip,
 	}
 	key = walk_stack(pid_tgid, ip, sp, bp, mm);
 	if (python_frames && key && py_key)
-		*py_key = python_stack_of(pid_tgid, mm);
+		*py_key = python_stack_of(pid_tgid);
 	/* after every write of the walk (a compiler barrier is enough: the
 	 * flag is this CPU's own, no other CPU reads it) */
 	asm volatile("" ::: "memory");

@@ -79,8 +79,18 @@ struct mt_stack_file {
 	 * mt_py_layouts (bpf/mt_python.h); 0: none, or a version mt does
 	 * not know */
 	__u64 py_runtime;
-	__u32 py_layout;
+	__u32 py_file; /* 1 + its entry in py_files (struct mt_py_file) */
 	__u32 py_pad;
+};
+
+/* An interpreter's file, as the BPF side's Python walk needs it: its
+ * version's layout and where its type objects are, from its _PyRuntime
+ * (the same file: the same distance in every process). */
+#define MT_PY_FILES_MAX 64
+struct mt_py_file {
+	__u32 layout; /* index in mt_py_layouts */
+	__u32 pad;
+	__s64 code_type, str_type, bytes_type;
 };
 
 /* Ring record of an event that has a call stack: the event, then the
@@ -122,6 +132,30 @@ struct mt_py_frame {
 struct mt_py_stack_record {
 	struct mt_event ev;
 	struct mt_py_frame frames[MT_PY_FRAMES_MAX];
+};
+
+/*
+ * A code object, read by the BPF side the first time a process's stack
+ * has a frame of it (while it surely exists): a ring record (kind
+ * MT_EV_STACK, flags MT_STACK_RING_PYCODE, addr = its address, old_addr
+ * = 1 + layout index, size = its first line, aux = bytes sent: the
+ * record up to its line table's end).  Each part's length in len[].
+ */
+#define MT_STACK_RING_PYCODE 0x4000
+#define MT_PY_NAME_MAX	     256
+#define MT_PY_QUALNAME_MAX   512
+#define MT_PY_FILE_MAX	     1024
+#define MT_PY_TABLE_MAX	     4096
+
+struct mt_py_code_record {
+	struct mt_event ev;
+	__u32 len[4]; /* name, qualified name, file name, line table */
+	__s32 firsttraceable;
+	__u32 co_code; /* where its instructions start in the object */
+	char name[MT_PY_NAME_MAX];
+	char qualname[MT_PY_QUALNAME_MAX];
+	char file[MT_PY_FILE_MAX];
+	__u8 table[MT_PY_TABLE_MAX];
 };
 
 /* Ring record of an event whose stack has Python frames too. */

@@ -30,10 +30,13 @@
  * recorder's walk, so readers merge both alike.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+
+#include <bpf/bpf.h>
 
 #include "mt_elf.h"
 #include "mt_log.h"
@@ -105,21 +108,26 @@ static uint64_t mix(uint64_t a)
 /* ---- files ------------------------------------------------------------ */
 
 void mt_python_file(struct mt_python **pyp, const char *via, const char *path,
-		    struct mt_stack_file *file, bool say)
+		    struct mt_stack_file *file, bool say, int py_files_fd)
 {
 	struct mt_elf_symbol syms[] = {
 	    {.name = "_PyRuntime"},
 	    {.name = "Py_Version"},
 	    {.name = "_PyEval_EvalFrameDefault"},
 	    {.name = "_Py_NegativeRefcount"},
+	    {.name = "PyCode_Type"},
+	    {.name = "PyUnicode_Type"},
+	    {.name = "PyBytes_Type"},
 	};
+	struct mt_py_file entry = {0};
+	uint32_t slot;
 	struct mt_python *py;
 	uint64_t version = 0;
 	unsigned v;
 	char err[128];
 	int layout = -1;
 
-	if (mt_elf_find_symbols(via, syms, 4, err, sizeof(err)) < 3 ||
+	if (mt_elf_find_symbols(via, syms, 7, err, sizeof(err)) < 3 ||
 	    !syms[0].vaddr || !syms[1].vaddr || !syms[2].vaddr ||
 	    mt_elf_read_vaddr(via, syms[1].vaddr, &version, sizeof(version)))
 		return; /* not an interpreter */
@@ -130,7 +138,8 @@ void mt_python_file(struct mt_python **pyp, const char *via, const char *path,
 	if (!*pyp)
 		*pyp = mt_xcalloc(1, sizeof(**pyp));
 	py = *pyp;
-	if (layout < 0 || syms[3].vaddr) {
+	if (layout < 0 || syms[3].vaddr || !syms[4].vaddr || !syms[5].vaddr ||
+	    !syms[6].vaddr) {
 		if (say && !py->said_version[v & 0xff]) {
 			if (syms[3].vaddr)
 				mt_warning("%s: a debug build of CPython: no "
@@ -145,8 +154,16 @@ void mt_python_file(struct mt_python **pyp, const char *via, const char *path,
 		py->said_version[v & 0xff] = true;
 		return;
 	}
+	slot = py->nfiles;
+	entry.layout = layout;
+	entry.code_type = (int64_t)(syms[4].vaddr - syms[0].vaddr);
+	entry.str_type = (int64_t)(syms[5].vaddr - syms[0].vaddr);
+	entry.bytes_type = (int64_t)(syms[6].vaddr - syms[0].vaddr);
+	if (slot >= MT_PY_FILES_MAX ||
+	    bpf_map_update_elem(py_files_fd, &slot, &entry, BPF_ANY))
+		return;
 	file->py_runtime = syms[0].vaddr;
-	file->py_layout = layout + 1;
+	file->py_file = slot + 1;
 	py->files =
 	    mt_xreallocarray(py->files, py->nfiles + 1, sizeof(*py->files));
 	py->files[py->nfiles++] =
@@ -361,6 +378,56 @@ static struct py_code *read_code(struct mt_python *py, pid_t pid,
 	keep_pending(py, &p);
 	c->id = p.id;
 	return c;
+}
+
+void mt_python_code_seen(struct mt_python *py, const void *data, size_t size,
+			 uint32_t (*next_code_id)(void *), void *ctx)
+{
+	const struct mt_py_code_record *rec = data;
+	const char *part[4];
+	size_t n[4], cap[4] = {MT_PY_NAME_MAX, MT_PY_QUALNAME_MAX,
+			       MT_PY_FILE_MAX, MT_PY_TABLE_MAX};
+	size_t at = 16, table_at = offsetof(struct mt_py_code_record, table);
+	struct py_pending p = {0};
+	struct py_code *c;
+
+	if (!py || size < table_at || rec->ev.old_addr < 1 ||
+	    rec->ev.old_addr > MT_PY_LAYOUTS)
+		return;
+	part[0] = rec->name;
+	part[1] = rec->qualname;
+	part[2] = rec->file;
+	part[3] = (const char *)rec->table;
+	for (int i = 0; i < 4; i++)
+		n[i] = rec->len[i] < cap[i] ? rec->len[i] : cap[i];
+	if (n[3] > size - table_at)
+		n[3] = size - table_at;
+	p.id = next_code_id(ctx);
+	if (!p.id || p.id > MT_PYCODE_ID_MAX)
+		return;
+	p.payload = mt_xmalloc(MT_PYCODE_PAYLOAD_MAX);
+	for (int i = 0; i < 4; i++) {
+		if (n[i] > MT_PYCODE_PAYLOAD_MAX - at)
+			n[i] = MT_PYCODE_PAYLOAD_MAX - at;
+		memcpy(p.payload + at, part[i], n[i]);
+		put_u32(p.payload + 4 * i, n[i]);
+		at += n[i];
+	}
+	p.len = at;
+	p.version = mt_py_layouts[rec->ev.old_addr - 1].version;
+	p.first_line = (int32_t)rec->ev.size;
+	keep_pending(py, &p);
+	/* the process's code object at that address from now on */
+	if ((py->used_codes + 1) * 2 > py->ncodes)
+		grow_codes(py);
+	c = code_slot(py, rec->ev.pid, rec->ev.addr);
+	if (!c->pid)
+		py->used_codes++;
+	*c = (struct py_code){.pid = rec->ev.pid,
+			      .addr = rec->ev.addr,
+			      .id = p.id,
+			      .co_code = rec->co_code,
+			      .firsttraceable = rec->firsttraceable};
 }
 
 /* ---- lists of frames ----------------------------------------------------- */

@@ -18,10 +18,16 @@ struct mt_stack_file;
 
 /* A code file being inspected (via: a path that opens it): when it is a
  * CPython interpreter's, with a version mt knows, file gets its runtime
- * and layout (the BPF side then reads Python frames) and id its
- * evaluation loop's addresses.  An unknown version is said once (say). */
+ * and its entry in the BPF side's py_files (py_files_fd) (the BPF side
+ * then reads Python frames) and id its evaluation loop's addresses.  An unknown
+ * version is said once (say). */
 void mt_python_file(struct mt_python **py, const char *via, const char *path,
-		    struct mt_stack_file *file, bool say);
+		    struct mt_stack_file *file, bool say, int py_files_fd);
+
+/* A code object the BPF side read (MT_STACK_RING_PYCODE, size bytes):
+ * its PyCode record kept until first used, under a new id. */
+void mt_python_code_seen(struct mt_python *py, const void *data, size_t size,
+			 uint32_t (*next_code_id)(void *), void *ctx);
 
 /* A Python frames ring record (MT_STACK_RING_PYTHON) of size bytes: its
  * code objects read from the process now, kept by key. */

@@ -376,7 +376,8 @@ int mt_tracer_stack_file(struct tracer *t, int fd, const char *path,
 		mt_verbose("%s: no unwind rows: %s", path, err);
 	}
 	if (t->skel->rodata->python_frames)
-		mt_python_file(&s->python, via, path, &file, !t->fast);
+		mt_python_file(&s->python, via, path, &file, !t->fast,
+			       bpf_map__fd(t->skel->maps.py_files));
 	if (t->fast) /* --fast: the preloaded recorders walk it too */
 		mt_fast_stack_file(t->fast, key, &file, table.rows);
 	if (rc == 0)
@@ -506,6 +507,11 @@ void mt_tracer_stack_seen(struct tracer *t, const void *data, size_t size)
 
 	if (!t->stacks || size < sizeof(rec->ev) || !rec->ev.addr)
 		return;
+	if (rec->ev.flags & MT_STACK_RING_PYCODE) {
+		mt_python_code_seen(t->stacks->python, data, size, next_code_id,
+				    t);
+		return;
+	}
 	if (rec->ev.flags & MT_STACK_RING_PYTHON) {
 		mt_python_seen(t->stacks->python, data, size, next_code_id, t);
 		return;
