@@ -107,10 +107,12 @@ line_of() {
 	[ "$output" -ge 1 ]
 }
 
-@test "Python frames of every shape (--fast --stacks): recursion, a generator, a class method, a thread, a module body at import, a list comprehension (its own frame in 3.11)" {
+# shapes MODE: the shapes fixture traced with stacks in MODE, each
+# shape's Python frames checked.
+shapes() {
 	SHAPES="$TOP/tests/fixtures/python/shapes.py"
 	MOD="$TOP/tests/fixtures/python/shapes_mod.py"
-	MT_STACKS=1 trace --fast "$SHAPES"
+	MT_STACKS=1 trace "$1" "$SHAPES"
 	mt-encode --jsonl "$T/out.raw" |
 		"$PY" "$TOP/tests/lib/pyframes.py" 6034 6035 6036 6037 6038 6039 \
 			>"$T/frames"
@@ -130,6 +132,51 @@ line_of() {
 	assert_output --regexp "^      1 <module> shapes_mod.py:$(line_of 'shape: module body' "$MOD") < .* < <module> $(at import)\$"
 	run frames 6006
 	assert_output "      3 comp.<locals>.<listcomp> $(at comprehension) < comp $(at comprehension) < $top"
+	# the thread's frames ran in two evaluation loop calls (its target
+	# called through PyObject_Call): each group in its own call's place,
+	# no evaluation loop frame left
+	mt-report --folded "$T/out.msgpack" >"$T/folded"
+	run grep -F "worker (shapes.py:$(line_of '# shape: thread' "$SHAPES"))" "$T/folded"
+	assert_output --partial "Thread.run"
+	refute_output --partial "_PyEval_EvalFrameDefault"
+}
+
+@test "Python frames of every shape (--fast --stacks): recursion, a generator, a class method, a thread, a module body at import, a list comprehension (its own frame in 3.11)" {
+	shapes --fast
+}
+
+@test "Python frames of every shape (--no-fast --stacks: the BPF walk): recursion, a generator, a class method, a thread, a module body at import (its code object freed before the drain), a list comprehension" {
+	shapes probes
+}
+
+@test "Python frames (--no-fast --stacks: the BPF walk): the 2,000 bytes(5000) of gannet_rows, called from colony, with file and line; exact counts; in mt-report" {
+	MT_STACKS=1 trace probes "$SEABIRD" bytes
+	size=$("$PYTHON" -c 'import sys; print(sys.getsizeof(bytes(5000)))')
+	g="gannet_rows seabird.py:$(line_of 'rows.append(bytes(5000))' "$SEABIRD")"
+	c="colony seabird.py:$(line_of 'rows.extend(gannet_rows' "$SEABIRD")"
+	m="<module> seabird.py:$(line_of 'kept = colony()' "$SEABIRD")"
+	run bash -c "mt-encode --jsonl '$T/out.raw' | '$PY' '$TOP/tests/lib/pyframes.py' $size | sort | uniq -c"
+	assert_output "   2000 $g < $c < $m"
+	# the same site in the report, each evaluation loop frame replaced
+	run mt-report --stack-depth 127 "$T/out.msgpack"
+	assert_output --partial "        ${g/ seabird.py:/ (seabird.py:})
+        ${c/ seabird.py:/ (seabird.py:})"
+}
+
+@test "Python frames (--no-fast): pyenv's CPython 3.12 the same; 3.13 gives native frames only, said once; MT_PYTHON_FRAMES=0 gives none" {
+	MT_STACKS=1 MT_PYTHON_FRAMES=0 trace probes "$SEABIRD" bytes
+	run bash -c "mt-encode --jsonl '$T/out.raw' | grep -c '\"type\":\"PyCode\"'"
+	assert_output 0
+	P12=/root/.pyenv/versions/3.12.1/bin/python3.12
+	P13=/root/.pyenv/versions/3.13.0/bin/python3.13
+	[ -x "$P12" ] || skip "no pyenv CPython 3.12 on this host"
+	PYTHON=$P12 MT_STACKS=1 trace probes "$SEABIRD" bytes
+	run bash -c "mt-encode --jsonl '$T/out.raw' | '$PY' '$TOP/tests/lib/pyframes.py' 5033 | sort | uniq -c"
+	assert_output "   2000 gannet_rows seabird.py:$(line_of 'rows.append(bytes(5000))' "$SEABIRD") < colony seabird.py:$(line_of 'rows.extend(gannet_rows' "$SEABIRD") < <module> seabird.py:$(line_of 'kept = colony()' "$SEABIRD")"
+	[ -x "$P13" ] || skip "no pyenv CPython 3.13 on this host"
+	PYTHON=$P13 MT_STACKS=1 trace probes -c pass
+	run grep -c "CPython 3.13: no Python frames" "$T/trace.err"
+	assert_output 1
 }
 
 @test "Python frames: CPython 3.12 (pyenv's, if installed) the same; another version gives native frames only, said once" {
