@@ -48,6 +48,7 @@ VARIANT_LABEL = {
     "fast": "--fast",
     "faststacks": "--fast --stacks",
     "faststacksnopy": "--fast --stacks, MT_PYTHON_FRAMES=0",
+    "nofaststacksnopy": "--no-fast --stacks, MT_PYTHON_FRAMES=0",
     "all": "all variants",
 }
 
@@ -352,7 +353,9 @@ class Table:
                       ("default", "stacks", "--stacks"),
                       ("nofast", "nofaststacks", "--no-fast --stacks"),
                       ("fast", "faststacks", "--fast --stacks"),
-                      ("faststacksnopy", "faststacks", "Python frames"))
+                      ("faststacksnopy", "faststacks", "Python frames"),
+                      ("nofaststacksnopy", "nofaststacks",
+                       "Python frames, --no-fast"))
                   for (name, variant), row in traced.items()
                   if variant == stacked and (name, base) in traced]
         if not calls and not ratios:
