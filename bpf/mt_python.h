@@ -11,7 +11,7 @@
  * (Include/internal/pycore_frame.h, pycore_runtime.h, pycore_interp.h,
  * Include/cpython/code.h, pystate.h, unicodeobject.h), checked with
  * offsetof() against Debian's python3.11-dev headers and pyenv's 3.12.1
- * (docs/python.md has the program).  Release builds only: a debug build
+ * (bench/py-offsets.c prints them).  Release builds only: a debug build
  * (Py_REF_DEBUG) lays its objects out otherwise.
  */
 #ifndef MT_PYTHON_H

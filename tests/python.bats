@@ -65,6 +65,15 @@ blocks() {
 	[ "$arenas" -ge 10 ]
 }
 
+@test "pymalloc (--no-fast): -v says once that CPython's own allocator is not recorded without the recorder (its calls are inlined: uprobes would miss most)" {
+	MT_FAST=0 mt-trace -v -o "$T/out.raw" -- "$PYTHON" -c pass 2>"$T/trace.err"
+	run grep -c "CPython's own allocator (pymalloc) is not recorded" "$T/trace.err"
+	assert_output 1
+	mt-trace --fast -v -o "$T/out.raw" -- "$PYTHON" -c pass 2>"$T/trace.err"
+	run grep -c "pymalloc" "$T/trace.err"
+	assert_output 0
+}
+
 # line MARK FILE: the line of FILE that carries "# shape: MARK" (or, for
 # seabird.py, the text MARK).
 line_of() {
