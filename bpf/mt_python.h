@@ -4,8 +4,7 @@
  * offsets of its structures' fields, for each version mt knows, in one
  * table shared by the recorder's walk (lib/preload/python.c, in the
  * process), the BPF side's (bpf/mt_stack.bpf.h, given the offsets by
- * mt-trace before the load) and mt-trace's reading of code objects
- * (lib/capture/stacks/tracer_python.c, from the traced process's memory).
+ * mt-trace) and mt-trace's (lib/capture/stacks/tracer_python.c).
  *
  * The offsets are those of CPython's headers for each version
  * (Include/internal/pycore_frame.h, pycore_runtime.h, pycore_interp.h,

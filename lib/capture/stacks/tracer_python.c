@@ -11,16 +11,17 @@
  * instruction pointer of each Python frame (bpf/mt_stack.bpf.h,
  * python_stack), sent once per distinct list.
  *
- * Here, when such a list arrives (the drain, soon after the event): each
- * code object new to that process is read from its memory
- * (process_vm_readv): its name, qualified name, file name and line table,
- * made into the PyCode record of a new code id (the recorders' count when
- * they run, so ids stay unique in the stream).  That memory is the traced
- * command's: every object is taken for a code object, str or bytes only
- * when its type's tp_name says so, every length is bounded, and a read
- * that fails drops the frame.  A code object freed before the drain, or
- * one made where a freed one was, is not told from the one first read at
- * its address in that process (the recorder's walk can, in the process).
+ * Each code object is read by the BPF side the first time a process's
+ * stack has a frame of it (send_pycode: while the frame holds it; a
+ * module's body is freed once imported, a process may be gone by the
+ * drain): its name, qualified name, file name and line table, checked to
+ * be of the interpreter's types, made here into the PyCode record of a
+ * new code id (the recorders' count when they run, so ids stay unique in
+ * the stream).  Should that record be lost (a full ring), the object is
+ * read here from the process (process_vm_readv), if it still exists:
+ * that memory is the traced command's, so every object is taken for a
+ * code object, str or bytes only when its type's tp_name says so, every
+ * length is bounded, and a read that fails drops the frame.
  *
  * When an event's stack is first written, the Python frames go just
  * inside the native frames of the evaluation loop calls that ran them
