@@ -408,6 +408,10 @@ class Table:
                 self.target("stacks: python3, Python frames / without",
                             "<= %.1fx" % PYFRAMES_MAX_RATIO,
                             "%.2fx" % ratio, ratio <= PYFRAMES_MAX_RATIO)
+            if name == "python" and label == "Python frames, --no-fast":
+                self.target("stacks: python3 --no-fast, Python frames / "
+                            "without", "<= %.1fx" % PYFRAMES_MAX_RATIO,
+                            "%.2fx" % ratio, ratio <= PYFRAMES_MAX_RATIO)
             if name in ("python3", "tar") and label == "--stacks":
                 self.target("stacks: %s, --stacks / traced" % name,
                             "<= %.1fx" % STACK_MAX_RATIO, "%.2fx" % ratio,

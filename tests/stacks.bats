@@ -221,9 +221,10 @@ thread_main"
 	# places it on the list-building path is its caller, the eval loop's
 	# LIST_APPEND (_PyEval_EvalFrameDefault, exported), with nothing of
 	# libc's between, and the exact bytes.
-	# (--no-fast: the BPF walk's native frames; the recorder puts the
-	# script's own frames in place of the eval loop: python.bats)
-	trace_ok --no-fast --stacks --child-stdout "$T/py.out" -- /usr/bin/python3 -c \
+	# (--no-fast, MT_PYTHON_FRAMES=0: the BPF walk's native frames; with
+	# Python frames both walks put the script's own in place of the eval
+	# loop: python.bats)
+	MT_PYTHON_FRAMES=0 trace_ok --no-fast --stacks --child-stdout "$T/py.out" -- /usr/bin/python3 -c \
 		'import sys; l = [None for _ in range(2000000)]; print(sys.getsizeof(l) - sys.getsizeof([]))'
 	array=$(cat "$T/py.out")
 	[ "$array" -ge 16000000 ]
