@@ -126,6 +126,12 @@ void mt_tracer_stacks_configure(const struct tracer *t, struct mt_trace *skel)
 		bpf_map__set_max_entries(skel->maps.stacks, 1);
 		bpf_map__set_max_entries(skel->maps.stack_files, 1);
 	}
+	/* the Python walk's tables only when it runs: py_stacks is a hash
+	 * table whose buckets the kernel builds when it is made */
+	if (!skel->rodata->python_frames) {
+		bpf_map__set_max_entries(skel->maps.py_stacks, 1);
+		bpf_map__set_max_entries(skel->maps.py_codes_sent, 1);
+	}
 }
 
 static void stacks_reset(struct mt_tracer_stacks *s)
