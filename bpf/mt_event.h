@@ -35,7 +35,11 @@ enum mt_event_kind {
 	MT_EV_BRK = 9,	  /* addr = new break, old_addr = previous break */
 	/* process life (sched tracepoints, own ring buffer) */
 	MT_EV_FORK = 10, /* pid = new process, old_addr = parent pid */
-	MT_EV_EXEC = 11, /* aux = path length; path follows in DATA records */
+	/* aux = payload length; the path follows in DATA records, and when
+	 * size is not 0, a NUL and the size bytes of the program's arguments
+	 * (each ending in a NUL, as the kernel keeps them); old_size = the
+	 * argument area's whole length (more than size: cut) */
+	MT_EV_EXEC = 11,
 	MT_EV_EXIT = 12, /* aux = wait(2)-style status of the process */
 	/* MT_EV_DATA is never the kind of a stored record: it names the
 	 * payload slots that follow an EXEC or MARKER record.  That record's
@@ -171,5 +175,10 @@ struct mt_event {
 
 /* Longest exec path / marker name the kernel side records. */
 #define MT_PATH_MAX 4096
+
+/* The most bytes of an exec'd program's argument area recorded (its
+ * arguments, each ending in a NUL; the last cut one gets a NUL of its
+ * own, so an Exec's arguments are at most MT_ARGS_MAX + 1 bytes). */
+#define MT_ARGS_MAX 4096
 
 #endif /* MT_EVENT_H */

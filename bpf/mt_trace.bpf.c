@@ -1464,21 +1464,58 @@ static __always_inline bool exec_keeps_recorder(struct linux_binprm *bprm,
 	return memfd && BPF_CORE_READ(memfd, f_inode, i_ino) == fast_memfd_ino;
 }
 
-/* An exec record carries its path in the bytes after the event; mt-trace
- * turns them into DATA slots of the raw stream. */
+/*
+ * An exec record: the event, then the path (aux bytes), a NUL, and the
+ * first ev.size bytes of the new program's argument area (its arguments,
+ * each ending in a NUL; ev.old_size: the whole area's length, more when
+ * cut at MT_ARGS_MAX).  Built in a per-CPU buffer and copied into the ring
+ * at its real length: most are a hundred bytes, not 8 KiB (tracepoints run
+ * with preemption off, so no other exec on the CPU shares the buffer).
+ * The area is the traced program's memory: its bytes are data to bound,
+ * never to trust (mt-trace and the readers check them again).
+ */
 struct exec_record {
 	struct mt_event ev;
-	char path[MT_PATH_MAX];
+	char bytes[MT_PATH_MAX + MT_ARGS_MAX];
 };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct exec_record);
+} exec_records SEC(".maps");
+
+/* The argument area of the program just exec'd (mm->arg_start..arg_end,
+ * written by the kernel, not yet by the program) after the path's NUL at
+ * r->bytes[at - 1]: the bytes read, 0 when none. */
+static __always_inline __u64 exec_args(struct exec_record *r,
+				       struct task_struct *task, long at)
+{
+	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	__u64 start = BPF_CORE_READ(mm, arg_start);
+	__u64 end = BPF_CORE_READ(mm, arg_end);
+	__u64 whole = end > start ? end - start : 0, n = whole;
+
+	if (n > MT_ARGS_MAX)
+		n = MT_ARGS_MAX;
+	if (at < 1 || at > MT_PATH_MAX || n == 0)
+		return 0;
+	if (bpf_probe_read_user(r->bytes + at, n, (const void *)start))
+		return 0;
+	r->ev.old_size = whole;
+	return n;
+}
 
 SEC("raw_tp/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
 	     struct linux_binprm *bprm)
 {
-	__u32 tgid = BPF_CORE_READ(task, tgid);
+	__u32 tgid = BPF_CORE_READ(task, tgid), zero = 0;
 	struct mt_traced *entry;
 	struct exec_record *r;
 	long len;
+	__u64 bytes;
 
 	if (!session_live)
 		return 0;
@@ -1498,14 +1535,26 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid,
 	entry->brk = BPF_CORE_READ(task, mm, brk);     /* the new program's */
 	entry->tracer_lo[0] = entry->tracer_hi[0] = 0; /* a new address space */
 	entry->tracer_lo[1] = entry->tracer_hi[1] = 0;
-	r = (struct exec_record *)reserve_lifecycle(sizeof(*r));
+	r = bpf_map_lookup_elem(&exec_records, &zero);
 	if (!r)
 		return 0;
 	fill_event(&r->ev, MT_EV_EXEC, bpf_get_current_pid_tgid());
-	len = bpf_probe_read_kernel_str(r->path, sizeof(r->path),
+	len = bpf_probe_read_kernel_str(r->bytes, MT_PATH_MAX,
 					BPF_CORE_READ(bprm, filename));
-	r->ev.aux = len > 0 ? len - 1 : 0; /* without the NUL */
-	submit_lifecycle(r);
+	if (len < 1) { /* no path: an empty one, and its NUL */
+		r->bytes[0] = 0;
+		len = 1;
+	}
+	r->ev.aux = len - 1; /* without the NUL */
+	r->ev.size = exec_args(r, task, len);
+	bytes = sizeof(r->ev) + len + r->ev.size;
+	if (bytes > sizeof(*r))
+		bytes = sizeof(*r);
+	/* the ring's own wake-up rule, as submit_lifecycle */
+	if (bpf_ringbuf_output(&lifecycle, r, bytes, 0))
+		ring_full(MT_LOST_LIFECYCLE_RING, lifecycle_high_water);
+	else
+		ring_pressure(&lifecycle, 0, lifecycle_high_water);
 	/* the program's own code: a static allocator is in it; under --fast
 	 * a program that may not carry the recorder stops in any case */
 	new_code(BPF_CORE_READ(bprm, file), bpf_get_current_pid_tgid(), 0, 0,

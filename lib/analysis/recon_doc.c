@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mt_human.h"
 #include "recon_emit.h"
 #include "recon_int.h"
 
@@ -154,6 +155,19 @@ static void gauges_emit(struct emit *e, const char *key,
 	emit_close(e, false);
 }
 
+/* "argv": [...] of a program's arguments (struct cmdline) */
+static void argv_emit(struct emit *e, const struct cmdline *c)
+{
+	emit_open(e, "argv", true);
+	for (size_t i = 0; i < c->len;) {
+		size_t one = strlen(c->args + i);
+
+		emit_strn(e, NULL, c->args + i, one);
+		i += one + 1;
+	}
+	emit_close(e, true);
+}
+
 static void execs_emit(struct emit *e, const char *key,
 		       const struct proc_sum *p)
 {
@@ -161,10 +175,84 @@ static void execs_emit(struct emit *e, const char *key,
 	for (size_t i = 0; i < p->nexecs; i++) {
 		emit_open(e, NULL, false);
 		emit_strn(e, "path", p->execs[i].path, p->execs[i].len);
+		if (p->execs[i].cmd.args) {
+			argv_emit(e, &p->execs[i].cmd);
+			emit_bool(e, "argv_cut", p->execs[i].cmd.cut);
+		}
 		emit_int(e, "t_ns", p->execs[i].t);
 		emit_close(e, false);
 	}
 	emit_close(e, true);
+}
+
+/* The root process without an exec of its own runs the command: the
+ * header's, as a struct cmdline (args NULL when there is none). */
+static struct cmdline header_cmdline(const struct mt_recon *r)
+{
+	json_t *cmd = json_object_get(r->header, "command"), *v;
+	struct cmdline c = {0};
+	size_t i, n = 0;
+
+	json_array_foreach(cmd, i, v) n += json_string_length(v) + 1;
+	if (!json_array_size(cmd) || !(c.args = malloc(n)))
+		return c;
+	json_array_foreach(cmd, i, v)
+	{
+		/* a NUL inside would split it: cut there, as exec would */
+		const char *s =
+		    json_string_value(v) ? json_string_value(v) : "";
+		size_t len = strnlen(s, json_string_length(v));
+
+		memcpy(c.args + c.len, s, len);
+		c.len += len;
+		c.args[c.len++] = '\0';
+	}
+	return c;
+}
+
+/*
+ * "argv", "argv_cut" and "command_line" of what the process runs
+ * (proc_cmdline; for the root process without an exec, the command), or
+ * nulls when its arguments are not known (a trace of mt 0.4 or earlier).
+ */
+static void cmdline_emit(struct emit *e, const struct mt_recon *r,
+			 const struct proc_sum *p)
+{
+	const struct cmdline *c = proc_cmdline(p);
+	struct cmdline root = {0};
+	const char **argv;
+	size_t *lens, n = 0;
+	char *text = NULL;
+
+	if (!c && !p->nexecs && !p->program && r->meta.root_pid &&
+	    p->pid == r->meta.root_pid) {
+		root = header_cmdline(r);
+		c = root.args ? &root : NULL;
+	}
+	for (size_t i = 0; c && i < c->len; i += strlen(c->args + i) + 1)
+		n++;
+	argv = calloc(n + 1, sizeof(*argv));
+	lens = calloc(n + 1, sizeof(*lens));
+	for (size_t i = 0, k = 0; c && argv && lens && i < c->len; k++) {
+		argv[k] = c->args + i;
+		lens[k] = strlen(argv[k]);
+		i += lens[k] + 1;
+	}
+	if (c && argv && lens)
+		text = mt_shell_quote(argv, lens, n);
+	if (text) {
+		argv_emit(e, c);
+		emit_bool(e, "argv_cut", c->cut);
+		emit_str(e, "command_line", text);
+	} else {
+		emit_null(e, "argv");
+		emit_null(e, "argv_cut");
+		emit_null(e, "command_line");
+	}
+	free(text);
+	free(argv);
+	free(lens);
+	free(root.args);
 }
 
 /* "program": what the process runs (proc_program), or null */
@@ -205,6 +293,7 @@ static void proc_emit(struct emit *e, struct mt_recon *r, struct proc_sum *p)
 		emit_null(e, "ppid");
 	execs_emit(e, "execs", p);
 	program_emit(e, r, p);
+	cmdline_emit(e, r, p);
 	emit_int(e, "start_ns", p->start_t);
 	if (p->ended)
 		emit_int(e, "end_ns", p->end_t);

@@ -279,6 +279,19 @@ void emit_null_k(struct emit *e, const char *key, size_t klen)
 	e->len = b + 4 - e->buf;
 }
 
+void emit_bool_k(struct emit *e, const char *key, size_t klen, bool v)
+{
+	char *b;
+
+	if (!e->out) {
+		tree_add(e, key, json_boolean(v));
+		return;
+	}
+	b = text_room(e, key, klen, 5);
+	memcpy(b, v ? "true" : "false", v ? 4 : 5);
+	e->len = b + (v ? 4 : 5) - e->buf;
+}
+
 /* A string of n bytes, valid UTF-8 (NUL bytes included). */
 void emit_strn_k(struct emit *e, const char *key, size_t klen, const char *s,
 		 size_t n)

@@ -44,6 +44,7 @@ void emit_open_k(struct emit *e, const char *key, size_t klen, bool array);
 void emit_close(struct emit *e, bool array);
 void emit_int_k(struct emit *e, const char *key, size_t klen, json_int_t v);
 void emit_null_k(struct emit *e, const char *key, size_t klen);
+void emit_bool_k(struct emit *e, const char *key, size_t klen, bool v);
 /* A string of n bytes, valid UTF-8 (NUL bytes included). */
 void emit_strn_k(struct emit *e, const char *key, size_t klen, const char *s,
 		 size_t n);
@@ -73,6 +74,12 @@ static inline __attribute__((always_inline)) void emit_null(struct emit *e,
 							    const char *key)
 {
 	emit_null_k(e, key, KEY_LEN(key));
+}
+
+static inline __attribute__((always_inline)) void
+emit_bool(struct emit *e, const char *key, bool v)
+{
+	emit_bool_k(e, key, KEY_LEN(key), v);
 }
 
 static inline __attribute__((always_inline)) void

@@ -148,10 +148,20 @@ struct leak_top {
 	uint64_t count, bytes;
 };
 
-/* An exec: its path (valid UTF-8, see exec_path) and when. */
+/* A program's arguments as the document gives them: each valid UTF-8
+ * (exec_path) and ending in a NUL, len bytes in all; cut: the trace had
+ * only the first MT_ARGS_MAX bytes of them.  args NULL: not known. */
+struct cmdline {
+	char *args;
+	size_t len;
+	bool cut;
+};
+
+/* An exec: its path (valid UTF-8, see exec_path), its arguments, when. */
 struct exec {
 	char *path;
 	size_t len;
+	struct cmdline cmd;
 	uint64_t t;
 };
 
@@ -202,7 +212,8 @@ struct proc_sum {
 	struct exec *execs;
 	size_t nexecs;
 	char *program; /* forked without exec: the parent's program */
-	size_t rank;   /* 0 = the heaviest, set at the end */
+	struct cmdline program_cmd; /* and its arguments */
+	size_t rank;		    /* 0 = the heaviest, set at the end */
 	struct proc *live;
 	struct proc_sum *next; /* creation order */
 };
@@ -458,6 +469,8 @@ void on_process_fork(struct mt_recon *r, const struct mt_event *ev, uint64_t t);
  * for the root process): NULL when unknown */
 const char *proc_program(const struct mt_recon *r, const struct proc_sum *p,
 			 size_t *len);
+/* its arguments, NULL when not known (proc_program's chain) */
+const struct cmdline *proc_cmdline(const struct proc_sum *p);
 void on_process_exec(struct mt_recon *r, struct proc *p,
 		     const struct mt_record *rec, uint64_t t);
 void on_process_exit(struct mt_recon *r, struct proc *p, uint32_t status,

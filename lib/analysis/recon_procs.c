@@ -218,6 +218,30 @@ const char *proc_program(const struct mt_recon *r, const struct proc_sum *p,
 	return cmd;
 }
 
+/* The arguments of the program p runs, as proc_program finds it; NULL
+ * when not known (a trace without them, or the root process without an
+ * exec: its command is the header's). */
+const struct cmdline *proc_cmdline(const struct proc_sum *p)
+{
+	const struct cmdline *c = p->nexecs    ? &p->execs[p->nexecs - 1].cmd
+				  : p->program ? &p->program_cmd
+					       : NULL;
+
+	return c && c->args ? c : NULL;
+}
+
+static struct cmdline cmdline_copy(const struct cmdline *c)
+{
+	struct cmdline copy = {0};
+
+	if (c && c->args && (copy.args = malloc(c->len))) {
+		memcpy(copy.args, c->args, c->len);
+		copy.len = c->len;
+		copy.cut = c->cut;
+	}
+	return copy;
+}
+
 void on_process_fork(struct mt_recon *r, const struct mt_event *ev, uint64_t t)
 {
 	uint32_t ppid = (uint32_t)ev->old_addr;
@@ -242,6 +266,7 @@ void on_process_fork(struct mt_recon *r, const struct mt_event *ev, uint64_t t)
 		const char *program = proc_program(r, parent->sum, &len);
 
 		cs->program = program ? strndup(program, len) : NULL;
+		cs->program_cmd = cmdline_copy(proc_cmdline(parent->sum));
 	}
 	/* the child's address space is a copy of the parent's */
 	inherit_blocks(child, parent);
@@ -329,6 +354,39 @@ static char *exec_path(const char *s, size_t n, size_t *len)
 	return shrunk ? shrunk : out;
 }
 
+/*
+ * An exec's arguments (mt_exec_args: any bytes, the traced program's) as
+ * the document can hold them: each made valid UTF-8 as a path is, and
+ * ended by a NUL; none when the record has none or out of memory.
+ */
+static struct cmdline exec_cmdline(const struct mt_record *rec)
+{
+	const char *args = mt_exec_args(rec);
+	size_t len = args ? rec->ev.size : 0, n = 0;
+	struct cmdline c = {0};
+	char *out;
+
+	if (!args || !(out = malloc(3 * len + 2)))
+		return c;
+	for (size_t i = 0; i < len;) {
+		size_t one = strnlen(args + i, len - i), k;
+		char *fixed = exec_path(args + i, one, &k);
+
+		if (!fixed) {
+			free(out);
+			return c;
+		}
+		memcpy(out + n, fixed, k + 1); /* and its NUL */
+		n += k + 1;
+		free(fixed);
+		i += one + 1;
+	}
+	c.args = out;
+	c.len = n;
+	c.cut = rec->ev.old_size > rec->ev.size;
+	return c;
+}
+
 void on_process_exec(struct mt_recon *r, struct proc *p,
 		     const struct mt_record *rec, uint64_t t)
 {
@@ -343,12 +401,15 @@ void on_process_exec(struct mt_recon *r, struct proc *p,
 		free(x.path);
 		return; /* out of memory: the exec goes unlisted */
 	}
+	x.cmd = exec_cmdline(rec);
 	s->execs = v;
 	v[s->nexecs++] = x;
 	/* the program inherited at fork is never read once there is an
 	 * exec (proc_program) */
 	free(s->program);
 	s->program = NULL;
+	free(s->program_cmd.args);
+	s->program_cmd = (struct cmdline){0};
 }
 
 /* Heavier first: by peak heap, then peak RSS, then peak mapped; a total
@@ -577,9 +638,12 @@ void proc_free(struct proc_sum *s)
 		proc_live_free(s->live);
 	free(s->pss);
 	free(s->leaks.v);
-	for (size_t i = 0; i < s->nexecs; i++)
+	for (size_t i = 0; i < s->nexecs; i++) {
 		free(s->execs[i].path);
+		free(s->execs[i].cmd.args);
+	}
 	free(s->execs);
 	free(s->program);
+	free(s->program_cmd.args);
 	free(s);
 }

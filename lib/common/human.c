@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,4 +189,116 @@ int mt_parse_percent(const char *s, double *pct)
 		return -1;
 	*pct = v;
 	return 0;
+}
+
+/* The code point of the UTF-8 sequence at s (its length in *len), or the
+ * byte itself (*len 1) when it is not one (the input should be UTF-8). */
+static uint32_t code_point(const unsigned char *s, size_t left, size_t *len)
+{
+	size_t n = s[0] < 0x80 ? 1 : s[0] < 0xe0 ? 2 : s[0] < 0xf0 ? 3 : 4;
+	uint32_t c;
+
+	if (n > left || s[0] < 0xc0) {
+		*len = 1;
+		return s[0];
+	}
+	c = n == 1 ? s[0] : s[0] & (0x7f >> n);
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80) {
+			*len = 1;
+			return s[0];
+		}
+		c = c << 6 | (s[i] & 0x3f);
+	}
+	*len = n;
+	return c;
+}
+
+/* Shown escaped: C0 and C1 controls, DEL, and the characters that change
+ * the order text is shown in (Unicode's bidirectional marks, embeddings,
+ * overrides and isolates), and the line and paragraph separators. */
+static bool must_escape(uint32_t c)
+{
+	return c < 0x20 || (c >= 0x7f && c <= 0x9f) || c == 0x200e ||
+	       c == 0x200f || (c >= 0x2028 && c <= 0x202e) ||
+	       (c >= 0x2066 && c <= 0x2069);
+}
+
+static bool shell_plain(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || strchr("_@%+=:,./-", c);
+}
+
+/* One argument, quoted as needed, at o (room for 10 bytes a byte + 3). */
+static char *quote_one(char *o, const char *s, size_t len)
+{
+	bool plain = len > 0, escape = false;
+
+	for (size_t i = 0, k; i < len; i += k) {
+		uint32_t c =
+		    code_point((const unsigned char *)s + i, len - i, &k);
+
+		plain &= k == 1 && c && shell_plain((unsigned char)c);
+		escape |= must_escape(c);
+	}
+	if (plain) {
+		memcpy(o, s, len);
+		return o + len;
+	}
+	if (!escape) { /* '...', each ' as '\'' */
+		*o++ = '\'';
+		for (size_t i = 0; i < len; i++) {
+			if (s[i] == '\'') {
+				memcpy(o, "'\\''", 4);
+				o += 4;
+			} else {
+				*o++ = s[i];
+			}
+		}
+		*o++ = '\'';
+		return o;
+	}
+	*o++ = '$';
+	*o++ = '\'';
+	for (size_t i = 0, k; i < len; i += k) {
+		uint32_t c =
+		    code_point((const unsigned char *)s + i, len - i, &k);
+
+		if (c == '\n' || c == '\t' || c == '\r') {
+			*o++ = '\\';
+			*o++ = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+		} else if (c == '\\' || c == '\'') {
+			*o++ = '\\';
+			*o++ = (char)c;
+		} else if (must_escape(c)) {
+			o += sprintf(o, c < 0x80 ? "\\x%02x" : "\\u%04x",
+				     (unsigned)c);
+		} else {
+			memcpy(o, s + i, k);
+			o += k;
+		}
+	}
+	*o++ = '\'';
+	return o;
+}
+
+char *mt_shell_quote(const char *const *argv, const size_t *lens, size_t n)
+{
+	size_t room = 1;
+	char *out, *o;
+
+	for (size_t i = 0; i < n; i++)
+		room += 10 * lens[i] + 4;
+	out = malloc(room);
+	if (!out)
+		return NULL;
+	o = out;
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			*o++ = ' ';
+		o = quote_one(o, argv[i], lens[i]);
+	}
+	*o = '\0';
+	return out;
 }

@@ -44,4 +44,14 @@ int mt_parse_count(const char *s, uint64_t *n);
 /* PCT: a non-negative number with an optional '%'.  0 or -1. */
 int mt_parse_percent(const char *s, double *pct);
 
+/*
+ * A command line for people, from its arguments (n strings of valid
+ * UTF-8): joined by spaces, each quoted as a POSIX shell would need it
+ * ('a b', '' for an empty one), and one holding a control character,
+ * C1 control or bidirectional format character as $'a\nb' with escapes,
+ * so that the text can neither move a terminal's cursor nor reorder what
+ * is shown.  A new string (free it), NULL when out of memory.
+ */
+char *mt_shell_quote(const char *const *argv, const size_t *lens, size_t n);
+
 #endif /* MT_HUMAN_H */

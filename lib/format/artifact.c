@@ -531,6 +531,40 @@ static void put_argv_k(struct map_writer *w, const char *key, size_t klen,
 	w->n++;
 }
 
+/* An Exec's arguments, len bytes each ending in a NUL (mt_exec_args; a
+ * last one without is ended by the bytes' end), as an array of strings. */
+static void put_args_k(struct map_writer *w, const char *key, size_t klen,
+		       const char *args, size_t len)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < len; i += strnlen(args + i, len - i) + 1)
+		n++;
+	if (w->msgpack) {
+		if (!room(w, 5 + MAP_ROOM))
+			return;
+		w->p = mp_array_header(mp_key(w->p, key, klen), n);
+	} else {
+		w->p = js_key(w, key, klen);
+		js_bytes(w, "[", 1);
+	}
+	for (size_t i = 0, k = 0; i < len; k++) {
+		size_t one = strnlen(args + i, len - i);
+
+		if (w->msgpack) {
+			mp_str_value(w, args + i, one);
+		} else {
+			if (k)
+				js_bytes(w, ",", 1);
+			js_str_value(w, args + i, one);
+		}
+		i += one + 1;
+	}
+	if (!w->msgpack)
+		js_bytes(w, "]", 1);
+	w->n++;
+}
+
 /* A stack's frames: [[file, address], ...] (mt_event.h, MT_FRAME). */
 static void put_frames_k(struct map_writer *w, const char *key, size_t klen,
 			 const uint64_t *frames, uint32_t n)
@@ -589,6 +623,7 @@ static void put_hex_k(struct map_writer *w, const char *key, size_t klen,
 #define put_cstr(w, k, s)      put_cstr_k(w, KEY(k), s)
 #define put_argv(w, k, av, ac) put_argv_k(w, KEY(k), av, ac)
 #define put_frames(w, k, f, n) put_frames_k(w, KEY(k), f, n)
+#define put_args(w, k, s, len) put_args_k(w, KEY(k), s, len)
 #define put_hex(w, k, b, len)  put_hex_k(w, KEY(k), b, len)
 
 /* ---- the maps -------------------------------------------------------- */
@@ -611,6 +646,11 @@ static void event_string_keys(struct map_writer *w, const struct mt_record *rec,
 	switch (kind) {
 	case MT_EV_EXEC:
 		put_str(w, "path", rec->str ? rec->str : "", rec->str_len);
+		if (mt_exec_args(rec)) {
+			put_args(w, "argv", mt_exec_args(rec), rec->ev.size);
+			if (rec->ev.old_size > rec->ev.size) /* cut */
+				put_u64(w, "argv_bytes", rec->ev.old_size);
+		}
 		break;
 	case MT_EV_MARKER:
 		put_str(w, "name", rec->str ? rec->str : "", rec->str_len);

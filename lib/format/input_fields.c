@@ -51,6 +51,8 @@ const char *const key_names[K_MAX] = {
     [K_QUALNAME] = "qualname",
     [K_LINETABLE] = "linetable",
     [K_TRACER] = "tracer",
+    [K_ARGV] = "argv",
+    [K_ARGV_BYTES] = "argv_bytes",
     [K_FORMAT] = "format",
     [K_VERSION] = "version",
     [K_COMMAND] = "command",
@@ -213,6 +215,64 @@ static int fields_exit_status(struct mt_input *in, uint64_t off,
 	return 0;
 }
 
+/*
+ * An Exec map back into its record: the path, and with "argv" a NUL and
+ * each argument with its NUL (mt_exec_args); "argv_bytes", written when
+ * the arguments were cut, is the whole area's length.
+ */
+static int fields_exec(struct mt_input *in, uint64_t off,
+		       const struct fields *f, struct mt_record *rec)
+{
+	const struct value *argv = val(f, K_ARGV);
+	const char *path = NULL, *s;
+	size_t path_len = 0, total, len;
+	uint64_t whole = 0;
+	char *p;
+
+	if (get_str(in, off, f, K_PATH, &path, &path_len) ||
+	    get_uint(in, off, f, K_ARGV_BYTES, &whole))
+		return -1;
+	if (argv->type != V_NONE && (argv->type != V_ARRAY || !argv->str_at))
+		return input_fail(in, off,
+				  "Exec: \"argv\": expected an array of "
+				  "strings");
+	total = path_len;
+	for (size_t i = 0; argv->type == V_ARRAY && i < argv->n; i++) {
+		if (!argv->str_at(argv->arr, i, &s, &len))
+			return input_fail(in, off,
+					  "Exec: \"argv\": element %zu is not "
+					  "a string",
+					  i);
+		total += len + 1 + (i == 0);
+		if (total > MAX_PAYLOAD)
+			return input_fail(in, off,
+					  "Exec: path and \"argv\" longer "
+					  "than %u bytes",
+					  MAX_PAYLOAD);
+	}
+	if (!input_str_room(in, total))
+		return input_fail(in, off, "out of memory");
+	p = in->str;
+	memcpy(p, path ? path : "", path_len);
+	p += path_len;
+	for (size_t i = 0; argv->type == V_ARRAY && i < argv->n; i++) {
+		argv->str_at(argv->arr, i, &s, &len);
+		if (i == 0)
+			*p++ = '\0';
+		memcpy(p, s, len);
+		p += len;
+		*p++ = '\0';
+	}
+	in->str[path_len] = '\0';
+	in->str[total] = '\0';
+	rec->str = in->str;
+	rec->str_len = path_len;
+	rec->ev.aux = total;
+	rec->ev.size = total > path_len ? total - path_len - 1 : 0;
+	rec->ev.old_size = whole > rec->ev.size ? whole : rec->ev.size;
+	return 0;
+}
+
 /* The per-kind keys of an event map, back into an event record. */
 static int fields_kind_values(struct mt_input *in, uint64_t off,
 			      const struct fields *f, struct mt_record *rec)
@@ -240,6 +300,7 @@ static int fields_kind_values(struct mt_input *in, uint64_t off,
 		/* its path is a payload like an exec's */
 		__attribute__((fallthrough));
 	case MT_EV_EXEC:
+		return fields_exec(in, off, f, rec);
 	case MT_EV_MARKER:
 		if (get_str(in, off, f,
 			    ev->kind == MT_EV_MARKER ? K_NAME : K_PATH, &s,

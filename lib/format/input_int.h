@@ -275,6 +275,8 @@ enum key {
 	K_QUALNAME,
 	K_LINETABLE,
 	K_TRACER,
+	K_ARGV,
+	K_ARGV_BYTES,
 	/* header */
 	K_FORMAT,
 	K_VERSION,

@@ -546,6 +546,28 @@ static int raw_code_file(struct mt_input *in, struct mt_record *rec,
 	return 0;
 }
 
+/* An EXEC record: the path, then, when size is not 0, a NUL and the
+ * arguments (size bytes); the reader's own NUL ends them. */
+static int raw_exec(struct mt_input *in, struct mt_record *rec,
+		    uint64_t rec_off)
+{
+	const struct mt_event *ev = &rec->ev;
+
+	if (ev->size && ev->size >= ev->aux)
+		return input_fail(
+		    in, rec_off,
+		    "batch %" PRIu64 ": record %" PRIu32 ": Exec with %" PRIu64
+		    " bytes of arguments in a payload of %" PRIu32,
+		    in->seq, record_index(in), (uint64_t)ev->size, ev->aux);
+	if (raw_payload(in, rec, rec_off))
+		return -1;
+	if (ev->size) {
+		rec->str_len = ev->aux - ev->size - 1;
+		in->str[rec->str_len] = '\0';
+	}
+	return 0;
+}
+
 /* A PYCODE record: its payload's four parts must fill it. */
 static int raw_pycode(struct mt_input *in, struct mt_record *rec,
 		      uint64_t rec_off)
@@ -575,6 +597,7 @@ static int raw_record(struct mt_input *in, struct mt_record *rec,
 	raw_take_record(in, rec);
 	switch (rec->ev.kind) {
 	case MT_EV_EXEC:
+		return raw_exec(in, rec, rec_off) ? -1 : 1;
 	case MT_EV_MARKER:
 	case MT_EV_ALLOCATOR:
 		return raw_payload(in, rec, rec_off) ? -1 : 1;

@@ -46,7 +46,8 @@ enum mt_format {
 struct mt_record {
 	struct mt_event ev; /* kind is enum mt_event_kind, incl. MT_EV_LOST */
 	const char *str;    /* EXEC path, MARKER name, CODE_FILE path; NULL
-			     * otherwise */
+			     * otherwise (NUL-terminated; an EXEC's
+			     * arguments follow it: mt_exec_args) */
 	uint32_t str_len;
 	/* call stacks (readers never return a STACK_REF record: its id
 	 * comes here, with the event it belongs to; ids beyond 32 bits are
@@ -126,5 +127,20 @@ struct mt_pycode {
 };
 
 int mt_pycode_parse(const struct mt_record *rec, struct mt_pycode *code);
+
+/*
+ * An EXEC record's arguments (man/mt-format.5): the ev.size bytes after
+ * its path's NUL, each argument ending in a NUL (the reader puts one after
+ * the last in any case); NULL when the record has none (a trace of mt 0.4
+ * or earlier: the path names the program).  ev.old_size is the program's
+ * whole argument area: more than ev.size when cut.  The bytes are the
+ * traced program's: any bytes but NUL, UTF-8 or not.
+ */
+static inline const char *mt_exec_args(const struct mt_record *rec)
+{
+	return rec->ev.kind == MT_EV_EXEC && rec->ev.size && rec->str
+		   ? rec->str + rec->str_len + 1
+		   : NULL;
+}
 
 #endif /* MT_INPUT_H */

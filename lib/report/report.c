@@ -436,7 +436,7 @@ static json_t *parent_of(json_t *by_pid, json_t *p)
  * the root process, which ran the command.  "?" when the chain leaves the
  * document.
  */
-static const char *proc_name(json_t *doc, json_t *by_pid, json_t *p)
+static const char *proc_program_name(json_t *doc, json_t *by_pid, json_t *p)
 {
 	/* a chain of parents is a few links; the bound stops a cycle in a
 	 * crafted document */
@@ -460,6 +460,29 @@ static const char *proc_name(json_t *doc, json_t *by_pid, json_t *p)
 		p = parent_of(by_pid, p);
 	}
 	return "?";
+}
+
+/*
+ * How a process is named: its command line (mt-reconstruct's
+ * "command_line", quoted and with no control character), the first word's
+ * directories left out when it has them and no quote ("git gc --auto",
+ * not "/usr/bin/git gc --auto"); else, for timelines without it (mt 0.4
+ * and earlier), the program's name.
+ */
+static const char *proc_name(json_t *doc, json_t *by_pid, json_t *p)
+{
+	const char *line =
+	    json_string_value(json_object_get(p, "command_line"));
+	size_t first;
+
+	if (!line || !*line)
+		return proc_program_name(doc, by_pid, p);
+	first = strcspn(line, " ");
+	if (!memchr(line, '\'', first) && !memchr(line, '$', first))
+		for (size_t i = first; i > 0; i--)
+			if (line[i - 1] == '/' && i < first)
+				return line + i;
+	return line;
 }
 
 /*
@@ -548,23 +571,31 @@ static const char *count_or_dash(char *buf, size_t len, json_t *o,
 	return mt_fmt_count(buf, len, (uint64_t)json_integer_value(v));
 }
 
-/* label cut to width characters (not bytes: program names may be UTF-8)
- * and padded to it */
+/* label cut to width characters (not bytes: program names may be UTF-8),
+ * with an ellipsis when cut, and padded to it */
 static const char *fit(char *buf, size_t len, const char *label, int width)
 {
 	size_t o = 0;
 	int chars = 0;
+	const char *s = label;
 
-	for (const char *s = label; *s && chars < width; chars++) {
+	for (; *s && chars < width; chars++) {
 		size_t n = 1;
 
 		while ((s[n] & 0xc0) == 0x80) /* continuation bytes */
 			n++;
-		if (o + n + 1 > len)
+		if (o + n + 4 > len)
 			break;
 		memcpy(buf + o, s, n);
 		o += n;
 		s += n;
+	}
+	if (*s && chars > 0) { /* the last character makes room for "…" */
+		while (o > 0 && (buf[o - 1] & 0xc0) == 0x80)
+			o--;
+		o--;
+		memcpy(buf + o, "\xe2\x80\xa6", 3);
+		o += 3;
 	}
 	while (chars++ < width && o + 2 <= len)
 		buf[o++] = ' ';
@@ -1116,7 +1147,18 @@ json_t *mt_report_facts(json_t *doc, const struct mt_view *view)
 		    json_deep_copy(json_object_get(rows[i].src, "ppid")));
 		json_object_set_new(
 		    r, "name",
-		    json_string(proc_name(doc, by_pid, rows[i].src)));
+		    json_string(proc_program_name(doc, by_pid, rows[i].src)));
+		/* the whole command line, and its arguments (null: not in
+		 * the trace) */
+		json_object_set_new(r, "command_line",
+				    json_deep_copy(json_object_get(
+					rows[i].src, "command_line")));
+		json_object_set_new(
+		    r, "argv",
+		    json_deep_copy(json_object_get(rows[i].src, "argv")));
+		json_object_set_new(
+		    r, "argv_cut",
+		    json_deep_copy(json_object_get(rows[i].src, "argv_cut")));
 		json_object_set_new(
 		    r, "exit",
 		    json_deep_copy(json_object_get(rows[i].src, "exit")));

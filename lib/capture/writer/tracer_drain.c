@@ -94,13 +94,41 @@ static bool is_live(const struct tracer *t, pid_t pid)
 	return live_index(t, pid) < t->nlive;
 }
 
-/* Lifecycle records keep their payload (an exec's path) as DATA slots
- * right after the record, as the raw format wants them. */
+/*
+ * An exec's record from the ring (bpf/mt_trace.bpf.c, on_exec: the path,
+ * a NUL, the argument bytes read) as the raw stream holds it: *path_len
+ * and *args_len bytes of the ring record, and whether the arguments need
+ * a NUL of their own at the end (cut in the middle of one).  The bytes are
+ * the traced program's: every length is checked against the record's.
+ */
+static void exec_parts(const struct mt_event *e, size_t size, size_t *path_len,
+		       size_t *args_len, bool *add_nul)
+{
+	size_t after = size - sizeof(*e);
+	const char *args;
+
+	*path_len = e->aux < after ? e->aux : after;
+	*args_len = 0;
+	*add_nul = false;
+	if (!e->size || *path_len + 1 >= after)
+		return;
+	*args_len =
+	    e->size < after - *path_len - 1 ? e->size : after - *path_len - 1;
+	if (*args_len > MT_ARGS_MAX)
+		*args_len = MT_ARGS_MAX;
+	args = (const char *)(e + 1) + *path_len + 1;
+	*add_nul = args[*args_len - 1] != '\0';
+}
+
+/* Lifecycle records keep their payload (an exec's path and arguments) as
+ * DATA slots right after the record, as the raw format wants them. */
 int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size)
 {
 	struct tracer *t = ctx;
 	const struct mt_event *e = data;
-	size_t payload = 0, nslots;
+	size_t payload = 0, nslots, path_len = 0, args_len = 0;
+	bool add_nul = false;
+	struct mt_event *slot;
 
 	if (size < sizeof(*e))
 		return 0;
@@ -122,12 +150,11 @@ int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size)
 		}
 	}
 	if (e->kind == MT_EV_EXEC) {
-		payload = e->aux;
-		if (payload > size - sizeof(*e))
-			payload = size - sizeof(*e);
+		exec_parts(e, size, &path_len, &args_len, &add_nul);
+		payload = path_len + (args_len ? 1 + args_len + add_nul : 0);
 		if (t->fast) /* it should load the recorder */
 			mt_fast_exec(t->fast, e->pid, e->timestamp,
-				     (const char *)(e + 1), payload);
+				     (const char *)(e + 1), path_len);
 	}
 	nslots = 1 + (payload + MT_EVENT_SIZE - 1) / MT_EVENT_SIZE;
 	t->staged.life_slots = mt_grow(
@@ -135,14 +162,20 @@ int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size)
 	    t->staged.nlife_slots + nslots, sizeof(*t->staged.life_slots));
 	t->staged.life = mt_grow(t->staged.life, &t->staged.cap_life,
 				 t->staged.nlife + 1, sizeof(*t->staged.life));
-	memset(&t->staged.life_slots[t->staged.nlife_slots], 0,
-	       nslots * MT_EVENT_SIZE);
-	memcpy(&t->staged.life_slots[t->staged.nlife_slots], e, sizeof(*e));
-	t->staged.life_slots[t->staged.nlife_slots].aux =
-	    payload ? payload : e->aux;
-	if (payload)
-		memcpy(&t->staged.life_slots[t->staged.nlife_slots + 1], e + 1,
-		       payload);
+	slot = &t->staged.life_slots[t->staged.nlife_slots];
+	memset(slot, 0, nslots * MT_EVENT_SIZE);
+	memcpy(slot, e, sizeof(*e));
+	if (e->kind == MT_EV_EXEC) {
+		/* the zeroed slots hold the NULs */
+		memcpy(slot + 1, e + 1, payload - add_nul);
+		slot->aux = payload;
+		slot->size = args_len ? args_len + add_nul : 0;
+		slot->old_size = args_len && e->old_size > slot->size
+				     ? e->old_size
+				     : slot->size;
+		slot->old_addr = 0;
+		slot->addr = 0;
+	}
 	t->staged.life[t->staged.nlife++] = (struct staged_life){
 	    .timestamp = e->timestamp,
 	    .first = t->staged.nlife_slots,
