@@ -52,7 +52,10 @@ print(m[2]["path"])
 print(m[6]["name"])
 print(m[7], m[9], m[10])
 print(m[8])
-print(m[-1])' "$T/hand.msgpack"
+print(m[-1])
+e = m[-2]
+print(e["type"], e["pid"], e["path"], e["argv"][:3],
+      e["argv"][3] == b"\xff" + b"x" * 60, len(e["argv"]), e["argv_bytes"])' "$T/hand.msgpack"
 	assert_success
 	assert_line --index 0 "['/bin/prog', 'arg 1'] hand 1700000000123456789"
 	assert_line --index 1 "{'type': 'Malloc', 'pid': 10, 'tid': 11, 'timestamp': 100, 'addr': 4096, 'size': 24}"
@@ -60,7 +63,9 @@ print(m[-1])' "$T/hand.msgpack"
 	assert_line --index 3 "b'/tmp/\\xff\\xfe'"
 	assert_line --index 4 "{'type': 'Exit', 'pid': 10, 'tid': 11, 'timestamp': 106, 'exit_code': 3} {'type': 'Lost', 'pid': 0, 'tid': 0, 'timestamp': 107, 'count': 4} {'type': 'Lost', 'pid': 0, 'tid': 0, 'timestamp': 200, 'count': 2}"
 	assert_line --index 5 "{'type': 'Allocator', 'pid': 10, 'tid': 11, 'timestamp': 107, 'kind': 'jemalloc', 'path': '/usr/lib/very/long/path/that/spans/two/slots/of/56/bytes/x'}"
-	assert_line --index 6 "{'type': 'Trailer', 'complete': True, 'signal': 15, 'end_monotonic': 300, 'events': 12, 'lost_events': 6, 'batches': 3}"
+	assert_line --index 6 "{'type': 'Trailer', 'complete': True, 'signal': 15, 'end_monotonic': 300, 'events': 13, 'lost_events': 6, 'batches': 3}"
+	# an Exec's arguments (not UTF-8: bin), cut: argv_bytes
+	assert_line --index 7 "Exec 12 /bin/prog ['prog', 'a b', ''] True 4 9000"
 }
 
 @test "mt-encode: the reader yields the same records from raw, msgpack and jsonl" {
@@ -117,7 +122,9 @@ for t in ("gen", "hand", "stacks"):
     for i, (m, j) in enumerate(zip(packed, lines)):
         # JSON holds text only: a path that is not UTF-8 (bin in
         # MessagePack) has its bad bytes as U+FFFD there
-        m = {k: v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+        # (an Exec's argv too)
+        fix = lambda v: v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+        m = {k: [fix(x) for x in v] if k == "argv" else fix(v)
              for k, v in m.items()}
         if list(m.items()) != list(j.items()):
             sys.exit(f"{t} map {i}: {m} != {j}")

@@ -318,7 +318,19 @@ def to_map(r):
     elif k == 10:
         m["ppid"] = r["old_addr"]
     elif k == EXEC:
-        m["path"] = text(r["str"])
+        # the path; with size, a NUL and the arguments, each ending in a
+        # NUL; old_size beyond size: cut (argv_bytes)
+        if r["size"]:
+            cut = r["aux"] - r["size"]
+            m["path"] = text(r["str"][:cut - 1])
+            args = r["str"][cut:]
+            if args.endswith(b"\0"):
+                args = args[:-1]
+            m["argv"] = [text(a) for a in args.split(b"\0")]
+            if r["old_size"] > r["size"]:
+                m["argv_bytes"] = r["old_size"]
+        else:
+            m["path"] = text(r["str"])
     elif k == MARKER:
         m["name"] = text(r["str"])
     elif k == ALLOCATOR:
@@ -358,8 +370,11 @@ def compare(got, want, what):
 
 def jsonable(m):
     """JSON strings hold text: non-UTF-8 bytes become U+FFFD."""
-    return {k: (v.decode("utf-8", "replace") if isinstance(v, bytes) else v)
-            for k, v in m.items()}
+    def fix(v):
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+    return {k: fix(v) for k, v in m.items()}
 
 
 def check(raw_path, art_path, jsonl, expect_path=None, partial=None):
@@ -437,17 +452,24 @@ def write(out, packed=False):
           + event(12, 106, aux=3 << 8)
           + event(ALLOCATOR, 107, flags=3, aux=len(path)) + payload(path))
     n0 = len(b0) // 56
-    b2 = event(12, 200, pid=12, aux=9) + event(5, 201, addr=64, size=512,
-                                               old_size=64)
+    # an exec with its arguments (mt-format(5)): one with a space, an
+    # empty one, one not UTF-8, across slots, cut (old_size beyond size)
+    args = b"prog\0a b\0\0\xff" + b"x" * 60 + b"\0"
+    cmd = b"/bin/prog\0" + args
+    b2 = (event(12, 200, pid=12, aux=9)
+          + event(5, 201, addr=64, size=512, old_size=64)
+          + event(EXEC, 202, pid=12, tid=12, aux=len(cmd), size=len(args),
+                  old_size=9000) + payload(cmd))
+    n2 = len(b2) // 56
     if packed:
         data += packed_batch(n0, pack(b0), 0, 0)
         data += packed_batch(0, b"", 1, 4)  # lost only
-        data += packed_batch(2, pack(b2), 2, 2)
+        data += packed_batch(n2, pack(b2), 2, 2)
     else:
         data += BATCH.pack(BATCH_MAGIC, n0, len(b0), 0, 0, 0) + b0
         data += BATCH.pack(BATCH_MAGIC, 0, 0, 0, 1, 4)  # lost only
-        data += BATCH.pack(BATCH_MAGIC, 2, len(b2), 0, 2, 2) + b2
-    data += TRAILER.pack(TRAILER_MAGIC, 2, 15, 0, 300, n0 + 2, 6, 3)
+        data += BATCH.pack(BATCH_MAGIC, n2, len(b2), 0, 2, 2) + b2
+    data += TRAILER.pack(TRAILER_MAGIC, 2, 15, 0, 300, n0 + n2, 6, 3)
     with open(out, "wb") as f:
         f.write(data)
 

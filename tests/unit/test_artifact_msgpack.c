@@ -163,9 +163,12 @@ static const char *const rss_member_of[] = {"file", "anon", "swap", "shmem"};
 static int kind_keys(const struct mt_event *ev)
 {
 	switch (ev->kind) {
+	case MT_EV_EXEC: /* path; argv when it has arguments, argv_bytes
+			  * when they were cut (man/mt-format.5) */
+		return 1 + (ev->size != 0) +
+		       (ev->size && ev->old_size > ev->size);
 	case MT_EV_FREE:
 	case MT_EV_FORK:
-	case MT_EV_EXEC:
 	case MT_EV_MARKER:
 	case MT_EV_EXIT:
 	case MT_EV_LOST:
@@ -188,6 +191,24 @@ static int kind_keys(const struct mt_event *ev)
 	default:
 		return 0;
 	}
+}
+
+/* "argv": the n bytes at args split at each NUL (the last one ends them) */
+static void pk_args(msgpack_packer *pk, const char *args, size_t n, bool text)
+{
+	size_t count = 0;
+
+	for (size_t i = 0; i < n; i++)
+		count += args[i] == '\0' || i == n - 1;
+	pk_key(pk, "argv");
+	msgpack_pack_array(pk, count);
+	for (size_t i = 0, start = 0; i < n; i++)
+		if (args[i] == '\0' || i == n - 1) {
+			size_t end = args[i] == '\0' ? i : n;
+
+			pk_bytes(pk, args + start, end - start, text);
+			start = i + 1;
+		}
 }
 
 static void pk_exit(msgpack_packer *pk, uint32_t status)
@@ -248,6 +269,10 @@ static void pk_kind_keys(msgpack_packer *pk, const struct mt_record *r,
 	case MT_EV_EXEC:
 		pk_key(pk, "path");
 		pk_bytes(pk, r->str, r->str_len, text);
+		if (ev->size) /* the NUL-ended arguments after the path's NUL */
+			pk_args(pk, r->str + r->str_len + 1, ev->size, text);
+		if (ev->size && ev->old_size > ev->size)
+			pk_u64(pk, "argv_bytes", ev->old_size);
 		break;
 	case MT_EV_MARKER:
 		pk_key(pk, "name");
@@ -369,6 +394,8 @@ static void test_every_kind(void)
 			rec.ev.aux = 1;
 		if (kind == MT_EV_ALLOCATOR)
 			rec.ev.flags = MT_ALLOC_JEMALLOC;
+		if (kind == MT_EV_EXEC) /* no arguments: test_exec_args */
+			rec.ev.size = rec.ev.old_size = 0;
 		both(&r, &rec, true);
 	}
 	for (unsigned i = 0; i < sizeof(exits) / sizeof(exits[0]); i++) {
@@ -425,6 +452,41 @@ static void test_strings(void)
 	}
 	run_check(&r, "strings");
 	free(text);
+	free(bytes);
+}
+
+/* An Exec's arguments (mt_exec_args: after the path's NUL, each ending in a
+ * NUL): as text and as bytes, an empty one, cut (argv_bytes), and more than
+ * the writer's buffer. */
+static void test_exec_args(void)
+{
+	static const char text[] = "/bin/sh\0sh\0-c\0a b\0\0";
+	size_t most = 1 << 21;
+	char *bytes = malloc(most + 16);
+	struct run r;
+	struct mt_record rec;
+
+	if (!bytes)
+		abort();
+	run_start(&r);
+	rec = event(MT_EV_EXEC);
+	rec.str = text;
+	rec.str_len = 7;
+	rec.ev.size = sizeof(text) - 1 - 8;
+	rec.ev.old_size = rec.ev.size;
+	rec.ev.aux = sizeof(text) - 1;
+	both(&r, &rec, true);
+	rec.ev.old_size = 5000; /* cut */
+	both(&r, &rec, true);
+	/* bytes that are not UTF-8: the path and 3 arguments, then one long */
+	memset(bytes, 0xff, most + 16);
+	bytes[4] = bytes[6] = bytes[8] = bytes[10] = bytes[most + 15] = '\0';
+	rec.str = bytes;
+	rec.str_len = 4;
+	rec.ev.size = most + 16 - 5;
+	rec.ev.old_size = rec.ev.size;
+	both(&r, &rec, false);
+	run_check(&r, "exec arguments");
 	free(bytes);
 }
 
@@ -590,6 +652,7 @@ int main(void)
 	test_ints();
 	test_every_kind();
 	test_strings();
+	test_exec_args();
 	test_flushes();
 	test_headers();
 	test_trailers();
