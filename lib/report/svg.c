@@ -678,6 +678,7 @@ static size_t proc_lines(json_t *doc, const struct mt_svg_opts *opts,
 	n = mt_report_heaviest(doc, want, procs, names);
 	for (size_t i = 0; i < n; i++) {
 		const char *what = heap_shown ? "heap" : "RSS";
+		size_t cut;
 		json_t *s =
 		    mt_json_path(procs[i], heap_shown ? "heap" : "rss.total");
 		char v[32];
@@ -689,10 +690,16 @@ static size_t proc_lines(json_t *doc, const struct mt_svg_opts *opts,
 		if (!json_array_size(json_object_get(s, "points")))
 			continue; /* no series kept for it */
 		lines[k].series = s;
+		/* the name's first 40 bytes, whole UTF-8 characters */
+		cut = strnlen(names[i], 41);
+		if (cut > 40)
+			for (cut = 40;
+			     cut > 0 && (names[i][cut] & 0xc0) == 0x80;)
+				cut--;
 		snprintf(lines[k].label, sizeof(lines[k].label),
-			 "%llu %.40s: %s (peak %s)",
+			 "%llu %.*s: %s (peak %s)",
 			 (unsigned long long)mt_json_u64(procs[i], "pid", 0),
-			 names[i], what,
+			 (int)cut, names[i], what,
 			 mt_fmt_bytes(v, sizeof(v), mt_json_u64(s, "peak", 0)));
 		k++;
 	}
