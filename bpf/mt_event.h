@@ -38,7 +38,8 @@ enum mt_event_kind {
 	/* aux = payload length; the path follows in DATA records, and when
 	 * size is not 0, a NUL and the size bytes of the program's arguments
 	 * (each ending in a NUL, as the kernel keeps them); old_size = the
-	 * argument area's whole length (more than size: cut) */
+	 * argument area's whole length, flags = MT_EXEC_ARGS_CUT when the
+	 * record holds only its first MT_ARGS_MAX bytes */
 	MT_EV_EXEC = 11,
 	MT_EV_EXIT = 12, /* aux = wait(2)-style status of the process */
 	/* MT_EV_DATA is never the kind of a stored record: it names the
@@ -106,6 +107,10 @@ enum mt_event_kind {
  * pages it added or removed are the tracer's, not the program's
  * (man/mt-format.5, "Rss"). */
 #define MT_RSS_TRACER 0x8000
+
+/* MT_EV_EXEC flags: the arguments were cut (at MT_ARGS_MAX bytes; old_size
+ * says how long they were). */
+#define MT_EXEC_ARGS_CUT 0x1
 
 /* MT_EV_STACK flags.  Truncated: the stack stops short of the thread's
  * first frame (the depth limit, or code the unwinder has no rules for). */

@@ -383,7 +383,7 @@ static struct cmdline exec_cmdline(const struct mt_record *rec)
 	}
 	c.args = out;
 	c.len = n;
-	c.cut = rec->ev.old_size > rec->ev.size;
+	c.cut = rec->ev.flags & MT_EXEC_ARGS_CUT;
 	return c;
 }
 

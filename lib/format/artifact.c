@@ -648,7 +648,7 @@ static void event_string_keys(struct map_writer *w, const struct mt_record *rec,
 		put_str(w, "path", rec->str ? rec->str : "", rec->str_len);
 		if (mt_exec_args(rec)) {
 			put_args(w, "argv", mt_exec_args(rec), rec->ev.size);
-			if (rec->ev.old_size > rec->ev.size) /* cut */
+			if (rec->ev.flags & MT_EXEC_ARGS_CUT)
 				put_u64(w, "argv_bytes", rec->ev.old_size);
 		}
 		break;

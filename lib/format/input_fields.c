@@ -269,7 +269,9 @@ static int fields_exec(struct mt_input *in, uint64_t off,
 	rec->str_len = path_len;
 	rec->ev.aux = total;
 	rec->ev.size = total > path_len ? total - path_len - 1 : 0;
-	rec->ev.old_size = whole > rec->ev.size ? whole : rec->ev.size;
+	/* "argv_bytes" says they were cut, and how long they were */
+	rec->ev.old_size = has(f, K_ARGV_BYTES) ? whole : rec->ev.size;
+	rec->ev.flags = has(f, K_ARGV_BYTES) ? MT_EXEC_ARGS_CUT : 0;
 	return 0;
 }
 

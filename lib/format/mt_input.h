@@ -132,9 +132,10 @@ int mt_pycode_parse(const struct mt_record *rec, struct mt_pycode *code);
  * An EXEC record's arguments (man/mt-format.5): the ev.size bytes after
  * its path's NUL, each argument ending in a NUL (the reader puts one after
  * the last in any case); NULL when the record has none (a trace of mt 0.4
- * or earlier: the path names the program).  ev.old_size is the program's
- * whole argument area: more than ev.size when cut.  The bytes are the
- * traced program's: any bytes but NUL, UTF-8 or not.
+ * or earlier: the path names the program).  ev.flags has
+ * MT_EXEC_ARGS_CUT when they were cut, ev.old_size then the length of the
+ * program's whole argument area.  The bytes are the traced program's: any
+ * bytes but NUL, UTF-8 or not.
  */
 static inline const char *mt_exec_args(const struct mt_record *rec)
 {

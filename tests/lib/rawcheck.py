@@ -319,7 +319,7 @@ def to_map(r):
         m["ppid"] = r["old_addr"]
     elif k == EXEC:
         # the path; with size, a NUL and the arguments, each ending in a
-        # NUL; old_size beyond size: cut (argv_bytes)
+        # NUL; flags 1: cut, old_size their whole length (argv_bytes)
         if r["size"]:
             cut = r["aux"] - r["size"]
             m["path"] = text(r["str"][:cut - 1])
@@ -327,7 +327,7 @@ def to_map(r):
             if args.endswith(b"\0"):
                 args = args[:-1]
             m["argv"] = [text(a) for a in args.split(b"\0")]
-            if r["old_size"] > r["size"]:
+            if r["flags"] & 1:  # cut
                 m["argv_bytes"] = r["old_size"]
         else:
             m["path"] = text(r["str"])
@@ -453,13 +453,13 @@ def write(out, packed=False):
           + event(ALLOCATOR, 107, flags=3, aux=len(path)) + payload(path))
     n0 = len(b0) // 56
     # an exec with its arguments (mt-format(5)): one with a space, an
-    # empty one, one not UTF-8, across slots, cut (old_size beyond size)
+    # empty one, one not UTF-8, across slots, cut (flags 1, old_size)
     args = b"prog\0a b\0\0\xff" + b"x" * 60 + b"\0"
     cmd = b"/bin/prog\0" + args
     b2 = (event(12, 200, pid=12, aux=9)
           + event(5, 201, addr=64, size=512, old_size=64)
-          + event(EXEC, 202, pid=12, tid=12, aux=len(cmd), size=len(args),
-                  old_size=9000) + payload(cmd))
+          + event(EXEC, 202, pid=12, tid=12, flags=1, aux=len(cmd),
+                  size=len(args), old_size=9000) + payload(cmd))
     n2 = len(b2) // 56
     if packed:
         data += packed_batch(n0, pack(b0), 0, 0)

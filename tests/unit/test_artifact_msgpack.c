@@ -166,7 +166,7 @@ static int kind_keys(const struct mt_event *ev)
 	case MT_EV_EXEC: /* path; argv when it has arguments, argv_bytes
 			  * when they were cut (man/mt-format.5) */
 		return 1 + (ev->size != 0) +
-		       (ev->size && ev->old_size > ev->size);
+		       (ev->size && (ev->flags & MT_EXEC_ARGS_CUT));
 	case MT_EV_FREE:
 	case MT_EV_FORK:
 	case MT_EV_MARKER:
@@ -271,7 +271,7 @@ static void pk_kind_keys(msgpack_packer *pk, const struct mt_record *r,
 		pk_bytes(pk, r->str, r->str_len, text);
 		if (ev->size) /* the NUL-ended arguments after the path's NUL */
 			pk_args(pk, r->str + r->str_len + 1, ev->size, text);
-		if (ev->size && ev->old_size > ev->size)
+		if (ev->size && (ev->flags & MT_EXEC_ARGS_CUT))
 			pk_u64(pk, "argv_bytes", ev->old_size);
 		break;
 	case MT_EV_MARKER:
@@ -395,7 +395,7 @@ static void test_every_kind(void)
 		if (kind == MT_EV_ALLOCATOR)
 			rec.ev.flags = MT_ALLOC_JEMALLOC;
 		if (kind == MT_EV_EXEC) /* no arguments: test_exec_args */
-			rec.ev.size = rec.ev.old_size = 0;
+			rec.ev.size = rec.ev.old_size = rec.ev.flags = 0;
 		both(&r, &rec, true);
 	}
 	for (unsigned i = 0; i < sizeof(exits) / sizeof(exits[0]); i++) {
@@ -476,8 +476,11 @@ static void test_exec_args(void)
 	rec.ev.old_size = rec.ev.size;
 	rec.ev.aux = sizeof(text) - 1;
 	both(&r, &rec, true);
-	rec.ev.old_size = 5000; /* cut */
+	rec.ev.old_size = 5000; /* longer, not cut: no argv_bytes */
 	both(&r, &rec, true);
+	rec.ev.flags = MT_EXEC_ARGS_CUT;
+	both(&r, &rec, true);
+	rec.ev.flags = 0;
 	/* bytes that are not UTF-8: the path and 3 arguments, then one long */
 	memset(bytes, 0xff, most + 16);
 	bytes[4] = bytes[6] = bytes[8] = bytes[10] = bytes[most + 15] = '\0';

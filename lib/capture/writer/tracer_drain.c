@@ -173,6 +173,8 @@ int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size)
 		slot->old_size = args_len && e->old_size > slot->size
 				     ? e->old_size
 				     : slot->size;
+		slot->flags =
+		    args_len && e->old_size > args_len ? MT_EXEC_ARGS_CUT : 0;
 		slot->old_addr = 0;
 		slot->addr = 0;
 	}
