@@ -299,10 +299,8 @@ static int fields_kind_values(struct mt_input *in, uint64_t off,
 		if (get_str(in, off, f, K_KIND, &s, &len))
 			return -1;
 		ev->flags = mt_alloc_family_from_name(s ? s : "", len);
-		/* its path is a payload like an exec's */
+		/* its path is a payload like a marker's name */
 		__attribute__((fallthrough));
-	case MT_EV_EXEC:
-		return fields_exec(in, off, f, rec);
 	case MT_EV_MARKER:
 		if (get_str(in, off, f,
 			    ev->kind == MT_EV_MARKER ? K_NAME : K_PATH, &s,
@@ -314,6 +312,8 @@ static int fields_kind_values(struct mt_input *in, uint64_t off,
 		rec->str_len = len;
 		ev->aux = len;
 		return 0;
+	case MT_EV_EXEC:
+		return fields_exec(in, off, f, rec);
 	case MT_EV_EXIT:
 		return fields_exit_status(in, off, f, ev);
 	case MT_EV_RSS: {

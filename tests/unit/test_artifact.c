@@ -72,8 +72,10 @@ static const struct mt_meta meta = {
     .batches = 4,
 };
 
-#define NREC 21
+#define NREC 22
 static const char bad_utf8[] = "/tmp/\xff\xfe-x";
+/* an Exec's path, its NUL, its arguments each ending in a NUL */
+static const char exec_args[] = "/bin/sh\0sh\0-c\0a b\0";
 
 static void all_kinds(struct mt_record *r)
 {
@@ -118,6 +120,10 @@ static void all_kinds(struct mt_record *r)
 	r[20].ev.kind = MT_EV_ALLOCATOR, r[20].ev.flags = MT_ALLOC_JEMALLOC,
 	r[20].str = "/usr/lib/libjemalloc.so.2", r[20].str_len = 25,
 	r[20].ev.aux = 25;
+	/* arguments, cut: argv and argv_bytes (man/mt-format.5) */
+	r[21].ev.kind = MT_EV_EXEC, r[21].str = exec_args, r[21].str_len = 7,
+	r[21].ev.aux = sizeof(exec_args) - 1, r[21].ev.size = 10,
+	r[21].ev.old_size = 9000, r[21].ev.flags = MT_EXEC_ARGS_CUT;
 }
 
 static void check_same(const struct mt_record *got,
@@ -183,6 +189,9 @@ static void round_trip(enum mt_artifact_style style)
 			continue;
 		}
 		check_same(&rec, &recs[i], true);
+		if (i == 21) /* the arguments too */
+			CHECK(mt_exec_args(&rec) &&
+			      !memcmp(mt_exec_args(&rec), "sh\0-c\0a b\0", 10));
 	}
 	CHECK_INT(mt_input_next(in, &rec), 0);
 	CHECK_INT(m->has_trailer, true);
@@ -209,6 +218,7 @@ static void test_jsonl_text(void)
 	mt_artifact_record(a, &recs[3]);
 	mt_artifact_record(a, &recs[10]);
 	mt_artifact_record(a, &recs[12]);
+	mt_artifact_record(a, &recs[21]);
 	mt_artifact_trailer(a, &meta, false, "byte 9: \"bad\"");
 	CHECK_INT(mt_artifact_close(a), 0);
 	take(fd, &b);
@@ -229,7 +239,10 @@ static void test_jsonl_text(void)
 	    "\"path\":\"/bin/\\\"sh\\\"\"}\n"
 	    "{\"type\":\"Exit\",\"pid\":112,\"tid\":212,\"timestamp\":1012,"
 	    "\"signal\":11}\n"
-	    "{\"type\":\"Trailer\",\"complete\":false,\"events\":3,"
+	    "{\"type\":\"Exec\",\"pid\":121,\"tid\":221,\"timestamp\":1021,"
+	    "\"path\":\"/bin/sh\",\"argv\":[\"sh\",\"-c\",\"a b\"],"
+	    "\"argv_bytes\":9000}\n"
+	    "{\"type\":\"Trailer\",\"complete\":false,\"events\":4,"
 	    "\"lost_events\":0,\"error\":\"byte 9: \\\"bad\\\"\"}\n");
 	free(b.p);
 }
