@@ -525,7 +525,7 @@ screenshot() {
 	assert_failure 1
 }
 
-@test "program names: whole in a column as wide as the longest (UTF-8), cut only past 56 characters" {
+@test "program names: whole in a column as wide as the longest (UTF-8), cut only past 56 characters, with an ellipsis" {
 	long=$(printf 'x%.0s' $(seq 70))
 	mk a <<-EOF
 		Malloc addr=0x1000 size=10
@@ -548,7 +548,7 @@ screenshot() {
 		Exit exit_code=0
 	EOF
 	run mt-report "$T/b.msgpack"
-	assert_line --regexp "^    101 $(printf 'x%.0s' $(seq 56)) +5 B "
+	assert_line --regexp "^    101 $(printf 'x%.0s' $(seq 55))… +5 B "
 	# the JSON has the whole name
 	[ "$(mt-report --json "$T/b.msgpack" | jq -r '.top_processes[] | select(.pid == 101) | .name')" = "$long" ]
 }
