@@ -48,7 +48,7 @@ ten_mib() {
 	assert_line --index 4 "events      22 (lost 0)"
 	assert_line "peak heap   10.0 MiB at 10 us"
 	assert_line --regexp '^tree +10\.0 MiB +12\.0 MiB +12 +5 +.* 7\.00 MiB +8\.00 MiB$'
-	assert_line --regexp '^ +100 ten +10\.0 MiB +12\.0 MiB +11 +5 +1\.09 MiB +7\.00 MiB +8\.00 MiB$'
+	assert_line --regexp '^ +100 ten --x +10\.0 MiB +12\.0 MiB +11 +5 +1\.09 MiB +7\.00 MiB +8\.00 MiB$'
 	assert_line --regexp '^ +101 child +300 B +300 B +1 +0 +300 B +300 B +0 B$'
 	assert_line --regexp '^  \[1\.00 MiB, 2\.00 MiB\) +10 +10\.0 MiB'
 	assert_line --regexp '^ +1,048,576 +10$'
