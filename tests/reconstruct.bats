@@ -158,6 +158,25 @@ ten_mib() {
 	[ "$(j a .tree.mapped.peak)" = 86016 ]
 }
 
+# The recorder's mappings (prot's MT_MMAP_TRACER, 0x8000) are the
+# tracer's: never in mapped, and tracer_mapped is the most live at once,
+# not the sum of every mapping made (a ring unmapped and mapped again,
+# MAP_FIXED over its own mapping).
+@test "the tracer's mappings: out of mapped; tracer_mapped is the most live at once, unmaps and MAP_FIXED counted" {
+	mk a <<-EOF
+		Mmap addr=0x100000 size=1MiB prot=0x8003 flags=0x21
+		Mmap addr=0x400000 size=8192 prot=3 flags=0x22
+		Munmap addr=0x100000 size=1MiB
+		Mmap addr=0x600000 size=1MiB prot=0x8003 flags=0x21
+		Mmap addr=0x600000 size=4096 prot=0x8003 flags=0x31
+		Munmap addr=0x400000 size=8192
+		Exit exit_code=0
+	EOF
+	recon a
+	[ "$(j a .tree.mapped.peak)" = 8192 ]
+	[ "$(j a '.processes[0].tracer_mapped')" = 1048576 ]
+}
+
 @test "--resolution 1ms buckets the series and keeps the exact peak" {
 	# 20,000 events 1 us apart: a saw tooth of 100 B with one 7777 B spike
 	"$PY" - >"$T/s" <<-'EOF'

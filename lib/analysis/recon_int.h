@@ -105,12 +105,14 @@ struct range {
 	uint64_t start, end;
 	bool uncounted; /* inherited at fork, or mapped outside the section */
 	uint32_t stack; /* the call stack that mapped it (mt_sites.h) */
+	bool tracer;	/* mt-trace's own (MT_MMAP_TRACER): uncounted too */
 };
 
 struct ranges {
 	struct range *v;
 	size_t n, alloc;
 	uint64_t own_bytes;
+	uint64_t tracer_bytes; /* of the ranges marked tracer */
 };
 
 /* ------------------------------------------------------------------ */
@@ -439,7 +441,7 @@ void ranges_remove(struct ranges *r, uint64_t start, uint64_t end,
 /* Map [start, end), replacing whatever was there (MAP_FIXED); counted,
  * the new range's bytes are allocated by stack in sites (NULL: none). */
 void ranges_add(struct ranges *r, uint64_t start, uint64_t end, bool uncounted,
-		uint32_t stack, struct mt_sites *sites);
+		bool tracer, uint32_t stack, struct mt_sites *sites);
 void ranges_clear(struct ranges *r);
 
 /* ---- leaks (recon_leaks.c) ------------------------------------------- */

@@ -276,12 +276,13 @@ void on_process_fork(struct mt_recon *r, const struct mt_event *ev, uint64_t t)
 
 		if (at < child->maps.n && child->maps.v[at].start < x->end)
 			continue; /* overlaps something the child did */
-		ranges_insert_at(&child->maps, at,
-				 (struct range){x->start, x->end, true});
+		ranges_insert_at(
+		    &child->maps, at,
+		    (struct range){x->start, x->end, true, 0, x->tracer});
 	}
 	child->brk_cur = parent->brk_cur;
 	/* the tracer's mappings too */
-	cs->tracer_live = parent->sum->tracer_live;
+	cs->tracer_live = child->maps.tracer_bytes;
 	if (cs->tracer_live > cs->tracer_mapped)
 		cs->tracer_mapped = cs->tracer_live;
 	/* the child's resident pages start as the parent's (shared until

@@ -45,12 +45,16 @@ int ranges_insert_at(struct ranges *r, size_t i, struct range x)
 	r->n++;
 	if (!x.uncounted)
 		r->own_bytes += x.end - x.start;
+	if (x.tracer)
+		r->tracer_bytes += x.end - x.start;
 	return 0;
 }
 
 static void ranges_uncount(struct ranges *r, const struct range *x,
 			   uint64_t bytes, struct mt_sites *sites)
 {
+	if (x->tracer)
+		r->tracer_bytes -= bytes;
 	if (x->uncounted)
 		return;
 	r->own_bytes -= bytes;
@@ -69,13 +73,15 @@ void ranges_remove(struct ranges *r, uint64_t start, uint64_t end,
 
 		if (x->end > end) { /* a hole inside one mapping */
 			struct range tail = {end, x->end, x->uncounted,
-					     x->stack};
+					     x->stack, x->tracer};
 
 			ranges_uncount(r, x, end - start, sites);
 			x->end = start;
 			/* the tail's bytes stay counted: insert re-adds */
 			if (!tail.uncounted)
 				r->own_bytes -= tail.end - tail.start;
+			if (tail.tracer)
+				r->tracer_bytes -= tail.end - tail.start;
 			ranges_insert_at(r, i + 1, tail);
 			return;
 		}
@@ -95,15 +101,17 @@ void ranges_remove(struct ranges *r, uint64_t start, uint64_t end,
 	}
 }
 
-/* Map [start, end), replacing whatever was there (MAP_FIXED). */
+/* Map [start, end), replacing whatever was there (MAP_FIXED); tracer:
+ * mt-trace's own (never counted). */
 void ranges_add(struct ranges *r, uint64_t start, uint64_t end, bool uncounted,
-		uint32_t stack, struct mt_sites *sites)
+		bool tracer, uint32_t stack, struct mt_sites *sites)
 {
 	if (end <= start)
 		return;
+	uncounted |= tracer;
 	ranges_remove(r, start, end, sites);
 	ranges_insert_at(r, ranges_search(r, start),
-			 (struct range){start, end, uncounted, stack});
+			 (struct range){start, end, uncounted, stack, tracer});
 	if (sites && !uncounted)
 		mt_sites_alloc(sites, MT_SITES_MAPPED, stack, end - start,
 			       true);

@@ -206,13 +206,13 @@ static inline uint64_t page_up(const struct mt_recon *r, uint64_t x)
 	return (x + ps - 1) / ps * ps;
 }
 
-/* MAP_FIXED: a mapping over one made before (ld.so maps a library's
- * span, then its segments over it), counted with it */
-#define MAP_FIXED_ 0x10
-
-static void tracer_mapped(struct proc_sum *s, uint64_t bytes)
+/* mt-trace's own mappings in p now (the ranges marked tracer), and at
+ * most */
+static void tracer_mapped(struct proc *p)
 {
-	s->tracer_live += bytes;
+	struct proc_sum *s = p->sum;
+
+	s->tracer_live = p->maps.tracer_bytes;
 	if (s->tracer_live > s->tracer_mapped)
 		s->tracer_mapped = s->tracer_live;
 }
@@ -228,13 +228,12 @@ static void on_mapping(struct mt_recon *r, struct proc *p,
 
 	switch (ev->kind) {
 	case MT_EV_MMAP:
-		/* mt-trace's own (the --fast recorder's rings): kept to be
-		 * unmapped as any, counted apart, never as the program's */
-		if ((ev->flags & MT_MMAP_TRACER) && !(ev->aux & MAP_FIXED_))
-			tracer_mapped(p->sum, page_up(r, ev->size));
+		/* mt-trace's own (the --fast recorder's rings, its library,
+		 * its walk state): kept to be unmapped as any, counted
+		 * apart, never as the program's */
 		ranges_add(&p->maps, ev->addr, ev->addr + page_up(r, ev->size),
-			   !r->in_section || (ev->flags & MT_MMAP_TRACER),
-			   stack, sites);
+			   !r->in_section, ev->flags & MT_MMAP_TRACER, stack,
+			   sites);
 		break;
 	case MT_EV_MUNMAP:
 		ranges_remove(&p->maps, ev->addr,
@@ -244,7 +243,7 @@ static void on_mapping(struct mt_recon *r, struct proc *p,
 		ranges_remove(&p->maps, ev->old_addr,
 			      ev->old_addr + page_up(r, ev->old_size), sites);
 		ranges_add(&p->maps, ev->addr, ev->addr + page_up(r, ev->size),
-			   !r->in_section, stack, sites);
+			   !r->in_section, false, stack, sites);
 		break;
 	case MT_EV_BRK: {
 		/* memtrack has no previous break: use the last one seen */
@@ -256,7 +255,7 @@ static void on_mapping(struct mt_recon *r, struct proc *p,
 			break;
 		if (brk > old)
 			ranges_add(&p->maps, page_up(r, old), page_up(r, brk),
-				   !r->in_section, stack, sites);
+				   !r->in_section, false, stack, sites);
 		else if (brk < old)
 			ranges_remove(&p->maps, page_up(r, brk),
 				      page_up(r, old), sites);
@@ -264,6 +263,7 @@ static void on_mapping(struct mt_recon *r, struct proc *p,
 	}
 	}
 	mapped_changed(r, p, before, t);
+	tracer_mapped(p);
 }
 
 /* ------------------------------------------------------------------ */
