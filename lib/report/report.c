@@ -1078,6 +1078,16 @@ static json_t *row_facts(json_t *o, bool tracked)
 	return f;
 }
 
+/* to[key] = a copy of from[key] (null when from has none), for each key */
+static void copy_keys(json_t *to, const json_t *from, const char *const *keys,
+		      size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		json_object_set_new(
+		    to, keys[k],
+		    json_deep_copy(json_object_get(from, keys[k])));
+}
+
 /* The largest blocks not freed, at most most of them (new reference). */
 static json_t *not_freed_list(json_t *doc, unsigned most)
 {
@@ -1139,29 +1149,17 @@ json_t *mt_report_facts(json_t *doc, const struct mt_view *view)
 	for (size_t i = 0; rows && i < n && i < view->top; i++) {
 		json_t *r = row_facts(rows[i].src, tracked);
 
-		json_object_set_new(
-		    r, "pid",
-		    json_deep_copy(json_object_get(rows[i].src, "pid")));
-		json_object_set_new(
-		    r, "ppid",
-		    json_deep_copy(json_object_get(rows[i].src, "ppid")));
+		static const char *const ids[] = {"pid", "ppid"};
+		/* the whole command line, and its arguments (null: not in
+		 * the trace) */
+		static const char *const run[] = {"command_line", "argv",
+						  "argv_cut", "exit"};
+
+		copy_keys(r, rows[i].src, ids, 2);
 		json_object_set_new(
 		    r, "name",
 		    json_string(proc_program_name(doc, by_pid, rows[i].src)));
-		/* the whole command line, and its arguments (null: not in
-		 * the trace) */
-		json_object_set_new(r, "command_line",
-				    json_deep_copy(json_object_get(
-					rows[i].src, "command_line")));
-		json_object_set_new(
-		    r, "argv",
-		    json_deep_copy(json_object_get(rows[i].src, "argv")));
-		json_object_set_new(
-		    r, "argv_cut",
-		    json_deep_copy(json_object_get(rows[i].src, "argv_cut")));
-		json_object_set_new(
-		    r, "exit",
-		    json_deep_copy(json_object_get(rows[i].src, "exit")));
+		copy_keys(r, rows[i].src, run, 4);
 		json_array_append_new(procs, r);
 	}
 	free(rows);
