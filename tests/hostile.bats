@@ -169,3 +169,32 @@ rejected() {
 	[ "$st" = 143 ]
 	exec 7<&-
 }
+
+# Its output never read while the command still runs: mt-trace's thread
+# waits for its writer and the command for room in its ring.  Signals are
+# still read (mt_tracer_output_stalled, every 100 ms of that wait): the
+# SIGTERM goes on to the command, which ends, and the next ends
+# mt-trace.  Before, it read none until SIGKILL.
+@test "SIGTERM while the output is never read and the command waits for ring room: passed to the command, then ends mt-trace" {
+	mkfifo "$T/fifo"
+	exec 7<>"$T/fifo" # held open, never read: the output blocks
+	mt-trace -o "$T/fifo" -- "$MT_FIXTURES/allocheavy" 200000 \
+		2>"$T/trace.err" &
+	local tracer=$!
+	pids_to_end="$tracer"
+	sleep 1 # 400,000 records: the pipe and the rings fill in ~0.1 s
+	for _ in $(seq 50); do
+		kill -TERM "$tracer" 2>/dev/null || break
+		sleep 0.1
+	done
+	run kill -0 "$tracer"
+	assert_failure
+	local st=0
+	wait "$tracer" || st=$?
+	[ "$st" = 143 ]
+	exec 7<&-
+	# the command ended by the signal, not by running to its end (the
+	# fixture logs only at its end)
+	run grep -s live_at_exit "$MT_FIXTURE_LOG"
+	assert_failure
+}

@@ -613,6 +613,27 @@ static void signals_end_tracer(int sfd, const sigset_t *old)
 	sigprocmask(SIG_SETMASK, old, NULL);
 }
 
+/*
+ * The writer has waited a while for the output (a reader that does not
+ * read: tracer_batch.c), and mt-trace's own thread with it: the signals
+ * trace_loop would read are read here meanwhile.  Passed on while the
+ * command runs (it may be waiting for mt-trace's drain); once it is gone,
+ * SIGINT and SIGTERM end mt-trace as they do after trace_loop.
+ */
+void mt_tracer_output_stalled(struct tracer *t)
+{
+	struct pollfd gone = {.fd = t->cmd.pidfd, .events = POLLIN};
+
+	if (t->cmd.signals_ended || t->cmd.signal_fd < 0)
+		return;
+	if (t->cmd.pidfd >= 0 && poll(&gone, 1, 0) == 1) {
+		signals_end_tracer(t->cmd.signal_fd, &t->cmd.signals_old);
+		t->cmd.signals_ended = true;
+		return;
+	}
+	forward_signal(t, t->cmd.signal_fd);
+}
+
 static int wait_child_status(struct tracer *t, struct mt_meta *meta)
 {
 	siginfo_t si;
@@ -1203,7 +1224,10 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 {
 	struct tracer t = {
 	    .opts = opts,
-	    .cmd = {.release_fd = -1, .exec_err_fd = -1, .pidfd = -1},
+	    .cmd = {.release_fd = -1,
+		    .exec_err_fd = -1,
+		    .pidfd = -1,
+		    .signal_fd = -1},
 	    .sampling = {.fd = -1},
 	    .rss_perf_fd = -1,
 	    .watchdog = -1,
@@ -1222,6 +1246,8 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	t.out.batch = mt_xmalloc(sizeof(struct mt_raw_batch) +
 				 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
 	sfd = make_signalfd(&t, &old);
+	t.cmd.signal_fd = sfd;
+	t.cmd.signals_old = old;
 	if (sfd < 0) {
 		mt_error("cannot start the command: %s", strerror(errno));
 		if (sfd >= 0)
@@ -1251,7 +1277,9 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		cleanup(&t);
 		return MT_EXIT_TRACER_FAILED;
 	}
-	signals_end_tracer(sfd, &old);
+	if (!t.cmd.signals_ended)
+		signals_end_tracer(sfd, &old);
+	t.cmd.signals_ended = true;
 	status = wait_child_status(&t, &end);
 	t.phase_ns = mt_clock_ns(CLOCK_MONOTONIC);
 	t.exit_ns = t.phase_ns;

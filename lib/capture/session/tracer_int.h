@@ -7,6 +7,7 @@
 #ifndef MT_TRACER_INT_H
 #define MT_TRACER_INT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -100,10 +101,13 @@ struct tracer_probes {
 struct tracer_command {
 	pid_t child;
 	int pidfd;
-	int release_fd;	     /* write end: one byte lets the child exec */
-	int exec_err_fd;     /* read end: errno of a failed exec */
-	bool sigint_ignored; /* mt-trace came with SIGINT ignored */
-	int interrupts;	     /* SIGINTs sent to mt-trace alone */
+	int release_fd;	      /* write end: one byte lets the child exec */
+	int exec_err_fd;      /* read end: errno of a failed exec */
+	bool sigint_ignored;  /* mt-trace came with SIGINT ignored */
+	int interrupts;	      /* SIGINTs sent to mt-trace alone */
+	int signal_fd;	      /* mt-trace's signals, read while it traces */
+	sigset_t signals_old; /* the mask mt-trace came with */
+	bool signals_ended;   /* SIGINT and SIGTERM end mt-trace now */
 };
 
 /* --physical's sampling (tracer.c): its timer and its rounds */
@@ -203,6 +207,7 @@ long mt_tracer_tracepoint_id(const char *group, const char *name);
 int mt_tracer_on_event(void *ctx, void *data, size_t size);
 int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size);
 void mt_tracer_live_add(struct tracer *t, pid_t pid);
+void mt_tracer_output_stalled(struct tracer *t);
 int mt_tracer_collect(struct tracer *t, bool final);
 /* The staged lifecycle records before first dropped (written). */
 void mt_tracer_keep_life_from(struct tracer *t, size_t first);

@@ -211,6 +211,29 @@ static bool take_spare(struct mt_batch_writer *w, struct batch_bufs *out)
 	return true;
 }
 
+/* How long mt-trace's thread waits for the writer before it looks at its
+ * signals (mt_tracer_output_stalled): an output nobody reads must not
+ * leave it deaf to SIGTERM and SIGINT. */
+#define STALL_LOOK_MS 100
+
+/* Wait, w->lock held, for the writer to give a buffer back. */
+static void wait_for_writer(struct tracer *t, struct mt_batch_writer *w)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += STALL_LOOK_MS * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	if (pthread_cond_timedwait(&w->done, &w->lock, &until) == ETIMEDOUT) {
+		pthread_mutex_unlock(&w->lock);
+		mt_tracer_output_stalled(t);
+		pthread_mutex_lock(&w->lock);
+	}
+}
+
 /* The batch in t->out.batch handed to the writer, t->out.batch a free buffer;
  * false when it cannot be (no thread; no buffer free, and nothing
  * queued): the caller writes it, after every batch before it. */
@@ -224,7 +247,7 @@ static bool hand_over(struct tracer *t, uint64_t lost)
 		return false;
 	pthread_mutex_lock(&w->lock);
 	while (!(got = take_spare(w, &next)) && w->nqueued)
-		pthread_cond_wait(&w->done, &w->lock);
+		wait_for_writer(t, w);
 	if (got) {
 		w->queue[(w->first + w->nqueued) % WRITER_QUEUE] =
 		    (struct queued_batch){
