@@ -4,7 +4,7 @@
 # tests/fixtures/hostile.c writes over every mapping of it it finds
 # (/proc/self/maps, MT_FAST_SHM).  mt-trace must not crash, must end
 # within seconds of the command, must drop only the ring written over
-# (its records counted lost: a ring's capacity, 32,768, known by
+# (its records counted lost: a ring's capacity, 8,192, known by
 # construction) and mark the trace incomplete in its trailer, which every
 # later stage then rejects unless --allow-incomplete; the other rings go
 # on exact (the fixture's log, tests/lib/trace_check.py).  Exit status:
@@ -14,7 +14,7 @@ load helpers
 
 CHECK="$TOP/tests/lib/trace_check.py"
 HOSTILE="$MT_FIXTURES/hostile"
-RING=32768 # records of a ring (tracer_fast.c: RING_RECORDS)
+RING=8192 # records of a ring (tracer_fast.c: RING_RECORDS)
 
 setup() {
 	require_bpf
@@ -64,7 +64,7 @@ rejected() {
 	[ "$1" = any ] || [ "$(jq .lost_events "$T/report.json")" = "$1" ]
 }
 
-@test "hostile: a ring's head one before its tail: that ring dropped (32,768 lost), the trace rejected as incomplete" {
+@test "hostile: a ring's head one before its tail: that ring dropped (8,192 lost), the trace rejected as incomplete" {
 	attack back
 	[ "$secs" -le 5 ] || fail "mt-trace took $secs s"
 	grep -q "its head is before its tail" "$T/trace.err"
@@ -85,7 +85,7 @@ rejected() {
 	[ "$secs" -le 5 ] || fail "mt-trace took $secs s"
 	grep -q "a record no recorder writes" "$T/trace.err"
 	rejected any
-	# the ring's records when mt-trace looked: all 32,768 once the head
+	# the ring's records when mt-trace looked: all 8,192 once the head
 	# is moved, or the command's own first ones when a drain came between
 	# the fill and the head's move (the fill overwrites them too)
 	lost=$(jq .lost_events "$T/report.json")
@@ -138,7 +138,7 @@ rejected() {
 		esac
 		lost=$(mt-report --json --allow-incomplete "$T/out.msgpack" \
 			2>/dev/null | jq .lost_events)
-		# at most every ring's capacity: 1,024 rings of 32,768
+		# at most every ring's capacity: 1,024 rings of 8,192
 		[ "$lost" -le $((1024 * RING)) ]
 	done
 }

@@ -50,16 +50,19 @@
 #include "tracer_int.h"
 
 /*
- * A thread's ring: 32,768 records (1 MiB of shared memory, which the
- * traced process's RSS shows as shmem once touched); 1,024 threads at
- * once (the file is sparse: untouched rings cost nothing).  A thread
- * wakes mt-trace when its ring is half full and waits when it is full:
- * half a ring is what mt-trace's wake-up, drain and write may take before
- * the thread must wait (allocheavy under load: 8,192 records slept
- * 147-514 times a run, 32,768 17-159).  MT_FAST_RING_RECORDS sets another
- * size (a power of two, RING_RECORDS_MIN..RING_RECORDS_MAX).
+ * A thread's ring: 8,192 records (256 KiB of shared memory, the tracer's
+ * RSS once touched); 1,024 threads at once (the file is sparse: untouched
+ * rings cost nothing).  A thread wakes mt-trace when its ring is half
+ * full and waits when it is full.  The size weighs the first touch of
+ * each page, a fault that costs 15-19 us on these machines, against the
+ * waits of a ring too small for mt-trace's wake-up: with the recorder's
+ * write prefetch, 8,192 records wait more often than 32,768 did
+ * (storm_threads 500 times against 180) yet ran as fast or faster
+ * everywhere measured; 4,096 made allocheavy 5% slower (bench/RESULTS.md,
+ * "The ring's size").  MT_FAST_RING_RECORDS sets another size (a power of
+ * two, RING_RECORDS_MIN..RING_RECORDS_MAX).
  */
-#define RING_RECORDS	 32768u
+#define RING_RECORDS	 8192u
 #define RING_RECORDS_MIN 64u
 #define RING_RECORDS_MAX 262144u
 /* processes that loaded the recorder, kept (then only counted) */
