@@ -143,6 +143,20 @@ rejected() {
 	done
 }
 
+# SIGTERM to mt-trace until it is gone, 5 s at most (one that reaches it
+# while the command runs goes on to the command), and it ended by it.
+term_until_gone() {
+	local tracer=$1 st=0
+	for _ in $(seq 50); do
+		kill -TERM "$tracer" 2>/dev/null || break
+		sleep 0.1
+	done
+	run kill -0 "$tracer"
+	assert_failure
+	wait "$tracer" || st=$?
+	[ "$st" = 143 ]
+}
+
 @test "SIGTERM after the command is gone ends mt-trace (its output never read)" {
 	mkfifo "$T/fifo"
 	exec 7<>"$T/fifo" # held open, never read: the output blocks
@@ -156,17 +170,7 @@ rejected() {
 		sleep 0.05
 	done
 	grep -q live_at_exit "$MT_FIXTURE_LOG" || fail "allocheavy never ended"
-	# SIGTERM until mt-trace is gone (one that reaches it before it saw
-	# the command's end goes on to the command), 5 s at most
-	for _ in $(seq 50); do
-		kill -TERM "$tracer" 2>/dev/null || break
-		sleep 0.1
-	done
-	run kill -0 "$tracer"
-	assert_failure
-	local st=0
-	wait "$tracer" || st=$?
-	[ "$st" = 143 ]
+	term_until_gone "$tracer"
 	exec 7<&-
 }
 
@@ -183,15 +187,7 @@ rejected() {
 	local tracer=$!
 	pids_to_end="$tracer"
 	sleep 1 # 400,000 records: the pipe and the rings fill in ~0.1 s
-	for _ in $(seq 50); do
-		kill -TERM "$tracer" 2>/dev/null || break
-		sleep 0.1
-	done
-	run kill -0 "$tracer"
-	assert_failure
-	local st=0
-	wait "$tracer" || st=$?
-	[ "$st" = 143 ]
+	term_until_gone "$tracer"
 	exec 7<&-
 	# the command ended by the signal, not by running to its end (the
 	# fixture logs only at its end)
