@@ -1155,11 +1155,11 @@ json_t *mt_report_facts(json_t *doc, const struct mt_view *view)
 		static const char *const run[] = {"command_line", "argv",
 						  "argv_cut", "exit"};
 
-		copy_keys(r, rows[i].src, ids, 2);
+		copy_keys(r, rows[i].src, ids, sizeof(ids) / sizeof(ids[0]));
 		json_object_set_new(
 		    r, "name",
 		    json_string(proc_program_name(doc, by_pid, rows[i].src)));
-		copy_keys(r, rows[i].src, run, 4);
+		copy_keys(r, rows[i].src, run, sizeof(run) / sizeof(run[0]));
 		json_array_append_new(procs, r);
 	}
 	free(rows);

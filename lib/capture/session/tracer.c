@@ -530,7 +530,7 @@ static void attach_rss_size_opened(struct tracer *t)
 /* SIGINT is mt-trace's even when it came ignored (a shell's `cmd &`):
  * one sent to it by pid is meant for it (forward_signal); the command
  * gets the disposition mt-trace was given. */
-static int make_signalfd(struct tracer *t, sigset_t *old)
+static int make_signalfd(struct tracer *t)
 {
 	sigset_t set;
 	struct sigaction was;
@@ -540,12 +540,13 @@ static int make_signalfd(struct tracer *t, sigset_t *old)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGQUIT);
-	sigprocmask(SIG_BLOCK, &set, old);
+	sigprocmask(SIG_BLOCK, &set, &t->cmd.signals_old);
 	if (sigaction(SIGINT, NULL, &was) == 0 && was.sa_handler == SIG_IGN) {
 		t->cmd.sigint_ignored = true;
 		signal(SIGINT, SIG_DFL); /* blocked: read from the signalfd */
 	}
-	return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	t->cmd.signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	return t->cmd.signal_fd;
 }
 
 /*
@@ -577,11 +578,11 @@ static void interrupt_tree(struct tracer *t)
  * group); one sent to mt-trace alone (kill, a CI runner's timeout) is
  * passed on.
  */
-static void forward_signal(struct tracer *t, int sfd)
+static void forward_signal(struct tracer *t)
 {
 	struct signalfd_siginfo si;
 
-	while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+	while (read(t->cmd.signal_fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_code == SI_KERNEL)
 			continue;
 		if (si.ssi_signo == SIGINT) {
@@ -600,17 +601,21 @@ static void forward_signal(struct tracer *t, int sfd)
  * waited for against the user's will (a slow reader, a stuck output):
  * SIGINT and SIGTERM end it as they would any program (its trace then
  * has no trailer: readers take it as cut short).  The ones already
- * pending were the command's (a terminal's ^C reaches both).
+ * pending were the command's (a terminal's ^C reaches both).  Once: the
+ * writer's wait may have come to it first (mt_tracer_output_stalled).
  */
-static void signals_end_tracer(int sfd, const sigset_t *old)
+static void signals_end_tracer(struct tracer *t)
 {
 	struct signalfd_siginfo si;
 
-	while (read(sfd, &si, sizeof(si)) == sizeof(si))
+	if (t->cmd.signals_ended)
+		return;
+	t->cmd.signals_ended = true;
+	while (read(t->cmd.signal_fd, &si, sizeof(si)) == sizeof(si))
 		;
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
-	sigprocmask(SIG_SETMASK, old, NULL);
+	sigprocmask(SIG_SETMASK, &t->cmd.signals_old, NULL);
 }
 
 /*
@@ -626,12 +631,10 @@ void mt_tracer_output_stalled(struct tracer *t)
 
 	if (t->cmd.signals_ended || t->cmd.signal_fd < 0)
 		return;
-	if (t->cmd.pidfd >= 0 && poll(&gone, 1, 0) == 1) {
-		signals_end_tracer(t->cmd.signal_fd, &t->cmd.signals_old);
-		t->cmd.signals_ended = true;
-		return;
-	}
-	forward_signal(t, t->cmd.signal_fd);
+	if (t->cmd.pidfd >= 0 && poll(&gone, 1, 0) == 1)
+		signals_end_tracer(t);
+	else
+		forward_signal(t);
 }
 
 static int wait_child_status(struct tracer *t, struct mt_meta *meta)
@@ -818,7 +821,7 @@ static void watch(int epfd, int fd, uint32_t id, uint32_t events)
 		epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
-static int trace_loop(struct tracer *t, int sfd)
+static int trace_loop(struct tracer *t)
 {
 	struct epoll_event evs[8];
 	int epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -837,7 +840,7 @@ static int trace_loop(struct tracer *t, int sfd)
 	watch(epfd, t->cmd.pidfd, SRC_CHILD, EPOLLIN);
 	/* --fast: a recorder's ring is half full (read at each drain) */
 	watch(epfd, t->fast ? mt_fast_wake_fd(t->fast) : -1, SRC_RING, EPOLLIN);
-	watch(epfd, sfd, SRC_SIGNAL, EPOLLIN);
+	watch(epfd, t->cmd.signal_fd, SRC_SIGNAL, EPOLLIN);
 	watch(epfd, t->has_control ? t->control.fd : -1, SRC_CONTROL, EPOLLIN);
 	watch(epfd, t->sampling.fd, SRC_SAMPLE, EPOLLIN);
 	/* a pipe's write end reports an error as soon as its reader is gone:
@@ -857,7 +860,7 @@ static int trace_loop(struct tracer *t, int sfd)
 				child_done = true;
 				break;
 			case SRC_SIGNAL:
-				forward_signal(t, sfd);
+				forward_signal(t);
 				break;
 			case SRC_CONTROL:
 				mt_control_read(&t->control, on_control, t);
@@ -1236,8 +1239,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	};
 	struct mt_meta end = {0};
 	uint64_t rss_dropped;
-	sigset_t old;
-	int sfd, status, err;
+	int status, err;
 
 	t.start_monotonic_ns = mt_clock_ns(CLOCK_MONOTONIC);
 	t.phase_ns = t.start_monotonic_ns;
@@ -1245,14 +1247,9 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	signal(SIGPIPE, SIG_IGN);
 	t.out.batch = mt_xmalloc(sizeof(struct mt_raw_batch) +
 				 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
-	sfd = make_signalfd(&t, &old);
-	t.cmd.signal_fd = sfd;
-	t.cmd.signals_old = old;
-	if (sfd < 0) {
+	if (make_signalfd(&t) < 0) {
 		mt_error("cannot start the command: %s", strerror(errno));
-		if (sfd >= 0)
-			close(sfd);
-		sigprocmask(SIG_SETMASK, &old, NULL);
+		sigprocmask(SIG_SETMASK, &t.cmd.signals_old, NULL);
 		free(t.out.batch);
 		return MT_EXIT_TRACER_FAILED;
 	}
@@ -1263,13 +1260,13 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 			opts->verbose, t.start_monotonic_ns);
 	if (mt_startup_run(&t.plan)) {
 		failed_start(&t);
-		close(sfd);
-		sigprocmask(SIG_SETMASK, &old, NULL);
+		close(t.cmd.signal_fd);
+		sigprocmask(SIG_SETMASK, &t.cmd.signals_old, NULL);
 		mt_startup_test_stop(&t.plan); /* let go of everything */
 		return MT_EXIT_TRACER_FAILED;
 	}
 	mt_startup_timed(&t.plan, "total", t.start_monotonic_ns);
-	if (trace_loop(&t, sfd)) {
+	if (trace_loop(&t)) {
 		/* the output is gone: do not leave the command running (nor
 		 * stopped, should the BPF side have stopped it just now) */
 		kill(t.cmd.child, SIGTERM);
@@ -1277,9 +1274,7 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		cleanup(&t);
 		return MT_EXIT_TRACER_FAILED;
 	}
-	if (!t.cmd.signals_ended)
-		signals_end_tracer(sfd, &old);
-	t.cmd.signals_ended = true;
+	signals_end_tracer(&t);
 	status = wait_child_status(&t, &end);
 	t.phase_ns = mt_clock_ns(CLOCK_MONOTONIC);
 	t.exit_ns = t.phase_ns;

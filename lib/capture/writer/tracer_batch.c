@@ -177,14 +177,18 @@ static void *writer_main(void *arg)
 static struct mt_batch_writer *writer_of(struct tracer *t)
 {
 	struct mt_batch_writer *w;
+	pthread_condattr_t monotonic;
 
 	if (t->out.writer || t->out.writer_failed)
 		return t->out.writer;
 	w = mt_xcalloc(1, sizeof(*w));
 	w->fd = t->opts->out_fd;
+	pthread_condattr_init(&monotonic);
+	pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->work, NULL);
-	pthread_cond_init(&w->done, NULL);
+	pthread_cond_init(&w->done, &monotonic); /* wait_for_writer's clock */
+	pthread_condattr_destroy(&monotonic);
 	if (pthread_create(&w->thread, NULL, writer_main, w)) {
 		free(w);
 		t->out.writer_failed = true;
@@ -219,14 +223,10 @@ static bool take_spare(struct mt_batch_writer *w, struct batch_bufs *out)
 /* Wait, w->lock held, for the writer to give a buffer back. */
 static void wait_for_writer(struct tracer *t, struct mt_batch_writer *w)
 {
-	struct timespec until;
+	uint64_t ns = mt_clock_ns(CLOCK_MONOTONIC) + STALL_LOOK_MS * 1000000ull;
+	struct timespec until = {.tv_sec = ns / 1000000000ull,
+				 .tv_nsec = ns % 1000000000ull};
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_nsec += STALL_LOOK_MS * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
 	if (pthread_cond_timedwait(&w->done, &w->lock, &until) == ETIMEDOUT) {
 		pthread_mutex_unlock(&w->lock);
 		mt_tracer_output_stalled(t);
