@@ -78,8 +78,8 @@ const volatile bool privileged_unseen = false;
  * need not stop. */
 const volatile char fast_preload[256] = {};
 const volatile __u32 fast_preload_len = 0;
-volatile char fast_shm[64] = {};
-volatile __u32 fast_shm_len = 0;
+const volatile char fast_shm[64] = {};
+const volatile __u32 fast_shm_len = 0;
 volatile __s32 fast_memfd = -1;
 volatile __u64 fast_memfd_ino = 0;
 /* --fast: the recorder's own file (libmt-preload.so), by the kernel's
@@ -1357,19 +1357,6 @@ struct {
 const char ld_preload_eq[] = "LD_PRELOAD=";
 const char mt_fast_shm_eq[] = "MT_FAST_SHM=";
 
-/* Are the n bytes at s fast_shm's?  By hand: bpf_strncmp wants a constant
- * string, and fast_shm is the session's (global data). */
-static __always_inline bool is_fast_shm(const char *s, __u32 n)
-{
-	for (__u32 i = 0; i < sizeof(fast_shm); i++) {
-		if (i >= n)
-			break;
-		if (s[i] != fast_shm[i])
-			return false;
-	}
-	return true;
-}
-
 /* bpf_loop callback: one environment string. */
 static long scan_env_string(__u64 i, void *unused)
 {
@@ -1410,7 +1397,11 @@ static long scan_env_string(__u64 i, void *unused)
 			scan->unsure = true;
 			return 1;
 		}
-		scan->shm = is_fast_shm(buf->s + sizeof(mt_fast_shm_eq) - 1, n);
+		/* n counts the NUL: the value is fast_shm, not longer (a
+		 * loop by hand here was walked 64 times by the verifier,
+		 * half of on_exec's load) */
+		scan->shm = bpf_strncmp(buf->s + sizeof(mt_fast_shm_eq) - 1, n,
+					(const char *)fast_shm) == 0;
 	}
 	return 0;
 }

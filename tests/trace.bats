@@ -1088,6 +1088,26 @@ total_events() {
 	assert_success
 }
 
+@test "-vvv gives the verifier's time and instructions walked for each program loaded, and their total" {
+	require_bpf
+	trace_ok -vvv -- true
+	grep 'mt-trace: verifier: ' "$T/trace.err" >"$T/verifier"
+	# the programs every default session loads, each with its figures
+	for prog in on_exec on_sys_exit on_fork on_exit; do
+		grep -Eq "verifier: $prog +[0-9]+\.[0-9]{2} ms, [1-9][0-9]* instructions walked" \
+			"$T/verifier"
+	done
+	# a program not loaded (--stacks' sys_exit) is not named
+	! grep -q 'verifier: sys_exit_stacks' "$T/verifier"
+	# the total is the sum of the programs' times (each rounded)
+	run awk '/verifier: total/ { total = $(NF - 1); next }
+		 { sum += $(NF - 4); n++ }
+		 END { d = sum - total; if (d < 0) d = -d
+		       exit !(n >= 4 && total > 0 && d <= 0.005 * (n + 1)) }' \
+		"$T/verifier"
+	assert_success
+}
+
 @test "kmem:rss_stat's perf event is opened beside the BPF load, and RSS is recorded through it" {
 	require_bpf
 	require_command strace

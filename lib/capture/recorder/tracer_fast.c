@@ -405,10 +405,12 @@ void mt_fast_configure(struct mt_fast *f, struct mt_trace *skel)
 		strcpy((char *)skel->rodata->fast_preload, f->preload);
 		skel->rodata->fast_preload_len = strlen(f->preload);
 	}
-	/* the session's own: global data, written into a reused object */
-	shm_description(f, getpid(), (char *)skel->bss->fast_shm,
-			sizeof(skel->bss->fast_shm));
-	skel->bss->fast_shm_len = strlen((char *)skel->bss->fast_shm);
+	/* read-only data: on_exec compares it with bpf_strncmp, which the
+	 * verifier checks once, where a loop by hand over global data was
+	 * walked 64 times (half of on_exec's verifier time) */
+	shm_description(f, getpid(), (char *)skel->rodata->fast_shm,
+			sizeof(skel->rodata->fast_shm));
+	skel->rodata->fast_shm_len = strlen((char *)skel->rodata->fast_shm);
 	skel->data->fast_memfd = f->memfd;
 	skel->bss->fast_memfd_ino = st.st_ino;
 	skel->bss->fast_preload_dev =

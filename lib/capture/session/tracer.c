@@ -51,6 +51,7 @@
 #include "mt_raw.h"
 #include "mt_tracer.h"
 #include "mt_user.h"
+#include "mt_verifier_stats.h"
 #include "mt_trace.skel.h"
 #include "mt_watchdog.h"
 #include "tracer_fast.h"
@@ -237,6 +238,7 @@ static void size_process_tables(struct mt_trace *skel, bool fast)
 static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 {
 	const struct mt_tracer_opts *o = t->opts;
+	struct mt_verifier_stats *stats = NULL;
 	struct mt_opened_bpf opened;
 	struct mt_trace *skel;
 	int btf_fd, err;
@@ -282,7 +284,10 @@ static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
 	mt_tracer_stacks_configure(t, skel);
 	mt_backpressure_configure(t, skel);
 	mt_tracer_parallel_maps_use(t, skel);
+	if (mt_tracer_verbose >= 3)
+		stats = mt_verifier_stats_ask(skel->obj);
 	err = mt_trace__load(skel);
+	mt_verifier_stats_print(stats, skel->obj);
 	if (btf_fd >= 0)
 		close(btf_fd);
 	if (err) {
