@@ -62,316 +62,6 @@
  * side wakes the consumer only at a fill level). */
 #define DRAIN_INTERVAL_MS 50
 
-/* libbpf's print callback has no context pointer */
-static int mt_tracer_verbose;
-
-/* ---- the child ---------------------------------------------------------- */
-
-static void redirect_child_stdout(const struct mt_tracer_opts *o)
-{
-	if (o->child_stdout_fd >= 0)
-		dup2(o->child_stdout_fd, STDOUT_FILENO);
-	else if (o->child_stdout_to_stderr)
-		/* the trace owns stdout: keep the command's output apart */
-		dup2(STDERR_FILENO, STDOUT_FILENO);
-}
-
-static void run_child(const struct tracer *t, char **env, int release_fd,
-		      int exec_err_fd)
-{
-	const struct mt_tracer_opts *o = t->opts;
-	sigset_t none;
-	char go;
-	int e;
-
-	/* die with mt-trace while waiting on the release pipe; not after */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (read(release_fd, &go, 1) != 1)
-		_exit(MT_EXIT_TRACER_FAILED); /* mt-trace gave up */
-	prctl(PR_SET_PDEATHSIG, 0);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	signal(SIGPIPE, SIG_DFL);
-	if (t->cmd.sigint_ignored) /* as mt-trace found it (make_signalfd) */
-		signal(SIGINT, SIG_IGN);
-	redirect_child_stdout(o);
-	if (t->fast)
-		mt_fast_child_fds(t->fast);
-	e = mt_user_become(o->user);
-	if (e) {
-		mt_error("cannot become uid %u: %s", (unsigned)o->user->uid,
-			 strerror(-e));
-		_exit(MT_EXIT_TRACER_FAILED);
-	}
-	environ = env; /* made before the fork (mt_child_env.h) */
-	execvp(o->argv[0], o->argv);
-	e = errno;
-	if (write(exec_err_fd, &e, sizeof(e)) < 0)
-		_exit(MT_EXIT_TRACER_FAILED);
-	_exit(e == ENOENT ? MT_EXIT_NOT_FOUND : MT_EXIT_CANNOT_EXEC);
-}
-
-/* The command's environment: mt-trace's, with what the command's
- * side of mt-trace reads in it. */
-static void child_environment(const struct tracer *t, struct mt_child_env *env)
-{
-	const struct mt_tracer_opts *o = t->opts;
-
-	mt_child_env_init(env);
-	if (o->control_path)
-		mt_child_env_set(env, "MT_CONTROL", o->control_path);
-	if (t->fast)
-		mt_fast_child_env(t->fast, getpid(), env);
-	mt_user_env(o->user, env);
-}
-
-static int spawn_child(struct tracer *t)
-{
-	int release[2], exec_err[2];
-	struct mt_child_env env;
-
-	child_environment(t, &env);
-	if (pipe2(release, O_CLOEXEC) || pipe2(exec_err, O_CLOEXEC)) {
-		mt_error("pipe: %s", strerror(errno));
-		mt_child_env_free(&env);
-		return -1;
-	}
-	t->cmd.child = fork();
-	if (t->cmd.child < 0) {
-		mt_error("fork: %s", strerror(errno));
-		mt_child_env_free(&env);
-		return -1;
-	}
-	if (t->cmd.child == 0) {
-		close(release[1]);
-		close(exec_err[0]);
-		run_child(t, env.vars, release[0], exec_err[1]);
-	}
-	mt_child_env_free(&env);
-	close(release[0]);
-	close(exec_err[1]);
-	t->cmd.release_fd = release[1];
-	t->cmd.exec_err_fd = exec_err[0];
-	t->cmd.pidfd = syscall(SYS_pidfd_open, t->cmd.child, 0);
-	if (t->cmd.pidfd < 0) {
-		mt_error("pidfd_open: %s", strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
-/* ---- BPF set-up -----------------------------------------------------------
- */
-
-static int libbpf_print(enum libbpf_print_level level, const char *fmt,
-			va_list args)
-{
-	/* libbpf's warnings come with hints that are wrong here (memlock:
-	 * maps are charged to the memory cgroup); mt-trace says what failed
-	 * and -v shows libbpf's own words.  Its debug output (-vvv) is not
-	 * -vv's: writing its ~1,000 lines made -vv's timed "BPF load" 2-4 ms
-	 * longer than a session's without them. */
-	if (level == LIBBPF_DEBUG && mt_tracer_verbose < 3)
-		return 0;
-	if (level != LIBBPF_DEBUG && mt_tracer_verbose < 1)
-		return 0;
-	mt_log_verbatim(level == LIBBPF_DEBUG ? MT_LOG_DETAIL : MT_LOG_VERBOSE,
-			fmt, args);
-	return 0;
-}
-
-/* Load only the allocator programs the probe mode attaches, each with the
- * attach type it needs (the kernel checks it at load), and of the programs
- * that come with and without the stack walk, the one --stacks asks for
- * (mt_code_alloc_programs_for says which). */
-static void choose_alloc_programs(struct mt_trace *skel,
-				  enum mt_probe_mode mode, bool track,
-				  bool stacks)
-{
-	struct bpf_program *all[] = {
-	    skel->progs.alloc_enter,	skel->progs.alloc_session,
-	    skel->progs.session_stacks, skel->progs.alloc_return,
-	    skel->progs.return_stacks,
-	};
-	struct bpf_program *enter, *ret;
-
-	mt_code_alloc_programs_for(skel, mode, stacks, &enter, &ret);
-	bpf_program__set_autoload(skel->progs.on_sys_exit, !stacks);
-	bpf_program__set_autoload(skel->progs.sys_exit_stacks, stacks);
-	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
-		bool used = all[i] == enter ||
-			    (all[i] == ret && mode != MT_PROBES_SESSION);
-
-		bpf_program__set_autoload(all[i], track && used);
-		/* classic uprobes keep the default attach type */
-		if (mode != MT_PROBES_CLASSIC)
-			bpf_program__set_expected_attach_type(
-			    all[i], mt_probe_attach_type(mode));
-	}
-}
-
-/*
- * The tables keyed by process (thread-group id) are hash tables whose
- * buckets the kernel allocates when they are made, 16 bytes a slot: 0.85 ms
- * of every start for each 65,536-slot table here.  They hold
- * MT_PROCESS_SLOTS live processes (mt_probe.h), fewer where pid_max is
- * lower (no table can hold more processes than there are process ids),
- * and --fast's two tables serve --fast alone.
- */
-static void size_process_tables(struct mt_trace *skel, bool fast)
-{
-	__u32 slots =
-	    mt_tracer_process_slots(bpf_map__max_entries(skel->maps.traced));
-	struct bpf_map *tables[] = {
-	    skel->maps.traced,	  skel->maps.resumed,	 skel->maps.unthrottled,
-	    skel->maps.pid_links, skel->maps.fork_stops,
-	};
-
-	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
-		bpf_map__set_max_entries(tables[i], slots);
-	if (!fast) {
-		bpf_map__set_max_entries(skel->maps.pid_links, 1);
-		bpf_map__set_max_entries(skel->maps.fork_stops, 1);
-	}
-}
-
-static int load_bpf(struct tracer *t, enum mt_probe_mode mode)
-{
-	const struct mt_tracer_opts *o = t->opts;
-	struct mt_verifier_stats *stats = NULL;
-	struct mt_opened_bpf opened;
-	struct mt_trace *skel;
-	int btf_fd, err;
-
-	if (!mt_tracer_parallel_opened(t, &opened))
-		mt_tracer_open_bpf(&opened);
-	skel = opened.skel;
-	btf_fd = opened.btf_fd;
-	if (btf_fd < 0 && o->verbose)
-		mt_verbose("reading the kernel's BTF: %s", opened.why);
-	if (!skel) {
-		mt_tracer_explain_privileges("opening the BPF object",
-					     opened.err, mt_tracer_verbose > 0);
-		if (btf_fd >= 0)
-			close(btf_fd);
-		return -1;
-	}
-	bpf_map__set_max_entries(skel->maps.events, o->ring_bytes);
-	size_process_tables(skel, t->fast != NULL);
-	skel->rodata->page_size = sysconf(_SC_PAGESIZE);
-	skel->rodata->wakeup_bytes = o->ring_bytes / 8;
-	skel->bss->discover_code = mt_tracer_follows_code(o);
-	skel->rodata->stop_for_new_code = !o->no_stop;
-	skel->rodata->privileged_unseen = o->user && o->user->is_sudo;
-	if (t->fast)
-		mt_fast_configure(t->fast, skel);
-	skel->data->allocs_enabled = !o->start_disabled;
-	skel->data->syscalls_enabled = !o->start_disabled;
-	skel->rodata->lifecycle_wakeup_bytes =
-	    bpf_map__max_entries(skel->maps.lifecycle) / 4;
-	if (!t->rss) {
-		bpf_program__set_autoload(skel->progs.on_rss_owner, false);
-		bpf_program__set_autoload(skel->progs.on_rss_size, false);
-	}
-	/* the recorder's own page faults, told apart from the program's
-	 * (the tracer's RSS): x86's exceptions:page_fault_user */
-#if defined(__x86_64__)
-	if (!t->rss || !t->fast)
-#endif
-		bpf_program__set_autoload(skel->progs.on_page_fault, false);
-	choose_alloc_programs(skel, mode, o->track_allocators, o->stacks);
-	t->probes.probe_mode = mode;
-	mt_tracer_stacks_configure(t, skel);
-	mt_backpressure_configure(t, skel);
-	mt_tracer_parallel_maps_use(t, skel);
-	if (mt_tracer_verbose >= 3)
-		stats = mt_verifier_stats_ask(skel->obj);
-	err = mt_trace__load(skel);
-	mt_verifier_stats_print(stats, skel->obj);
-	if (btf_fd >= 0)
-		close(btf_fd);
-	if (err) {
-		/* a kernel without sessions refuses their attach type: the
-		 * caller tries the next mode, which says what failed */
-		if (mode == MT_PROBES_SESSION && o->track_allocators) {
-			if (o->verbose)
-				mt_verbose("no uprobe sessions (%s)",
-					   strerror(-err));
-		} else {
-			mt_tracer_explain_privileges("loading the BPF programs",
-						     -err,
-						     mt_tracer_verbose > 0);
-		}
-		mt_trace__destroy(skel);
-		return -1;
-	}
-	t->skel = skel;
-	mt_tracer_stacks_loaded(t);
-	return 0;
-}
-
-/* Consumers of both rings, the lifecycle ring first (see mt_tracer_collect()).
- */
-static int make_rings(struct tracer *t)
-{
-	ring_buffer__free(t->rings);
-	t->rings = ring_buffer__new(bpf_map__fd(t->skel->maps.lifecycle),
-				    mt_tracer_on_lifecycle, t, NULL);
-	if (!t->rings ||
-	    ring_buffer__add(t->rings, bpf_map__fd(t->skel->maps.events),
-			     mt_tracer_on_event, t)) {
-		mt_error("ring buffer: %s", strerror(errno));
-		return -1;
-	}
-	mt_backpressure_watch_rings(t);
-	return 0;
-}
-
-/* The rings' consumer is made by a job beside the steps after the load
- * (its mappings, 4 MiB the kernel maps at once, took 0.6-1.1 ms of the
- * "BPF load" step, -vv), and waited for before the command runs. */
-static void make_rings_job(void *arg)
-{
-	struct tracer *t = arg;
-
-	t->parallel.rings_rc = make_rings(t);
-}
-
-static void start_rings(struct tracer *t)
-{
-	t->parallel.rings_rc = 0;
-	t->parallel.rings = mt_job_start(make_rings_job, t);
-}
-
-static int rings_made(struct tracer *t)
-{
-	mt_job_finish(t->parallel.rings);
-	t->parallel.rings_ready = t->parallel.rings_rc == 0;
-	return t->parallel.rings_rc;
-}
-
-/* The first probe mode to try: the best there is, or MT_PROBES's (session,
- * multi, classic), which tests use to run the fallbacks too. */
-static enum mt_probe_mode first_probe_mode(void)
-{
-	const char *want = getenv("MT_PROBES");
-
-	if (want && strcmp(want, "classic") == 0)
-		return MT_PROBES_CLASSIC;
-	if (want && strcmp(want, "multi") == 0)
-		return MT_PROBES_MULTI;
-	return MT_PROBES_SESSION;
-}
-
-static int load_best(struct tracer *t)
-{
-	enum mt_probe_mode mode = first_probe_mode();
-
-	if (mode == MT_PROBES_SESSION && load_bpf(t, MT_PROBES_SESSION) == 0)
-		return 0;
-	return load_bpf(t, mode == MT_PROBES_SESSION ? MT_PROBES_MULTI : mode);
-}
-
 /* The inspection reports an allocator it found: an event of the stream. */
 static int allocator_found(void *ctx, pid_t pid, const char *path,
 			   enum mt_alloc_family family)
@@ -447,10 +137,10 @@ static int fall_back(struct tracer *t)
 			   mt_probe_mode_name(t->probes.probe_mode),
 			   strerror(t->probes.code.links_refused),
 			   mt_probe_mode_name(next));
-	rings_made(t); /* they go with the object */
+	mt_tracer_rings_await(t); /* they go with the object */
 	mt_trace__destroy(t->skel);
 	t->skel = NULL;
-	if (load_bpf(t, next) || make_rings(t))
+	if (mt_tracer_load_bpf_mode(t, next) || mt_tracer_make_rings(t))
 		return -1;
 	use_bpf_for_code(t);
 	return 0;
@@ -532,135 +222,6 @@ static void attach_rss_size_opened(struct tracer *t)
 
 /* ---- the loop ------------------------------------------------------------ */
 
-/* SIGINT is mt-trace's even when it came ignored (a shell's `cmd &`):
- * one sent to it by pid is meant for it (forward_signal); the command
- * gets the disposition mt-trace was given. */
-static int make_signalfd(struct tracer *t)
-{
-	sigset_t set;
-	struct sigaction was;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGQUIT);
-	sigprocmask(SIG_BLOCK, &set, &t->cmd.signals_old);
-	if (sigaction(SIGINT, NULL, &was) == 0 && was.sa_handler == SIG_IGN) {
-		t->cmd.sigint_ignored = true;
-		signal(SIGINT, SIG_DFL); /* blocked: read from the signalfd */
-	}
-	t->cmd.signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	return t->cmd.signal_fd;
-}
-
-/*
- * SIGINT sent to mt-trace alone (kill, a CI runner's timeout, a script
- * that started it in the background): the first is passed to every
- * process of the tree, as a terminal's ^C reaches its process group; the
- * next kills them.  The session then ends as usual, with the command's
- * end: a complete trace.
- */
-static void interrupt_tree(struct tracer *t)
-{
-	int sig = t->cmd.interrupts++ ? SIGKILL : SIGINT;
-	size_t n = 0;
-
-	for (size_t i = 0; i < t->nlive; i++)
-		n += kill(t->live[i], sig) == 0;
-	if (sig == SIGINT)
-		mt_note("interrupted: SIGINT passed to the %zu process%s of "
-			"the command; another SIGINT kills them",
-			n, n == 1 ? "" : "es");
-	else
-		mt_note("interrupted again: the %zu process%s of the command "
-			"killed",
-			n, n == 1 ? "" : "es");
-}
-
-/*
- * A signal from the terminal reaches the command by itself (same process
- * group); one sent to mt-trace alone (kill, a CI runner's timeout) is
- * passed on.
- */
-static void forward_signal(struct tracer *t)
-{
-	struct signalfd_siginfo si;
-
-	while (read(t->cmd.signal_fd, &si, sizeof(si)) == sizeof(si)) {
-		if (si.ssi_code == SI_KERNEL)
-			continue;
-		if (si.ssi_signo == SIGINT) {
-			interrupt_tree(t);
-			continue;
-		}
-		if (t->opts->verbose)
-			mt_verbose("passing signal %u on", si.ssi_signo);
-		kill(t->cmd.child, si.ssi_signo);
-	}
-}
-
-/*
- * The command is gone: what signals asked of it is done, and one that
- * comes now is for mt-trace, whose last drain and detach must not be
- * waited for against the user's will (a slow reader, a stuck output):
- * SIGINT and SIGTERM end it as they would any program (its trace then
- * has no trailer: readers take it as cut short).  The ones already
- * pending were the command's (a terminal's ^C reaches both).  Once: the
- * writer's wait may have come to it first (mt_tracer_output_stalled).
- */
-static void signals_end_tracer(struct tracer *t)
-{
-	struct signalfd_siginfo si;
-
-	if (t->cmd.signals_ended)
-		return;
-	t->cmd.signals_ended = true;
-	while (read(t->cmd.signal_fd, &si, sizeof(si)) == sizeof(si))
-		;
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
-	sigprocmask(SIG_SETMASK, &t->cmd.signals_old, NULL);
-}
-
-/*
- * The writer has waited a while for the output (a reader that does not
- * read: tracer_batch.c), and mt-trace's own thread with it: the signals
- * trace_loop would read are read here meanwhile.  Passed on while the
- * command runs (it may be waiting for mt-trace's drain); once it is gone,
- * SIGINT and SIGTERM end mt-trace as they do after trace_loop.
- */
-void mt_tracer_output_stalled(struct tracer *t)
-{
-	struct pollfd gone = {.fd = t->cmd.pidfd, .events = POLLIN};
-
-	if (t->cmd.signals_ended || t->cmd.signal_fd < 0)
-		return;
-	if (t->cmd.pidfd >= 0 && poll(&gone, 1, 0) == 1)
-		signals_end_tracer(t);
-	else
-		forward_signal(t);
-}
-
-static int wait_child_status(struct tracer *t, struct mt_meta *meta)
-{
-	siginfo_t si;
-
-	memset(&si, 0, sizeof(si));
-	if (waitid(P_PID, t->cmd.child, &si, WEXITED) < 0) {
-		meta->exit_kind = MT_EXIT_UNKNOWN;
-		return MT_EXIT_TRACER_FAILED;
-	}
-	if (si.si_code == CLD_EXITED) {
-		meta->exit_kind = MT_EXIT_CODE;
-		meta->exit_value = si.si_status;
-		return si.si_status;
-	}
-	meta->exit_kind = MT_EXIT_SIGNAL;
-	meta->exit_value = si.si_status;
-	return 128 + si.si_status;
-}
-
 static int write_header(struct tracer *t)
 {
 	const struct mt_tracer_opts *o = t->opts;
@@ -693,25 +254,6 @@ static int write_header(struct tracer *t)
 		return -1;
 	}
 	return 0;
-}
-
-static int release_child(struct tracer *t)
-{
-	if (write(t->cmd.release_fd, "", 1) != 1) {
-		mt_error("releasing the command: %s", strerror(errno));
-		return -1;
-	}
-	close(t->cmd.release_fd);
-	t->cmd.release_fd = -1;
-	return 0;
-}
-
-static void report_exec_failure(struct tracer *t)
-{
-	int e;
-
-	if (read(t->cmd.exec_err_fd, &e, sizeof(e)) == sizeof(e))
-		mt_error("%s: %s", t->opts->argv[0], strerror(e));
 }
 
 /* ---- control FIFO and sampling ----------------------------------------- */
@@ -865,7 +407,7 @@ static int trace_loop(struct tracer *t)
 				child_done = true;
 				break;
 			case SRC_SIGNAL:
-				forward_signal(t);
+				mt_command_forward_signals(t);
 				break;
 			case SRC_CONTROL:
 				mt_control_read(&t->control, on_control, t);
@@ -1000,7 +542,7 @@ static int step_fork(void *ctx)
 {
 	struct tracer *t = ctx_tracer(ctx);
 
-	if (spawn_child(t))
+	if (mt_command_spawn(t))
 		return -1;
 	mt_tracer_live_add(t, t->cmd.child);
 	return 0;
@@ -1030,17 +572,17 @@ static int step_load(void *ctx)
 	struct tracer *t = ctx_tracer(ctx);
 
 	t->ncpus = libbpf_num_possible_cpus();
-	return load_best(t);
+	return mt_tracer_load_best_bpf(t);
 }
 
 static void begin_rings(void *ctx)
 {
-	start_rings(ctx_tracer(ctx));
+	mt_tracer_rings_begin(ctx_tracer(ctx));
 }
 
 static int await_rings(void *ctx)
 {
-	return rings_made(ctx_tracer(ctx));
+	return mt_tracer_rings_await(ctx_tracer(ctx));
 }
 
 static void end_rings(void *ctx)
@@ -1077,7 +619,7 @@ static int step_tracepoints(void *ctx)
 	err = mt_trace__attach(t->skel);
 	if (err) {
 		mt_tracer_explain_privileges("attaching tracepoints", -err,
-					     mt_tracer_verbose > 0);
+					     t->opts->verbose > 0);
 		return -1;
 	}
 	/* the process-life programs act from now on */
@@ -1119,7 +661,7 @@ static int step_watchdog(void *ctx)
 /* a step of its own: the command, woken, may take this CPU first */
 static int step_release(void *ctx)
 {
-	return release_child(ctx_tracer(ctx));
+	return mt_command_release(ctx_tracer(ctx));
 }
 
 /* The work begun beside the steps: the same functions over the context */
@@ -1252,14 +794,13 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 	signal(SIGPIPE, SIG_IGN);
 	t.out.batch = mt_xmalloc(sizeof(struct mt_raw_batch) +
 				 (size_t)BATCH_MAX_RECORDS * MT_EVENT_SIZE);
-	if (make_signalfd(&t) < 0) {
+	if (mt_command_signalfd(&t) < 0) {
 		mt_error("cannot start the command: %s", strerror(errno));
 		sigprocmask(SIG_SETMASK, &t.cmd.signals_old, NULL);
 		free(t.out.batch);
 		return MT_EXIT_TRACER_FAILED;
 	}
-	libbpf_set_print(libbpf_print);
-	mt_tracer_verbose = opts->verbose;
+	mt_tracer_libbpf_log(opts->verbose);
 	mt_startup_init(&t.plan, startup_plan,
 			sizeof(startup_plan) / sizeof(startup_plan[0]), &t,
 			opts->verbose, t.start_monotonic_ns);
@@ -1279,11 +820,11 @@ int mt_trace_run(const struct mt_tracer_opts *opts)
 		cleanup(&t);
 		return MT_EXIT_TRACER_FAILED;
 	}
-	signals_end_tracer(&t);
-	status = wait_child_status(&t, &end);
+	mt_command_signals_end(&t);
+	status = mt_command_wait_status(&t, &end);
 	t.phase_ns = mt_clock_ns(CLOCK_MONOTONIC);
 	t.exit_ns = t.phase_ns;
-	report_exec_failure(&t);
+	mt_command_report_exec_failure(&t);
 	/* everything the command did is committed by now: last drain */
 	if (mt_tracer_drain(&t, true) || mt_tracer_flush(&t)) {
 		cleanup(&t);

@@ -35,6 +35,7 @@ struct mt_trace;
 struct mt_tracer_stacks;
 struct mt_fast;
 struct mt_batch_writer;
+struct mt_meta;
 
 /*
  * The work the start-up's plan (tracer.c) begins beside its steps, each
@@ -192,6 +193,31 @@ struct tracer {
 	struct mt_fast_links links;
 };
 
+/* command.c: the command's fork (held before its exec), its release, its
+ * exit status, and the signals mt-trace reads (a signalfd: -1 and errno
+ * when it cannot be made); passed on while the command runs, mt-trace's
+ * own once mt_command_signals_end (once, idempotent) says it is gone. */
+int mt_command_spawn(struct tracer *t);
+int mt_command_release(struct tracer *t);
+void mt_command_report_exec_failure(struct tracer *t);
+int mt_command_wait_status(struct tracer *t, struct mt_meta *meta);
+int mt_command_signalfd(struct tracer *t);
+void mt_command_forward_signals(struct tracer *t);
+void mt_command_signals_end(struct tracer *t);
+/* The writer waits for its output: signals read meanwhile. */
+void mt_tracer_output_stalled(struct tracer *t);
+
+/* bpf_load.c: libbpf's messages at mt-trace's -v level; the skeleton
+ * configured and loaded for a probe mode, or the best the kernel has (0,
+ * or -1 said); the rings' consumer made, or made beside the next steps
+ * and then awaited. */
+void mt_tracer_libbpf_log(int verbose);
+int mt_tracer_load_bpf_mode(struct tracer *t, enum mt_probe_mode mode);
+int mt_tracer_load_best_bpf(struct tracer *t);
+int mt_tracer_make_rings(struct tracer *t);
+void mt_tracer_rings_begin(struct tracer *t);
+int mt_tracer_rings_await(struct tracer *t);
+
 /* tracer_privileges.c: capabilities and tracefs */
 /* Say what failed (err: an errno) and exactly which capability is
  * missing, when one is; verbose: libbpf's messages were shown (-v). */
@@ -207,7 +233,6 @@ long mt_tracer_tracepoint_id(const char *group, const char *name);
 int mt_tracer_on_event(void *ctx, void *data, size_t size);
 int mt_tracer_on_lifecycle(void *ctx, void *data, size_t size);
 void mt_tracer_live_add(struct tracer *t, pid_t pid);
-void mt_tracer_output_stalled(struct tracer *t);
 int mt_tracer_collect(struct tracer *t, bool final);
 /* The staged lifecycle records before first dropped (written). */
 void mt_tracer_keep_life_from(struct tracer *t, size_t first);
