@@ -539,15 +539,15 @@ fast_as_default() {
 }
 
 # A command run with its own LD_PRELOAD (jemalloc): the recorder comes
-# first and passes the calls on to jemalloc, which carries the probes;
-# a process in the tree that replaces LD_PRELOAD runs without the recorder
-# and gets links of its own; env -i (no environment at all) too.
-@test "default: the command's own LD_PRELOAD (jemalloc) after the recorder, one replaced inside the tree, env -i: each call once, as with --no-fast" {
+# first and passes the calls on to jemalloc, which carries the probes.
+@test "default: the command's own LD_PRELOAD (jemalloc) after the recorder: each call once, as with --no-fast" {
 	je="/usr/lib/$(gcc -print-multiarch)/libjemalloc.so.2"
 	[ -e "$je" ] || fail "$je missing (make deps: libjemalloc-dev)"
-	# the tools inherit it too: under ASan (make check-asan) its runtime
-	# then no longer comes first, which it refuses by default
-	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+	# mt-trace inherits it too: an AddressSanitizer build of it (make
+	# check-asan) dies at start with two allocators in one process
+	if grep -q __asan_init "$MT_BIN/mt-trace"; then
+		skip "mt-trace built with ASan cannot run with jemalloc preloaded"
+	fi
 	rm -f "$MT_FIXTURE_LOG"
 	LD_PRELOAD=$je trace_ok --no-fast -- "$MT_FIXTURES/hundred"
 	counts >"$T/default.counts"
@@ -559,9 +559,16 @@ fast_as_default() {
 	check_log
 	[ "$(windows_matched)" = 1 ]
 	grep -q "^mt-trace: pid [0-9]*: recorded by probes: its malloc is not glibc's" "$T/trace.err"
-	# LD_PRELOAD replaced inside the tree (the fixture's windows only:
-	# what env allocates before its exec depends on the environment's
-	# size, which the recorder's variables make larger)
+}
+
+# A process in the tree that replaces LD_PRELOAD runs without the recorder
+# and gets links of its own; env -i (no environment at all) too.
+@test "default: LD_PRELOAD replaced inside the tree (jemalloc), env -i: links of their own, each call once" {
+	je="/usr/lib/$(gcc -print-multiarch)/libjemalloc.so.2"
+	[ -e "$je" ] || fail "$je missing (make deps: libjemalloc-dev)"
+	# the fixture's windows only: what env allocates before its exec
+	# depends on the environment's size, which the recorder's variables
+	# make larger
 	rm -f "$MT_FIXTURE_LOG"
 	trace_ok -v -- env LD_PRELOAD="$je" "$MT_FIXTURES/hundred"
 	check_log

@@ -113,7 +113,8 @@ static void test_peak_and_leaks(void)
 	CHECK_INT(get(doc, -1, "not_freed", "bytes"), 7 * MiB);
 	CHECK_INT(get(doc, -1, "not_freed", "count"), 6);
 	json_t *blocks = json_object_get(
-	    json_object_get(json_object_get(doc, "tree"), "not_freed"), "blocks");
+	    json_object_get(json_object_get(doc, "tree"), "not_freed"),
+	    "blocks");
 	CHECK_INT(json_integer_value(
 		      json_object_get(json_array_get(blocks, 0), "size")),
 		  2 * MiB);
@@ -867,7 +868,11 @@ static void write_artifact(const char *path, unsigned seed, int n, off_t cut)
 			   .aux =
 			       k == MT_EV_RSS ? (uint32_t)rand_r(&seed) % 4 : 0,
 			   .addr = 0x1000 * (uint64_t)(rand_r(&seed) % 512),
-			   .size = (uint64_t)(rand_r(&seed) % 5000),
+			   /* an Exec's size is the bytes of arguments
+			    * after its path (mt_exec_args): none here */
+			   .size = k == MT_EV_EXEC
+				       ? 0
+				       : (uint64_t)(rand_r(&seed) % 5000),
 			   .old_addr =
 			       k == MT_EV_FORK ? 1 + rand_r(&seed) % 30 : 0},
 		    .str = str,

@@ -623,18 +623,19 @@ static int python_stack_ref(struct tracer *t, const struct mt_event *staged,
 	bool truncated = false;
 	size_t n, m;
 
-	slot = slot_for(s, key);
-	if (!slot->id && !slot->frames) {
+	slot = s->nslots ? find_slot(s, key) : NULL;
+	if (!slot || !slot->key || (!slot->id && !slot->frames)) {
+		/* merged first, then kept: native_frames may grow the table
+		 * (a slot pointer held across it would dangle), and a merge
+		 * that fails leaves no key behind to break a probe chain */
 		n = native_frames(t, staged->addr, native, &flags);
 		m = n ? mt_python_merge(s->python, staged->old_addr, native, n,
 					merged, t->opts->stack_depth,
 					&truncated)
 		      : 0;
-		if (!m) {
-			slot->key = 0; /* not kept: the native stack goes */
-			s->used--;
-			return 1;
-		}
+		if (!m)
+			return 1; /* not kept: the native stack goes */
+		slot = slot_for(s, key);
 		keep_frames(slot, staged, merged, m);
 		slot->flags = flags | (truncated ? MT_STACK_TRUNCATED : 0);
 	}
