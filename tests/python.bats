@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # Python (issue 34): CPython's own allocator (pymalloc) recorded as the
 # heap it is, in the in-process recorder (--fast: a PyMem_SetAllocator
-# hook, lib/preload/mt_preload.c) and what the probes path sees of the
+# hook, lib/preload/pymalloc.c) and what the probes path sees of the
 # same program.  The fixture is tests/fixtures/python/seabird.py; the
 # interpreter is Debian's python3.11 (the pyenv one on PATH is a shim).
 # Outside truths: sys.getsizeof (the size CPython asks for a bytes

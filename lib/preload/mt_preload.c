@@ -25,7 +25,9 @@
  * calls through.
  *
  * In a CPython process it also records Python's own allocator (pymalloc)
- * through CPython's allocator hook (hook_pymalloc, below).
+ * through CPython's allocator hook (pymalloc.c).  C++ operator new and
+ * delete are in cxx_ops.c; what they share with this file, the recording
+ * core, is recorder.h.
  *
  * Nothing here may allocate through the interposed API (it would recurse):
  * dlsym's own calloc during start-up is served from a small static arena.
@@ -64,11 +66,8 @@
 #include "mt_stack.h"
 #include "own_mmap.h"
 #include "python.h"
+#include "recorder.h"
 #include "stack_walk.h"
-
-#define EXPORT	    __attribute__((visibility("default")))
-#define unlikely(x) __builtin_expect(!!(x), 0)
-#define likely(x)   __builtin_expect(!!(x), 1)
 
 /* ---- the next allocator ------------------------------------------------- */
 
@@ -85,32 +84,7 @@ struct next_api {
 	void *(*pvalloc)(size_t);
 };
 
-/* C++ operators, by their Itanium names (64-bit size_t) */
-enum cxx_op {
-	CXX_NEW,	       /* _Znwm */
-	CXX_NEW_ARRAY,	       /* _Znam */
-	CXX_NEW_NOTHROW,       /* _ZnwmRKSt9nothrow_t */
-	CXX_NEW_ARRAY_NOTHROW, /* _ZnamRKSt9nothrow_t */
-	CXX_NEW_ALIGNED,       /* _ZnwmSt11align_val_t */
-	CXX_NEW_ARRAY_ALIGNED, /* _ZnamSt11align_val_t */
-	CXX_NEW_ALIGNED_NOTHROW,
-	CXX_NEW_ARRAY_ALIGNED_NOTHROW,
-	CXX_DELETE,		/* _ZdlPv */
-	CXX_DELETE_ARRAY,	/* _ZdaPv */
-	CXX_DELETE_SIZED,	/* _ZdlPvm */
-	CXX_DELETE_ARRAY_SIZED, /* _ZdaPvm */
-	CXX_DELETE_NOTHROW,
-	CXX_DELETE_ARRAY_NOTHROW,
-	CXX_DELETE_ALIGNED,
-	CXX_DELETE_ARRAY_ALIGNED,
-	CXX_DELETE_SIZED_ALIGNED,
-	CXX_DELETE_ARRAY_SIZED_ALIGNED,
-	CXX_DELETE_ALIGNED_NOTHROW,
-	CXX_DELETE_ARRAY_ALIGNED_NOTHROW,
-	CXX_OPS
-};
-
-static const char *const cxx_names[CXX_OPS] = {
+const char *const cxx_names[CXX_OPS] = {
     "_Znwm",
     "_Znam",
     "_ZnwmRKSt9nothrow_t",
@@ -134,57 +108,25 @@ static const char *const cxx_names[CXX_OPS] = {
 };
 
 static struct next_api next;
-static void *next_cxx[CXX_OPS];
+void *next_cxx[CXX_OPS];
 /* record the C API's calls: the next malloc is glibc's */
-static bool record_c;
+bool record_c;
 /* record operator new and delete: the next ones are libstdc++'s (which
  * call the C API, recorded as nested) */
-static bool record_cxx;
-static int init_state; /* 0 not yet, 1 resolving, 2 done */
+bool record_cxx;
+int init_state; /* 0 not yet, 1 resolving, 2 done */
 
 /* ---- the shared memory -------------------------------------------------- */
 
-static struct mt_fast_header *shm;
+struct mt_fast_header *shm;
 static struct mt_fast_ring *rings;
 static struct mt_fast_record *records;
-static uint64_t ring_records, ring_mask; /* records a ring holds; that - 1 */
-static bool clock_tsc;			 /* records stamped by rdtsc */
+uint64_t ring_records, ring_mask; /* records a ring holds; that - 1 */
+bool clock_tsc;			  /* records stamped by rdtsc */
 static int wake_fd = -1;
 static pthread_key_t ring_key;
 
-struct stack_state;
-
-/* Each thread's ring, and its depth inside interposed calls (a call made
- * at depth > 0 is the allocator's own, not the program's). */
-struct thread_state {
-	struct mt_fast_ring *ring;
-	struct mt_fast_record *recs;
-	uint64_t head;	    /* records written (the ring's head, cached) */
-	uint64_t tail_seen; /* the ring's tail when last looked at */
-	unsigned depth;
-	bool claim_failed;
-	bool stacks_failed;	    /* no memory for its stack state */
-	struct stack_state *stacks; /* --stacks: mapped at its first stack */
-};
-
-static __thread struct thread_state self
-    __attribute__((tls_model("initial-exec")));
-
-static inline uint64_t now(void)
-{
-#if defined(__x86_64__)
-	if (likely(clock_tsc)) {
-		uint32_t lo, hi;
-
-		__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-		return ((uint64_t)hi << 32) | lo;
-	}
-#endif
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
+__thread struct thread_state self __attribute__((tls_model("initial-exec")));
 
 static long futex(void *addr, int op, uint32_t val,
 		  const struct timespec *timeout)
@@ -192,7 +134,7 @@ static long futex(void *addr, int op, uint32_t val,
 	return syscall(SYS_futex, addr, op, val, timeout, NULL, 0);
 }
 
-static void wake_tracer(void)
+void wake_tracer(void)
 {
 	uint64_t one = 1;
 
@@ -345,31 +287,7 @@ static bool ring_room(struct thread_state *t, uint64_t n)
 	return true;
 }
 
-/*
- * How far ahead of its head a thread asks for its ring's lines, in
- * records (2 a cache line): mt-trace reads each line soon after it is
- * written, so when the thread comes round to it again a copy sits in the
- * other CPU's cache, and a plain store waits for that copy to be
- * invalidated.  Asked for with a write prefetch early enough, the store
- * finds the line its own: 2 M malloc+free pairs take 179 ms in place of
- * 228 (152 untraced; bench/RESULTS.md, "the ring's cache lines").  A
- * read prefetch (prefetcht0) does nothing for it: the line must be owned.
- */
-#define OWN_AHEAD 64
-static bool have_prefetchw; /* x86-64: the CPU has PREFETCHW */
-
-static inline __attribute__((always_inline)) void
-own_ahead(struct thread_state *t, uint64_t h)
-{
-	struct mt_fast_record *ahead = &t->recs[(h + OWN_AHEAD) & ring_mask];
-#if defined(__x86_64__)
-	/* 0F 0D /1: not every x86-64 decodes it, hence the CPUID check */
-	if (likely(have_prefetchw))
-		__asm__ volatile("prefetchw %0" : : "m"(*ahead));
-#else
-	__builtin_prefetch(ahead, 1, 3);
-#endif
-}
+bool have_prefetchw; /* x86-64: the CPU has PREFETCHW (own_ahead) */
 
 static struct mt_fast_record *ring_slot(struct thread_state *t, uint64_t k)
 {
@@ -484,9 +402,9 @@ static __attribute__((noinline)) void put_stacked(unsigned kind, uint64_t when,
 /* A record the fast path of put() cannot write: with --stacks an
  * allocation (its stack first), a thread without a ring yet, a ring that
  * looks full (its tail read again, or wait for mt-trace). */
-static __attribute__((noinline, cold)) void
-put_slow(unsigned kind, uint64_t when, uint64_t addr, uint64_t size,
-	 uint64_t extra)
+__attribute__((noinline, cold)) void put_slow(unsigned kind, uint64_t when,
+					      uint64_t addr, uint64_t size,
+					      uint64_t extra)
 {
 	struct thread_state *t = &self;
 
@@ -500,38 +418,6 @@ put_slow(unsigned kind, uint64_t when, uint64_t addr, uint64_t size,
 	*ring_slot(t, 0) = (struct mt_fast_record){
 	    when << MT_FAST_KIND_BITS | kind, addr, size, extra};
 	publish(t, 1);
-}
-
-/*
- * One record of the program's call in the thread's ring.  Inlined into
- * each interposer: the usual call (a ring with room, no stacks) is a
- * check, a write prefetch, four stores and the head's release store (a
- * plain store on x86-64), no call.
- */
-static inline __attribute__((always_inline)) void
-put(unsigned kind, uint64_t when, uint64_t addr, uint64_t size, uint64_t extra)
-{
-	struct thread_state *t = &self;
-	struct mt_fast_record *rec;
-	uint64_t h = t->head;
-
-	/* kind is a constant where this is inlined: a Free never asks stk */
-	if (unlikely((stk && kind != MT_EV_FREE) || !t->ring ||
-		     h - t->tail_seen >= ring_records)) {
-		put_slow(kind, when, addr, size, extra);
-		return;
-	}
-	rec = &t->recs[h & ring_mask];
-	own_ahead(t, h);
-	rec->when_kind = when << MT_FAST_KIND_BITS | kind;
-	rec->addr = addr;
-	rec->size = size;
-	rec->extra = extra;
-	__atomic_store_n(&t->ring->head, h + 1, __ATOMIC_RELEASE);
-	t->head = h + 1;
-	/* wake mt-trace each half ring: it drains before the ring is full */
-	if (unlikely(((h + 1) & (ring_mask >> 1)) == 0))
-		wake_tracer();
 }
 
 /* ---- start-up ----------------------------------------------------------- */
@@ -720,7 +606,7 @@ static bool cpu_has_prefetchw(void)
 #endif
 }
 
-static void init(void)
+void recorder_init(void)
 {
 	struct mt_fast_header *h;
 
@@ -758,8 +644,6 @@ static void init(void)
 	__atomic_store_n(&init_state, 2, __ATOMIC_RELEASE);
 }
 
-static void hook_pymalloc(void);
-
 /*
  * CPython's symbols the recorder uses (python.c, hook_pymalloc), looked
  * up by init() before the next allocator is known: a failed lookup (any
@@ -782,7 +666,7 @@ static void lookup_python(void)
 			return;
 }
 
-static void *python_symbol(const char *name)
+void *python_symbol(const char *name)
 {
 	for (size_t i = 0; i < sizeof(py_names) / sizeof(py_names[0]); i++)
 		if (strcmp(name, py_names[i]) == 0)
@@ -792,7 +676,7 @@ static void *python_symbol(const char *name)
 
 __attribute__((constructor)) static void preload_start(void)
 {
-	init();
+	recorder_init();
 	hook_pymalloc();
 	if (stk)
 		python_start(stk, python_symbol);
@@ -816,29 +700,12 @@ EXPORT const char *__asan_default_options(void)
 
 /* ---- the interposed API ------------------------------------------------- */
 
-/*
- * Enter an interposed call: whether to record it (the program's own call,
- * a recorder in place, events on).  Every entry is paired with leave().
- */
-static inline bool enter(bool family)
-{
-	if (unlikely(init_state != 2))
-		init();
-	return self.depth++ == 0 && family && shm &&
-	       __atomic_load_n(&shm->enabled, __ATOMIC_RELAXED);
-}
-
-static inline void leave(void)
-{
-	self.depth--;
-}
-
 EXPORT void *malloc(size_t size)
 {
 	if (unlikely(!next.malloc)) {
 		if (init_state == 1)
 			return arena_alloc(size, 16);
-		init();
+		recorder_init();
 	}
 	bool rec = enter(record_c);
 	void *p = next.malloc(size);
@@ -854,7 +721,7 @@ EXPORT void free(void *p)
 	if (unlikely(!p || in_arena(p)))
 		return;
 	if (unlikely(!next.free))
-		init();
+		recorder_init();
 	/* before the block is given back: another thread may get it */
 	if (enter(record_c))
 		put(MT_EV_FREE, now(), (uintptr_t)p, 0, 0);
@@ -872,7 +739,7 @@ EXPORT void *calloc(size_t n, size_t size)
 				memset(p, 0, n * size);
 			return p;
 		}
-		init();
+		recorder_init();
 	}
 	bool rec = enter(record_c);
 	void *p = next.calloc(n, size);
@@ -908,7 +775,7 @@ EXPORT void *realloc(void *old, size_t size)
 		return p;
 	}
 	if (unlikely(!next.realloc))
-		init();
+		recorder_init();
 	bool rec = enter(record_c);
 	void *p = next.realloc(old, size);
 
@@ -921,7 +788,7 @@ EXPORT void *realloc(void *old, size_t size)
 EXPORT void *reallocarray(void *old, size_t n, size_t size)
 {
 	if (unlikely(!next.reallocarray))
-		init();
+		recorder_init();
 	bool rec = enter(record_c);
 	void *p = next.reallocarray(old, n, size);
 
@@ -946,21 +813,21 @@ static void *aligned_call(void *(*fn)(size_t, size_t), size_t align,
 EXPORT void *memalign(size_t align, size_t size)
 {
 	if (unlikely(!next.memalign))
-		init();
+		recorder_init();
 	return aligned_call(next.memalign, align, size);
 }
 
 EXPORT void *aligned_alloc(size_t align, size_t size)
 {
 	if (unlikely(!next.aligned_alloc))
-		init();
+		recorder_init();
 	return aligned_call(next.aligned_alloc, align, size);
 }
 
 EXPORT int posix_memalign(void **out, size_t align, size_t size)
 {
 	if (unlikely(!next.posix_memalign))
-		init();
+		recorder_init();
 	bool rec = enter(record_c);
 	int err = next.posix_memalign(out, align, size);
 
@@ -985,14 +852,14 @@ static void *page_aligned(void *(*fn)(size_t), size_t size)
 EXPORT void *valloc(size_t size)
 {
 	if (unlikely(!next.valloc))
-		init();
+		recorder_init();
 	return page_aligned(next.valloc, size);
 }
 
 EXPORT void *pvalloc(size_t size)
 {
 	if (unlikely(!next.pvalloc))
-		init();
+		recorder_init();
 	return page_aligned(next.pvalloc, size);
 }
 
@@ -1008,328 +875,6 @@ EXPORT int dlclose(void *handle)
 	rc = next_dlclose ? next_dlclose(handle) : -1;
 	stacks_code_changed();
 	return rc;
-}
-
-/* ---- C++ operator new and delete ---------------------------------------- */
-
-/*
- * Each operator calls libstdc++'s (which calls malloc or aligned_alloc,
- * and loops on the new-handler or throws: its behaviour is kept whole).
- * Built with -fexceptions: an exception out of operator new unwinds
- * through these frames, and the cleanup restores the depth.  The
- * unwinder's two functions the cleanup needs are weak: only a C++ program
- * throws, and its libstdc++ has loaded libgcc_s, which defines them; a C
- * program does not load libgcc_s for the recorder (84 KiB of its RSS).
- */
-__asm__(".weak _Unwind_Resume\n\t.weak __gcc_personality_v0");
-static void leave_cleanup(bool *rec)
-{
-	(void)rec;
-	leave();
-}
-#define ENTER_CXX(rec)                                                         \
-	bool rec __attribute__((cleanup(leave_cleanup))) = enter(record_cxx)
-
-typedef void *(*new_fn)(size_t);
-typedef void *(*new_nothrow_fn)(size_t, const void *);
-typedef void *(*new_aligned_fn)(size_t, size_t);
-typedef void *(*new_aligned_nothrow_fn)(size_t, size_t, const void *);
-typedef void (*delete_fn)(void *);
-typedef void (*delete_sized_fn)(void *, size_t);
-typedef void (*delete_nothrow_fn)(void *, const void *);
-typedef void (*delete_aligned_fn)(void *, size_t);
-typedef void (*delete_sized_aligned_fn)(void *, size_t, size_t);
-typedef void (*delete_aligned_nothrow_fn)(void *, size_t, const void *);
-
-/* The next operator, resolved again if it was not there at start (a
- * libstdc++ loaded later); missing altogether, the C API stands in. */
-static void *next_op(enum cxx_op op)
-{
-	if (unlikely(!next_cxx[op])) {
-		if (init_state != 2)
-			init();
-		if (!next_cxx[op])
-			next_cxx[op] = dlsym(RTLD_NEXT, cxx_names[op]);
-	}
-	return next_cxx[op];
-}
-
-static void *new_plain(enum cxx_op op, size_t size)
-{
-	new_fn fn = (new_fn)next_op(op);
-	ENTER_CXX(rec);
-	void *p = fn ? fn(size) : malloc(size);
-
-	if (!p)
-		abort(); /* only without libstdc++: nothing to throw with */
-	if (rec)
-		put(MT_EV_MALLOC, now(), (uintptr_t)p, size, 0);
-	return p;
-}
-
-static void *new_nothrow(enum cxx_op op, size_t size, const void *tag)
-{
-	new_nothrow_fn fn = (new_nothrow_fn)next_op(op);
-	ENTER_CXX(rec);
-	void *p = fn ? fn(size, tag) : malloc(size);
-
-	if (rec && p)
-		put(MT_EV_MALLOC, now(), (uintptr_t)p, size, 0);
-	return p;
-}
-
-static void *new_aligned(enum cxx_op op, size_t size, size_t align)
-{
-	new_aligned_fn fn = (new_aligned_fn)next_op(op);
-	ENTER_CXX(rec);
-	void *p = fn ? fn(size, align) : aligned_alloc(align, size);
-
-	if (!p)
-		abort(); /* only without libstdc++ */
-	if (rec)
-		put(MT_EV_ALIGNED_ALLOC, now(), (uintptr_t)p, size, align);
-	return p;
-}
-
-static void *new_aligned_nothrow(enum cxx_op op, size_t size, size_t align,
-				 const void *tag)
-{
-	new_aligned_nothrow_fn fn = (new_aligned_nothrow_fn)next_op(op);
-	ENTER_CXX(rec);
-	void *p = fn ? fn(size, align, tag) : aligned_alloc(align, size);
-
-	if (rec && p)
-		put(MT_EV_ALIGNED_ALLOC, now(), (uintptr_t)p, size, align);
-	return p;
-}
-
-/* Every delete: a Free before the block goes, then the next operator with
- * its own arguments (args: how many of size, align, tag it takes). */
-#define DELETE_OP(op, call)                                                    \
-	do {                                                                   \
-		void *fn = next_op(op);                                        \
-		ENTER_CXX(rec);                                                \
-		if (!p)                                                        \
-			break;                                                 \
-		if (rec)                                                       \
-			put(MT_EV_FREE, now(), (uintptr_t)p, 0, 0);            \
-		if (fn)                                                        \
-			call;                                                  \
-		else                                                           \
-			free(p);                                               \
-	} while (0)
-
-EXPORT void *_Znwm(size_t size)
-{
-	return new_plain(CXX_NEW, size);
-}
-
-EXPORT void *_Znam(size_t size)
-{
-	return new_plain(CXX_NEW_ARRAY, size);
-}
-
-EXPORT void *_ZnwmRKSt9nothrow_t(size_t size, const void *tag)
-{
-	return new_nothrow(CXX_NEW_NOTHROW, size, tag);
-}
-
-EXPORT void *_ZnamRKSt9nothrow_t(size_t size, const void *tag)
-{
-	return new_nothrow(CXX_NEW_ARRAY_NOTHROW, size, tag);
-}
-
-EXPORT void *_ZnwmSt11align_val_t(size_t size, size_t align)
-{
-	return new_aligned(CXX_NEW_ALIGNED, size, align);
-}
-
-EXPORT void *_ZnamSt11align_val_t(size_t size, size_t align)
-{
-	return new_aligned(CXX_NEW_ARRAY_ALIGNED, size, align);
-}
-
-EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t align,
-						const void *tag)
-{
-	return new_aligned_nothrow(CXX_NEW_ALIGNED_NOTHROW, size, align, tag);
-}
-
-EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t align,
-						const void *tag)
-{
-	return new_aligned_nothrow(CXX_NEW_ARRAY_ALIGNED_NOTHROW, size, align,
-				   tag);
-}
-
-EXPORT void _ZdlPv(void *p)
-{
-	DELETE_OP(CXX_DELETE, ((delete_fn)fn)(p));
-}
-
-EXPORT void _ZdaPv(void *p)
-{
-	DELETE_OP(CXX_DELETE_ARRAY, ((delete_fn)fn)(p));
-}
-
-EXPORT void _ZdlPvm(void *p, size_t size)
-{
-	DELETE_OP(CXX_DELETE_SIZED, ((delete_sized_fn)fn)(p, size));
-}
-
-EXPORT void _ZdaPvm(void *p, size_t size)
-{
-	DELETE_OP(CXX_DELETE_ARRAY_SIZED, ((delete_sized_fn)fn)(p, size));
-}
-
-EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *tag)
-{
-	DELETE_OP(CXX_DELETE_NOTHROW, ((delete_nothrow_fn)fn)(p, tag));
-}
-
-EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *tag)
-{
-	DELETE_OP(CXX_DELETE_ARRAY_NOTHROW, ((delete_nothrow_fn)fn)(p, tag));
-}
-
-EXPORT void _ZdlPvSt11align_val_t(void *p, size_t align)
-{
-	DELETE_OP(CXX_DELETE_ALIGNED, ((delete_aligned_fn)fn)(p, align));
-}
-
-EXPORT void _ZdaPvSt11align_val_t(void *p, size_t align)
-{
-	DELETE_OP(CXX_DELETE_ARRAY_ALIGNED, ((delete_aligned_fn)fn)(p, align));
-}
-
-EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t size, size_t align)
-{
-	DELETE_OP(CXX_DELETE_SIZED_ALIGNED,
-		  ((delete_sized_aligned_fn)fn)(p, size, align));
-}
-
-EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t size, size_t align)
-{
-	DELETE_OP(CXX_DELETE_ARRAY_SIZED_ALIGNED,
-		  ((delete_sized_aligned_fn)fn)(p, size, align));
-}
-
-EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t align,
-						const void *tag)
-{
-	DELETE_OP(CXX_DELETE_ALIGNED_NOTHROW,
-		  ((delete_aligned_nothrow_fn)fn)(p, align, tag));
-}
-
-EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t align,
-						const void *tag)
-{
-	DELETE_OP(CXX_DELETE_ARRAY_ALIGNED_NOTHROW,
-		  ((delete_aligned_nothrow_fn)fn)(p, align, tag));
-}
-
-/* ---- Python's own allocator (pymalloc) ------------------------------------
- *
- * CPython hands out its objects from arenas it maps itself (pymalloc):
- * PyObject_Malloc and PyMem_Malloc mostly never reach malloc.  Debian's
- * python3.11 (built with PGO and LTO) also inlines them into ~60 of their
- * callers, so no interposition or uprobe on their names sees every call.
- * CPython's own hook does: PyMem_SetAllocator on the MEM and OBJ domains
- * (tracemalloc's mechanism, ABI-stable since 3.5).  The recorder installs
- * its hook from its constructor, before the interpreter's main runs:
- * CPython replaces the allocators only for PYTHONMALLOC (and -X dev), at
- * pre-initialisation (Python/preconfig.c, _PyPreConfig_Write), which would
- * drop the hook, and then nothing is recorded as pymalloc.  A request
- * pymalloc forwards to malloc (over 512 bytes) runs inside the hook: the
- * depth makes it the allocator's own call, one object, one event.
- */
-
-/* CPython's PyMemAllocatorEx and PyMemAllocatorDomain (Include/cpython/
- * pymem.h), declared here: the recorder is built without Python.h. */
-struct py_allocator {
-	void *ctx;
-	void *(*malloc)(void *ctx, size_t size);
-	void *(*calloc)(void *ctx, size_t n, size_t size);
-	void *(*realloc)(void *ctx, void *p, size_t size);
-	void (*free)(void *ctx, void *p);
-};
-enum { PY_DOMAIN_MEM = 1, PY_DOMAIN_OBJ = 2 };
-
-/* the allocators the hook passes each domain's calls on to */
-static struct py_allocator py_next[3];
-
-static void *py_malloc(void *ctx, size_t size)
-{
-	const struct py_allocator *n = ctx;
-	bool rec = enter(true);
-	void *p = n->malloc(n->ctx, size);
-
-	if (rec && p)
-		put(MT_EV_MALLOC, now(), (uintptr_t)p, size, 0);
-	leave();
-	return p;
-}
-
-static void *py_calloc(void *ctx, size_t nelem, size_t size)
-{
-	const struct py_allocator *n = ctx;
-	bool rec = enter(true);
-	void *p = n->calloc(n->ctx, nelem, size);
-
-	if (rec && p)
-		put(MT_EV_CALLOC, now(), (uintptr_t)p, nelem * size, 0);
-	leave();
-	return p;
-}
-
-/* pymalloc's realloc(p, 0) keeps a block (of one byte); a failure keeps
- * the old one */
-static void *py_realloc(void *ctx, void *old, size_t size)
-{
-	const struct py_allocator *n = ctx;
-	bool rec = enter(true);
-	void *p = n->realloc(n->ctx, old, size);
-
-	if (rec && p)
-		put(MT_EV_REALLOC, now(), (uintptr_t)p, size, (uintptr_t)old);
-	leave();
-	return p;
-}
-
-static void py_free(void *ctx, void *p)
-{
-	const struct py_allocator *n = ctx;
-
-	if (!p) {
-		n->free(n->ctx, p);
-		return;
-	}
-	if (enter(true))
-		put(MT_EV_FREE, now(), (uintptr_t)p, 0, 0);
-	n->free(n->ctx, p);
-	leave();
-}
-
-/* The interpreter in this process, if any (its executable or a libpython
- * it links exports the C API): its MEM and OBJ domains hooked. */
-static void hook_pymalloc(void)
-{
-	void (*get)(int, struct py_allocator *) = (void (*)(
-	    int, struct py_allocator *))python_symbol("PyMem_GetAllocator");
-	void (*set)(int, struct py_allocator *) = (void (*)(
-	    int, struct py_allocator *))python_symbol("PyMem_SetAllocator");
-
-	if (!get || !set || !shm)
-		return;
-	for (int d = PY_DOMAIN_MEM; d <= PY_DOMAIN_OBJ; d++) {
-		struct py_allocator hook = {&py_next[d], py_malloc, py_calloc,
-					    py_realloc, py_free};
-
-		get(d, &py_next[d]);
-		if (py_next[d].malloc == py_malloc)
-			continue; /* a fork's copy: hooked already */
-		set(d, &hook);
-	}
 }
 
 /* ---- for tests ------------------------------------------------------------
@@ -1365,7 +910,7 @@ EXPORT const void *mt_preload_next(const void *fn)
 	if (!dladdr((const void *)mt_preload_next, &me) || !dladdr(fn, &it) ||
 	    it.dli_fbase != me.dli_fbase || !it.dli_sname || it.dli_saddr != fn)
 		return NULL;
-	init();
+	recorder_init();
 	for (size_t i = 0; i < sizeof(c_api) / sizeof(c_api[0]); i++)
 		if (strcmp(it.dli_sname, c_api[i].name) == 0)
 			return *c_api[i].next;
