@@ -72,12 +72,14 @@ void mt_verifier_stats_print(struct mt_verifier_stats *s,
 		const char *log = s->logs[i++];
 		long us = stat_after(log, "verification time ");
 
-		if (!bpf_program__autoload(prog))
+		/* not loaded, or a load that stopped before it (a failed
+		 * one: libbpf says why) */
+		if (!bpf_program__autoload(prog) || us < 0)
 			continue;
 		mt_verbose("verifier: %-20s %6.2f ms, %ld instructions walked",
 			   bpf_program__name(prog), us / 1000.0,
 			   stat_after(log, "processed "));
-		total_us += us > 0 ? us : 0;
+		total_us += us;
 	}
 	mt_verbose("verifier: total %18.2f ms", total_us / 1000.0);
 	free(s);
