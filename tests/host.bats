@@ -23,9 +23,11 @@ setup() {
 	export T
 	session=""
 	tree_pid=""
+	ns_pin=""
 }
 
 teardown() {
+	[ -z "$ns_pin" ] || exec {ns_pin}<&-
 	for p in $tree_pid $session; do
 		kill -KILL "$p" 2>/dev/null || true
 	done
@@ -66,6 +68,11 @@ start_session() {
 	tree_pid=$(jq -r 'select(.info == "ready") | .pid' "$T/tree.log")
 	"$PY" "$STATE" held "$session" >"$T/held.json"
 	ns=$(jq -r .ns "$T/held.json")
+	# held open until the test ends: a namespace's number is free for a
+	# new one once its last process is gone, and another suite's session
+	# (hostile.bats' fixture, once) then showed as this one's, "left"
+	exec {ns_pin}<"/proc/$session/ns/mnt"
+	[ "mnt:[$(stat -L -c %i "/proc/self/fd/$ns_pin")]" = "$ns" ]
 	echo "session $session in $ns holds: $(jq -c 'del(.ns) | map_values(length)' "$T/held.json")"
 	# the control: a session holds links (probes, tracepoints), programs
 	# and maps, and is in a mount namespace of its own (the tree's private
