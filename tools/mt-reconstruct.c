@@ -14,6 +14,7 @@
 #include "mt_cli.h"
 #include "mt_human.h"
 #include "mt_reconstruct.h"
+#include "mt_sanitizer.h"
 #include "mt_version.h"
 
 /*
@@ -23,16 +24,7 @@
  * free, so LeakSanitizer keeps checking that everything can be freed; the
  * static pointer keeps it reachable for valgrind's leak check.
  */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_LEAK__)
-#define FREE_AT_EXIT 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
-#define FREE_AT_EXIT 1
-#endif
-#endif
-#ifndef FREE_AT_EXIT
-#define FREE_AT_EXIT 0
-#endif
+#define FREE_AT_EXIT MT_LEAK_CHECKED
 
 static struct mt_recon *recon;
 

@@ -11,23 +11,15 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/perf_event.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
-#include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/timerfd.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -37,7 +29,6 @@
 #include <bpf/libbpf.h>
 
 #include "mt_attach.h"
-#include "mt_child_env.h"
 #include "mt_confine.h"
 #include "mt_control.h"
 #include "mt_core_btf.h"
@@ -50,8 +41,6 @@
 #include "mt_stack.h"
 #include "mt_raw.h"
 #include "mt_tracer.h"
-#include "mt_user.h"
-#include "mt_verifier_stats.h"
 #include "mt_trace.skel.h"
 #include "mt_watchdog.h"
 #include "tracer_fast.h"
@@ -340,10 +329,9 @@ static int sample_pss(struct tracer *t)
 
 static int start_sampling(struct tracer *t)
 {
-	uint64_t ns = t->opts->interval_ns;
 	struct itimerspec its = {
-	    .it_interval = {ns / 1000000000, ns % 1000000000},
-	    .it_value = {ns / 1000000000, ns % 1000000000},
+	    .it_interval = mt_timespec_of(t->opts->interval_ns),
+	    .it_value = mt_timespec_of(t->opts->interval_ns),
 	};
 
 	t->sampling.fd = -1;

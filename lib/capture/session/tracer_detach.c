@@ -19,6 +19,7 @@
 
 #include <bpf/libbpf.h>
 
+#include "mt_sanitizer.h"
 #include "mt_trace.skel.h"
 #include "tracer_int.h"
 
@@ -158,16 +159,7 @@ static _Noreturn void background_detach(struct tracer *t, int parent_alive)
  * forever as they exit (seen: make check-asan, a detacher at 100% CPU for
  * 17 minutes).  An ASan build detaches in the foreground, as --wait-detach.
  */
-#if defined(__SANITIZE_ADDRESS__)
-#define FORK_SAFE_ALLOCATOR 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define FORK_SAFE_ALLOCATOR 0
-#endif
-#endif
-#ifndef FORK_SAFE_ALLOCATOR
-#define FORK_SAFE_ALLOCATOR 1
-#endif
+#define FORK_SAFE_ALLOCATOR (!MT_ASAN)
 
 /*
  * Detaching costs RCU grace periods (50-65 ms for the uprobe links here),

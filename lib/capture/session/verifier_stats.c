@@ -69,6 +69,8 @@ void mt_verifier_stats_print(struct mt_verifier_stats *s,
 		return;
 	bpf_object__for_each_program(prog, obj)
 	{
+		if (i == s->n) /* the programs asked for, all of them */
+			break;
 		const char *log = s->logs[i++];
 		long us = stat_after(log, "verification time ");
 

@@ -223,9 +223,8 @@ static bool take_spare(struct mt_batch_writer *w, struct batch_bufs *out)
 /* Wait, w->lock held, for the writer to give a buffer back. */
 static void wait_for_writer(struct tracer *t, struct mt_batch_writer *w)
 {
-	uint64_t ns = mt_clock_ns(CLOCK_MONOTONIC) + STALL_LOOK_MS * 1000000ull;
-	struct timespec until = {.tv_sec = ns / 1000000000ull,
-				 .tv_nsec = ns % 1000000000ull};
+	struct timespec until = mt_timespec_of(mt_clock_ns(CLOCK_MONOTONIC) +
+					       STALL_LOOK_MS * 1000000ull);
 
 	if (pthread_cond_timedwait(&w->done, &w->lock, &until) == ETIMEDOUT) {
 		pthread_mutex_unlock(&w->lock);
